@@ -1,0 +1,14 @@
+"""The core's data model (seed §1, §2, §9): sources, entries, events, contexts and ids."""
+
+from .context import SessionContext, neutralize_untrusted
+from .entry import SessionEntry
+from .events import INTERNAL, USER, MessageEvent
+from .ids import new_session_id, validate_session_id
+from .source import CHAT_TYPES, Platform, SessionSource, SourceError
+from .timeutil import format_timestamp, parse_timestamp, utc_now
+
+__all__ = [
+    "CHAT_TYPES", "INTERNAL", "USER", "MessageEvent", "Platform", "SessionContext", "SessionEntry",
+    "SessionSource", "SourceError", "format_timestamp", "neutralize_untrusted", "new_session_id",
+    "parse_timestamp", "utc_now", "validate_session_id",
+]

@@ -1,0 +1,59 @@
+"""MessageEvent: one inbound message (or internal wake-up) for the pipeline (seed §1, §8)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from .source import SessionSource
+from .timeutil import utc_now
+
+# Event kinds. "user" is a human message; "internal" is a wake-up the gateway made itself
+# (background-task completion, scheduled notify+wake, recovery auto-continue). Internal wake-ups
+# survive /new, /reset and /stop (seed §8 "clearing").
+USER = "user"
+INTERNAL = "internal"
+
+
+@dataclass(slots=True)
+class MessageEvent:
+    """One message to process.
+
+    Attributes:
+        source: where it came from (carries the raw ids used for routing and delivery).
+        text: the message text (may be empty when `media` is set).
+        message_id: the platform's message id, used for dedupe and reply-in-place.
+        media: attachment descriptors (platform-defined dicts: url/path, mime type, size in bytes).
+        kind: `"user"` or `"internal"`.
+        received_at: aware UTC time the gateway accepted it.
+        raw: the platform payload, kept only in memory for adapters (never persisted).
+    """
+
+    source: SessionSource
+    text: str = ""
+    message_id: str | None = None
+    media: list[dict[str, Any]] = field(default_factory=list)
+    kind: str = USER
+    received_at: datetime = field(default_factory=utc_now)
+    raw: Any = field(default=None, repr=False, compare=False)
+
+    @property
+    def is_internal(self) -> bool:
+        """True for gateway-made wake-ups (they survive /new, /reset and /stop)."""
+        return self.kind == INTERNAL
+
+    @property
+    def is_command(self) -> bool:
+        """True when the text is a slash command (`/new`, `/status`, …)."""
+        return self.text.startswith("/") and not self.text.startswith("//")
+
+    def command(self) -> tuple[str, str]:
+        """Split a slash command into `(name, argument)`: `"/queue hi"` → `("queue", "hi")`.
+
+        A Telegram-style `/cmd@botname` suffix is dropped. Returns `("", text)` for non-commands.
+        """
+        if not self.is_command:
+            return "", self.text
+        head, _, rest = self.text[1:].partition(" ")
+        return head.split("@", 1)[0].lower(), rest.strip()

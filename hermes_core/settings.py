@@ -1,0 +1,220 @@
+"""Gateway configuration (pydantic-settings; CONVENTIONS.md §5; seed appendix).
+
+Sources, strongest first: keyword arguments > `HERMES_*` environment variables (nested with
+`__`, e.g. `HERMES_AGENT__AGENT_CACHE__MAX_SIZE=64`) > `.env` > `/run/secrets` > the TOML file
+(`$HERMES_CONFIG`, default `$HERMES_HOME/hermes.toml`) > defaults. This is Prefect's order:
+env beats files, files beat defaults.
+
+The seed's appendix keys keep their names and nesting: top-level `group_sessions_per_user`,
+`thread_sessions_per_user`, `session_store_max_age_days`; `[agent]` and `[agent.agent_cache]`.
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
+from pydantic_settings import (
+    BaseSettings,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+    TomlConfigSettingsSource,
+)
+
+CONFIG_FILE_NAME = "hermes.toml"
+
+
+class ConfigError(Exception):
+    """Configuration could not be loaded; `str(err)` is one line naming the key or file."""
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class AgentCacheSettings(_Section):
+    """`[agent.agent_cache]` (seed §11 and appendix)."""
+
+    max_size: int = Field(128, ge=1, description="LRU entries of cached agents")
+    idle_ttl_secs: int = Field(3600, ge=0, description="seconds idle before soft release")
+    memory_high_mb: int | Literal["auto", "off"] = Field(
+        "auto", description="anonymous-memory budget in MiB; auto = from cgroup/RAM; 0/off disables")
+    max_evictions_per_pass: int = Field(16, ge=0)
+    protect_recent: int = Field(8, ge=0)
+
+
+class OpenAIAgentSettings(_Section):
+    """`[agent.openai]`: any OpenAI-compatible chat-completions server."""
+
+    base_url: str = "http://127.0.0.1:8000/v1"
+    model: str = "gpt-4o-mini"
+    api_key: SecretStr = SecretStr("not-needed")
+    request_timeout_s: float = Field(120.0, gt=0)
+    max_retries: int = Field(2, ge=0)
+    system_prompt: str = "You are a helpful assistant reached through a messaging gateway."
+
+
+class AgentSettings(_Section):
+    """`[agent]` (seed appendix) plus the agent backend choice."""
+
+    backend: Literal["echo", "openai"] = "echo"
+    gateway_auto_continue_freshness: int = Field(3600, ge=0, description="seconds")
+    gateway_timeout: int = Field(1800, gt=0, description="seconds per agent turn")
+    agent_cache: AgentCacheSettings = Field(default_factory=AgentCacheSettings)
+    openai: OpenAIAgentSettings = Field(default_factory=OpenAIAgentSettings)
+
+
+class CoreSettings(_Section):
+    """`[core]`: gateway-wide behaviour."""
+
+    max_input_chars: int = Field(32000, ge=1, description="longest accepted user message, in characters")
+    busy_input_mode: Literal["interrupt", "queue"] = "interrupt"
+    db_path: Path | None = Field(None, description="default: $HERMES_HOME/state.db")
+
+
+class StorageSettings(_Section):
+    """`[storage]`: SQLite and the sessions.json mirror."""
+
+    busy_timeout_s: float = Field(5.0, gt=0)
+    mirror_debounce_s: float = Field(0.25, ge=0, description="sessions.json write debounce")
+    fts_check_interval_s: float = Field(3600.0, gt=0)
+
+
+class SchedulerSettings(_Section):
+    """`[scheduler]`: the housekeeping watcher (APScheduler)."""
+
+    interval_s: float = Field(60.0, gt=0)
+    jitter_s: float = Field(0.0, ge=0)
+    tick_timeout_s: float = Field(30.0, gt=0)
+    drain_timeout_s: float = Field(10.0, ge=0)
+
+
+class RedactionSettings(_Section):
+    """`[redaction]`: PII pseudonymisation in the LLM context (seed §9; opt-in)."""
+
+    enabled: bool = False
+
+
+class PluginsSettings(_Section):
+    """`[plugins]` (CONVENTIONS.md §3)."""
+
+    enabled: list[str] = Field(default_factory=list)
+    allow: list[str] | None = None
+    deny: list[str] = Field(default_factory=list)
+    strict: bool = False
+    safe_mode: bool = False
+    overrides: list[str] = Field(default_factory=list)
+    allow_local_file: bool = False
+    hook_timeout_s: float = Field(10.0, gt=0)
+    setup_timeout_s: float = Field(30.0, gt=0)
+
+
+def default_home() -> Path:
+    """`$HERMES_HOME`, else `~/.hermes`."""
+    return Path(os.environ.get("HERMES_HOME") or Path.home() / ".hermes").expanduser()
+
+
+def config_file_path(home: Path | str | None = None) -> Path:
+    """`$HERMES_CONFIG`, else `<home>/hermes.toml`."""
+    explicit = os.environ.get("HERMES_CONFIG")
+    if explicit:
+        return Path(explicit).expanduser()
+    return Path(home).expanduser() / CONFIG_FILE_NAME if home else default_home() / CONFIG_FILE_NAME
+
+
+class GatewayConfig(BaseSettings):
+    """Root settings of one gateway (seed appendix; CONVENTIONS.md §5).
+
+    Construct in code with keyword overrides (`GatewayConfig(home=tmp, group_sessions_per_user=False)`)
+    or through `load_config()`, which turns every failure into a one-line `ConfigError`.
+
+    Raises:
+        pydantic.ValidationError: a value has the wrong type or range.
+        tomllib.TOMLDecodeError: the config file is not valid TOML.
+    """
+
+    model_config = SettingsConfigDict(
+        env_prefix="HERMES_",
+        env_nested_delimiter="__",
+        env_file=".env",
+        extra="forbid",
+        secrets_dir=None,
+    )
+
+    home: Path = Field(default_factory=default_home, description="HERMES_HOME")
+    group_sessions_per_user: bool = True
+    thread_sessions_per_user: bool = False
+    session_store_max_age_days: int = Field(0, description="prune routes older than N days; 0 disables")
+    agent: AgentSettings = Field(default_factory=AgentSettings)
+    core: CoreSettings = Field(default_factory=CoreSettings)
+    storage: StorageSettings = Field(default_factory=StorageSettings)
+    scheduler: SchedulerSettings = Field(default_factory=SchedulerSettings)
+    redaction: RedactionSettings = Field(default_factory=RedactionSettings)
+    plugins: PluginsSettings = Field(default_factory=PluginsSettings)
+    # Raw per-platform tables; validated into each plugin's own model after plugins load
+    # (CONVENTIONS.md §5). repr=False keeps tokens out of logs.
+    platforms: dict[str, dict[str, Any]] = Field(
+        default_factory=lambda: {"local": {"enabled": True}}, repr=False)
+
+    @field_validator("home", mode="after")
+    @classmethod
+    def _expand_home(cls, value: Path) -> Path:
+        return value.expanduser()
+
+    @property
+    def db_path(self) -> Path:
+        """`[core] db_path`, default `<home>/state.db`."""
+        return self.core.db_path or self.home / "state.db"
+
+    @property
+    def sessions_dir(self) -> Path:
+        """`<home>/sessions` (holds `sessions.json`)."""
+        return self.home / "sessions"
+
+    def enabled_platforms(self) -> list[str]:
+        """Names of `[platforms.<id>]` tables with `enabled = true`, sorted."""
+        return sorted(name for name, table in self.platforms.items()
+                      if isinstance(table, dict) and table.get("enabled"))
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        init_home = getattr(init_settings, "init_kwargs", {}).get("home")
+        toml_path = config_file_path(init_home)
+        toml = TomlConfigSettingsSource(settings_cls, toml_file=toml_path if toml_path.is_file() else None)
+        return (init_settings, env_settings, dotenv_settings, file_secret_settings, toml)
+
+
+def _describe_validation_error(err: ValidationError) -> str:
+    first = err.errors()[0]
+    key = ".".join(str(p) for p in first.get("loc", ())) or "<root>"
+    return f"invalid config value for {key!r}: {first.get('msg', 'invalid')}"
+
+
+def load_config(**overrides: Any) -> GatewayConfig:
+    """Load the gateway config, turning every failure into a one-line `ConfigError`.
+
+    Args:
+        **overrides: keyword overrides, strongest source (e.g. `home=Path(...)`).
+
+    Raises:
+        ConfigError: unreadable or non-TOML config file, or a bad value (names the key).
+    """
+    path = config_file_path(overrides.get("home"))
+    try:
+        return GatewayConfig(**overrides)
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"config file {path} is not valid TOML: {exc}") from None
+    except OSError as exc:
+        raise ConfigError(f"config file {path} cannot be read: {exc.strerror or exc}") from None
+    except ValidationError as exc:
+        raise ConfigError(f"{_describe_validation_error(exc)} (config file {path})") from None

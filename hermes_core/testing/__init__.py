@@ -1,0 +1,1 @@
+"""Test kit for hermes_core and its plugins (fixtures and contract suites)."""

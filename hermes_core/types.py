@@ -1,0 +1,104 @@
+"""Typed records exchanged through hooks (CONVENTIONS.md §2; conda's `types.py`).
+
+Hooks return these records instead of performing side effects, so the core decides when and
+how to act on them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable, Literal
+
+from pydantic import BaseModel
+
+from .keys import Canonicalizer
+
+Capability = Literal["edit", "threads", "typing", "media", "reactions", "webhook"]
+
+
+@dataclass(frozen=True, slots=True)
+class KeyPolicy:
+    """Inputs of the key and shared-session hooks besides the source (seed §5 settings).
+
+    Attributes:
+        group_sessions_per_user: isolate group/channel chats per user.
+        thread_sessions_per_user: isolate threads per user.
+        canonicalize: `(platform, kind, value) -> str`, normally the `hermes_canonical_identity`
+            hook chain, so plugin alias stores apply to keys.
+    """
+
+    group_sessions_per_user: bool = True
+    thread_sessions_per_user: bool = False
+    canonicalize: Canonicalizer | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class AdapterSpec:
+    """What a platform adapter declares about itself (CONVENTIONS.md §2).
+
+    Attributes:
+        name: platform id (`"telegram"`), equal to the adapter entry-point name.
+        label: human name (`"Telegram"`).
+        pii_safe: True when ids may be pseudonymised in the LLM context (seed §9). Discord: False.
+        max_message_length: longest text one send may carry, in `length_unit`s.
+        length_unit: `"chars"`, `"utf16"` (Telegram) or `"bytes"` (Signal, UTF-8).
+        capabilities: subset of edit / threads / typing / media / reactions / webhook.
+        settings_model: pydantic model of the `[platforms.<name>]` table, or None.
+        required_env: env vars the adapter needs to connect (documentation only).
+        install_hint: how to install the plugin (`pip install hermes-gateway-telegram`).
+    """
+
+    name: str
+    label: str
+    pii_safe: bool = False
+    max_message_length: int = 4000
+    length_unit: Literal["chars", "utf16", "bytes"] = "chars"
+    capabilities: frozenset[str] = frozenset()
+    settings_model: type[BaseModel] | None = None
+    required_env: tuple[str, ...] = ()
+    install_hint: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class SettingsSpec:
+    """A settings table owned by a plugin: `[platforms.<section>]` or `[plugins.<section>]`."""
+
+    section: str
+    model: type[BaseModel]
+    table: Literal["platforms", "plugins"] = "platforms"
+
+
+@dataclass(frozen=True, slots=True)
+class RedactionRule:
+    """A text rewrite applied in the given scopes (seed §9). The core applies the union of rules."""
+
+    name: str
+    scopes: frozenset[str]  # subset of {"log", "llm_context", "store", "index"}
+    apply: Callable[[str], str]
+
+
+@dataclass(slots=True)
+class DeliveryPlan:
+    """How one reply is sent: the chunks in order and where they go.
+
+    Attributes:
+        chunks: texts to send in order, each within the adapter's limit.
+        reply_to_message_id: platform message id the first chunk replies to, or None.
+        veto: when True nothing is sent (a deployment may veto), `reason` says why.
+        metadata: free-form adapter hints (parse mode, thread override, …).
+    """
+
+    chunks: list[str]
+    reply_to_message_id: str | None = None
+    veto: bool = False
+    reason: str | None = None
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class RecoveryPlan:
+    """What to do with a session whose turn failed or was interrupted (seed §7)."""
+
+    action: Literal["retry", "backoff", "reset", "give_up", "resume"]
+    delay_seconds: float = 0.0
+    reason: str = ""
