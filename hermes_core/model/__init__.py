@@ -6,9 +6,10 @@ from .events import INTERNAL, USER, MessageEvent
 from .ids import new_session_id, validate_session_id
 from .source import CHAT_TYPES, Platform, SessionSource, SourceError
 from .timeutil import format_timestamp, parse_timestamp, utc_now
+from .usage import TokenUsage
 
 __all__ = [
     "CHAT_TYPES", "INTERNAL", "USER", "MessageEvent", "Platform", "SessionContext", "SessionEntry",
-    "SessionSource", "SourceError", "format_timestamp", "neutralize_untrusted", "new_session_id",
+    "SessionSource", "SourceError", "TokenUsage", "format_timestamp", "neutralize_untrusted", "new_session_id",
     "parse_timestamp", "utc_now", "validate_session_id",
 ]

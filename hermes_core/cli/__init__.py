@@ -1,0 +1,1 @@
+"""The `hermes-gateway` command (typer). `main.py` assembles the sub-commands."""
