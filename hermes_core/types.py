@@ -102,3 +102,34 @@ class RecoveryPlan:
     action: Literal["retry", "backoff", "reset", "give_up", "resume"]
     delay_seconds: float = 0.0
     reason: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class OutboundDelivery:
+    """One reply (or notice) the gateway owes a chat: the input of `hermes_plan_delivery`.
+
+    Attributes:
+        session_key / session_id: the session the text belongs to.
+        target: the chat to send to (raw ids; the stored origin, never a parsed key).
+        text: the full text, before chunking.
+        spec: the target adapter's AdapterSpec (limit and unit for chunking).
+        reply_to_message_id: platform id of the triggering message, or None.
+        kind: `"reply"`, `"notice"` (command answers, errors) or `"recovered"` (seed §7 re-send).
+    """
+
+    session_key: str
+    session_id: str | None
+    target: Any
+    text: str
+    spec: AdapterSpec
+    reply_to_message_id: str | None = None
+    kind: Literal["reply", "notice", "recovered"] = "reply"
+
+
+@dataclass(frozen=True, slots=True)
+class DeliveryOutcome:
+    """Result of performing a DeliveryPlan: platform ids of the sent chunks, or the error."""
+
+    delivered: bool
+    message_ids: tuple[str | None, ...] = ()
+    error: str | None = None

@@ -1,0 +1,1 @@
+"""Platforms built into the core (the local terminal)."""
