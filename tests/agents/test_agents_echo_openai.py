@@ -1,0 +1,134 @@
+"""Agents (issue 2 item 7): echo's deterministic rule, interruption, and the openai agent
+against a fake chat-completions server on 127.0.0.1."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from hermes_core.agents import AgentError, AgentInterrupted, EchoAgent, create_agent
+from hermes_core.agents.base import Agent, AgentReply
+from hermes_core.agents.openai_agent import OpenAIAgent
+from hermes_core.model import SessionContext, SessionSource, TokenUsage
+from hermes_core.settings import GatewayConfig
+
+SOURCE = SessionSource("local", "terminal", chat_type="dm", user_id="alice")
+CONTEXT = SessionContext(source=SOURCE, session_key="agent:main:local:dm:terminal", session_id="s1")
+
+
+async def test_echo_reply_and_usage_are_deterministic():
+    agent = EchoAgent()
+    history = [{"role": "user", "content": "one two"}, {"role": "assistant", "content": "echo: one two"}]
+    reply = await agent.run_turn(CONTEXT, history, "hello there world")
+    assert reply.text == "echo: hello there world"
+    # input: 2 + 3 (history) + 3 (message); output: "echo:", "hello", "there", "world"
+    assert reply.usage == TokenUsage(input_tokens=8, output_tokens=4, total_tokens=12,
+                                     estimated_cost_usd=0.0, cost_status="exact")
+
+
+def test_create_agent_selects_backend(tmp_path):
+    assert isinstance(create_agent(GatewayConfig(home=tmp_path)), EchoAgent)
+    agent = create_agent(GatewayConfig(home=tmp_path, agent={"backend": "openai"}))
+    assert isinstance(agent, OpenAIAgent)
+    asyncio.run(agent.aclose())
+
+
+class _BlockingAgent(Agent):
+    def __init__(self):
+        super().__init__()
+        self.entered = asyncio.Event()
+
+    async def _generate(self, context, history, message, system_context):
+        self.entered.set()
+        await asyncio.Event().wait()
+        return AgentReply("never", TokenUsage())
+
+
+async def test_interrupt_ends_running_turn_with_agent_interrupted():
+    agent = _BlockingAgent()
+    turn = asyncio.create_task(agent.run_turn(CONTEXT, [], "hi"))
+    await agent.entered.wait()
+    assert agent.busy is True
+    assert agent.interrupt("agent:main:local:dm:terminal") is True
+    with pytest.raises(AgentInterrupted):
+        await turn
+    assert agent.busy is False
+    assert agent.interrupt() is False
+
+
+async def test_interrupt_of_other_session_leaves_turn_running():
+    agent = _BlockingAgent()
+    turn = asyncio.create_task(agent.run_turn(CONTEXT, [], "hi"))
+    await agent.entered.wait()
+    assert agent.interrupt("agent:main:telegram:dm:1") is False
+    assert not turn.done()
+    agent.interrupt()
+    with pytest.raises(AgentInterrupted):
+        await turn
+
+
+def _openai_config(tmp_path, base_url):
+    return GatewayConfig(home=tmp_path, agent={"backend": "openai", "openai": {
+        "base_url": base_url, "model": "test-model", "api_key": "sk-test-123",
+        "max_retries": 0, "request_timeout_s": 10, "system_prompt": "You are terse."}})
+
+
+async def test_openai_agent_request_body_and_usage_mapping(tmp_path, fake_chat_server):
+    agent = create_agent(_openai_config(tmp_path, fake_chat_server.base_url))
+    history = [{"role": "user", "content": "earlier", "timestamp": "2026-01-01T00:00:00+00:00",
+                "platform_message_id": "7"},
+               {"role": "assistant", "content": "noted"}]
+    try:
+        reply = await agent.run_turn(CONTEXT, history, "what now?",
+                                     system_context="## Current Session Context\nSource: local")
+    finally:
+        await agent.aclose()
+    assert reply.text == "fake reply"
+    assert reply.usage == TokenUsage(input_tokens=11, output_tokens=5, cache_read_tokens=3,
+                                     cache_write_tokens=0, total_tokens=16, cost_status="unknown")
+    [body] = fake_chat_server.requests
+    assert body["model"] == "test-model"
+    assert body["messages"] == [
+        {"role": "system", "content": "You are terse.\n\n## Current Session Context\nSource: local"},
+        {"role": "user", "content": "earlier"},
+        {"role": "assistant", "content": "noted"},
+        {"role": "user", "content": "what now?"},
+    ]
+    assert fake_chat_server.headers[0]["Authorization"] == "Bearer sk-test-123"
+
+
+async def test_openai_agent_without_cached_details(tmp_path, fake_chat_server):
+    fake_chat_server.usage = {"prompt_tokens": 4, "completion_tokens": 2, "total_tokens": 6}
+    agent = create_agent(_openai_config(tmp_path, fake_chat_server.base_url))
+    try:
+        reply = await agent.run_turn(CONTEXT, [], "hi")
+    finally:
+        await agent.aclose()
+    assert reply.usage == TokenUsage(input_tokens=4, output_tokens=2, cache_read_tokens=0,
+                                     total_tokens=6, cost_status="unknown")
+
+
+async def test_openai_agent_server_error_is_agent_error(tmp_path, fake_chat_server):
+    fake_chat_server.status = 500
+    agent = create_agent(_openai_config(tmp_path, fake_chat_server.base_url))
+    try:
+        with pytest.raises(AgentError, match="InternalServerError"):
+            await agent.run_turn(CONTEXT, [], "hi")
+    finally:
+        await agent.aclose()
+
+
+async def test_openai_agent_interrupt_cancels_the_request(tmp_path, fake_chat_server):
+    fake_chat_server.hang = True
+    agent = create_agent(_openai_config(tmp_path, fake_chat_server.base_url))
+    try:
+        turn = asyncio.create_task(agent.run_turn(CONTEXT, [], "slow question"))
+        await asyncio.wait_for(fake_chat_server.started.wait(), 10)
+        assert agent.interrupt() is True
+        with pytest.raises(AgentInterrupted):
+            await asyncio.wait_for(turn, 10)
+        # The server sees the client go away: the HTTP request really was abandoned.
+        await asyncio.wait_for(fake_chat_server.cancelled.wait(), 10)
+    finally:
+        await agent.aclose()
