@@ -1,0 +1,80 @@
+"""The `[platforms.telegram]` settings table (CONVENTIONS.md §5 "Per-plugin sections").
+
+Validated by the core into `TelegramSettings` (the model returned from this plugin's
+`hermes_settings_schema` hookimpl). The bot token is a `SecretStr`: it never appears in a repr,
+a log line or an error message. Prefer the environment for it:
+`HERMES_PLATFORMS__TELEGRAM__BOT_TOKEN=123:ABC`.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, model_validator
+
+DEFAULT_BASE_URL = "https://api.telegram.org/bot"
+DEFAULT_BASE_FILE_URL = "https://api.telegram.org/file/bot"
+
+
+class TelegramSettings(BaseModel):
+    """Settings of the Telegram adapter.
+
+    Attributes:
+        enabled / adapter: owned by the core (platform switch and adapter-class override);
+            accepted here so the table validates, not used by the plugin.
+        bot_token: the BotFather token (`SecretStr`). Required to start the adapter.
+        base_url: Bot API base; the token is appended (`…/bot` + token). Tests point it at a fake
+            server on 127.0.0.1.
+        base_file_url: file download base (same rule).
+        mode: `"polling"` (getUpdates long polling) or `"webhook"` (Telegram POSTs updates).
+        poll_timeout: long-poll timeout of one getUpdates call, in seconds (0–50).
+        poll_backoff_max: longest pause between failed getUpdates calls, in seconds.
+        max_emit_attempts: how often one update is offered to the gateway before it is skipped
+            with an ERROR log (the gateway refusing every time means the update is poison).
+        webhook_url: public HTTPS URL Telegram posts to (required in webhook mode).
+        webhook_listen / webhook_port / webhook_path: the local aiohttp listener
+            (`webhook_port=0` picks a free port; see `TelegramAdapter.webhook_address`).
+        webhook_secret: checked against `X-Telegram-Bot-Api-Secret-Token` (`SecretStr`).
+        edits_as_turns: when True an edited message starts a new turn (platforms.md TG-T10);
+            by default edits are ignored and logged.
+        parse_mode: `"MarkdownV2"` (code fences and inline code rendered, everything else
+            escaped) or `"plain"`. A refused formatted text is resent as plain text.
+        max_retry_after: longest 429 `retry_after` the adapter waits out itself, in seconds;
+            a longer one is raised to the delivery layer as `RetryAfter`.
+        send_attempts: attempts per chunk when the platform answers 429 (first try included).
+        topic_names: forum topic names from config, `{chat_id: {thread_id: name}}`, used when
+            the update does not carry the topic's creation message.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    enabled: bool = False
+    adapter: str | None = None
+
+    bot_token: SecretStr | None = None
+    base_url: str = DEFAULT_BASE_URL
+    base_file_url: str = DEFAULT_BASE_FILE_URL
+    mode: Literal["polling", "webhook"] = "polling"
+    poll_timeout: int = Field(30, ge=0, le=50)
+    poll_backoff_max: float = Field(30.0, gt=0)
+    max_emit_attempts: int = Field(5, ge=1)
+
+    webhook_url: str | None = None
+    webhook_listen: str = "127.0.0.1"
+    webhook_port: int = Field(8443, ge=0, le=65535)
+    webhook_path: str = "/telegram"
+    webhook_secret: SecretStr | None = None
+
+    edits_as_turns: bool = False
+    parse_mode: Literal["MarkdownV2", "plain"] = "MarkdownV2"
+    max_retry_after: float = Field(60.0, ge=0)
+    send_attempts: int = Field(3, ge=1)
+    topic_names: dict[str, dict[str, str]] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _check_webhook(self) -> "TelegramSettings":
+        if self.mode == "webhook" and not self.webhook_url:
+            raise ValueError("platforms.telegram.webhook_url is required when mode = 'webhook'")
+        if not self.webhook_path.startswith("/"):
+            raise ValueError("platforms.telegram.webhook_path must start with '/'")
+        return self

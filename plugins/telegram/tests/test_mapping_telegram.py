@@ -1,0 +1,239 @@
+"""Fixture tests of `map_update` (platforms.md §1.0, §1.1 samples T1–T7, traps TG-T1…TG-T10).
+
+Every expected SessionSource field and session key below is copied literally from platforms.md.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import logging
+from pathlib import Path
+
+import pytest
+
+from hermes_core import SessionSource, build_session_key
+from hermes_telegram.mapping import MalformedUpdate, map_update, migration_of, reply_anchor
+
+FIXTURES = Path(__file__).parent / "fixtures"
+BOT_ID = 7000000001
+
+
+def load(name: str) -> dict:
+    return json.loads((FIXTURES / f"{name}.json").read_text())
+
+
+# (fixture, expected SessionSource fields, text handed to the gateway, session key) — platforms.md §1.1
+SAMPLES = [
+    ("t1_private_dm",
+     {"platform": "telegram", "chat_id": "111222333", "chat_name": "Alice Ng", "chat_type": "dm",
+      "user_id": "111222333", "user_name": "Alice Ng", "message_id": "42"},
+     "hello", "agent:main:telegram:dm:111222333"),
+    ("t2_basic_group_mention",
+     {"platform": "telegram", "chat_id": "-4012345678", "chat_name": "Family", "chat_type": "group",
+      "user_id": "222333444", "user_name": "Bob", "message_id": "77"},
+     "@hermes_test_bot what's the plan?", "agent:main:telegram:group:-4012345678:222333444"),
+    ("t3_supergroup_reply",
+     {"platform": "telegram", "chat_id": "-1001234567890", "chat_name": "Ops Crew", "chat_type": "group",
+      "user_id": "111222333", "user_name": "Alice Ng", "message_id": "7010"},
+     "agreed, ship it", "agent:main:telegram:group:-1001234567890:111222333"),
+    ("t4_forum_topic",
+     {"platform": "telegram", "chat_id": "-1001987654321", "chat_name": "Research Lab", "chat_type": "group",
+      "user_id": "111222333", "user_name": "Alice Ng", "thread_id": "17585", "chat_topic": "Deploys",
+      "message_id": "5120"},
+     "summarise this topic", "agent:main:telegram:group:-1001987654321:17585"),
+    ("t5_forum_general_reply",
+     {"platform": "telegram", "chat_id": "-1001987654321", "chat_name": "Research Lab", "chat_type": "group",
+      "user_id": "222333444", "user_name": "Bob", "thread_id": "1", "message_id": "5200"},
+     "@hermes_test_bot status?", "agent:main:telegram:group:-1001987654321:1"),
+    ("t6_channel_post",
+     {"platform": "telegram", "chat_id": "-1009876543210", "chat_name": "Hermes News", "chat_type": "channel",
+      "user_id": "-1009876543210", "user_name": "Hermes News", "message_id": "310"},
+     "#digest please", "agent:main:telegram:channel:-1009876543210:-1009876543210"),
+    ("t7_private_topic",
+     {"platform": "telegram", "chat_id": "111222333", "chat_name": "Alice Ng", "chat_type": "dm",
+      "user_id": "111222333", "user_name": "Alice Ng", "thread_id": "88", "message_id": "91"},
+     "new idea", "agent:main:telegram:dm:111222333:88"),
+]
+
+
+@pytest.mark.parametrize("fixture,fields,text,key", SAMPLES, ids=[s[0] for s in SAMPLES])
+def test_sample_maps_to_documented_source_and_key(fixture, fields, text, key):
+    result = map_update(load(fixture), bot_id=BOT_ID)
+    assert result is not None
+    source, event = result
+    # "fields not shown are None / false"
+    assert source == SessionSource(**fields)
+    assert source.is_bot is False
+    assert event.source is source
+    assert event.text == text
+    assert event.message_id == fields["message_id"]
+    assert build_session_key(source) == key
+
+
+def test_t3_reply_root_is_not_a_thread():
+    source, _ = map_update(load("t3_supergroup_reply"))
+    assert source.thread_id is None  # message_thread_id 7001 without is_topic_message (TG-T1)
+
+
+def test_t5_general_reply_root_is_never_the_thread():
+    source, _ = map_update(load("t5_forum_general_reply"))
+    assert source.thread_id == "1"
+    assert source.chat_topic is None  # reply root 5100 carries no forum_topic_created
+
+
+def test_forum_message_without_thread_id_is_general():
+    update = load("t5_forum_general_reply")
+    del update["message"]["message_thread_id"]
+    del update["message"]["reply_to_message"]
+    source, _ = map_update(update)
+    assert source.thread_id == "1"
+    assert build_session_key(source) == "agent:main:telegram:group:-1001987654321:1"
+
+
+def test_topic_name_from_config_when_no_creation_message():
+    update = load("t4_forum_topic")
+    del update["message"]["reply_to_message"]
+    source, _ = map_update(update, topic_names={"-1001987654321": {"17585": "Deploys (cfg)"}})
+    assert source.chat_topic == "Deploys (cfg)"
+    assert source.thread_id == "17585"
+
+
+def test_anonymous_admin_identity_comes_from_sender_chat():
+    # TG-T3: from = GroupAnonymousBot 1087968824 (is_bot true), real sender = the group itself.
+    update = load("t2_basic_group_mention")
+    msg = update["message"]
+    msg["from"] = {"id": 1087968824, "is_bot": True, "first_name": "Group", "username": "GroupAnonymousBot"}
+    msg["sender_chat"] = {"id": -4012345678, "title": "Family", "type": "group"}
+    source, _ = map_update(update)
+    assert (source.user_id, source.user_name, source.is_bot) == ("-4012345678", "Family", False)
+    assert build_session_key(source) == "agent:main:telegram:group:-4012345678:-4012345678"
+
+
+def test_automatic_forward_identity_is_the_linked_channel():
+    update = load("t3_supergroup_reply")
+    msg = update["message"]
+    msg["from"] = {"id": 777000, "is_bot": False, "first_name": "Telegram"}
+    msg["sender_chat"] = {"id": -1009876543210, "title": "Hermes News", "type": "channel"}
+    msg["is_automatic_forward"] = True
+    source, _ = map_update(update)
+    assert (source.user_id, source.user_name, source.is_bot) == ("-1009876543210", "Hermes News", False)
+
+
+def test_caption_is_used_when_there_is_no_text():
+    update = load("t1_private_dm")
+    msg = update["message"]
+    del msg["text"]
+    msg["caption"] = "look at this"
+    msg["photo"] = [{"file_id": "AgAD", "file_unique_id": "u1", "width": 90, "height": 90}]
+    source, event = map_update(update)
+    assert event.text == "look at this"
+    assert event.media[0]["kind"] == "photo"
+    assert event.media[0]["payload"][0]["file_id"] == "AgAD"
+
+
+# ---- not for the agent: None, and the log says why ---------------------------------------
+
+def test_bots_own_message_is_skipped(caplog):
+    update = load("t1_private_dm")
+    update["message"]["from"] = {"id": BOT_ID, "is_bot": True, "first_name": "Hermes"}
+    with caplog.at_level(logging.DEBUG, logger="hermes_telegram.mapping"):
+        assert map_update(update, bot_id=BOT_ID) is None
+    assert "the bot's own message 42" in caplog.text
+
+
+def test_service_message_is_skipped(caplog):
+    update = {"update_id": 900000010, "message": {
+        "message_id": 50, "date": 1767225700,
+        "from": {"id": 222333444, "is_bot": False, "first_name": "Bob"},
+        "chat": {"id": -4012345678, "title": "Family", "type": "group"},
+        "new_chat_members": [{"id": 333, "is_bot": False, "first_name": "Carol"}]}}
+    with caplog.at_level(logging.INFO, logger="hermes_telegram.mapping"):
+        assert map_update(update) is None
+    assert "service or empty message 50" in caplog.text
+    assert "new_chat_members" in caplog.text
+
+
+def test_edit_is_skipped_by_default(caplog):
+    update = load("t1_private_dm")
+    msg = update.pop("message")
+    msg["edit_date"] = 1767225999
+    update["edited_message"] = msg
+    with caplog.at_level(logging.INFO, logger="hermes_telegram.mapping"):
+        assert map_update(update) is None
+    assert "edits_as_turns is off" in caplog.text
+
+
+def test_edit_as_turn_gets_a_distinct_event_id():
+    update = load("t6_channel_post")
+    msg = update.pop("channel_post")
+    msg["edit_date"] = 1767225999
+    msg["text"] = "#digest please, now"
+    update["edited_channel_post"] = msg
+    source, event = map_update(update, edits_as_turns=True)
+    assert source.message_id == "310"
+    assert event.message_id == "310@1767225999"
+    assert event.text == "#digest please, now"
+    assert reply_anchor(event.message_id) == 310
+
+
+def test_non_message_update_kind_is_skipped():
+    update = {"update_id": 900000011, "callback_query": {"id": "1", "from": {"id": 1}, "chat_instance": "x"}}
+    assert map_update(update) is None
+
+
+def test_migration_service_messages_are_recognised_and_not_turns():
+    old = {"update_id": 900000012, "message": {
+        "message_id": 60, "date": 1767225800, "from": {"id": 222333444, "is_bot": False, "first_name": "Bob"},
+        "chat": {"id": -4012345678, "title": "Family", "type": "group"}, "migrate_to_chat_id": -1004012345678}}
+    new = {"update_id": 900000013, "message": {
+        "message_id": 1, "date": 1767225800, "from": {"id": 222333444, "is_bot": False, "first_name": "Bob"},
+        "chat": {"id": -1004012345678, "title": "Family", "type": "supergroup"},
+        "migrate_from_chat_id": -4012345678}}
+    assert migration_of(old) == ("-4012345678", "-1004012345678")
+    assert migration_of(new) == ("-4012345678", "-1004012345678")
+    assert map_update(old) is None and map_update(new) is None
+    assert migration_of(load("t1_private_dm")) is None
+
+
+# ---- malformed payloads: MalformedUpdate naming the field -----------------------------------
+
+def _broken(mutate):
+    update = copy.deepcopy(load("t4_forum_topic"))
+    mutate(update)
+    return update
+
+
+@pytest.mark.parametrize("update,field", [
+    ([1, 2], "update"),
+    ({"message": {}}, "update.update_id"),
+    ({"update_id": "900000004", "message": {}}, "update.update_id"),
+    ({"update_id": 5, "mystery_kind": {}}, "update"),
+    ({"update_id": 5, "message": "hello"}, "update.message"),
+    (_broken(lambda u: u["message"].pop("message_id")), "message.message_id"),
+    (_broken(lambda u: u["message"].pop("chat")), "message.chat"),
+    (_broken(lambda u: u["message"]["chat"].__setitem__("id", "-1001987654321")), "message.chat.id"),
+    (_broken(lambda u: u["message"]["chat"].__setitem__("type", "megagroup")), "message.chat.type"),
+    (_broken(lambda u: u["message"].pop("from")), "message.from"),
+    (_broken(lambda u: u["message"]["from"].__setitem__("id", None) or u["message"]["from"].pop("id")),
+     "message.from.id"),
+    (_broken(lambda u: u["message"].__setitem__("text", 42)), "message.text"),
+    (_broken(lambda u: u["message"].__setitem__("is_topic_message", "yes")), "message.is_topic_message"),
+    (_broken(lambda u: u["message"].__setitem__("message_thread_id", "17585")), "message.message_thread_id"),
+    (_broken(lambda u: u["message"].__setitem__("sender_chat", {"title": "x"})), "message.sender_chat.id"),
+], ids=["not-object", "no-update_id", "str-update_id", "unknown-kind", "message-not-object",
+        "no-message_id", "no-chat", "str-chat-id", "unknown-chat-type", "no-from", "no-from-id",
+        "int-text", "str-is_topic_message", "str-thread-id", "sender_chat-without-id"])
+def test_malformed_update_names_the_field(update, field):
+    with pytest.raises(MalformedUpdate) as info:
+        map_update(update)
+    assert info.value.field == field
+    assert repr(field) in str(info.value)
+
+
+def test_malformed_update_carries_update_id():
+    update = _broken(lambda u: u["message"].pop("chat"))
+    with pytest.raises(MalformedUpdate) as info:
+        map_update(update)
+    assert info.value.update_id == 900000004
+    assert str(info.value) == "telegram update 900000004: field 'message.chat' is missing"
