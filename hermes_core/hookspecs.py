@@ -180,3 +180,23 @@ def hermes_startup(app):
 def hermes_shutdown(app):
     """Called once during shutdown, after the drain and before the store closes.
     Broadcast, async allowed, isolated, hook timeout."""
+
+
+# ---- Hook classes (enforced at load by plugin_system.loader.check_plugin_policies) ----------
+
+# Broadcast hooks: every implementation runs through `dispatch.call_broadcast`; async
+# implementations are awaited under the hook timeout. Every other hook is SYNC ONLY.
+ASYNC_ALLOWED_HOOKS = frozenset({
+    "hermes_after_deliver",
+    "hermes_on_delivery_error",
+    "hermes_on_session_recovered",
+    "hermes_housekeeping",
+    "hermes_session_reset",
+    "hermes_session_finalized",
+    "hermes_startup",
+    "hermes_shutdown",
+})
+
+# Timeout class of each broadcast hook: `[plugins] setup_timeout_s` for start-up, else
+# `[plugins] hook_timeout_s`.
+SETUP_TIMEOUT_HOOKS = frozenset({"hermes_startup"})

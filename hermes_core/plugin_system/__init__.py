@@ -1,8 +1,18 @@
-"""The plugin system: a per-application pluggy manager, the stevedore loader and async dispatch.
+"""The plugin system: a per-application pluggy manager, the stevedore loader, async dispatch
+and per-plugin settings validation.
 
 Nothing here autoloads at import; every application builds its own manager.
 """
 
+from .adapters import AdapterLoadError, resolve_adapter_classes
+from .dispatch import HookTimeout, call_broadcast
+from .loader import LoadReport, PluginLoadError, PluginRecord, clear_entry_point_cache
 from .manager import create_plugin_manager, key_policy, session_key_for, session_shared_for
+from .settings import PluginSettingsError, validate_plugin_settings
 
-__all__ = ["create_plugin_manager", "key_policy", "session_key_for", "session_shared_for"]
+__all__ = [
+    "AdapterLoadError", "HookTimeout", "LoadReport", "PluginLoadError", "PluginRecord",
+    "PluginSettingsError", "call_broadcast", "clear_entry_point_cache", "create_plugin_manager",
+    "key_policy", "resolve_adapter_classes", "session_key_for", "session_shared_for",
+    "validate_plugin_settings",
+]

@@ -1,13 +1,15 @@
 """Adapter classes from the `hermes_core.adapters` entry points (CONVENTIONS.md §1).
 
 Only the enabled platforms' entry points are imported, so heavy SDKs load only when used.
-Minimal first version; the plugin-system issue adds the `adapter = "pkg.mod:Class"` swap and
-per-platform settings validation.
+`[platforms.<id>] adapter = "pkg.mod:Class"` swaps the class of one platform without touching
+the plugin that provides it (OTel's distro selection; CONVENTIONS.md §3).
 """
 
 from __future__ import annotations
 
+import importlib.metadata
 import logging
+from typing import Any, Mapping
 
 from stevedore import NamedExtensionManager
 
@@ -20,24 +22,70 @@ class AdapterLoadError(RuntimeError):
     """An enabled platform's adapter is missing or failed to import (fatal at start-up)."""
 
 
-def resolve_adapter_classes(platforms: list[str], report: LoadReport | None = None) -> dict:
+def _adapter_overrides(config: Any) -> dict[str, str]:
+    platforms: Mapping[str, Any] = getattr(config, "platforms", None) or {}
+    return {name: table["adapter"] for name, table in platforms.items()
+            if isinstance(table, Mapping) and table.get("adapter")}
+
+
+def _load_class(platform: str, target: str):
+    """Import `pkg.mod:Class` (entry-point syntax) and check it looks like an adapter."""
+    if ":" not in target:
+        raise AdapterLoadError(f"[platforms.{platform}] adapter = {target!r} must look like 'pkg.module:Class'")
+    try:
+        cls = importlib.metadata.EntryPoint(platform, target, ADAPTERS_GROUP).load()
+    except Exception as exc:
+        raise AdapterLoadError(f"[platforms.{platform}] adapter = {target!r} cannot be imported:"
+                               f" {type(exc).__name__}: {exc}") from exc
+    if not isinstance(cls, type) or not callable(getattr(cls, "send", None)) or not hasattr(cls, "spec"):
+        raise AdapterLoadError(f"[platforms.{platform}] adapter = {target!r} is not an adapter class"
+                               " (needs a `spec` and an async `send`)")
+    return cls
+
+
+def resolve_adapter_classes(platforms: list[str], report: LoadReport | None = None, *,
+                            config: Any = None) -> dict:
     """Import the adapter classes of `platforms` (names of enabled platforms).
+
+    Args:
+        platforms: platform ids to resolve.
+        report: a LoadReport to record each adapter's outcome in, or None.
+        config: the `GatewayConfig`; a `[platforms.<id>] adapter = "pkg.mod:Class"` key replaces
+            that platform's entry point (the swapped platform's entry point is not imported).
 
     Returns:
         `{platform name: adapter class}`.
 
     Raises:
-        AdapterLoadError: an enabled platform has no adapter entry point or it failed to load.
+        AdapterLoadError: an enabled platform has no adapter entry point, it failed to load, or
+            its `adapter` override cannot be imported.
     """
+    swaps = {name: target for name, target in _adapter_overrides(config).items() if name in platforms}
     failures: dict[str, str] = {}
 
     def on_failure(_manager, entrypoint, exc):
         failures[entrypoint.name] = f"{type(exc).__name__}: {exc}"
 
-    manager = NamedExtensionManager(ADAPTERS_GROUP, sorted(platforms), name_order=True,
-                                    on_load_failure_callback=on_failure)
-    classes = {ext.name: ext.plugin for ext in manager}
-    for name in platforms:
+    from_entry_points = sorted(set(platforms) - set(swaps))
+    classes: dict[str, Any] = {}
+    if from_entry_points:
+        manager = NamedExtensionManager(ADAPTERS_GROUP, from_entry_points, name_order=True,
+                                        on_load_failure_callback=on_failure,
+                                        on_missing_entrypoints_callback=None)
+        classes = {ext.name: ext.plugin for ext in manager}
+    for name in sorted(platforms):
+        if name in swaps:
+            try:
+                classes[name] = _load_class(name, swaps[name])
+            except AdapterLoadError as exc:
+                if report is not None:
+                    report.add(PluginRecord(name, ADAPTERS_GROUP, "failed", str(exc), module=swaps[name]))
+                raise
+            if report is not None:
+                report.add(PluginRecord(name, ADAPTERS_GROUP, "loaded", module=swaps[name],
+                                        warnings=[f"adapter swapped by config: {swaps[name]}"]))
+            log.info("platform %s uses adapter %s (config override)", name, swaps[name])
+            continue
         if name in classes:
             if report is not None:
                 report.add(PluginRecord(name, ADAPTERS_GROUP, "loaded"))

@@ -19,16 +19,24 @@ from ..types import KeyPolicy
 log = logging.getLogger(__name__)
 
 
-def create_plugin_manager(config=None, *, autoload: bool = True):
-    """Build a fresh plugin manager for one application.
+def create_plugin_manager(config=None, *, autoload: bool = True, raise_on_fatal: bool = True):
+    """Build a fresh plugin manager for one application (never a module global).
 
     Args:
-        config: a `GatewayConfig` (plugin allow/deny lists, overrides); None → builtins only.
+        config: a `GatewayConfig` (`[plugins]` allow / deny / strict / safe_mode / overrides,
+            enabled platforms); None → builtins only.
         autoload: discover `hermes_core.plugins` entry points (also switched off by
             `HERMES_DISABLE_PLUGIN_AUTOLOAD=1`).
+        raise_on_fatal: raise `PluginLoadError` on a fatal load failure (start-up); False only
+            reports it in the LoadReport (`hermes-gateway plugins`).
 
     Returns:
         `(pm, report)`: the pluggy PluginManager and the `LoadReport` of what loaded or failed.
+
+    Raises:
+        PluginLoadError: an enabled platform's plugin failed, a failure under `[plugins] strict`,
+            or a deployment override could not be imported.
+        pluggy.PluginValidationError: a hook implementation does not match its spec.
     """
     from .loader import LoadReport, load_entry_point_plugins, load_overrides
 
@@ -39,12 +47,35 @@ def create_plugin_manager(config=None, *, autoload: bool = True):
     report = LoadReport()
     if config is not None:
         if autoload:
-            load_entry_point_plugins(pm, config, report)
-        load_overrides(pm, config, report)
+            load_entry_point_plugins(pm, config, report, raise_on_fatal=raise_on_fatal)
+        load_overrides(pm, config, report, raise_on_fatal=raise_on_fatal)
     pm.check_pending()
+    if _trace_enabled():
+        _install_tracing(pm)
     if config is not None:
         pm.hook.hermes_configure.call_historic(kwargs={"config": config})
     return pm, report
+
+
+def _trace_enabled() -> bool:
+    import os
+
+    return os.environ.get("HERMES_TRACE_PLUGINS", "").strip() not in ("", "0", "false")
+
+
+def _install_tracing(pm) -> None:
+    """`HERMES_TRACE_PLUGINS=1`: log hook and plugin names and argument *types* only, never
+    values (message bodies and phone numbers must not reach logs; CONVENTIONS.md §4)."""
+
+    def before(hook_name, hook_impls, kwargs):
+        log.info("hook %s -> [%s] (%s)", hook_name, ", ".join(i.plugin_name for i in hook_impls),
+                 ", ".join(f"{k}: {type(v).__name__}" for k, v in kwargs.items()))
+
+    def after(outcome, hook_name, hook_impls, kwargs):
+        log.info("hook %s done: %s", hook_name, type(outcome.get_result()).__name__
+                 if outcome.exception is None else type(outcome.exception).__name__)
+
+    pm.add_hookcall_monitoring(before, after)
 
 
 def key_policy(pm, config) -> KeyPolicy:

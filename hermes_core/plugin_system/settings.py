@@ -1,0 +1,147 @@
+"""Per-plugin settings (CONVENTIONS.md §5): validate `[platforms.<id>]` tables into each
+plugin's own pydantic model after the plugins have loaded.
+
+The root `GatewayConfig.platforms` keeps the raw tables (`repr=False`); this module turns each into
+the model the owning plugin declared through `hermes_settings_schema` (or, failing that, the
+adapter's `spec.settings_model`). The keys `enabled` and `adapter` belong to the core and are
+removed before validation. Error messages name the section and key but never the value, because
+values may be tokens.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any, Iterable, Mapping
+
+from pydantic import BaseModel, ValidationError
+
+from ..settings import ConfigError
+from ..types import SettingsSpec
+from .loader import ADAPTERS_GROUP, entry_point_names
+
+log = logging.getLogger(__name__)
+
+# `[platforms.<id>]` keys owned by the core, never passed to a plugin's model.
+CORE_PLATFORM_KEYS = frozenset({"enabled", "adapter"})
+
+
+class PluginSettingsError(ConfigError):
+    """A plugin settings table is invalid, duplicated, or belongs to no installed plugin while
+    enabled. `str(err)` is one line naming the section and key (never the value)."""
+
+
+def collect_settings_specs(pm) -> dict[str, tuple[str, SettingsSpec]]:
+    """Gather every `SettingsSpec` from `hermes_settings_schema`.
+
+    Returns:
+        `{section: (plugin_name, spec)}`.
+
+    Raises:
+        PluginSettingsError: two plugins declare the same section, or a plugin returns something
+            that is not a SettingsSpec with a pydantic model.
+    """
+    found: dict[str, tuple[str, SettingsSpec]] = {}
+    for impl in reversed(pm.hook.hermes_settings_schema.get_hookimpls()):
+        if pm.is_blocked(impl.plugin_name):
+            continue
+        specs = impl.function() or ()
+        if isinstance(specs, SettingsSpec):
+            specs = (specs,)
+        for spec in specs:
+            if not isinstance(spec, SettingsSpec) or not (
+                    isinstance(spec.model, type) and issubclass(spec.model, BaseModel)):
+                raise PluginSettingsError(
+                    f"plugin {impl.plugin_name!r}: hermes_settings_schema must return SettingsSpec"
+                    f" records with a pydantic model, got {type(spec).__name__}")
+            if spec.section in found:
+                other = found[spec.section][0]
+                raise PluginSettingsError(
+                    f"settings section [{spec.table}.{spec.section}] is declared by both"
+                    f" {other!r} and {impl.plugin_name!r}")
+            found[spec.section] = (impl.plugin_name, spec)
+    return found
+
+
+def _describe(section: str, err: ValidationError) -> str:
+    parts = []
+    for item in err.errors():
+        key = ".".join(str(p) for p in item.get("loc", ())) or "<table>"
+        parts.append(f"{key}: {item.get('msg', 'invalid')}")
+    return f"invalid settings in [platforms.{section}]: " + "; ".join(parts)
+
+
+def validate_section(section: str, model: type[BaseModel], table: Mapping[str, Any]) -> BaseModel:
+    """Validate one `[platforms.<section>]` table (core keys removed) into `model`.
+
+    Raises:
+        PluginSettingsError: a key is unknown (when the model forbids extras) or a value is
+            invalid; the message names section and key, never the value.
+    """
+    data = {k: v for k, v in table.items() if k not in CORE_PLATFORM_KEYS}
+    try:
+        return model.model_validate(data)
+    except ValidationError as err:
+        raise PluginSettingsError(_describe(section, err)) from None
+
+
+def validate_plugin_settings(pm, config, *, adapter_classes: Mapping[str, type] | None = None,
+                             installed_adapters: Iterable[str] | None = None) -> dict[str, BaseModel]:
+    """Validate every `[platforms.<id>]` table into its plugin's settings model (CONVENTIONS.md §5).
+
+    Args:
+        pm: the application's plugin manager (after loading).
+        config: the `GatewayConfig` (its raw `platforms` tables).
+        adapter_classes: `{platform: adapter class}` already resolved; an adapter's
+            `spec.settings_model` is used for sections no `hermes_settings_schema` declares.
+        installed_adapters: names of installed `hermes_core.adapters` entry points (default:
+            read from the entry points without importing them).
+
+    Returns:
+        `{section: validated model}` for every section that has a model (the app keeps these and
+        drops the raw dicts). Sections declared by a plugin but absent from the config are
+        validated from their defaults when that succeeds (a model with a required token is
+        simply left out while its platform is not configured).
+
+    Raises:
+        PluginSettingsError: invalid table; duplicate section; an *enabled* section that no
+            installed plugin or adapter provides.
+
+    Logs a warning for a configured but disabled section that nothing provides.
+    """
+    specs = collect_settings_specs(pm)
+    models: dict[str, type[BaseModel]] = {section: spec.model for section, (_, spec) in specs.items()}
+    for platform, cls in (adapter_classes or {}).items():
+        spec = getattr(cls, "spec", None)
+        if spec is not None and spec.settings_model is not None:
+            models.setdefault(platform, spec.settings_model)
+    installed = set(entry_point_names(ADAPTERS_GROUP) if installed_adapters is None else installed_adapters)
+
+    validated: dict[str, BaseModel] = {}
+    for section, table in sorted((config.platforms or {}).items()):
+        if not isinstance(table, Mapping):
+            raise PluginSettingsError(f"[platforms.{section}] must be a table, got {type(table).__name__}")
+        enabled = bool(table.get("enabled"))
+        model = models.get(section)
+        if model is not None:
+            validated[section] = validate_section(section, model, table)
+            continue
+        provided = section in installed or "adapter" in table
+        if not provided:
+            if enabled:
+                raise PluginSettingsError(
+                    f"[platforms.{section}] is enabled but no installed plugin provides platform"
+                    f" {section!r} (install its package, e.g. `pip install hermes-gateway-{section}`)")
+            log.warning("[platforms.%s] is configured but no installed plugin provides it; ignored", section)
+            continue
+        extra = sorted(set(table) - CORE_PLATFORM_KEYS)
+        if extra:
+            log.warning("[platforms.%s] has keys %s but its plugin declares no settings model; ignored",
+                        section, ", ".join(extra))
+    for section, model in models.items():
+        if section in validated:
+            continue
+        try:
+            validated[section] = model.model_validate({})
+        except ValidationError:
+            log.debug("settings of %s have required keys and no table; left out", section)
+    return validated

@@ -1,0 +1,52 @@
+"""Errors adapters raise so the shared send helpers can react uniformly (platforms.md §0.4)."""
+
+from __future__ import annotations
+
+
+class SendError(Exception):
+    """A send failed for good (after retries, or a permanent platform error).
+
+    Attributes:
+        attempts: how many sends of the failing chunk were tried.
+        cause: the last exception seen (also `__cause__`).
+        sent: results of the chunks of the same reply that did go out before the failure.
+    """
+
+    def __init__(self, message: str, *, attempts: int = 1, cause: BaseException | None = None,
+                 sent: tuple = ()):
+        super().__init__(message)
+        self.attempts = attempts
+        self.cause = cause
+        self.sent = sent
+
+
+class RetryAfter(Exception):
+    """The platform asked us to wait before sending again (HTTP 429 and friends).
+
+    Adapters translate their client library's rate-limit error into this one: Telegram's
+    `parameters.retry_after`, Discord's `retry_after` (float seconds), Slack's `Retry-After`
+    header, Signal's `retryAfterSeconds`.
+
+    Args:
+        seconds: the server's wait, in seconds (>= 0; negative values are clamped to 0).
+        scope: optional note of what is limited (`"chat"`, `"global"`), for logs only.
+    """
+
+    def __init__(self, seconds: float, scope: str | None = None):
+        self.seconds = max(0.0, float(seconds))
+        self.scope = scope
+        super().__init__(f"rate limited: retry after {self.seconds:g}s" + (f" ({scope})" if scope else ""))
+
+
+class RetryAfterExceeded(SendError):
+    """The server asked for a longer wait than the cap, or kept asking past the attempt limit:
+    the delivery is reported failed instead of blocking the chat forever (platforms.md §0.4).
+
+    Attributes:
+        retry_after: the last wait the server asked for, in seconds.
+    """
+
+    def __init__(self, message: str, *, retry_after: float, attempts: int,
+                 cause: BaseException | None = None):
+        super().__init__(message, attempts=attempts, cause=cause)
+        self.retry_after = retry_after

@@ -1,0 +1,124 @@
+"""Fakes for tests of the core and of plugins: a recording adapter and a controllable clock.
+
+These stand in for the *outside world* (a chat platform, the wall clock), never for the
+component under test.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta, timezone
+from typing import Any, ClassVar
+
+from ..sdk.adapter import BaseAdapter, SendResult
+from ..types import AdapterSpec
+
+
+@dataclass(frozen=True, slots=True)
+class SentMessage:
+    """One recorded `send`: the target's raw ids, the text and the reply anchor."""
+
+    platform: str
+    chat_id: str
+    thread_id: str | None
+    text: str
+    reply_to: str | None
+    metadata: dict[str, Any] | None
+    message_id: str
+
+
+class CapturingAdapter(BaseAdapter):
+    """An adapter that records every `send` instead of talking to a platform.
+
+    Class attribute `spec` is a "fake" platform (4096 chars, pii_safe). Use `with_spec(...)` for
+    another limit or unit. `fail_with` is a list of exceptions raised by the next sends, one per
+    call, before sends succeed again (e.g. `[RetryAfter(3)]`).
+
+    Attributes:
+        sent: the recorded `SentMessage`s, in send order.
+        started / stopped: how many times start / stop changed state.
+    """
+
+    spec: ClassVar[AdapterSpec] = AdapterSpec(name="fake", label="Fake", pii_safe=True,
+                                              max_message_length=4096, length_unit="chars",
+                                              capabilities=frozenset({"threads"}))
+
+    def __init__(self, settings=None, *, on_message=None):
+        super().__init__(settings, on_message=on_message)
+        self.sent: list[SentMessage] = []
+        self.fail_with: list[BaseException] = []
+        self.running = False
+        self.started = 0
+        self.stopped = 0
+        self._counter = 0
+
+    @classmethod
+    def with_spec(cls, **changes: Any) -> type["CapturingAdapter"]:
+        """A subclass whose spec has `changes` applied (e.g. `max_message_length=10`)."""
+        spec = dataclasses.replace(cls.spec, **changes)
+        return type(f"{cls.__name__}_{spec.name}", (cls,), {"spec": spec})
+
+    async def start(self) -> None:
+        if not self.running:
+            self.running = True
+            self.started += 1
+
+    async def stop(self) -> None:
+        if self.running:
+            self.running = False
+            self.stopped += 1
+
+    async def send(self, target, text, *, reply_to=None, metadata=None) -> SendResult:
+        await asyncio.sleep(0)  # a real send yields to the loop; ordering must survive that
+        if self.fail_with:
+            raise self.fail_with.pop(0)
+        self._counter += 1
+        message_id = str(self._counter)
+        self.sent.append(SentMessage(target.platform, target.chat_id, target.thread_id, text,
+                                     reply_to, metadata, message_id))
+        return SendResult(message_id=message_id)
+
+    async def health(self) -> dict[str, Any]:
+        return {"ok": self.running, "sent": len(self.sent)}
+
+    def texts(self) -> list[str]:
+        """The texts sent, in order."""
+        return [m.text for m in self.sent]
+
+
+@dataclass
+class FakeClock:
+    """A clock tests move by hand. Call it (or `.now()`) for the current aware UTC datetime.
+
+    `sleep(seconds)` advances the clock instead of waiting and records the wait in `sleeps`,
+    so retry-after handling can be checked without real delays.
+    """
+
+    current: datetime = field(default_factory=lambda: datetime(2026, 1, 1, 12, 0, tzinfo=timezone.utc))
+    sleeps: list[float] = field(default_factory=list)
+
+    def __call__(self) -> datetime:
+        return self.current
+
+    def now(self) -> datetime:
+        """The current time (aware UTC)."""
+        return self.current
+
+    def monotonic(self) -> float:
+        """Seconds since the epoch of `current` (monotonic while only `advance` moves it)."""
+        return self.current.timestamp()
+
+    def advance(self, seconds: float) -> datetime:
+        """Move the clock forward by `seconds` (>= 0) and return the new time."""
+        if seconds < 0:
+            raise ValueError("a clock cannot go backwards")
+        self.current += timedelta(seconds=seconds)
+        return self.current
+
+    async def sleep(self, seconds: float) -> None:
+        """Record the wait and advance the clock; yields to the loop once."""
+        self.sleeps.append(seconds)
+        self.advance(seconds)
+        await asyncio.sleep(0)

@@ -1,0 +1,98 @@
+"""Per-plugin settings (CONVENTIONS.md §5): validated into the plugin's own model."""
+
+import logging
+
+import pytest
+from pydantic import BaseModel, ConfigDict, SecretStr
+
+from hermes_core.markers import hookimpl
+from hermes_core.plugin_system import PluginSettingsError, create_plugin_manager, validate_plugin_settings
+from hermes_core.settings import GatewayConfig
+from hermes_core.types import SettingsSpec
+
+
+class AcmeSettings(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    bot_token: SecretStr
+    reply_in_thread: bool = True
+
+
+class AcmePlugin:
+    @hookimpl
+    def hermes_settings_schema(self):
+        return [SettingsSpec(section="acme", model=AcmeSettings)]
+
+
+def _pm_with(*plugins):
+    pm, _ = create_plugin_manager(None)
+    for index, plugin in enumerate(plugins):
+        pm.register(plugin, name=f"p{index}")
+    return pm
+
+
+def _config(tmp_path, platforms):
+    return GatewayConfig(home=tmp_path, platforms=platforms)
+
+
+def test_hook_hermes_settings_schema(tmp_path):
+    pm = _pm_with(AcmePlugin())
+    config = _config(tmp_path, {"acme": {"enabled": True, "adapter": "x.y:Z", "bot_token": "123:SECRET"}})
+    models = validate_plugin_settings(pm, config, installed_adapters=["acme"])
+    acme = models["acme"]
+    assert isinstance(acme, AcmeSettings)
+    assert acme.bot_token.get_secret_value() == "123:SECRET"
+    assert acme.reply_in_thread is True
+    assert "SECRET" not in repr(acme) and "SECRET" not in str(acme)
+
+
+def test_unknown_key_is_rejected_naming_section_and_key_not_value(tmp_path):
+    pm = _pm_with(AcmePlugin())
+    config = _config(tmp_path, {"acme": {"bot_token": "123:SECRET", "reply_in_thred": "TOPSECRETVALUE"}})
+    with pytest.raises(PluginSettingsError) as info:
+        validate_plugin_settings(pm, config, installed_adapters=["acme"])
+    message = str(info.value)
+    assert message == "invalid settings in [platforms.acme]: reply_in_thred: Extra inputs are not permitted"
+    assert "TOPSECRETVALUE" not in message and "SECRET" not in message
+
+
+def test_missing_token_is_reported(tmp_path):
+    pm = _pm_with(AcmePlugin())
+    with pytest.raises(PluginSettingsError, match=r"\[platforms.acme\]: bot_token: Field required"):
+        validate_plugin_settings(pm, _config(tmp_path, {"acme": {"enabled": True}}), installed_adapters=["acme"])
+
+
+def test_duplicate_sections_are_rejected(tmp_path):
+    pm = _pm_with(AcmePlugin(), AcmePlugin())
+    with pytest.raises(PluginSettingsError, match=r"\[platforms.acme\] is declared by both 'p1' and 'p0'"):
+        validate_plugin_settings(pm, _config(tmp_path, {}), installed_adapters=[])
+
+
+def test_section_of_uninstalled_plugin_warns_or_fails_when_enabled(tmp_path, caplog):
+    pm = _pm_with()
+    with caplog.at_level(logging.WARNING):
+        models = validate_plugin_settings(pm, _config(tmp_path, {"nowhere": {"enabled": False}}),
+                                          installed_adapters=[])
+    assert models == {}
+    assert "[platforms.nowhere] is configured but no installed plugin provides it; ignored" in caplog.text
+    with pytest.raises(PluginSettingsError,
+                       match=r"\[platforms.nowhere\] is enabled but no installed plugin provides platform 'nowhere'"):
+        validate_plugin_settings(pm, _config(tmp_path, {"nowhere": {"enabled": True}}), installed_adapters=[])
+
+
+def test_adapter_spec_settings_model_is_used_when_no_schema_hook(tmp_path):
+    from hermes_core.testing.fakes import CapturingAdapter
+
+    class Tiny(BaseModel):
+        model_config = ConfigDict(extra="forbid")
+        greeting: str = "hi"
+
+    adapter = CapturingAdapter.with_spec(name="tiny", settings_model=Tiny)
+    models = validate_plugin_settings(_pm_with(), _config(tmp_path, {"tiny": {"enabled": True, "greeting": "yo"}}),
+                                      adapter_classes={"tiny": adapter}, installed_adapters=["tiny"])
+    assert models["tiny"].greeting == "yo"
+
+
+def test_installed_local_adapter_section_needs_no_model(tmp_path):
+    # The core's own `local` adapter entry point is installed; its table has only core keys.
+    models = validate_plugin_settings(_pm_with(), _config(tmp_path, {"local": {"enabled": True}}))
+    assert models == {}
