@@ -1,0 +1,251 @@
+"""GatewayApp: start-up and shutdown of one gateway (issue 2 items 8, 9; seed §7; CONVENTIONS.md §6).
+
+Start: HERMES_HOME created and checked writable → plugins loaded → store opened (key function =
+the `hermes_session_key` hook) → unclean-shutdown check (`.clean_shutdown` consumed once; without
+it, marked turns are promoted by `store.recover_interrupted_turns`) → agent → enabled adapters
+resolved (entry points) and started → watcher started → `hermes_startup` broadcast.
+Stop: adapters stopped (no new input) → runner drained (`[scheduler] drain_timeout_s`; turns still
+running are marked `resume_pending`, reason `shutdown_timeout`) → `.clean_shutdown` written right
+after the drain (SPEC.md §6) → watcher stopped → `hermes_shutdown` broadcast → agent closed →
+store closed.
+
+Every start-up failure raises `StartupError` whose text is one line naming what is wrong
+(config file, HERMES_HOME, state.db, home lock, plugin, adapter).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import tempfile
+from pathlib import Path
+from typing import Any, Mapping
+
+from .agents import create_agent
+from .model.timeutil import Clock, utc_now
+from .pipeline.deps import PipelineDeps
+from .pipeline.runner import GatewayRunner
+from .plugin_system.dispatch import call_broadcast
+from .plugin_system.manager import create_plugin_manager, key_policy, session_key_for
+from .scheduler import Watcher
+
+log = logging.getLogger(__name__)
+
+CLEAN_SHUTDOWN = ".clean_shutdown"
+
+
+class StartupError(Exception):
+    """The gateway cannot start; `str(err)` is one line saying what is wrong and where."""
+
+
+def one_line(exc: BaseException) -> str:
+    """`exc`'s message on one line (the CLI prints exactly this)."""
+    text = " ".join(str(exc).split())
+    return text or type(exc).__name__
+
+
+def check_home(home: Path) -> None:
+    """Create `home` if needed and prove it is writable by creating and removing a file.
+
+    Raises:
+        StartupError: it cannot be created, is not a directory, or is not writable.
+    """
+    try:
+        home.mkdir(parents=True, exist_ok=True)
+    except FileExistsError:
+        raise StartupError(f"HERMES_HOME {home} exists and is not a directory") from None
+    except OSError as exc:
+        raise StartupError(f"HERMES_HOME {home} cannot be created: {exc.strerror or exc}") from None
+    if not home.is_dir():
+        raise StartupError(f"HERMES_HOME {home} exists and is not a directory")
+    try:
+        with tempfile.NamedTemporaryFile(dir=home, prefix=".write-check-"):
+            pass
+    except OSError as exc:
+        raise StartupError(f"HERMES_HOME {home} is not writable: {exc.strerror or exc}") from None
+
+
+class GatewayApp:
+    """One gateway: plugin manager, store, agent, adapters, runner and watcher.
+
+    Args:
+        config: a GatewayConfig (use `settings.load_config` to get one-line config errors).
+        pm: a plugin manager to use instead of building one from `config`.
+        adapters: adapter instances to run instead of the enabled platforms' entry points
+            (`{name: adapter}` or an iterable of adapters; `chat` passes the local adapter).
+        agent: the Agent to use instead of `agents.create_agent(config)`.
+        watcher: start the housekeeping watcher (default True).
+        clock: aware-UTC clock for the store, the watcher and message timestamps.
+    """
+
+    def __init__(self, config: Any, *, pm: Any = None, adapters: Any = None, agent: Any = None,
+                 watcher: bool = True, clock: Clock = utc_now) -> None:
+        self.config = config
+        self.pm = pm
+        self.report = None
+        self.agent = agent
+        self.clock = clock
+        self.store: Any = None
+        self.runner: GatewayRunner | None = None
+        self.watcher: Watcher | None = None
+        self.platform_settings: dict[str, Any] = {}
+        self._given_adapters = adapters
+        self._use_watcher = watcher
+        self.adapters: dict[str, Any] = {}
+        self.started = False
+        self.unclean_start = False
+        self._stopped = False
+
+    @property
+    def home(self) -> Path:
+        return Path(self.config.home)
+
+    # ---- start ---------------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        """Start everything (module docstring). On failure, whatever was started is stopped again.
+
+        Raises:
+            StartupError: one line naming the problem.
+        """
+        try:
+            await self._start()
+        except StartupError:
+            await self._abort()
+            raise
+        except Exception as exc:
+            await self._abort()
+            raise StartupError(self._describe_failure(exc)) from exc
+        self.started = True
+
+    def _describe_failure(self, exc: Exception) -> str:
+        name = type(exc).__name__
+        if name in ("StoreError", "HomeLockedError", "ConfigError", "PluginLoadError",
+                    "PluginSettingsError", "AdapterLoadError"):
+            return one_line(exc)
+        if isinstance(exc, OSError):
+            return f"cannot start: {exc.strerror or exc}" + (f" ({exc.filename})" if exc.filename else "")
+        return f"cannot start: {name}: {one_line(exc)}"
+
+    async def _start(self) -> None:
+        from .store import SessionStore  # the store layer, imported where it is used
+
+        check_home(self.home)
+        if self.pm is None:
+            self.pm, self.report = create_plugin_manager(self.config)
+        policy = key_policy(self.pm, self.config)
+        self.store = SessionStore(self.config.sessions_dir, self.config,
+                                  key_fn=lambda source: session_key_for(self.pm, policy, source),
+                                  clock=self.clock)
+        await self.store.open()
+        if getattr(self.store, "degraded", False):
+            log.warning("state.db could not be opened: running degraded on sessions.json and "
+                        "JSONL transcripts")
+        await self._check_clean_shutdown()
+        if self.agent is None:
+            self.agent = create_agent(self.config)
+        deps = PipelineDeps(config=self.config, store=self.store, pm=self.pm, agent=self.agent,
+                            adapters=self.adapters, clock=self.clock)
+        self.runner = GatewayRunner(deps)
+        self._build_adapters()
+        for name, adapter in self.adapters.items():
+            adapter.bind(self.runner.handle)
+            await adapter.start()
+            log.info("platform %s started", name)
+        if self._use_watcher:
+            self.watcher = Watcher(self.pm, self.config, self.store, clock=self.clock, app=self)
+            self.watcher.start()
+        await call_broadcast(self.pm, "hermes_startup", timeout=self.config.plugins.setup_timeout_s, app=self)
+
+    async def _check_clean_shutdown(self) -> None:
+        marker = self.home / CLEAN_SHUTDOWN
+        if marker.exists():
+            try:
+                marker.unlink()
+            except OSError:
+                # A marker that cannot be removed must not make a later crash look clean.
+                marker.write_text("invalid\n")
+            return
+        has_any = getattr(self.store, "has_any_sessions", None)
+        if has_any is not None and not await has_any():
+            return  # first start of this home: nothing can have been interrupted
+        self.unclean_start = True
+        max_age = max(3600, 2 * self.config.agent.gateway_timeout)
+        recovered = await self.store.recover_interrupted_turns(max_age)
+        log.warning("the previous run did not shut down cleanly; %s interrupted turn(s) marked for "
+                    "resumption", recovered if recovered is not None else "no")
+
+    def _build_adapters(self) -> None:
+        given = self._given_adapters
+        if given is not None:
+            items = given.items() if isinstance(given, Mapping) else ((a.spec.name, a) for a in given)
+            self.adapters.update(items)
+            return
+        from .plugin_system.adapters import resolve_adapter_classes
+        from .plugin_system.settings import validate_plugin_settings
+
+        classes = resolve_adapter_classes(self.config.enabled_platforms(), self.report)
+        self.platform_settings = validate_plugin_settings(self.pm, self.config, adapter_classes=classes)
+        for name, cls in classes.items():
+            self.adapters[name] = cls(self.platform_settings.get(name))
+
+    # ---- stop ----------------------------------------------------------------------------------
+
+    async def stop(self) -> None:
+        """Stop everything in order (module docstring). Idempotent; never raises."""
+        if self._stopped:
+            return
+        self._stopped = True
+        for name, adapter in list(self.adapters.items()):
+            try:
+                await adapter.stop()
+            except Exception:
+                log.exception("platform %s failed to stop", name)
+        if self.runner is not None:
+            interrupted = await self.runner.drain(self.config.scheduler.drain_timeout_s)
+            for key in interrupted:
+                try:
+                    await self.store.mark_resume_pending(key, "shutdown_timeout")
+                except Exception:
+                    log.exception("could not mark %s for resumption", key)
+        if self.started:
+            self._write_clean_shutdown()
+        await self._teardown()
+
+    def _write_clean_shutdown(self) -> None:
+        try:
+            (self.home / CLEAN_SHUTDOWN).write_text(self.clock().isoformat() + "\n")
+        except OSError as exc:
+            log.error("could not write %s: %s", CLEAN_SHUTDOWN, exc)
+
+    async def _teardown(self) -> None:
+        if self.watcher is not None:
+            await self.watcher.stop()
+        if self.pm is not None and self.started:
+            await call_broadcast(self.pm, "hermes_shutdown", timeout=self.config.plugins.hook_timeout_s, app=self)
+        if self.agent is not None:
+            try:
+                await self.agent.aclose()
+            except Exception:
+                log.exception("agent failed to close")
+        if self.store is not None:
+            try:
+                await self.store.close()
+            except Exception:
+                log.exception("store failed to close")
+
+    async def _abort(self) -> None:
+        self._stopped = True
+        for adapter in self.adapters.values():
+            try:
+                await adapter.stop()
+            except Exception:
+                log.exception("platform failed to stop")
+        await self._teardown()
+
+    async def __aenter__(self) -> "GatewayApp":
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: Any) -> None:
+        await self.stop()

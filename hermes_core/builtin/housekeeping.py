@@ -1,0 +1,38 @@
+"""Core housekeeping as a builtin plugin (seed §10; CONVENTIONS.md §2 "Housekeeping").
+
+Route pruning: at most once an hour (seed §10 "every hour"), `store.prune_old_entries(days)` with
+`session_store_max_age_days`; `<= 0` disables it (SPEC.md §2). Only routes go; transcripts stay.
+Nothing here ends a transcript for idleness or the time of day.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from ..markers import hookimpl
+
+log = logging.getLogger(__name__)
+
+PRUNE_INTERVAL_S = 3600.0
+_LAST_PRUNE = "core.housekeeping.last_prune"
+
+
+async def prune_routes(ctx) -> int | None:
+    """Prune old routes if due. Returns the number removed, or None when disabled or not due."""
+    days = ctx.config.session_store_max_age_days
+    if days <= 0:
+        return None
+    last = ctx.state.get(_LAST_PRUNE)
+    if last is not None and (ctx.now - last).total_seconds() < PRUNE_INTERVAL_S:
+        return None
+    ctx.state[_LAST_PRUNE] = ctx.now
+    removed = await ctx.store.prune_old_entries(days)
+    if removed:
+        log.info("housekeeping pruned %s route(s) older than %d days", removed, days)
+    return removed
+
+
+@hookimpl
+async def hermes_housekeeping(ctx):
+    """Core pass: prune old routes (hourly)."""
+    return await prune_routes(ctx)

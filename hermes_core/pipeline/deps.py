@@ -1,0 +1,46 @@
+"""What the pipeline's steps share: config, store, plugin manager, agent, adapters, deliverer."""
+
+from __future__ import annotations
+
+import inspect
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..model.timeutil import Clock, utc_now
+from .delivery import Deliverer
+
+
+@dataclass
+class PipelineDeps:
+    """Services of one running gateway.
+
+    Attributes:
+        config: GatewayConfig.
+        store: an open `hermes_core.store.SessionStore`.
+        pm: the application's plugin manager.
+        agent: the `Agent` answering turns.
+        adapters: platform name → started BaseAdapter.
+        deliverer: sends replies and notices (built from `pm` when omitted).
+        clock: aware-UTC clock for message timestamps.
+    """
+
+    config: Any
+    store: Any
+    pm: Any
+    agent: Any
+    adapters: dict[str, Any] = field(default_factory=dict)
+    deliverer: Deliverer | None = None
+    clock: Clock = utc_now
+
+    def __post_init__(self) -> None:
+        if self.deliverer is None:
+            self.deliverer = Deliverer(self.pm, hook_timeout_s=self.config.plugins.hook_timeout_s)
+
+    @property
+    def hook_timeout_s(self) -> float:
+        return self.config.plugins.hook_timeout_s
+
+
+async def maybe_await(value: Any) -> Any:
+    """Await `value` if it is awaitable (store methods may be sync or async by design)."""
+    return await value if inspect.isawaitable(value) else value

@@ -1,0 +1,148 @@
+"""The `local` platform: a chat in the terminal (issue 2 items 8, 9).
+
+Every line read from the input stream is one message; replies are written to the output stream,
+one reply per block. `/quit` and `/exit` end the input (like end-of-file). The source is always
+`SessionSource("local", "terminal", chat_type="dm", user_id=<OS user>)`, so every run of
+`hermes-gateway chat` by the same home continues the same session key
+(`agent:main:local:dm:terminal`).
+
+Streams are injectable so tests drive the adapter with `io.StringIO`. Lines are read on a daemon
+thread (a blocked `readline` on a terminal must never keep the process from exiting) and handed
+to the event loop in order.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import getpass
+import logging
+import sys
+import threading
+from typing import Any, TextIO
+
+from ..model.events import MessageEvent
+from ..model.source import SessionSource
+from ..sdk.adapter import BaseAdapter, SendResult
+from ..types import AdapterSpec
+
+log = logging.getLogger(__name__)
+
+QUIT_WORDS = frozenset({"/quit", "/exit"})
+_EOF = object()
+
+
+def _os_user() -> str:
+    try:
+        return getpass.getuser()
+    except Exception:  # no passwd entry in some containers
+        return "user"
+
+
+class LocalAdapter(BaseAdapter):
+    """Terminal adapter.
+
+    Args:
+        settings: unused (the local platform has no settings table besides `enabled`).
+        on_message: the gateway's inbound handler.
+        stdin: text stream with `readline()` (default `sys.stdin`).
+        stdout: text stream with `write()`/`flush()` (default `sys.stdout`).
+        user: the user id and name (default: the OS user).
+        prompt: written at start and after each reply when not None (the CLI passes `"> "` on a
+            terminal; piped output gets no prompts).
+    """
+
+    spec = AdapterSpec(name="local", label="Local terminal", pii_safe=False,
+                       max_message_length=100_000, length_unit="chars", capabilities=frozenset())
+
+    def __init__(self, settings: Any = None, *, on_message=None, stdin: TextIO | None = None,
+                 stdout: TextIO | None = None, user: str | None = None, prompt: str | None = None):
+        super().__init__(settings, on_message=on_message)
+        self._stdin = stdin
+        self._stdout = stdout
+        self.user = user or _os_user()
+        self.prompt = prompt
+        self._reader: asyncio.Task | None = None
+        self._closed = asyncio.Event()
+        self._started = False
+
+    @property
+    def source(self) -> SessionSource:
+        """The one source of this platform."""
+        return SessionSource("local", "terminal", chat_type="dm", user_id=self.user, user_name=self.user)
+
+    @property
+    def stdin(self) -> TextIO:
+        return self._stdin if self._stdin is not None else sys.stdin
+
+    @property
+    def stdout(self) -> TextIO:
+        return self._stdout if self._stdout is not None else sys.stdout
+
+    async def start(self) -> None:
+        """Start reading lines. Idempotent."""
+        if self._started:
+            return
+        self._started = True
+        self._reader = asyncio.create_task(self._read_loop(), name="local-adapter-reader")
+
+    async def stop(self) -> None:
+        """Stop reading (lines not yet read stay unread). Idempotent."""
+        if self._reader is not None and not self._reader.done():
+            self._reader.cancel()
+            await asyncio.gather(self._reader, return_exceptions=True)
+        self._closed.set()
+
+    async def wait_closed(self) -> None:
+        """Wait until the input ended (end of file, `/quit`) and every line read was accepted."""
+        await self._closed.wait()
+
+    async def send(self, target: SessionSource, text: str, *, reply_to: str | None = None,
+                   metadata: dict[str, Any] | None = None) -> SendResult:
+        """Write `text` and a newline to the output stream."""
+        out = self.stdout
+        out.write(text if text.endswith("\n") else text + "\n")
+        out.flush()
+        self.write_prompt()
+        return SendResult(message_id=None)
+
+    def write_prompt(self) -> None:
+        """Write the prompt (terminal mode) unless the input has ended."""
+        if self.prompt is not None and not self._closed.is_set():
+            self.stdout.write(self.prompt)
+            self.stdout.flush()
+
+    async def _read_loop(self) -> None:
+        loop = asyncio.get_running_loop()
+        lines: asyncio.Queue = asyncio.Queue()
+        stdin = self.stdin
+        self.write_prompt()
+
+        def reader() -> None:
+            try:
+                while True:
+                    line = stdin.readline()
+                    if not line:
+                        break
+                    loop.call_soon_threadsafe(lines.put_nowait, line)
+                    if line.strip() in QUIT_WORDS:
+                        break
+            except (OSError, ValueError) as exc:  # closed or broken stream: treat as end of input
+                log.warning("local input stream failed: %s", exc)
+            finally:
+                try:
+                    loop.call_soon_threadsafe(lines.put_nowait, _EOF)
+                except RuntimeError:  # the loop is already closed: nothing to hand over
+                    pass
+
+        threading.Thread(target=reader, name="local-stdin", daemon=True).start()
+        try:
+            while True:
+                line = await lines.get()
+                if line is _EOF:
+                    break
+                text = line.rstrip("\r\n")
+                if text.strip() in QUIT_WORDS:
+                    break
+                await self.emit(MessageEvent(source=self.source, text=text))
+        finally:
+            self._closed.set()
