@@ -94,6 +94,7 @@ class GatewayApp:
         self.adapters: dict[str, Any] = {}
         self.started = False
         self.unclean_start = False
+        self.recovered_keys: list[str] = []
         self._stopped = False
 
     @property
@@ -137,10 +138,7 @@ class GatewayApp:
         self.store = SessionStore(self.config.sessions_dir, self.config,
                                   key_fn=lambda source: session_key_for(self.pm, policy, source),
                                   clock=self.clock)
-        await self.store.open()
-        if getattr(self.store, "degraded", False):
-            log.warning("state.db could not be opened: running degraded on sessions.json and "
-                        "JSONL transcripts")
+        await self.store.open()  # announces degraded mode itself when state.db cannot be opened
         await self._check_clean_shutdown()
         if self.agent is None:
             self.agent = create_agent(self.config)
@@ -171,9 +169,9 @@ class GatewayApp:
             return  # first start of this home: nothing can have been interrupted
         self.unclean_start = True
         max_age = max(3600, 2 * self.config.agent.gateway_timeout)
-        recovered = await self.store.recover_interrupted_turns(max_age)
-        log.warning("the previous run did not shut down cleanly; %s interrupted turn(s) marked for "
-                    "resumption", recovered if recovered is not None else "no")
+        self.recovered_keys = list(await self.store.recover_interrupted_turns(max_age) or [])
+        log.warning("the previous run did not shut down cleanly; %d interrupted turn(s) marked for "
+                    "resumption", len(self.recovered_keys))
 
     def _build_adapters(self) -> None:
         given = self._given_adapters

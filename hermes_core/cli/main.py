@@ -70,6 +70,7 @@ def _setup_logging(home) -> None:
         root_logger.addHandler(handler)
     except OSError:
         pass  # an unwritable home is reported by the start-up check
+    logging.getLogger("apscheduler").setLevel(logging.WARNING)  # one line per tick is noise
     root_logger._hermes_configured = True  # type: ignore[attr-defined]
 
 

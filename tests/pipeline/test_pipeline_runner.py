@@ -1,0 +1,286 @@
+"""The gateway runner end to end in-process (issue 2 item 8 and "bad input"): real store
+(SQLite), real plugin manager, echo agent; a recording adapter stands in for the chat."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+
+from hermes_core import hookimpl
+from hermes_core.agents import EchoAgent
+from hermes_core.agents.base import Agent, AgentError, AgentReply
+from hermes_core.app import GatewayApp
+from hermes_core.model import MessageEvent, SessionSource, TokenUsage
+from hermes_core.plugin_system import create_plugin_manager
+from hermes_core.sdk.adapter import BaseAdapter, SendResult
+from hermes_core.settings import GatewayConfig
+from hermes_core.types import AdapterSpec
+
+
+class RecordingAdapter(BaseAdapter):
+    """Collects every send as (chat_id, text, reply_to)."""
+
+    spec = AdapterSpec(name="testchat", label="Test chat", pii_safe=True, max_message_length=4000)
+
+    def __init__(self, limit: int | None = None):
+        super().__init__(None)
+        if limit is not None:
+            self.spec = AdapterSpec(name="testchat", label="Test chat", max_message_length=limit)
+        self.sent: list[tuple[str, str, str | None]] = []
+        self.started = self.stopped = False
+
+    async def start(self):
+        self.started = True
+
+    async def stop(self):
+        self.stopped = True
+
+    async def send(self, target, text, *, reply_to=None, metadata=None):
+        self.sent.append((target.chat_id, text, reply_to))
+        return SendResult(message_id=str(len(self.sent)))
+
+    def texts(self, chat_id: str | None = None) -> list[str]:
+        return [t for c, t, _ in self.sent if chat_id is None or c == chat_id]
+
+
+def dm(chat_id="100", user="u100", name="Ann"):
+    return SessionSource("testchat", chat_id, chat_type="dm", user_id=user, user_name=name)
+
+
+def group(user, name):
+    return SessionSource("testchat", "-5", chat_type="group", chat_name="G", user_id=user, user_name=name)
+
+
+async def make_app(tmp_path, agent=None, limit=None, **config):
+    config.setdefault("platforms", {})
+    cfg = GatewayConfig(home=tmp_path, **config)
+    adapter = RecordingAdapter(limit)
+    app = GatewayApp(cfg, adapters={"testchat": adapter}, agent=agent or EchoAgent(), watcher=False)
+    await app.start()
+    return app, adapter
+
+
+async def say(app, source, text, message_id=None):
+    await app.runner.handle(MessageEvent(source=source, text=text, message_id=message_id))
+    await app.runner.join()
+
+
+async def test_turn_records_transcript_usage_and_delivers(tmp_path):
+    app, adapter = await make_app(tmp_path)
+    try:
+        await say(app, dm(), "hello world", message_id="m1")
+        assert adapter.sent == [("100", "echo: hello world", "m1")]
+        key = app.store.session_key(dm())
+        assert key == "agent:main:testchat:dm:100"
+        entry = await app.store.get_entry(key)
+        transcript = await app.store.load_transcript(entry.session_id)
+        assert [(m["role"], m["content"]) for m in transcript] == [
+            ("user", "hello world"), ("assistant", "echo: hello world")]
+        assert transcript[0]["platform_message_id"] == "m1"
+        assert (entry.input_tokens, entry.output_tokens, entry.total_tokens) == (2, 3, 5)
+        assert await app.store.count_turns(entry.session_id) == 1
+        assert await app.store.turn_markers() == []
+    finally:
+        await app.stop()
+
+
+async def test_status_help_unknown_and_new(tmp_path):
+    app, adapter = await make_app(tmp_path)
+    try:
+        await say(app, dm(), "/status")
+        assert adapter.texts()[-1] == ("Session key: agent:main:testchat:dm:100\n"
+                                       "No session yet: send a message to start one.")
+        await say(app, dm(), "hi")
+        first = (await app.store.get_entry("agent:main:testchat:dm:100")).session_id
+        await say(app, dm(), "/status")
+        assert adapter.texts()[-1] == (f"Session key: agent:main:testchat:dm:100\nSession id: {first}\n"
+                                       "Turns: 1\nTokens: 3 (input 1, output 2)")
+        await say(app, dm(), "/help")
+        assert adapter.texts()[-1] == (
+            "Commands: /new or /reset starts a new session (the old transcript is kept), "
+            "/status shows the session key, session id, turns and tokens, /help shows this help.")
+        await say(app, dm(), "/frobnicate now")
+        assert adapter.texts()[-1] == "Unknown command /frobnicate. Commands: /new, /reset, /status, /help."
+        await say(app, dm(), "/new")
+        second = (await app.store.get_entry("agent:main:testchat:dm:100")).session_id
+        assert second != first
+        assert adapter.texts()[-1] == f"Started a new session. Session id: {second}"
+        assert [m["content"] for m in await app.store.load_transcript(first)] == ["hi", "echo: hi"]
+        assert await app.store.load_transcript(second) == []
+        await say(app, dm(), "/reset")
+        assert (await app.store.get_entry("agent:main:testchat:dm:100")).session_id not in (first, second)
+    finally:
+        await app.stop()
+
+
+async def test_empty_ignored_too_long_refused_duplicates_dropped(tmp_path):
+    app, adapter = await make_app(tmp_path, core={"max_input_chars": 10})
+    try:
+        await say(app, dm(), "")
+        await say(app, dm(), "   \t ")
+        assert adapter.sent == []
+        assert await app.store.get_entry("agent:main:testchat:dm:100") is None
+        await say(app, dm(), "x" * 11)
+        assert adapter.texts() == ["Message refused: it is 11 characters long and the limit is 10 characters "
+                                   "(core.max_input_chars). Please shorten it."]
+        assert await app.store.get_entry("agent:main:testchat:dm:100") is None  # nothing recorded
+        await say(app, dm(), "x" * 10, message_id="42")
+        await say(app, dm(), "x" * 10, message_id="42")  # redelivered by the platform
+        assert adapter.texts()[1:] == ["echo: " + "x" * 10]
+        entry = await app.store.get_entry("agent:main:testchat:dm:100")
+        assert await app.store.count_turns(entry.session_id) == 1
+    finally:
+        await app.stop()
+
+
+async def test_shared_group_prefixes_sender_at_run_time(tmp_path):
+    app, adapter = await make_app(tmp_path, group_sessions_per_user=False)
+    try:
+        await say(app, group("u1", "Alice"), "hi")
+        await say(app, group("u2", "Bob"), "yo")
+        assert adapter.texts() == ["echo: [Alice] hi", "echo: [Bob] yo"]
+        entry = await app.store.get_entry("agent:main:testchat:group:-5")
+        assert [m["content"] for m in await app.store.load_transcript(entry.session_id)] == [
+            "[Alice] hi", "echo: [Alice] hi", "[Bob] yo", "echo: [Bob] yo"]
+    finally:
+        await app.stop()
+
+
+async def test_reply_is_chunked_in_order(tmp_path):
+    app, adapter = await make_app(tmp_path, limit=10)
+    try:
+        await say(app, dm(), "abcdefghijklmnop")  # reply "echo: abcdefghijklmnop" is 22 chars
+        # The SDK's chunker breaks at the space first, then hard-splits the long word.
+        assert adapter.sent == [("100", "echo: ", None), ("100", "abcdefghij", None), ("100", "klmnop", None)]
+    finally:
+        await app.stop()
+
+
+class GatedAgent(Agent):
+    """Blocks each turn until the test opens that message's gate; records start order."""
+
+    def __init__(self):
+        super().__init__()
+        self.gates: dict[str, asyncio.Event] = {}
+        self.started: list[str] = []
+
+    def gate(self, message):
+        return self.gates.setdefault(message, asyncio.Event())
+
+    async def _generate(self, context, history, message, system_context):
+        self.started.append(message)
+        await self.gate(message).wait()
+        if message == "explode":
+            raise RuntimeError("backend bug")
+        if message == "fail":
+            raise AgentError("server said no")
+        return AgentReply("ok " + message, TokenUsage(input_tokens=1, output_tokens=2))
+
+
+async def _until(predicate):
+    async with asyncio.timeout(10):
+        while not predicate():
+            await asyncio.sleep(0.005)
+
+
+async def test_one_turn_at_a_time_per_session_sessions_concurrent(tmp_path):
+    agent = GatedAgent()
+    app, adapter = await make_app(tmp_path, agent=agent)
+    try:
+        a, b = dm("1", "u1"), dm("2", "u2")
+        for source, text in ((a, "a1"), (a, "a2"), (b, "b1")):
+            await app.runner.handle(MessageEvent(source=source, text=text))
+        await _until(lambda: set(agent.started) == {"a1", "b1"})
+        assert "a2" not in agent.started  # a2 waits for a1: same session
+        agent.gate("b1").set()
+        await _until(lambda: adapter.texts("2") == ["ok b1"])
+        assert "a2" not in agent.started
+        agent.gate("a1").set()
+        await _until(lambda: "a2" in agent.started)
+        agent.gate("a2").set()
+        await app.runner.join()
+        assert adapter.texts("1") == ["ok a1", "ok a2"]
+    finally:
+        await app.stop()
+
+
+async def test_failing_session_does_not_stop_others(tmp_path):
+    agent = GatedAgent()
+    app, adapter = await make_app(tmp_path, agent=agent)
+    try:
+        for message in ("explode", "fail", "fine"):
+            agent.gate(message).set()
+        await say(app, dm("1", "u1"), "explode")
+        await say(app, dm("2", "u2"), "fail")
+        await say(app, dm("3", "u3"), "fine")
+        await say(app, dm("1", "u1"), "fine")
+        assert adapter.texts("1") == ["Sorry, this message could not be processed: RuntimeError: backend bug",
+                                      "ok fine"]
+        assert adapter.texts("2") == ["The agent failed to answer: server said no"]
+        assert adapter.texts("3") == ["ok fine"]
+        entry = await app.store.get_entry("agent:main:testchat:dm:2")
+        # The failed turn recorded the user message only; the turn marker was ended (the user
+        # was told) and no reply was invented.
+        assert [m["role"] for m in await app.store.load_transcript(entry.session_id)] == ["user"]
+        assert entry.total_tokens == 0
+    finally:
+        await app.stop()
+
+
+async def test_drain_timeout_marks_running_turn_resume_pending(tmp_path):
+    agent = GatedAgent()
+    app, adapter = await make_app(tmp_path, agent=agent, scheduler={"drain_timeout_s": 0.05})
+    await app.runner.handle(MessageEvent(source=dm(), text="slow"))
+    await _until(lambda: agent.started == ["slow"])
+    await app.stop()
+    assert (tmp_path / ".clean_shutdown").is_file()
+    # Reopen the store alone: the interrupted session is marked for resumption.
+    from hermes_core.store import SessionStore
+
+    async with SessionStore(app.config.sessions_dir, app.config) as store:
+        entry = await store.get_entry("agent:main:testchat:dm:100")
+        assert entry.resume_pending is True and entry.resume_reason == "shutdown_timeout"
+
+
+class Observer:
+    def __init__(self):
+        self.events: list[tuple[str, Any]] = []
+
+    @hookimpl
+    async def hermes_session_reset(self, entry, reason):
+        self.events.append(("reset", reason))
+
+    @hookimpl
+    def hermes_session_finalized(self, entry):
+        self.events.append(("finalized", entry.session_id))
+
+    @hookimpl
+    def hermes_after_deliver(self, delivery, outcome):
+        self.events.append(("delivered", delivery.kind))
+
+    @hookimpl
+    def hermes_startup(self, app):
+        self.events.append(("startup", None))
+
+    @hookimpl
+    def hermes_shutdown(self, app):
+        self.events.append(("shutdown", None))
+
+
+async def test_lifecycle_hooks_are_broadcast(tmp_path):
+    pm, _ = create_plugin_manager(None)
+    observer = Observer()
+    pm.register(observer, name="observer")
+    cfg = GatewayConfig(home=tmp_path, platforms={})
+    adapter = RecordingAdapter()
+    app = GatewayApp(cfg, pm=pm, adapters=[adapter], agent=EchoAgent(), watcher=False)
+    await app.start()
+    await say(app, dm(), "hi")
+    old = (await app.store.get_entry("agent:main:testchat:dm:100")).session_id
+    await say(app, dm(), "/new")
+    await app.stop()
+    assert observer.events == [("startup", None), ("delivered", "reply"), ("finalized", old),
+                               ("reset", "new"), ("delivered", "notice"), ("shutdown", None)]
+    assert adapter.started and adapter.stopped
