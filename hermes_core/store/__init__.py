@@ -1,0 +1,12 @@
+"""The session store (seed §3, "State DB and FTS recovery"; SPEC.md §0, §2, §3, §6).
+
+SQLite (`state.db`, WAL, FTS5) is canonical; `sessions.json` is its atomic mirror; when SQLite
+cannot be opened the store runs degraded on sessions.json + `{session_id}.jsonl`.
+"""
+
+from .db import StoreError
+from .home_lock import HomeLockedError
+from .rows import TranscriptReadError
+from .session_store import RESUME_REASONS, SessionStore
+
+__all__ = ["HomeLockedError", "RESUME_REASONS", "SessionStore", "StoreError", "TranscriptReadError"]

@@ -1,0 +1,162 @@
+"""The single writer connection to `state.db` (CONVENTIONS.md §7; SPEC.md §0, §3).
+
+One aiosqlite connection per store, opened with `isolation_level=None` so that transactions are
+explicit: every write goes through `async with db.write():` (`BEGIN IMMEDIATE` … `COMMIT`, or
+`ROLLBACK` on any exception). Migrations are ordered `.sql` files in `migrations/` applied with
+`executescript` at open, outside any transaction, and tracked with `PRAGMA user_version`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import re
+import sqlite3
+from contextlib import asynccontextmanager
+from importlib import resources
+from pathlib import Path
+from typing import Any, AsyncIterator, Iterable, Sequence
+
+import aiosqlite
+
+log = logging.getLogger(__name__)
+
+_MIGRATION_RE = re.compile(r"^(\d{4})_[A-Za-z0-9_]+\.sql$")
+
+
+class StoreError(Exception):
+    """The session store failed; `str(err)` is one line naming what failed."""
+
+
+def migrations() -> list[tuple[int, str, str]]:
+    """Return the packaged migrations as `(version, file name, sql)`, ordered by version."""
+    found = []
+    for item in resources.files("hermes_core.store.migrations").iterdir():
+        match = _MIGRATION_RE.match(item.name)
+        if match:
+            found.append((int(match.group(1)), item.name, item.read_text(encoding="utf-8")))
+    found.sort()
+    return found
+
+
+def schema_version() -> int:
+    """The newest schema version this code knows (the last migration's number)."""
+    return migrations()[-1][0]
+
+
+class Database:
+    """The store's one writer connection.
+
+    Args:
+        path: the SQLite file (`config.db_path`).
+        busy_timeout_s: seconds a statement waits on a lock held by another connection.
+
+    Raises (from `open`):
+        sqlite3.Error / OSError: the file cannot be opened or is not a database.
+        StoreError: the file's schema is newer than this code.
+    """
+
+    def __init__(self, path: Path, busy_timeout_s: float = 5.0) -> None:
+        self.path = Path(path)
+        self.busy_timeout_s = busy_timeout_s
+        self.conn: aiosqlite.Connection | None = None
+        # Serialises transactions of different tasks on the one connection.
+        self._lock = asyncio.Lock()
+
+    async def open(self) -> None:
+        """Connect, set the PRAGMAs and run pending migrations."""
+        conn = aiosqlite.connect(str(self.path), isolation_level=None, timeout=self.busy_timeout_s)
+        # aiosqlite >= 0.22 runs a non-daemon worker thread: a store left unclosed would make the
+        # interpreter wait for it forever at exit. A daemon worker cannot hang exit, and every
+        # committed transaction is already in the WAL, so nothing durable depends on a clean stop.
+        worker = getattr(conn, "_thread", None)
+        if worker is not None and not worker.is_alive():
+            worker.daemon = True
+        try:
+            await conn
+        except BaseException:
+            raise
+        self.conn = conn
+        try:
+            conn.row_factory = aiosqlite.Row
+            await conn.execute(f"PRAGMA busy_timeout = {int(self.busy_timeout_s * 1000)}")
+            mode = await self.fetchval("PRAGMA journal_mode = WAL")
+            if str(mode).lower() != "wal":
+                log.warning("state.db %s: journal_mode is %s, not WAL", self.path, mode)
+            await conn.execute("PRAGMA synchronous = NORMAL")
+            await conn.execute("PRAGMA foreign_keys = ON")
+            await conn.execute("PRAGMA secure_delete = ON")
+            await self._migrate()
+        except BaseException:
+            await self.close()
+            raise
+
+    async def _migrate(self) -> None:
+        assert self.conn is not None
+        current = int(await self.fetchval("PRAGMA user_version") or 0)
+        known = migrations()
+        newest = known[-1][0] if known else 0
+        if current > newest:
+            raise StoreError(
+                f"state.db {self.path} has schema version {current}, newer than this gateway's {newest}")
+        for version, name, sql in known:
+            if version <= current:
+                continue
+            log.info("state.db %s: applying migration %s", self.path, name)
+            # executescript commits any open transaction first; the script carries its own
+            # transaction so that a failing migration leaves the previous version intact.
+            script = f"BEGIN IMMEDIATE;\n{sql}\nPRAGMA user_version = {version};\nCOMMIT;"
+            try:
+                await self.conn.executescript(script)
+            except sqlite3.Error as exc:
+                if self.conn.in_transaction:
+                    await self.conn.execute("ROLLBACK")
+                raise StoreError(f"state.db {self.path}: migration {name} failed: {exc}") from exc
+
+    async def close(self) -> None:
+        """Close the connection (idempotent)."""
+        conn, self.conn = self.conn, None
+        if conn is not None:
+            await conn.close()
+
+    @property
+    def is_open(self) -> bool:
+        return self.conn is not None
+
+    def _require(self) -> aiosqlite.Connection:
+        if self.conn is None:
+            raise StoreError("the session store is not open")
+        return self.conn
+
+    @asynccontextmanager
+    async def write(self) -> AsyncIterator[aiosqlite.Connection]:
+        """`BEGIN IMMEDIATE` … `COMMIT`; `ROLLBACK` if the body raises (also on cancellation)."""
+        conn = self._require()
+        async with self._lock:
+            await conn.execute("BEGIN IMMEDIATE")
+            try:
+                yield conn
+            except BaseException:
+                # Shield the rollback: a cancelled task must not leave the connection mid-transaction.
+                await asyncio.shield(conn.execute("ROLLBACK"))
+                raise
+            else:
+                await conn.execute("COMMIT")
+
+    async def execute(self, sql: str, params: Sequence[Any] | dict = ()) -> aiosqlite.Cursor:
+        """Run one statement in autocommit mode (or inside the caller's `write()`)."""
+        return await self._require().execute(sql, params)
+
+    async def executemany(self, sql: str, rows: Iterable[Sequence[Any]]) -> None:
+        await self._require().executemany(sql, rows)
+
+    async def fetchall(self, sql: str, params: Sequence[Any] | dict = ()) -> list[aiosqlite.Row]:
+        return list(await self._require().execute_fetchall(sql, params))
+
+    async def fetchone(self, sql: str, params: Sequence[Any] | dict = ()) -> aiosqlite.Row | None:
+        rows = await self._require().execute_fetchall(sql, params)
+        return rows[0] if rows else None
+
+    async def fetchval(self, sql: str, params: Sequence[Any] | dict = ()) -> Any:
+        row = await self.fetchone(sql, params)
+        return row[0] if row is not None else None

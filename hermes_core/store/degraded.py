@@ -1,0 +1,322 @@
+"""Degraded backend: sessions.json is the index, transcripts are `{session_id}.jsonl`
+(seed §3 "falls back to JSONL"; SPEC.md §0). Used only when state.db cannot be opened.
+
+Same operations as `SqliteBackend`. Session rows, turn markers and accepted inbound ids are kept
+under `_`-prefixed keys of sessions.json (loaders of the seed's format skip those keys). A
+transcript line is one message plus `"active"`; rewind/rewrite rewrite the file atomically.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+from datetime import datetime
+from pathlib import Path
+from typing import Any, Callable, Iterable
+
+from ..model import SessionEntry, SessionSource, TokenUsage, format_timestamp
+from .mirror import SESSIONS_FILE_NAME, load_sessions_json, render_from_json_texts, write_atomic
+from .rows import TranscriptReadError, row_to_message
+
+log = logging.getLogger(__name__)
+
+_INBOUND_KEEP = 20000
+
+
+class DegradedBackend:
+    """sessions.json + JSONL persistence with the SqliteBackend interface.
+
+    Args:
+        sessions_dir: where sessions.json and the `.jsonl` transcripts live.
+        clock: aware-UTC clock.
+    """
+
+    degraded = True
+
+    def __init__(self, sessions_dir: Path, clock: Callable[[], datetime]) -> None:
+        self.dir = Path(sessions_dir)
+        self._clock = clock
+        self.routes: dict[str, SessionEntry] = {}
+        self.sessions: dict[str, dict[str, Any]] = {}
+        self.markers: dict[str, dict[str, Any]] = {}
+        self.inbound: dict[str, None] = {}
+        self._io = asyncio.Lock()
+
+    async def open(self) -> None:
+        self.dir.mkdir(parents=True, exist_ok=True)
+        routes, extras = load_sessions_json(self.dir / SESSIONS_FILE_NAME)
+        self.routes = routes
+        sessions = extras.get("_sessions")
+        self.sessions = {k: v for k, v in sessions.items() if isinstance(v, dict)} if isinstance(sessions, dict) else {}
+        markers = extras.get("_turn_markers")
+        self.markers = {k: v for k, v in markers.items() if isinstance(v, dict)} if isinstance(markers, dict) else {}
+        inbound = extras.get("_inbound")
+        self.inbound = dict.fromkeys(x for x in inbound if isinstance(x, str)) if isinstance(inbound, list) else {}
+        for entry in routes.values():
+            self.sessions.setdefault(entry.session_id, self._session_row(entry))
+
+    async def close(self) -> None:
+        return None
+
+    async def _persist(self) -> None:
+        text = await self.render_mirror()
+        await asyncio.to_thread(write_atomic, self.dir / SESSIONS_FILE_NAME, text)
+
+    async def render_mirror(self) -> str:
+        items = [(k, json.dumps(e.to_dict(), ensure_ascii=False, separators=(",", ":")))
+                 for k, e in self.routes.items()]
+        extras = {"_sessions": dict(self.sessions), "_turn_markers": dict(self.markers),
+                  "_inbound": list(self.inbound)[-_INBOUND_KEEP:]}
+        return render_from_json_texts(items, extras)
+
+    @staticmethod
+    def _session_row(entry: SessionEntry, parent: str | None = None) -> dict[str, Any]:
+        origin = entry.origin
+        return {"session_id": entry.session_id, "session_key": entry.session_key,
+                "origin": json.dumps(origin.to_dict()) if origin else None,
+                "platform": entry.platform, "chat_id": origin.chat_id if origin else None,
+                "participant_id": origin.participant_id if origin else None, "chat_type": entry.chat_type,
+                "display_name": entry.display_name, "created_at": format_timestamp(entry.created_at),
+                "updated_at": format_timestamp(entry.updated_at), "ended_at": None, "end_reason": None,
+                "parent_session_id": parent, "input_tokens": 0, "output_tokens": 0, "cache_read_tokens": 0,
+                "cache_write_tokens": 0, "total_tokens": 0, "estimated_cost_usd": 0.0, "cost_status": "unknown"}
+
+    # ---- routes ---------------------------------------------------------------------------
+
+    async def get_route(self, session_key: str) -> SessionEntry | None:
+        entry = self.routes.get(session_key)
+        return entry.copy() if entry else None
+
+    async def route_for_session_id(self, session_id: str) -> SessionEntry | None:
+        for entry in self.routes.values():
+            if entry.session_id == session_id:
+                return entry.copy()
+        return None
+
+    async def save(self, entry: SessionEntry, *, new_session: bool = False, parent_session_id: str | None = None,
+                   end_session: tuple[str, str] | None = None, reopen_session: str | None = None,
+                   usage: TokenUsage | None = None, clear_marker: bool = False) -> None:
+        now_iso = format_timestamp(entry.updated_at)
+        if end_session is not None and end_session[0] in self.sessions:
+            row = self.sessions[end_session[0]]
+            if row.get("ended_at") is None:
+                row.update(ended_at=now_iso, end_reason=end_session[1])
+        if new_session:
+            self.sessions.setdefault(entry.session_id, self._session_row(entry, parent_session_id))
+        if reopen_session is not None and reopen_session in self.sessions:
+            self.sessions[reopen_session].update(ended_at=None, end_reason=None, session_key=entry.session_key)
+        if usage is not None and entry.session_id in self.sessions:
+            row = self.sessions[entry.session_id]
+            for name in ("input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens", "total_tokens"):
+                row[name] = int(row.get(name) or 0) + getattr(usage, name)
+            row["estimated_cost_usd"] = float(row.get("estimated_cost_usd") or 0) + usage.estimated_cost_usd
+            if usage.cost_status != "unknown":
+                row["cost_status"] = usage.cost_status
+        if clear_marker:
+            self.markers.pop(entry.session_key, None)
+        self.routes[entry.session_key] = entry.copy()
+        # Route changes are rare compared with messages; the degraded index is written through
+        # only for new sessions and marker changes, the rest goes through the debounced mirror.
+        if new_session or end_session or reopen_session or clear_marker:
+            await self._persist()
+
+    async def delete_routes(self, keys: list[str], end_reason: str, now_iso: str) -> None:
+        for key in keys:
+            entry = self.routes.pop(key, None)
+            if entry and entry.session_id in self.sessions and self.sessions[entry.session_id].get("ended_at") is None:
+                self.sessions[entry.session_id].update(ended_at=now_iso, end_reason=end_reason)
+        await self._persist()
+
+    async def routes_older_than(self, cutoff_ts: float) -> list[tuple[str, bool]]:
+        return [(k, e.suspended) for k, e in self.routes.items() if e.updated_at.timestamp() < cutoff_ts]
+
+    async def list_routes(self, since_ts: float | None) -> list[SessionEntry]:
+        items = [e.copy() for e in self.routes.values() if since_ts is None or e.updated_at.timestamp() >= since_ts]
+        items.sort(key=lambda e: e.updated_at, reverse=True)
+        return items
+
+    async def count_routes(self) -> int:
+        return len(self.routes)
+
+    # ---- sessions -------------------------------------------------------------------------
+
+    async def session_info(self, session_id: str) -> dict[str, Any] | None:
+        row = self.sessions.get(session_id)
+        if row is None and self._path(session_id).exists():
+            return {"session_id": session_id, "session_key": "", "created_at": None}
+        return dict(row) if row else None
+
+    async def has_any_sessions(self) -> bool:
+        return bool(self.sessions or self.routes)
+
+    async def session_had_turn(self, session_id: str) -> bool:
+        try:
+            rows = await self._read(session_id)
+        except TranscriptReadError:
+            return True
+        return any(r.get("role") == "user" for r in rows)
+
+    # ---- transcripts ----------------------------------------------------------------------
+
+    def _path(self, session_id: str) -> Path:
+        return self.dir / f"{session_id}.jsonl"
+
+    async def _read(self, session_id: str) -> list[dict[str, Any]]:
+        path = self._path(session_id)
+
+        def read() -> list[dict[str, Any]]:
+            try:
+                text = path.read_text(encoding="utf-8")
+            except FileNotFoundError:
+                return []
+            except (OSError, UnicodeDecodeError) as exc:
+                raise TranscriptReadError(f"transcript {path} could not be read: {exc}") from exc
+            rows = []
+            for number, line in enumerate(text.splitlines(), 1):
+                if not line.strip():
+                    continue
+                try:
+                    row = json.loads(line)
+                    if not isinstance(row, dict) or "role" not in row:
+                        raise ValueError("not a message object")
+                except ValueError as exc:
+                    log.warning("%s line %d skipped: %s", path, number, exc)
+                    continue
+                rows.append(row)
+            return rows
+        return await asyncio.to_thread(read)
+
+    async def _append_lines(self, session_id: str, rows: list[dict[str, Any]]) -> None:
+        path = self._path(session_id)
+
+        def append() -> None:
+            with open(path, "a", encoding="utf-8") as fh:
+                for row in rows:
+                    fh.write(json.dumps(row, ensure_ascii=False) + "\n")
+                fh.flush()
+                os.fsync(fh.fileno())
+            os.chmod(path, 0o600)
+        await asyncio.to_thread(append)
+
+    async def _rewrite_file(self, session_id: str, rows: list[dict[str, Any]]) -> None:
+        text = "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows)
+        await asyncio.to_thread(write_atomic, self._path(session_id), text)
+
+    async def _next_id(self, session_id: str) -> int:
+        rows = await self._read(session_id)
+        return max((int(r.get("id") or 0) for r in rows), default=0) + 1
+
+    async def append_message(self, session_id: str, row: dict[str, Any]) -> int:
+        async with self._io:
+            message_id = await self._next_id(session_id)
+            await self._append_lines(session_id, [dict(row, id=message_id, active=1)])
+            return message_id
+
+    async def begin_turn(self, session_key: str, session_id: str, row: dict[str, Any], started_ts: float) -> None:
+        from .db import StoreError
+        if session_key not in self.routes:
+            raise StoreError(f"cannot begin a turn: no session entry for key {session_key!r}")
+        message_id = await self.append_message(session_id, row)
+        self.markers[session_key] = {"session_id": session_id, "message_id": message_id, "started_ts": started_ts}
+        await self._persist()
+
+    async def end_turn(self, session_key: str) -> None:
+        if self.markers.pop(session_key, None) is not None:
+            await self._persist()
+
+    async def turn_markers(self) -> list[dict[str, Any]]:
+        out = [{"session_key": k, "session_id": m.get("session_id"), "message_id": m.get("message_id"),
+                "started_ts": float(m.get("started_ts") or 0)} for k, m in self.markers.items()]
+        return sorted(out, key=lambda m: m["started_ts"])
+
+    async def reply_after(self, session_id: str, message_id: int | None) -> bool:
+        rows = await self._read(session_id)
+        return any(r.get("active", 1) and r.get("role") == "assistant" and int(r.get("id") or 0) > (message_id or 0)
+                   for r in rows)
+
+    async def load_messages(self, session_id: str) -> list[dict[str, Any]]:
+        rows = await self._read(session_id)
+        out = []
+        for row in rows:
+            if not row.get("active", 1):
+                continue
+            full = {k: row.get(k) for k in ("role", "content", "timestamp", "platform_message_id",
+                                            "tool_call_id", "tool_name", "tool_calls")}
+            out.append(row_to_message(full))
+        return out
+
+    async def count_turns(self, session_id: str) -> int:
+        return sum(1 for r in await self._read(session_id) if r.get("active", 1) and r.get("role") == "user")
+
+    async def rewrite(self, session_id: str, rows: list[dict[str, Any]]) -> None:
+        async with self._io:
+            old = await self._read(session_id)
+            next_id = max((int(r.get("id") or 0) for r in old), default=0) + 1
+            kept = [dict(r, active=0) for r in old]
+            new = [dict(r, id=next_id + i, active=1) for i, r in enumerate(rows)]
+            await self._rewrite_file(session_id, kept + new)
+
+    async def rewind(self, session_id: str, n: int) -> dict[str, Any] | None:
+        async with self._io:
+            rows = await self._read(session_id)
+            users = [i for i, r in enumerate(rows) if r.get("active", 1) and r.get("role") == "user"]
+            if not users:
+                return None
+            picked = users[-n:]
+            start = picked[0]
+            count = 0
+            for row in rows[start:]:
+                if row.get("active", 1):
+                    row["active"] = 0
+                    count += 1
+            await self._rewrite_file(session_id, rows)
+            return {"rewound_count": count, "turns_undone": len(picked), "target_text": rows[start].get("content")}
+
+    # ---- intake, search -------------------------------------------------------------------
+
+    async def accept_inbound(self, platform: str, chat_id: str, message_id: str, now_iso: str) -> bool:
+        token = "\x1f".join((platform, chat_id, message_id))
+        if token in self.inbound:
+            return False
+        self.inbound[token] = None
+        await self._persist()
+        return True
+
+    async def search(self, expression: str, limit: int, owner: SessionSource | None,
+                     shared_chat: bool) -> list[dict[str, Any]]:
+        # Degraded mode has no index: a linear scan of the JSONL transcripts, all words required.
+        words = [w.strip('"').replace('""', '"').lower() for w in expression.split(" ")]
+        results = []
+        for path in sorted(self.dir.glob("*.jsonl")):
+            session_id = path.stem
+            if owner is not None:
+                row = self.sessions.get(session_id) or {}
+                if row.get("platform") != owner.platform:
+                    continue
+                if row.get("participant_id") != (owner.participant_id or "") and not (
+                        shared_chat and row.get("chat_id") == owner.chat_id):
+                    continue
+            for msg in await self._read(session_id):
+                text = (msg.get("content") or "")
+                if msg.get("active", 1) and all(w in text.lower() for w in words):
+                    results.append({"session_id": session_id, "message_id": msg.get("id"), "snippet": text[:120]})
+                    if len(results) >= limit:
+                        return results
+        return results
+
+    async def fts_check_and_repair(self) -> bool:
+        return False
+
+    async def import_entries(self, entries: Iterable[SessionEntry], replace: bool) -> tuple[int, int]:
+        imported = skipped = 0
+        for entry in entries:
+            if entry.session_key in self.routes and not replace:
+                skipped += 1
+                continue
+            self.routes[entry.session_key] = entry.copy()
+            self.sessions.setdefault(entry.session_id, self._session_row(entry))
+            imported += 1
+        await self._persist()
+        return imported, skipped

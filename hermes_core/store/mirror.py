@@ -1,0 +1,200 @@
+"""`sessions.json`: the seed's routing index file (seed §3 layout; SPEC.md §0, §3).
+
+With SQLite open it is a *mirror* of the `routes` table, rebuilt from SQLite (so deleting or
+corrupting it loses nothing). In degraded mode it is the index itself. Writes are atomic (temp
+file in the same directory, fsync, rename, fsync of the directory, mode 0600), debounced, and
+forced on shutdown. The first key is a `_README` string; loaders skip keys starting with `_`,
+non-dict values and bad entries one at a time and never crash on a corrupt file.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+import tempfile
+import time
+from pathlib import Path
+from typing import Any, Awaitable, Callable
+
+from ..model import SessionEntry, validate_session_id
+
+log = logging.getLogger(__name__)
+
+SESSIONS_FILE_NAME = "sessions.json"
+MIRROR_README = (
+    "Routing index of hermes-gateway: session key -> current session entry. "
+    "state.db is the source of truth; this file is rewritten from it and may be deleted safely "
+    "while the gateway is stopped."
+)
+# The mirror never spends more than about 1/_COST_FACTOR of wall time rewriting itself: with a
+# huge index (100k sessions) each rewrite takes long, so the gap between rewrites grows with it.
+_COST_FACTOR = 20.0
+
+
+def write_atomic(path: Path, text: str, mode: int = 0o600) -> None:
+    """Write `text` to `path` atomically: temp file beside it, fsync, chmod, rename, fsync dir.
+
+    Raises:
+        OSError: the directory is not writable or the disk is full (the old file is untouched).
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.chmod(tmp, mode)
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+    try:
+        dir_fd = os.open(path.parent, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(dir_fd)
+    except OSError:
+        pass
+    finally:
+        os.close(dir_fd)
+
+
+def render_from_json_texts(items: list[tuple[str, str]], extras: dict[str, Any] | None = None) -> str:
+    """Render sessions.json from `(session_key, entry JSON text)` pairs without re-parsing them.
+
+    `extras` are additional `_`-prefixed keys (ignored by loaders of the seed's format).
+    """
+    parts = ['{"_README": ', json.dumps(MIRROR_README)]
+    for key, value in (extras or {}).items():
+        parts += [", ", json.dumps(key), ": ", json.dumps(value)]
+    for key, text in items:
+        parts += [",\n", json.dumps(key), ": ", text]
+    parts.append("}\n")
+    return "".join(parts)
+
+
+def load_sessions_json(path: Path) -> tuple[dict[str, SessionEntry], dict[str, Any]]:
+    """Leniently read a sessions.json (ours or an older gateway's).
+
+    Returns:
+        `(entries by session key, extras)` where extras holds the `_`-prefixed keys. A missing,
+        unreadable or non-JSON file gives `({}, {})` and a logged warning; each bad entry is
+        skipped and logged on its own; naive timestamps are read as host local time.
+    """
+    path = Path(path)
+    try:
+        raw = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return {}, {}
+    except (OSError, UnicodeDecodeError) as exc:
+        log.warning("%s cannot be read (%s); ignoring it", path, exc)
+        return {}, {}
+    try:
+        data = json.loads(raw)
+    except json.JSONDecodeError as exc:
+        log.warning("%s is not valid JSON (%s); ignoring it", path, exc)
+        return {}, {}
+    if not isinstance(data, dict):
+        log.warning("%s does not hold a JSON object; ignoring it", path)
+        return {}, {}
+    entries: dict[str, SessionEntry] = {}
+    extras: dict[str, Any] = {}
+    for key, value in data.items():
+        if key.startswith("_"):
+            extras[key] = value
+            continue
+        if not isinstance(value, dict):
+            log.warning("%s: entry %r is not an object; skipped", path, key)
+            continue
+        item = dict(value)
+        item.setdefault("session_key", key)
+        try:
+            entry = SessionEntry.from_dict(item)
+            validate_session_id(entry.session_id)
+        except (ValueError, TypeError) as exc:
+            log.warning("%s: entry %r skipped: %s", path, key, exc)
+            continue
+        if entry.session_key != key:
+            entry.session_key = key
+        entries[key] = entry
+    return entries, extras
+
+
+class MirrorWriter:
+    """Debounced, atomic rewrites of sessions.json from a render function.
+
+    Args:
+        path: the sessions.json path.
+        render: async callable returning the full file text (runs the heavy part off the loop).
+        debounce_s: minimum seconds between rewrites (`[storage] mirror_debounce_s`); the gap
+            also grows to 20× the last rewrite's duration so a huge index stays cheap.
+    """
+
+    def __init__(self, path: Path, render: Callable[[], Awaitable[str]], debounce_s: float) -> None:
+        self.path = Path(path)
+        self._render = render
+        self._debounce_s = debounce_s
+        self._dirty = asyncio.Event()
+        self._task: asyncio.Task | None = None
+        self._write_lock = asyncio.Lock()
+        self._last_cost = 0.0
+        self.writes = 0
+
+    def start(self) -> None:
+        if self._task is None:
+            self._task = asyncio.get_running_loop().create_task(self._run(), name="sessions.json mirror")
+
+    def mark_dirty(self) -> None:
+        """O(1): note that the index changed; the background task rewrites the file later."""
+        self._dirty.set()
+
+    async def _run(self) -> None:
+        while True:
+            await self._dirty.wait()
+            await asyncio.sleep(max(self._debounce_s, self._last_cost * _COST_FACTOR))
+            try:
+                await self.flush()
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # a full disk must not kill the gateway; retry later
+                log.warning("sessions.json mirror %s not written: %s", self.path, exc)
+                await asyncio.sleep(max(1.0, self._debounce_s))
+
+    async def flush(self) -> None:
+        """Rewrite the file now if it is dirty.
+
+        Raises:
+            OSError: the file could not be written (it stays dirty).
+        """
+        async with self._write_lock:
+            if not self._dirty.is_set():
+                return
+            self._dirty.clear()
+            started = time.perf_counter()
+            try:
+                text = await self._render()
+                await asyncio.to_thread(write_atomic, self.path, text)
+            except BaseException:
+                self._dirty.set()
+                raise
+            self._last_cost = time.perf_counter() - started
+            self.writes += 1
+
+    async def close(self) -> None:
+        """Stop the background task and write the final state."""
+        task, self._task = self._task, None
+        if task is not None:
+            task.cancel()
+            try:
+                await task
+            except (asyncio.CancelledError, Exception):
+                pass
+        await self.flush()

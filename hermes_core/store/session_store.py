@@ -1,0 +1,671 @@
+"""SessionStore: the seed's §3 store on SQLite, with a degraded JSONL mode (seed §2, §3, §7;
+SPEC.md §0, §2, §3, §6).
+
+The state machine (suspended → resume_pending → existing) lives here; persistence is delegated to
+`SqliteBackend` (canonical) or, when SQLite cannot be opened, `DegradedBackend`
+(sessions.json + `{session_id}.jsonl`). Entries are cached in a bounded LRU, written through,
+so per-message work is O(1) in the number of sessions. Callers always receive copies.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import sqlite3
+from collections import OrderedDict
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Any, Callable, Iterable, Mapping
+
+from ..keys import build_session_key, is_shared_multi_user_session
+from ..model import (
+    SessionEntry,
+    SessionSource,
+    TokenUsage,
+    format_timestamp,
+    new_session_id,
+    utc_now,
+    validate_session_id,
+)
+from ..settings import GatewayConfig
+from . import fts
+from .db import StoreError
+from .degraded import DegradedBackend
+from .home_lock import HomeLock
+from .mirror import SESSIONS_FILE_NAME, MirrorWriter
+from .rows import TranscriptReadError, normalize_message
+from .sqlite_backend import SqliteBackend
+
+log = logging.getLogger(__name__)
+
+_CACHE_SIZE = 4096
+RESUME_REASONS = ("restart_timeout", "shutdown_timeout", "restart_interrupted")
+
+
+class SessionStore:
+    """Routes session keys to sessions and stores transcripts (seed §3).
+
+    Args:
+        sessions_dir: directory of `sessions.json` (and of `{session_id}.jsonl` when degraded).
+        config: the gateway config (`db_path`, key flags, `[storage]`, `session_store_max_age_days`).
+        has_active_processes_fn: `(session_key) -> bool`; a key for which it returns True (or
+            raises) is never pruned.
+        key_fn: `(SessionSource) -> str`; default `build_session_key` with the config's two flags.
+        clock: returns the current aware UTC datetime.
+        lock_home: take the exclusive lock on `config.home` at open (HomeLockedError if taken).
+
+    Use `await store.open()` / `await store.close()` or `async with store:`.
+    """
+
+    def __init__(self, sessions_dir: Path, config: GatewayConfig,
+                 has_active_processes_fn: Callable[[str], bool] | None = None, *,
+                 key_fn: Callable[[SessionSource], str] | None = None,
+                 clock: Callable[[], datetime] = utc_now, lock_home: bool = True) -> None:
+        self.sessions_dir = Path(sessions_dir)
+        self.config = config
+        self.has_active_processes_fn = has_active_processes_fn
+        self._key_fn = key_fn
+        self._clock = clock
+        self._lock_home = lock_home
+        self._home_lock = HomeLock(config.home)
+        self._backend: SqliteBackend | DegradedBackend | None = None
+        self._mirror: MirrorWriter | None = None
+        self._cache: OrderedDict[str, SessionEntry] = OrderedDict()
+        # Serialises state-machine transitions: read-modify-write of one entry is never
+        # interleaved, so concurrent get_or_create_session calls for one key create one row.
+        self._lock = asyncio.Lock()
+        self.degraded_reason: str | None = None
+
+    # ---- lifecycle ------------------------------------------------------------------------
+
+    @property
+    def sessions_file(self) -> Path:
+        return self.sessions_dir / SESSIONS_FILE_NAME
+
+    @property
+    def degraded(self) -> bool:
+        """True when SQLite could not be opened and the store runs on sessions.json + JSONL."""
+        return bool(self._backend is not None and self._backend.degraded)
+
+    @property
+    def is_open(self) -> bool:
+        return self._backend is not None
+
+    async def open(self) -> None:
+        """Take the home lock, open SQLite (or fall back to degraded mode), start the mirror.
+
+        Raises:
+            HomeLockedError: another gateway holds `config.home` (only with lock_home=True).
+            StoreError: neither SQLite nor the degraded files can be used.
+        """
+        if self._backend is not None:
+            return
+        if self._lock_home:
+            self._home_lock.acquire()
+        try:
+            self.sessions_dir.mkdir(parents=True, exist_ok=True)
+            backend: SqliteBackend | DegradedBackend = SqliteBackend(
+                self.config.db_path, self.config.storage.busy_timeout_s)
+            try:
+                self.config.db_path.parent.mkdir(parents=True, exist_ok=True)
+                await backend.open()
+            except (sqlite3.Error, OSError, StoreError) as exc:
+                self.degraded_reason = f"state.db {self.config.db_path} cannot be opened: {exc}"
+                # Announced once, loudly: the gateway keeps working but without SQLite.
+                log.error("%s; running DEGRADED on %s + {session_id}.jsonl transcripts",
+                          self.degraded_reason, self.sessions_file)
+                backend = DegradedBackend(self.sessions_dir, self._clock)
+                await backend.open()
+            self._backend = backend
+            self._mirror = MirrorWriter(self.sessions_file, backend.render_mirror,
+                                        self.config.storage.mirror_debounce_s)
+            # Rewrite the mirror from the canonical store soon after every start: a deleted or
+            # corrupt sessions.json is rebuilt without parsing it (open stays O(1)). A store
+            # opened without the home lock (admin CLI reading beside a gateway) leaves it alone.
+            if self._lock_home:
+                self._mirror.mark_dirty()
+            self._mirror.start()
+        except BaseException:
+            self._home_lock.release()
+            raise
+
+    async def close(self) -> None:
+        """Flush sessions.json, close SQLite and release the home lock (idempotent)."""
+        backend, self._backend = self._backend, None
+        mirror, self._mirror = self._mirror, None
+        try:
+            if mirror is not None and backend is not None:
+                # The backend is still open here; _backend is None so no new work starts.
+                try:
+                    await mirror.close()
+                except OSError as exc:
+                    log.warning("sessions.json not written at close: %s", exc)
+        finally:
+            try:
+                if backend is not None:
+                    await backend.close()
+            finally:
+                self._cache.clear()
+                self._home_lock.release()
+
+    async def __aenter__(self) -> "SessionStore":
+        await self.open()
+        return self
+
+    async def __aexit__(self, *exc: Any) -> None:
+        await self.close()
+
+    def _b(self) -> SqliteBackend | DegradedBackend:
+        if self._backend is None:
+            raise StoreError("the session store is not open (call await store.open())")
+        return self._backend
+
+    async def flush_mirror(self) -> None:
+        """Write sessions.json now (normally debounced)."""
+        if self._mirror is not None:
+            await self._mirror.flush()
+
+    # ---- keys and cache -------------------------------------------------------------------
+
+    def session_key(self, source: SessionSource) -> str:
+        """The session key for `source` (seed §4): `key_fn`, else `build_session_key` with the
+        config's `group_sessions_per_user` / `thread_sessions_per_user`."""
+        if self._key_fn is not None:
+            return self._key_fn(source)
+        return build_session_key(source, self.config.group_sessions_per_user,
+                                 self.config.thread_sessions_per_user)
+
+    def _remember(self, entry: SessionEntry) -> None:
+        self._cache[entry.session_key] = entry
+        self._cache.move_to_end(entry.session_key)
+        while len(self._cache) > _CACHE_SIZE:
+            self._cache.popitem(last=False)
+
+    async def _load(self, session_key: str) -> SessionEntry | None:
+        entry = self._cache.get(session_key)
+        if entry is not None:
+            self._cache.move_to_end(session_key)
+            return entry
+        entry = await self._b().get_route(session_key)
+        if entry is not None:
+            self._remember(entry)
+        return entry
+
+    async def _save(self, entry: SessionEntry, **kwargs: Any) -> None:
+        try:
+            await self._b().save(entry, **kwargs)
+        except BaseException:
+            # The cache may hold a half-mutated entry; drop it so the next read reloads.
+            self._cache.pop(entry.session_key, None)
+            raise
+        self._remember(entry)
+        if self._mirror is not None:
+            self._mirror.mark_dirty()
+
+    def _now(self) -> datetime:
+        return self._clock()
+
+    def _fresh_entry(self, session_key: str, source: SessionSource | None, now: datetime,
+                     template: SessionEntry | None = None, display_name: str | None = None) -> SessionEntry:
+        origin = source if source is not None else (template.origin if template else None)
+        return SessionEntry(
+            session_key=session_key, session_id=new_session_id(now), created_at=now, updated_at=now,
+            origin=origin,
+            display_name=display_name or (origin.chat_name if origin else None)
+            or (template.display_name if template else None),
+            platform=(origin.platform if origin else (template.platform if template else None)),
+            chat_type=(origin.chat_type if origin else (template.chat_type if template else "dm")),
+        )
+
+    # ---- the state machine (seed §2) ----------------------------------------------------
+
+    async def get_or_create_session(self, source: SessionSource, force_new: bool = False) -> SessionEntry:
+        """Return the session entry for `source`, creating or auto-resetting it (seed §2, §3).
+
+        Priority (SPEC.md §2): suspended → new session id with `was_auto_reset=True`,
+        `auto_reset_reason="suspended"`, `reset_had_activity` = the old session had a turn;
+        else resume_pending → same id, flag kept; else the existing entry with `updated_at`
+        bumped. No entry, or `force_new=True` → a fresh entry (force_new ends the previous SQLite
+        session like a reset). Concurrent calls for one key create one row.
+
+        Returns:
+            A copy of the stored entry.
+        Raises:
+            StoreError: the store is not open; sqlite3.Error on a failed write.
+        """
+        key = self.session_key(source)
+        async with self._lock:
+            now = self._now()
+            entry = await self._load(key)
+            if entry is not None and not force_new:
+                if entry.suspended:
+                    had_turn = await self._b().session_had_turn(entry.session_id)
+                    new = self._fresh_entry(key, source, now, template=entry)
+                    new.was_auto_reset = True
+                    new.auto_reset_reason = "suspended"
+                    new.reset_had_activity = had_turn
+                    await self._save(new, new_session=True, parent_session_id=entry.session_id,
+                                     end_session=(entry.session_id, "suspended"), clear_marker=True)
+                    return new.copy()
+                entry = entry.copy()
+                entry.updated_at = now
+                await self._save(entry)
+                return entry.copy()
+            new = self._fresh_entry(key, source, now, template=entry)
+            end = (entry.session_id, "reset") if entry is not None else None
+            await self._save(new, new_session=True, end_session=end,
+                             parent_session_id=entry.session_id if entry else None,
+                             clear_marker=entry is not None)
+            return new.copy()
+
+    async def get_entry(self, session_key: str) -> SessionEntry | None:
+        """The current entry for `session_key` (a copy), or None. Changes nothing."""
+        entry = await self._load(session_key)
+        return entry.copy() if entry else None
+
+    async def reset_session(self, session_key: str, display_name: str | None = None) -> SessionEntry | None:
+        """Explicit `/new` / `/reset` (seed §3): end the old SQLite session (`end_reason="reset"`),
+        start a new session id with `is_fresh_reset=True`, clear suspended/resume flags and the
+        turn marker. Returns the new entry (copy), or None when the key has no entry."""
+        async with self._lock:
+            entry = await self._load(session_key)
+            if entry is None:
+                return None
+            now = self._now()
+            new = self._fresh_entry(session_key, None, now, template=entry, display_name=display_name)
+            new.is_fresh_reset = True
+            await self._save(new, new_session=True, parent_session_id=entry.session_id,
+                             end_session=(entry.session_id, "reset"), clear_marker=True)
+            return new.copy()
+
+    async def switch_session(self, session_key: str, target_session_id: str, *,
+                             expected_session_id: str | None = None) -> SessionEntry | None:
+        """Point `session_key` at an existing session (`/resume`; seed §3), compare-and-swap.
+
+        Ends the current SQLite session (`end_reason="session_switch"`) and reopens the target;
+        the entry takes the target's token counters; suspended/resume flags are cleared.
+
+        Returns:
+            The new entry (copy), or None when the key has no entry, when `expected_session_id`
+            is given and the key no longer points at it (nothing is changed), or when the
+            target session does not exist.
+        Raises:
+            ValueError: `target_session_id` is not path-safe.
+        """
+        validate_session_id(target_session_id)
+        async with self._lock:
+            entry = await self._load(session_key)
+            if entry is None:
+                return None
+            if expected_session_id is not None and entry.session_id != expected_session_id:
+                return None
+            if entry.session_id == target_session_id:
+                return entry.copy()
+            info = await self._b().session_info(target_session_id)
+            if info is None:
+                return None
+            now = self._now()
+            new = entry.copy()
+            new.session_id = target_session_id
+            new.updated_at = now
+            new.created_at = _parse(info.get("created_at")) or now
+            for name in ("input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens",
+                         "total_tokens"):
+                setattr(new, name, int(info.get(name) or 0))
+            new.estimated_cost_usd = float(info.get("estimated_cost_usd") or 0.0)
+            new.cost_status = info.get("cost_status") or "unknown"
+            new.last_prompt_tokens = 0
+            new.suspended = new.resume_pending = new.is_fresh_reset = new.was_auto_reset = False
+            new.resume_reason = new.auto_reset_reason = None
+            await self._save(new, end_session=(entry.session_id, "session_switch"),
+                             reopen_session=target_session_id, clear_marker=True)
+            return new.copy()
+
+    async def suspend_session(self, session_key: str) -> bool:
+        """`/stop` or stuck-loop escalation (seed §2): mark `suspended=True`; the next
+        get_or_create_session starts a new session id. Returns False when the key is unknown."""
+        async with self._lock:
+            entry = await self._load(session_key)
+            if entry is None:
+                return False
+            entry = entry.copy()
+            entry.suspended = True
+            await self._save(entry)
+            return True
+
+    async def mark_resume_pending(self, session_key: str, reason: str) -> bool:
+        """Drain timeout / crash recovery (seed §7): set `resume_pending=True`, `resume_reason`,
+        `last_resume_marked_at`. Never acts on a suspended entry.
+
+        Args:
+            reason: `"restart_timeout"`, `"shutdown_timeout"` or `"restart_interrupted"`.
+        Returns:
+            True when marked; False for an unknown key or a suspended entry.
+        """
+        async with self._lock:
+            return await self._mark_resume_locked(session_key, reason)
+
+    async def _mark_resume_locked(self, session_key: str, reason: str, clear_marker: bool = False) -> bool:
+        entry = await self._load(session_key)
+        if entry is None or entry.suspended:
+            return False
+        entry = entry.copy()
+        entry.resume_pending = True
+        entry.resume_reason = reason
+        entry.last_resume_marked_at = self._now()
+        await self._save(entry, clear_marker=clear_marker)
+        return True
+
+    async def clear_resume_pending(self, session_key: str) -> bool:
+        """Clear `resume_pending` after a turn that really completed (SPEC.md §2). Returns True
+        when a flag was cleared."""
+        async with self._lock:
+            entry = await self._load(session_key)
+            if entry is None or not entry.resume_pending:
+                return False
+            entry = entry.copy()
+            entry.resume_pending = False
+            entry.resume_reason = None
+            await self._save(entry)
+            return True
+
+    async def update_session(self, session_key: str, last_prompt_tokens: int | None = None, *,
+                             usage: TokenUsage | None = None) -> None:
+        """After a turn (seed §3): bump `updated_at`, record `last_prompt_tokens`, and add `usage`
+        to the entry's and the SQLite session's token/cost counters (`cost_status` takes the
+        usage's status unless that is "unknown"). An unknown key is ignored (logged)."""
+        async with self._lock:
+            entry = await self._load(session_key)
+            if entry is None:
+                log.warning("update_session: no entry for key %r; ignored", session_key)
+                return
+            entry = entry.copy()
+            entry.updated_at = self._now()
+            if last_prompt_tokens is not None:
+                entry.last_prompt_tokens = int(last_prompt_tokens)
+            if usage is not None:
+                entry.input_tokens += usage.input_tokens
+                entry.output_tokens += usage.output_tokens
+                entry.cache_read_tokens += usage.cache_read_tokens
+                entry.cache_write_tokens += usage.cache_write_tokens
+                entry.total_tokens += usage.total_tokens
+                entry.estimated_cost_usd += usage.estimated_cost_usd
+                if usage.cost_status != "unknown":
+                    entry.cost_status = usage.cost_status
+            await self._save(entry, usage=usage)
+
+    # ---- turn markers and recovery (seed §7, SPEC.md §6) ----------------------------------
+
+    async def begin_turn(self, session_key: str, session_id: str, user_message: Mapping[str, Any]) -> None:
+        """Record the user message and set the turn marker (UTC start time) in ONE transaction.
+
+        Raises:
+            ValueError: bad message or path-unsafe session id.
+            StoreError: no entry for `session_key`.
+        """
+        validate_session_id(session_id)
+        row = normalize_message(user_message, self._now)
+        async with self._lock:
+            await self._b().begin_turn(session_key, session_id, row, self._now().timestamp())
+
+    async def end_turn(self, session_key: str) -> None:
+        """Clear the turn marker once the final reply is recorded (or nothing is left to send)."""
+        await self._b().end_turn(session_key)
+
+    async def turn_markers(self) -> list[dict[str, Any]]:
+        """Persisted in-flight turn markers: `[{"session_key", "session_id", "message_id",
+        "started_ts" (epoch seconds UTC)}]`, oldest first (for the recovery sweep)."""
+        return await self._b().turn_markers()
+
+    async def recover_interrupted_turns(self, max_age_seconds: float) -> list[str]:
+        """Crash recovery (seed §7): promote each persisted turn marker whose turn has no
+        persisted reply to `resume_pending=True`, `resume_reason="restart_interrupted"`, and
+        clear the marker. A marker older than `max_age_seconds` (SPEC.md §6:
+        `max(3600, 2 × agent_timeout)`) is cleared without resuming; a suspended entry is not
+        marked (marker cleared). Markers of turns whose reply was persisted are left for the
+        delivery-ledger sweep. Sessions without a marker are untouched.
+
+        Returns:
+            The session keys marked resume_pending.
+        """
+        marked: list[str] = []
+        async with self._lock:
+            now_ts = self._now().timestamp()
+            for marker in await self._b().turn_markers():
+                key = marker["session_key"]
+                if now_ts - float(marker["started_ts"]) > max_age_seconds:
+                    log.info("turn marker of %s is stale (%.0f s); cleared without resuming",
+                             key, now_ts - marker["started_ts"])
+                    await self._b().end_turn(key)
+                    continue
+                if await self._b().reply_after(marker["session_id"], marker["message_id"]):
+                    continue
+                if await self._mark_resume_locked(key, "restart_interrupted", clear_marker=True):
+                    marked.append(key)
+                else:
+                    await self._b().end_turn(key)
+        return marked
+
+    async def accept_inbound(self, platform: str, chat_id: str, message_id: str) -> bool:
+        """Durable inbound dedupe (SPEC.md §5): record `(platform, chat_id, message_id)`.
+
+        Returns:
+            True the first time, False when it was accepted before (also across restarts).
+        """
+        return await self._b().accept_inbound(str(platform), str(chat_id), str(message_id),
+                                              format_timestamp(self._now()))
+
+    # ---- listing, lookup, pruning ---------------------------------------------------------
+
+    async def list_sessions(self, active_minutes: int | None = None) -> list[SessionEntry]:
+        """All entries, newest `updated_at` first; with `active_minutes`, only those updated in
+        the last that many minutes (seed §3)."""
+        since = None
+        if active_minutes is not None:
+            since = (self._now() - timedelta(minutes=active_minutes)).timestamp()
+        return await self._b().list_routes(since)
+
+    async def lookup_by_session_id(self, session_id: str, *, owner: SessionSource | None = None
+                                   ) -> SessionEntry | None:
+        """The entry for a stored session id (seed §3): the route pointing at it, else an entry
+        rebuilt from its SQLite session row (an ended session). With `owner`, only a session of
+        the same platform and user (or, in a shared chat, the same chat) is returned
+        (SPEC.md §2 owner scoping).
+
+        Raises:
+            ValueError: `session_id` is not path-safe.
+        """
+        validate_session_id(session_id)
+        entry = await self._b().route_for_session_id(session_id)
+        info = await self._b().session_info(session_id)
+        if entry is None and info is not None:
+            entry = _entry_from_session_row(info)
+        if entry is None:
+            return None
+        if owner is not None and not self._owned_by(entry.origin, owner):
+            return None
+        return entry
+
+    def _shared(self, source: SessionSource) -> bool:
+        return is_shared_multi_user_session(
+            source, group_sessions_per_user=self.config.group_sessions_per_user,
+            thread_sessions_per_user=self.config.thread_sessions_per_user)
+
+    def _owned_by(self, origin: SessionSource | None, owner: SessionSource) -> bool:
+        if origin is None or origin.platform != owner.platform:
+            return False
+        if origin.participant_id and origin.participant_id == owner.participant_id:
+            return True
+        return self._shared(owner) and origin.chat_id == owner.chat_id
+
+    async def has_any_sessions(self) -> bool:
+        """True when any session was ever created (SQLite history, not only live routes)."""
+        return await self._b().has_any_sessions()
+
+    async def prune_old_entries(self, max_age_days: float | None = None) -> int:
+        """Remove routes idle longer than `max_age_days` (default `session_store_max_age_days`),
+        measured from `updated_at` (seed §3, SPEC.md §2). `<= 0` disables. Suspended entries and
+        keys for which `has_active_processes_fn(key)` is true or raises are kept. Only the route
+        goes; the SQLite session and transcript stay.
+
+        Returns:
+            The number of routes removed.
+        """
+        days = self.config.session_store_max_age_days if max_age_days is None else max_age_days
+        if days is None or days <= 0:
+            return 0
+        async with self._lock:
+            now = self._now()
+            cutoff = (now - timedelta(days=days)).timestamp()
+            doomed = []
+            for key, suspended in await self._b().routes_older_than(cutoff):
+                if suspended:
+                    continue
+                if self.has_active_processes_fn is not None:
+                    try:
+                        if self.has_active_processes_fn(key):
+                            continue
+                    except Exception as exc:  # unknown → keep: pruning must never kill live work
+                        log.warning("has_active_processes_fn(%r) raised %s; entry kept", key, exc)
+                        continue
+                doomed.append(key)
+            if doomed:
+                await self._b().delete_routes(doomed, "pruned", format_timestamp(now))
+                for key in doomed:
+                    self._cache.pop(key, None)
+                if self._mirror is not None:
+                    self._mirror.mark_dirty()
+            return len(doomed)
+
+    # ---- transcripts ----------------------------------------------------------------------
+
+    async def append_to_transcript(self, session_id: str, message: Mapping[str, Any], skip_db: bool = False) -> None:
+        """Append one message to the transcript (seed §3).
+
+        Args:
+            session_id: path-safe session id.
+            message: see `rows.normalize_message` for the accepted keys.
+            skip_db: the agent already stored it in SQLite; do nothing (in degraded mode the JSONL
+                transcript is still written, since nothing else stored it).
+        Raises:
+            ValueError: bad message or unsafe id. sqlite3.Error / OSError: the write failed.
+        """
+        validate_session_id(session_id)
+        row = normalize_message(message, self._now)
+        backend = self._b()
+        if skip_db and not backend.degraded:
+            return
+        await backend.append_message(session_id, row)
+
+    async def load_transcript(self, session_id: str) -> list[dict[str, Any]]:
+        """Active messages of a session in order (seed §3): dicts with role, content, timestamp
+        (ISO UTC) and the optional keys that were set. Unknown id → `[]`.
+
+        Raises:
+            ValueError: unsafe id. TranscriptReadError: the read failed (never answered `[]`).
+        """
+        validate_session_id(session_id)
+        try:
+            return await self._b().load_messages(session_id)
+        except TranscriptReadError:
+            raise
+        except (sqlite3.Error, OSError) as exc:
+            raise TranscriptReadError(f"transcript {session_id} could not be read: {exc}") from exc
+
+    async def count_turns(self, session_id: str) -> int:
+        """Number of active user messages in the session."""
+        validate_session_id(session_id)
+        return await self._b().count_turns(session_id)
+
+    async def rewrite_transcript(self, session_id: str, messages: Iterable[Mapping[str, Any]]) -> None:
+        """Replace the active transcript (`/retry`, `/undo`, `/compress`; seed §3) atomically: the
+        old rows are soft-deleted and the new ones inserted in one transaction; on any failure
+        the old rows stay active.
+
+        Raises:
+            ValueError: a bad message (checked before anything changes) or unsafe id.
+        """
+        validate_session_id(session_id)
+        rows = [normalize_message(m, self._now) for m in messages]
+        await self._b().rewrite(session_id, rows)
+
+    async def rewind_session(self, session_id: str, n: int = 1) -> dict[str, Any] | None:
+        """Undo the last `n` user turns by soft delete (seed §3; SPEC.md §2).
+
+        Returns:
+            `{"rewound_count": rows deactivated, "turns_undone": k, "target_text": text of the
+            earliest undone user message}`; n <= 0 acts as 1; None when there is no user turn.
+        """
+        validate_session_id(session_id)
+        n = 1 if n is None or n <= 0 else int(n)
+        return await self._b().rewind(session_id, n)
+
+    # ---- search and housekeeping ----------------------------------------------------------
+
+    async def search_transcripts(self, query: str, *, limit: int = 20, owner: SessionSource | None = None
+                                 ) -> list[dict[str, Any]]:
+        """Full-text search of active messages (FTS5; SPEC.md §3).
+
+        Args:
+            query: free text; every word must match (quotes and operators are neutralised).
+            limit: maximum results.
+            owner: restrict to sessions owned by this source (SPEC.md §2 scoping).
+        Returns:
+            `[{"session_id", "message_id", "snippet"}]`, best match first.
+        """
+        expression = fts.match_expression(query)
+        if expression is None:
+            return []
+        shared = self._shared(owner) if owner is not None else False
+        return await self._b().search(expression, max(1, int(limit)), owner, shared)
+
+    async def check_fts(self) -> bool:
+        """Housekeeping: FTS integrity-check (rank=1) and rebuild on damage. Returns True when a
+        rebuild was needed. No-op (False) in degraded mode."""
+        return await self._b().fts_check_and_repair()
+
+    async def import_entries(self, entries: Iterable[SessionEntry], *, replace: bool = False) -> tuple[int, int]:
+        """Insert entries read from an older gateway's sessions.json (see `importer`).
+
+        Returns:
+            `(imported, skipped because the key already has a route)`."""
+        result = await self._b().import_entries(list(entries), replace)
+        self._cache.clear()
+        if self._mirror is not None:
+            self._mirror.mark_dirty()
+        return result
+
+    async def session_info(self, session_id: str) -> dict[str, Any] | None:
+        """The stored session row (SQLite columns) or None."""
+        validate_session_id(session_id)
+        return await self._b().session_info(session_id)
+
+
+def _parse(value: Any) -> datetime | None:
+    from ..model import parse_timestamp
+    try:
+        return parse_timestamp(value)
+    except (TypeError, ValueError):
+        return None
+
+
+def _entry_from_session_row(info: Mapping[str, Any]) -> SessionEntry:
+    import json
+    origin = None
+    if info.get("origin"):
+        try:
+            origin = SessionSource.from_dict(json.loads(info["origin"]))
+        except (ValueError, TypeError):
+            origin = None
+    created = _parse(info.get("created_at")) or utc_now()
+    return SessionEntry(
+        session_key=info["session_key"], session_id=info["session_id"], created_at=created,
+        updated_at=_parse(info.get("updated_at")) or created, origin=origin,
+        display_name=info.get("display_name"), platform=info.get("platform"),
+        chat_type=info.get("chat_type") or "dm",
+        input_tokens=int(info.get("input_tokens") or 0), output_tokens=int(info.get("output_tokens") or 0),
+        cache_read_tokens=int(info.get("cache_read_tokens") or 0),
+        cache_write_tokens=int(info.get("cache_write_tokens") or 0),
+        total_tokens=int(info.get("total_tokens") or 0),
+        estimated_cost_usd=float(info.get("estimated_cost_usd") or 0.0),
+        cost_status=info.get("cost_status") or "unknown")

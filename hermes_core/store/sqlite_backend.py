@@ -1,0 +1,343 @@
+"""SQLite backend of the session store: canonical routes, sessions and transcripts (SPEC.md §0, §3).
+
+Every method is one short transaction on the single writer connection and touches a bounded
+number of rows (primary-key or indexed lookups), so per-message cost does not grow with the
+number of sessions. The state machine lives in `session_store.SessionStore`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import sqlite3
+from pathlib import Path
+from typing import Any, Iterable
+
+from ..model import SessionEntry, SessionSource, TokenUsage, format_timestamp, parse_timestamp
+from . import fts
+from .db import Database, StoreError
+from .mirror import render_from_json_texts
+from .rows import TranscriptReadError, row_to_message
+
+log = logging.getLogger(__name__)
+
+_MSG_COLS = ("session_id", "role", "content", "tool_call_id", "tool_name", "tool_calls",
+             "platform_message_id", "timestamp")
+_INSERT_MSG = (f"INSERT INTO messages ({', '.join(_MSG_COLS)}) "
+               f"VALUES ({', '.join('?' for _ in _MSG_COLS)})")
+_UPSERT_ROUTE = (
+    "INSERT INTO routes (session_key, session_id, entry, updated_ts, suspended) VALUES (?, ?, ?, ?, ?) "
+    "ON CONFLICT(session_key) DO UPDATE SET session_id = excluded.session_id, entry = excluded.entry, "
+    "updated_ts = excluded.updated_ts, suspended = excluded.suspended")
+_INSERT_SESSION = (
+    "INSERT OR IGNORE INTO sessions (session_id, session_key, origin, platform, chat_id, participant_id, "
+    "chat_type, display_name, created_at, updated_at, parent_session_id) VALUES (?,?,?,?,?,?,?,?,?,?,?)")
+_USAGE_SQL = (
+    "UPDATE sessions SET input_tokens = input_tokens + ?, output_tokens = output_tokens + ?, "
+    "cache_read_tokens = cache_read_tokens + ?, cache_write_tokens = cache_write_tokens + ?, "
+    "total_tokens = total_tokens + ?, estimated_cost_usd = estimated_cost_usd + ?, "
+    "cost_status = CASE WHEN ? = 'unknown' THEN cost_status ELSE ? END, updated_at = ? WHERE session_id = ?")
+
+
+def entry_json(entry: SessionEntry) -> str:
+    """The compact JSON stored in `routes.entry` (and copied verbatim into sessions.json)."""
+    return json.dumps(entry.to_dict(), ensure_ascii=False, separators=(",", ":"))
+
+
+def route_params(entry: SessionEntry) -> tuple:
+    return (entry.session_key, entry.session_id, entry_json(entry), entry.updated_at.timestamp(),
+            int(entry.suspended))
+
+
+def session_params(entry: SessionEntry, parent_session_id: str | None = None) -> tuple:
+    origin = entry.origin
+    return (entry.session_id, entry.session_key,
+            json.dumps(origin.to_dict(), ensure_ascii=False) if origin else None,
+            entry.platform or (origin.platform if origin else None),
+            origin.chat_id if origin else None,
+            origin.participant_id if origin else None,
+            entry.chat_type, entry.display_name,
+            format_timestamp(entry.created_at), format_timestamp(entry.updated_at), parent_session_id)
+
+
+def usage_params(usage: TokenUsage, now_iso: str, session_id: str) -> tuple:
+    return (usage.input_tokens, usage.output_tokens, usage.cache_read_tokens, usage.cache_write_tokens,
+            usage.total_tokens, usage.estimated_cost_usd, usage.cost_status, usage.cost_status,
+            now_iso, session_id)
+
+
+class SqliteBackend:
+    """Routes, sessions and transcripts in `state.db`.
+
+    Args:
+        db_path: the SQLite file.
+        busy_timeout_s: lock wait in seconds (`[storage] busy_timeout_s`).
+    """
+
+    degraded = False
+
+    def __init__(self, db_path: Path, busy_timeout_s: float) -> None:
+        self.db = Database(db_path, busy_timeout_s)
+
+    async def open(self) -> None:
+        await self.db.open()
+
+    async def close(self) -> None:
+        await self.db.close()
+
+    # ---- routes ---------------------------------------------------------------------------
+
+    @staticmethod
+    def _entry(text: str) -> SessionEntry:
+        return SessionEntry.from_dict(json.loads(text))
+
+    async def get_route(self, session_key: str) -> SessionEntry | None:
+        row = await self.db.fetchone("SELECT entry FROM routes WHERE session_key = ?", (session_key,))
+        return self._entry(row[0]) if row else None
+
+    async def route_for_session_id(self, session_id: str) -> SessionEntry | None:
+        row = await self.db.fetchone("SELECT entry FROM routes WHERE session_id = ? LIMIT 1", (session_id,))
+        return self._entry(row[0]) if row else None
+
+    async def save(self, entry: SessionEntry, *, new_session: bool = False, parent_session_id: str | None = None,
+                   end_session: tuple[str, str] | None = None, reopen_session: str | None = None,
+                   usage: TokenUsage | None = None, clear_marker: bool = False) -> None:
+        """Atomically: end a session row, create/reopen one, add usage, upsert the route."""
+        now_iso = format_timestamp(entry.updated_at)
+        async with self.db.write() as conn:
+            if end_session is not None:
+                await conn.execute(
+                    "UPDATE sessions SET ended_at = ?, end_reason = ?, updated_at = ? "
+                    "WHERE session_id = ? AND ended_at IS NULL", (now_iso, end_session[1], now_iso, end_session[0]))
+            if new_session:
+                await conn.execute(_INSERT_SESSION, session_params(entry, parent_session_id))
+            if reopen_session is not None:
+                await conn.execute("UPDATE sessions SET ended_at = NULL, end_reason = NULL, session_key = ?, "
+                                   "updated_at = ? WHERE session_id = ?",
+                                   (entry.session_key, now_iso, reopen_session))
+            if usage is not None:
+                await conn.execute(_USAGE_SQL, usage_params(usage, now_iso, entry.session_id))
+            await conn.execute(_UPSERT_ROUTE, route_params(entry))
+            if clear_marker:
+                await conn.execute("UPDATE routes SET turn_session_id = NULL, turn_message_id = NULL, "
+                                   "turn_started_ts = NULL WHERE session_key = ?", (entry.session_key,))
+
+    async def delete_routes(self, keys: list[str], end_reason: str, now_iso: str) -> None:
+        async with self.db.write() as conn:
+            for key in keys:
+                await conn.execute(
+                    "UPDATE sessions SET ended_at = ?, end_reason = ? WHERE ended_at IS NULL AND session_id = "
+                    "(SELECT session_id FROM routes WHERE session_key = ?)", (now_iso, end_reason, key))
+                await conn.execute("DELETE FROM routes WHERE session_key = ?", (key,))
+
+    async def routes_older_than(self, cutoff_ts: float) -> list[tuple[str, bool]]:
+        rows = await self.db.fetchall(
+            "SELECT session_key, suspended FROM routes WHERE updated_ts < ? ORDER BY updated_ts", (cutoff_ts,))
+        return [(r[0], bool(r[1])) for r in rows]
+
+    async def list_routes(self, since_ts: float | None) -> list[SessionEntry]:
+        if since_ts is None:
+            rows = await self.db.fetchall("SELECT entry FROM routes ORDER BY updated_ts DESC")
+        else:
+            rows = await self.db.fetchall(
+                "SELECT entry FROM routes WHERE updated_ts >= ? ORDER BY updated_ts DESC", (since_ts,))
+        return [self._entry(r[0]) for r in rows]
+
+    async def count_routes(self) -> int:
+        return int(await self.db.fetchval("SELECT COUNT(*) FROM routes"))
+
+    # ---- sessions -------------------------------------------------------------------------
+
+    async def session_info(self, session_id: str) -> dict[str, Any] | None:
+        row = await self.db.fetchone("SELECT * FROM sessions WHERE session_id = ?", (session_id,))
+        return dict(row) if row else None
+
+    async def has_any_sessions(self) -> bool:
+        return await self.db.fetchone("SELECT 1 FROM sessions LIMIT 1") is not None or \
+            await self.db.fetchone("SELECT 1 FROM routes LIMIT 1") is not None
+
+    async def session_had_turn(self, session_id: str) -> bool:
+        return await self.db.fetchone(
+            "SELECT 1 FROM messages WHERE session_id = ? AND role = 'user' LIMIT 1", (session_id,)) is not None
+
+    async def sessions_like(self, prefix: str) -> list[dict[str, Any]]:
+        rows = await self.db.fetchall("SELECT * FROM sessions WHERE session_id LIKE ? ESCAPE '\\' "
+                                      "ORDER BY updated_at DESC LIMIT 50",
+                                      (prefix.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%",))
+        return [dict(r) for r in rows]
+
+    # ---- transcripts ----------------------------------------------------------------------
+
+    async def _insert_message(self, conn, session_id: str, row: dict[str, Any]) -> int:
+        cur = await conn.execute(_INSERT_MSG, (session_id, row["role"], row["content"], row["tool_call_id"],
+                                               row["tool_name"], row["tool_calls"], row["platform_message_id"],
+                                               row["timestamp"]))
+        return cur.lastrowid
+
+    async def _with_fts_repair(self, work):
+        """Run a write; if it fails because the FTS index is damaged, rebuild the index and retry
+        once, so a damaged derived index never costs a message."""
+        try:
+            return await work()
+        except sqlite3.DatabaseError as exc:
+            if not fts.is_fts_damage(exc):
+                raise
+            log.warning("write hit a damaged full-text index (%s); rebuilding it", exc)
+            await fts.rebuild(self.db)
+            return await work()
+
+    async def append_message(self, session_id: str, row: dict[str, Any]) -> int:
+        async def work():
+            async with self.db.write() as conn:
+                return await self._insert_message(conn, session_id, row)
+        return await self._with_fts_repair(work)
+
+    async def begin_turn(self, session_key: str, session_id: str, row: dict[str, Any], started_ts: float) -> None:
+        async def work():
+            async with self.db.write() as conn:
+                message_id = await self._insert_message(conn, session_id, row)
+                cur = await conn.execute(
+                    "UPDATE routes SET turn_session_id = ?, turn_message_id = ?, turn_started_ts = ? "
+                    "WHERE session_key = ?", (session_id, message_id, started_ts, session_key))
+                if cur.rowcount == 0:
+                    raise StoreError(f"cannot begin a turn: no session entry for key {session_key!r}")
+        await self._with_fts_repair(work)
+
+    async def end_turn(self, session_key: str) -> None:
+        async with self.db.write() as conn:
+            await conn.execute("UPDATE routes SET turn_session_id = NULL, turn_message_id = NULL, "
+                               "turn_started_ts = NULL WHERE session_key = ?", (session_key,))
+
+    async def turn_markers(self) -> list[dict[str, Any]]:
+        rows = await self.db.fetchall(
+            "SELECT session_key, turn_session_id, turn_message_id, turn_started_ts FROM routes "
+            "WHERE turn_started_ts IS NOT NULL ORDER BY turn_started_ts")
+        return [{"session_key": r[0], "session_id": r[1], "message_id": r[2], "started_ts": r[3]} for r in rows]
+
+    async def reply_after(self, session_id: str, message_id: int | None) -> bool:
+        row = await self.db.fetchone(
+            "SELECT 1 FROM messages WHERE session_id = ? AND active = 1 AND role = 'assistant' AND id > ? LIMIT 1",
+            (session_id, message_id or 0))
+        return row is not None
+
+    async def load_messages(self, session_id: str) -> list[dict[str, Any]]:
+        try:
+            rows = await self.db.fetchall(
+                "SELECT role, content, timestamp, platform_message_id, tool_call_id, tool_name, tool_calls "
+                "FROM messages WHERE session_id = ? AND active = 1 ORDER BY id", (session_id,))
+        except (sqlite3.Error, ValueError) as exc:
+            raise TranscriptReadError(f"transcript {session_id} could not be read: {exc}") from exc
+        return [row_to_message(r) for r in rows]
+
+    async def count_turns(self, session_id: str) -> int:
+        return int(await self.db.fetchval(
+            "SELECT COUNT(*) FROM messages WHERE session_id = ? AND active = 1 AND role = 'user'", (session_id,)))
+
+    async def rewrite(self, session_id: str, rows: list[dict[str, Any]]) -> None:
+        async def work():
+            async with self.db.write() as conn:
+                await conn.execute("UPDATE messages SET active = 0 WHERE session_id = ? AND active = 1", (session_id,))
+                for row in rows:
+                    await self._insert_message(conn, session_id, row)
+        await self._with_fts_repair(work)
+
+    async def rewind(self, session_id: str, n: int) -> dict[str, Any] | None:
+        async with self.db.write() as conn:
+            users = await conn.execute_fetchall(
+                "SELECT id, content FROM messages WHERE session_id = ? AND active = 1 AND role = 'user' "
+                "ORDER BY id DESC LIMIT ?", (session_id, n))
+            users = list(users)
+            if not users:
+                return None
+            target_id, target_text = users[-1][0], users[-1][1]
+            cur = await conn.execute(
+                "UPDATE messages SET active = 0 WHERE session_id = ? AND active = 1 AND id >= ?",
+                (session_id, target_id))
+            return {"rewound_count": cur.rowcount, "turns_undone": len(users), "target_text": target_text}
+
+    # ---- intake, search, mirror -----------------------------------------------------------
+
+    async def accept_inbound(self, platform: str, chat_id: str, message_id: str, now_iso: str) -> bool:
+        async with self.db.write() as conn:
+            cur = await conn.execute(
+                "INSERT OR IGNORE INTO inbound (platform, chat_id, message_id, accepted_at) VALUES (?, ?, ?, ?)",
+                (platform, chat_id, message_id, now_iso))
+            return cur.rowcount == 1
+
+    async def search(self, expression: str, limit: int, owner: SessionSource | None,
+                     shared_chat: bool) -> list[dict[str, Any]]:
+        sql = ("SELECT m.session_id, m.id, snippet(messages_fts, 0, '[', ']', '…', 12) "
+               "FROM messages_fts JOIN messages m ON m.id = messages_fts.rowid ")
+        params: list[Any] = []
+        where = ["messages_fts MATCH ?", "m.active = 1"]
+        params.append(expression)
+        if owner is not None:
+            sql += "JOIN sessions s ON s.session_id = m.session_id "
+            where.append("s.platform = ?")
+            params.append(owner.platform)
+            if shared_chat:
+                where.append("(s.participant_id = ? OR s.chat_id = ?)")
+                params += [owner.participant_id or "", owner.chat_id]
+            else:
+                where.append("s.participant_id = ?")
+                params.append(owner.participant_id or "")
+        sql += "WHERE " + " AND ".join(where) + " ORDER BY rank LIMIT ?"
+        params.append(limit)
+
+        async def work():
+            return await self.db.fetchall(sql, params)
+        try:
+            rows = await work()
+        except sqlite3.DatabaseError as exc:
+            if not fts.is_fts_damage(exc):
+                raise
+            await fts.rebuild(self.db)
+            rows = await work()
+        return [{"session_id": r[0], "message_id": r[1], "snippet": r[2]} for r in rows]
+
+    async def fts_check_and_repair(self) -> bool:
+        return await fts.check_and_repair(self.db)
+
+    async def render_mirror(self) -> str:
+        """sessions.json text from a consistent WAL snapshot, read on a separate connection in a
+        worker thread so the writer is never blocked by a large index."""
+        path = str(self.db.path)
+
+        def read() -> str:
+            conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=self.db.busy_timeout_s)
+            try:
+                rows = conn.execute("SELECT session_key, entry FROM routes ORDER BY session_key").fetchall()
+            finally:
+                conn.close()
+            return render_from_json_texts(rows)
+        return await asyncio.to_thread(read)
+
+    # ---- import ---------------------------------------------------------------------------
+
+    async def import_entries(self, entries: Iterable[SessionEntry], replace: bool) -> tuple[int, int]:
+        """Insert imported entries (routes + session rows) in one transaction.
+
+        Returns `(imported, skipped_existing)`."""
+        imported = skipped = 0
+        async with self.db.write() as conn:
+            for entry in entries:
+                exists = await (await conn.execute(
+                    "SELECT 1 FROM routes WHERE session_key = ?", (entry.session_key,))).fetchone()
+                if exists and not replace:
+                    skipped += 1
+                    continue
+                await conn.execute(_INSERT_SESSION, session_params(entry))
+                await conn.execute(
+                    "UPDATE sessions SET input_tokens = ?, output_tokens = ?, cache_read_tokens = ?, "
+                    "cache_write_tokens = ?, total_tokens = ?, estimated_cost_usd = ?, cost_status = ? "
+                    "WHERE session_id = ?",
+                    (entry.input_tokens, entry.output_tokens, entry.cache_read_tokens, entry.cache_write_tokens,
+                     entry.total_tokens, entry.estimated_cost_usd, entry.cost_status, entry.session_id))
+                await conn.execute(_UPSERT_ROUTE, route_params(entry))
+                imported += 1
+        return imported, skipped
+
+    @staticmethod
+    def parse_iso(value: str | None):
+        return parse_timestamp(value)

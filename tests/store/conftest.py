@@ -1,0 +1,48 @@
+"""Fixtures for the session-store tests: a temp HERMES_HOME, a settable UTC clock, an open store."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+
+import pytest
+
+from hermes_core import GatewayConfig, SessionSource
+from hermes_core.store import SessionStore
+
+
+class FakeClock:
+    """Aware-UTC clock that tests move by hand."""
+
+    def __init__(self, start: datetime) -> None:
+        self.now = start
+
+    def __call__(self) -> datetime:
+        return self.now
+
+    def advance(self, **kwargs) -> None:
+        self.now = self.now + timedelta(**kwargs)
+
+
+@pytest.fixture
+def clock() -> FakeClock:
+    return FakeClock(datetime(2026, 3, 1, 12, 0, 0, tzinfo=timezone.utc))
+
+
+@pytest.fixture
+def config(tmp_path) -> GatewayConfig:
+    return GatewayConfig(home=tmp_path / "home")
+
+
+@pytest.fixture
+async def store(config, clock):
+    s = SessionStore(config.sessions_dir, config, clock=clock)
+    await s.open()
+    try:
+        yield s
+    finally:
+        await s.close()
+
+
+@pytest.fixture
+def dm() -> SessionSource:
+    return SessionSource(platform="telegram", chat_id="12345", chat_type="dm", user_id="9", user_name="Alice")

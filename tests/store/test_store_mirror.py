@@ -1,0 +1,56 @@
+"""SPEC.md §0/§3 and seed §3: sessions.json is an atomic, lenient mirror rebuilt from SQLite."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+
+from hermes_core.store import SessionStore
+
+
+async def test_mirror_layout_mode_and_readme(config, clock, dm):
+    async with SessionStore(config.sessions_dir, config, clock=clock) as store:
+        entry = await store.get_or_create_session(dm)
+    path = config.sessions_dir / "sessions.json"
+    data = json.loads(path.read_text())
+    assert list(data)[0] == "_README"
+    assert list(data)[1:] == ["agent:main:telegram:dm:12345"]
+    assert data["agent:main:telegram:dm:12345"]["session_id"] == entry.session_id
+    assert data["agent:main:telegram:dm:12345"]["origin"]["chat_id"] == "12345"
+    assert stat.S_IMODE(os.stat(path).st_mode) == 0o600
+    assert [p.name for p in config.sessions_dir.iterdir() if p.name.endswith(".tmp")] == []
+
+
+async def _restart_continues(config, clock, dm, damage):
+    async with SessionStore(config.sessions_dir, config, clock=clock) as store:
+        entry = await store.get_or_create_session(dm)
+        await store.append_to_transcript(entry.session_id, {"role": "user", "content": "before"})
+    damage(config.sessions_dir / "sessions.json")
+    async with SessionStore(config.sessions_dir, config, clock=clock) as store:
+        again = await store.get_or_create_session(dm)
+        assert again.session_id == entry.session_id
+        assert [m["content"] for m in await store.load_transcript(again.session_id)] == ["before"]
+    data = json.loads((config.sessions_dir / "sessions.json").read_text())
+    assert data["agent:main:telegram:dm:12345"]["session_id"] == entry.session_id
+
+
+async def test_deleted_mirror_is_rebuilt_and_chat_continues(config, clock, dm):
+    await _restart_continues(config, clock, dm, lambda p: p.unlink())
+
+
+async def test_corrupt_mirror_is_rebuilt_and_chat_continues(config, clock, dm):
+    await _restart_continues(config, clock, dm, lambda p: p.write_text('{"_README": "x", "agent:ma'))
+
+
+async def test_mirror_is_debounced_not_written_per_message(config, clock, dm):
+    config.storage.mirror_debounce_s = 3600
+    async with SessionStore(config.sessions_dir, config, clock=clock) as store:
+        entry = await store.get_or_create_session(dm)
+        for i in range(20):
+            await store.append_to_transcript(entry.session_id, {"role": "user", "content": str(i)})
+            await store.update_session(entry.session_key, i)
+        writes_before_close = store._mirror.writes
+    assert writes_before_close == 0
+    data = json.loads((config.sessions_dir / "sessions.json").read_text())
+    assert data["agent:main:telegram:dm:12345"]["last_prompt_tokens"] == 19
