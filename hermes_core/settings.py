@@ -188,10 +188,22 @@ class GatewayConfig(BaseSettings):
         dotenv_settings: PydanticBaseSettingsSource,
         file_secret_settings: PydanticBaseSettingsSource,
     ) -> tuple[PydanticBaseSettingsSource, ...]:
+        _drop_plugin_allowlist_env(env_settings)
         init_home = getattr(init_settings, "init_kwargs", {}).get("home")
         toml_path = config_file_path(init_home)
         toml = TomlConfigSettingsSource(settings_cls, toml_file=toml_path if toml_path.is_file() else None)
         return (init_settings, env_settings, dotenv_settings, file_secret_settings, toml)
+
+
+def _drop_plugin_allowlist_env(env_settings: PydanticBaseSettingsSource) -> None:
+    """`HERMES_PLUGINS=telegram,slack` is the loader's plugin allowlist (CONVENTIONS.md §3), not
+    the `[plugins]` table: hide it from the env source unless it is a JSON object."""
+    env_vars = getattr(env_settings, "env_vars", None)
+    if not env_vars:
+        return
+    for key in [k for k in env_vars if k.lower() == "hermes_plugins"]:
+        if not str(env_vars[key] or "").lstrip().startswith("{"):
+            env_settings.env_vars = {k: v for k, v in env_vars.items() if k != key}
 
 
 def _describe_validation_error(err: ValidationError) -> str:

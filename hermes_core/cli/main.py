@@ -22,7 +22,7 @@ from typing import Any, Optional
 import typer
 
 from .. import __version__
-from ..settings import ConfigError, load_config
+from ..settings import ConfigError, config_file_path, load_config
 
 EXIT_ERROR = 2
 log = logging.getLogger("hermes_core.cli")
@@ -76,10 +76,16 @@ def _setup_logging(home) -> None:
 
 def load_cli_config() -> Any:
     """Load the config (one-line ConfigError → CliError)."""
+    path = config_file_path(os.environ.get("HERMES_HOME") or None)
+    if path.exists() and not path.is_file():
+        # pydantic-settings would silently skip it: say so instead of running on defaults.
+        raise CliError(f"config file {path} cannot be read: it is not a regular file")
     try:
         return load_config()
     except ConfigError as exc:
         raise CliError(str(exc)) from None
+    except Exception as exc:  # any other loader failure is still one line, never a traceback
+        raise CliError(f"config file {path} cannot be loaded: {type(exc).__name__}: {exc}") from None
 
 
 def run_async(main: Any) -> None:

@@ -7,7 +7,7 @@ one turn at a time per session, different sessions concurrently, and an exceptio
 reported to its chat and logged without stopping that worker or any other.
 
 Bad input (issue 2): an empty or whitespace-only message is ignored; a message longer than
-`[core] max_input_chars` is refused with a notice stating the limit; a message id already
+`[core] max_input_chars` (for a command: its argument) is refused with a notice stating the limit; a message id already
 accepted for the same platform and chat is not answered again (`store.accept_inbound`).
 """
 
@@ -83,9 +83,11 @@ class GatewayRunner:
             return
         key = self.deps.store.session_key(event.source)
         limit = self.deps.config.core.max_input_chars
-        if len(text) > limit:
-            log.warning("message of %d characters refused in %s (limit %d)", len(text), key, limit)
-            self._enqueue(key, _Job(event, notice=TOO_LONG_TEXT.format(length=len(text), limit=limit)))
+        # A command is measured by its argument (the part that may reach the agent).
+        measured = event.command()[1] if event.is_command else text
+        if len(measured) > limit:
+            log.info("message of %d characters refused in %s (limit %d)", len(measured), key, limit)
+            self._enqueue(key, _Job(event, notice=TOO_LONG_TEXT.format(length=len(measured), limit=limit)))
             return
         if event.message_id and not event.is_internal:
             fresh = await self.deps.store.accept_inbound(event.source.platform, event.source.chat_id,

@@ -1,0 +1,177 @@
+"""`hermes-gateway` end to end in subprocesses with HERMES_HOME=tmp_path (issue 2 items 9 and
+"bad input", "done means"). The console script itself is run, as a user would."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from hermes_core import __version__
+
+pytestmark = pytest.mark.slow
+
+SCRIPT = str(Path(sys.executable).with_name("hermes-gateway"))
+ID = r"\d{8}_\d{6}_[0-9a-f]{8}"
+
+
+def gateway_env(home: Path, **extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("HERMES_")}
+    env.update(HERMES_HOME=str(home), **extra)
+    return env
+
+
+def run_cli(home: Path, *args: str, stdin: str = "", **extra: str) -> subprocess.CompletedProcess:
+    return subprocess.run([SCRIPT, *args], input=stdin, capture_output=True, text=True, timeout=60,
+                          env=gateway_env(home, **extra))
+
+
+def session_id_of(stdout: str) -> str:
+    match = re.search(rf"^Session id: ({ID})$", stdout, re.M)
+    assert match, stdout
+    return match.group(1)
+
+
+def assert_one_error_line(result: subprocess.CompletedProcess) -> str:
+    assert result.returncode == 2, (result.stdout, result.stderr)
+    assert "Traceback" not in result.stderr
+    lines = result.stderr.splitlines()
+    assert len(lines) == 1, result.stderr
+    assert lines[0].startswith("hermes-gateway: error: ")
+    return lines[0]
+
+
+def test_version(tmp_path):
+    result = run_cli(tmp_path, "--version")
+    assert (result.returncode, result.stdout) == (0, f"hermes-gateway {__version__}\n")
+
+
+def test_piped_chat_restart_continues_and_new_starts_a_new_session(tmp_path):
+    first = run_cli(tmp_path, "chat", stdin="hello\n/status\n")
+    assert first.returncode == 0, first.stderr
+    assert first.stderr == ""
+    sid = session_id_of(first.stdout)
+    assert first.stdout == (
+        "echo: hello\n"
+        "Session key: agent:main:local:dm:terminal\n"
+        f"Session id: {sid}\n"
+        "Turns: 1\n"
+        "Tokens: 3 (input 1, output 2)\n")
+    assert (tmp_path / ".clean_shutdown").is_file()
+    assert (tmp_path / "state.db").is_file()
+
+    second = run_cli(tmp_path, "chat", stdin="again\n/status\n")
+    assert second.returncode == 0, second.stderr
+    # Same session id, the transcript grew: 2 turns; echo's input counts the history
+    # ("hello", "echo: hello", "again" = 4) on top of the first turn's 1.
+    assert second.stdout == (
+        "echo: again\n"
+        "Session key: agent:main:local:dm:terminal\n"
+        f"Session id: {sid}\n"
+        "Turns: 2\n"
+        "Tokens: 9 (input 5, output 4)\n")
+
+    third = run_cli(tmp_path, "chat", stdin="/new\n/status\n")
+    new_sid = re.search(rf"^Started a new session. Session id: ({ID})$", third.stdout, re.M).group(1)
+    assert new_sid != sid
+    assert third.stdout.endswith(f"Session id: {new_sid}\nTurns: 0\nTokens: 0 (input 0, output 0)\n")
+
+    fourth = run_cli(tmp_path, "chat", stdin="/status\n")
+    assert session_id_of(fourth.stdout) == new_sid
+
+
+def test_unknown_command_and_empty_lines(tmp_path):
+    result = run_cli(tmp_path, "chat", stdin="\n   \n/bogus arg\n\n")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == "Unknown command /bogus. Commands: /new, /reset, /status, /help.\n"
+
+
+def test_quit_stops_reading(tmp_path):
+    result = run_cli(tmp_path, "chat", stdin="one\n/quit\ntwo\n")
+    assert result.stdout == "echo: one\n"
+
+
+def test_over_long_message_is_refused_naming_the_limit(tmp_path):
+    (tmp_path / "hermes.toml").write_text("[core]\nmax_input_chars = 5\n")
+    result = run_cli(tmp_path, "chat", stdin="123456\n12345\n/status\n")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines()[:2] == [
+        "Message refused: it is 6 characters long and the limit is 5 characters "
+        "(core.max_input_chars). Please shorten it.",
+        "echo: 12345"]
+    assert "Turns: 1" in result.stdout.splitlines()
+
+
+def test_corrupt_config_file_is_one_line_naming_the_file(tmp_path):
+    config = tmp_path / "hermes.toml"
+    config.write_text("[core\nmax_input_chars = = 5\n")
+    line = assert_one_error_line(run_cli(tmp_path, "chat", stdin="hello\n"))
+    assert f"config file {config} is not valid TOML" in line
+    assert config.read_text() == "[core\nmax_input_chars = = 5\n"  # nothing rewritten
+
+
+def test_bad_config_value_names_the_key(tmp_path):
+    (tmp_path / "hermes.toml").write_text('group_sessions_per_user = "maybe"\n')
+    line = assert_one_error_line(run_cli(tmp_path, "chat", stdin="hello\n"))
+    assert "'group_sessions_per_user'" in line
+
+
+def test_unreadable_config_file(tmp_path):
+    (tmp_path / "hermes.toml").mkdir()  # a directory where the file should be: cannot be read
+    line = assert_one_error_line(run_cli(tmp_path, "chat", stdin="hello\n"))
+    assert line == (f"hermes-gateway: error: config file {tmp_path / 'hermes.toml'} cannot be read: "
+                    "it is not a regular file")
+
+
+def test_non_writable_home(tmp_path):
+    if os.geteuid() == 0:
+        home = Path("/sys")  # root bypasses mode bits; sysfs refuses new files even to root
+    else:
+        home = tmp_path / "ro"
+        home.mkdir()
+        home.chmod(0o500)
+    line = assert_one_error_line(run_cli(home, "chat", stdin="hello\n"))
+    assert line == f"hermes-gateway: error: HERMES_HOME {home} is not writable: Permission denied"
+
+
+def test_home_that_is_a_file(tmp_path):
+    home = tmp_path / "file"
+    home.write_text("x")
+    line = assert_one_error_line(run_cli(home, "chat", stdin="hello\n"))
+    assert line == f"hermes-gateway: error: HERMES_HOME {home} exists and is not a directory"
+
+
+def test_state_db_that_is_a_directory_runs_degraded_and_keeps_it(tmp_path):
+    (tmp_path / "state.db").mkdir()
+    (tmp_path / "state.db" / "keep.txt").write_text("data")
+    result = run_cli(tmp_path, "chat", stdin="hello\n/status\n")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith("echo: hello\nSession key: agent:main:local:dm:terminal\n")
+    assert "Turns: 1" in result.stdout.splitlines()
+    [line] = result.stderr.splitlines()  # degraded mode is announced once
+    assert "state.db" in line and "DEGRADED" in line
+    assert (tmp_path / "state.db" / "keep.txt").read_text() == "data"
+    again = run_cli(tmp_path, "chat", stdin="/status\n")
+    assert "Turns: 1" in again.stdout.splitlines()  # the degraded transcript persisted
+
+
+def test_second_gateway_on_the_same_home_is_refused(tmp_path):
+    from hermes_core.store.home_lock import HomeLock
+
+    lock = HomeLock(tmp_path)
+    lock.acquire()
+    try:
+        line = assert_one_error_line(run_cli(tmp_path, "chat", stdin="hello\n"))
+    finally:
+        lock.release()
+    assert f"HERMES_HOME {tmp_path} is in use by another gateway (pid {os.getpid()})" in line
+
+
+def test_config_file_not_utf8(tmp_path):
+    (tmp_path / "hermes.toml").write_bytes(b'a = "\xff\xfe"\n')
+    line = assert_one_error_line(run_cli(tmp_path, "chat", stdin="hello\n"))
+    assert f"config file {tmp_path / 'hermes.toml'} is not valid UTF-8 TOML" in line
