@@ -228,5 +228,7 @@ def load_config(**overrides: Any) -> GatewayConfig:
         raise ConfigError(f"config file {path} is not valid TOML: {exc}") from None
     except OSError as exc:
         raise ConfigError(f"config file {path} cannot be read: {exc.strerror or exc}") from None
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"config file {path} is not valid UTF-8 TOML: {exc.reason} at byte {exc.start}") from None
     except ValidationError as exc:
         raise ConfigError(f"{_describe_validation_error(exc)} (config file {path})") from None
