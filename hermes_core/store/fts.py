@@ -36,6 +36,24 @@ def is_fts_damage(exc: BaseException) -> bool:
     return FTS_TABLE in text or "fts5" in text
 
 
+async def confirm_damage(db: Database, exc: BaseException) -> bool:
+    """Decide whether `exc`, raised by a statement that touched `messages_fts`, is index damage.
+
+    A query that ranks or snippets FTS rows reports a damaged index as a plain `SQLITE_CORRUPT`
+    "database disk image is malformed", indistinguishable by its text from a damaged database.
+    So a bare corruption error is only treated as FTS damage when the index's own
+    integrity-check confirms it.
+    """
+    if is_fts_damage(exc):
+        return True
+    if isinstance(exc, sqlite3.DatabaseError) and getattr(exc, "sqlite_errorname", "") == "SQLITE_CORRUPT":
+        try:
+            return not await integrity_ok(db)
+        except sqlite3.DatabaseError:
+            return False
+    return False
+
+
 async def integrity_ok(db: Database) -> bool:
     """Run `integrity-check` (rank = 1 form). True when the index matches `messages`.
 

@@ -181,7 +181,7 @@ class SqliteBackend:
         try:
             return await work()
         except sqlite3.DatabaseError as exc:
-            if not fts.is_fts_damage(exc):
+            if not await fts.confirm_damage(self.db, exc):
                 raise
             log.warning("write hit a damaged full-text index (%s); rebuilding it", exc)
             await fts.rebuild(self.db)
@@ -290,8 +290,9 @@ class SqliteBackend:
         try:
             rows = await work()
         except sqlite3.DatabaseError as exc:
-            if not fts.is_fts_damage(exc):
+            if not await fts.confirm_damage(self.db, exc):
                 raise
+            log.warning("search hit a damaged full-text index (%s); rebuilding it", exc)
             await fts.rebuild(self.db)
             rows = await work()
         return [{"session_id": r[0], "message_id": r[1], "snippet": r[2]} for r in rows]

@@ -1,0 +1,76 @@
+"""SPEC.md §2 / seed §3, §10: prune_old_entries."""
+
+from __future__ import annotations
+
+from hermes_core import SessionSource
+from hermes_core.store import SessionStore
+
+
+def src(n: str) -> SessionSource:
+    return SessionSource(platform="telegram", chat_id=n, user_id=n)
+
+
+async def _three_old_one_new(store, clock):
+    old = [await store.get_or_create_session(src(str(i))) for i in range(3)]
+    clock.advance(days=10)
+    fresh = await store.get_or_create_session(src("fresh"))
+    for e in old:
+        await store.append_to_transcript(e.session_id, {"role": "user", "content": "kept transcript"})
+    return old, fresh
+
+
+async def test_zero_or_negative_disables(store, clock):
+    await _three_old_one_new(store, clock)
+    assert await store.prune_old_entries(0) == 0
+    assert await store.prune_old_entries(-1) == 0
+    assert await store.prune_old_entries() == 0  # default session_store_max_age_days = 0
+    assert len(await store.list_sessions()) == 4
+
+
+async def test_prunes_old_routes_keeps_transcripts(store, clock):
+    old, fresh = await _three_old_one_new(store, clock)
+    assert await store.prune_old_entries(7) == 3
+    assert [e.session_key for e in await store.list_sessions()] == [fresh.session_key]
+    for e in old:
+        assert await store.get_entry(e.session_key) is None
+        assert [m["content"] for m in await store.load_transcript(e.session_id)] == ["kept transcript"]
+        assert (await store.session_info(e.session_id))["end_reason"] == "pruned"
+    # the pruned chat writes again: a new session id, the old transcript untouched
+    again = await store.get_or_create_session(src("0"))
+    assert again.session_id != old[0].session_id
+    assert await store.has_any_sessions() is True
+
+
+async def test_suspended_and_active_processes_are_kept(config, clock):
+    def active(key: str) -> bool:
+        if key.endswith(":1"):
+            return True
+        if key.endswith(":2"):
+            raise RuntimeError("process table unavailable")
+        return False
+
+    async with SessionStore(config.sessions_dir, config, active, clock=clock) as store:
+        old = [await store.get_or_create_session(src(str(i))) for i in range(4)]
+        await store.suspend_session(old[3].session_key)
+        clock.advance(days=30)
+        assert await store.prune_old_entries(7) == 1
+        remaining = sorted(e.session_key for e in await store.list_sessions())
+        assert remaining == ["agent:main:telegram:dm:1", "agent:main:telegram:dm:2", "agent:main:telegram:dm:3"]
+
+
+async def test_age_is_measured_from_updated_at(store, clock):
+    entry = await store.get_or_create_session(src("a"))
+    clock.advance(days=6)
+    await store.update_session(entry.session_key)
+    clock.advance(days=6)
+    assert await store.prune_old_entries(7) == 0
+    clock.advance(days=2)
+    assert await store.prune_old_entries(7) == 1
+
+
+async def test_config_default_is_used(config, clock):
+    config.session_store_max_age_days = 7
+    async with SessionStore(config.sessions_dir, config, clock=clock) as store:
+        await store.get_or_create_session(src("a"))
+        clock.advance(days=8)
+        assert await store.prune_old_entries() == 1
