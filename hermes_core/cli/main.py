@@ -139,7 +139,8 @@ def run() -> None:
         stop = asyncio.Event()
         _install_stop_signals(stop)
         await gateway.start()
-        log.warning("gateway running: %s (Ctrl-C to stop)", ", ".join(gateway.adapters) or "no platforms")
+        typer.echo(f"hermes-gateway: running {', '.join(gateway.adapters) or 'no platforms'} "
+                   "(Ctrl-C or SIGTERM to stop)", err=True)
         try:
             await stop.wait()
         finally:

@@ -1,0 +1,103 @@
+"""A real SIGKILL of `hermes-gateway chat` in the middle of a turn, then a restart that reports
+the unclean shutdown and keeps every accepted message (seed §7); and `run` stopping cleanly on
+SIGTERM / SIGINT."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import re
+import signal
+import sys
+from pathlib import Path
+
+import pytest
+
+from hermes_core.settings import GatewayConfig
+from hermes_core.store import SessionStore
+
+pytestmark = pytest.mark.slow
+
+SCRIPT = str(Path(sys.executable).with_name("hermes-gateway"))
+KEY = "agent:main:local:dm:terminal"
+
+
+def gateway_env(home: Path, **extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("HERMES_")}
+    env.update(HERMES_HOME=str(home), **extra)
+    return env
+
+
+async def chat(home: Path, stdin: str, **extra: str) -> tuple[int, str, str]:
+    proc = await asyncio.create_subprocess_exec(
+        SCRIPT, "chat", stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE, env=gateway_env(home, **extra))
+    out, err = await asyncio.wait_for(proc.communicate(stdin.encode()), 60)
+    return proc.returncode, out.decode(), err.decode()
+
+
+async def read_entry(home: Path):
+    config = GatewayConfig(home=home)
+    async with SessionStore(config.sessions_dir, config) as store:
+        entry = await store.get_entry(KEY)
+        return entry, await store.load_transcript(entry.session_id)
+
+
+async def test_sigkill_mid_turn_then_restart_keeps_and_reports(tmp_path, hanging_chat_server):
+    proc = await asyncio.create_subprocess_exec(
+        SCRIPT, "chat", stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        env=gateway_env(tmp_path, HERMES_AGENT__BACKEND="openai", HERMES_AGENT__OPENAI__MAX_RETRIES="0",
+                        HERMES_AGENT__OPENAI__BASE_URL=hanging_chat_server.base_url))
+    try:
+        proc.stdin.write(b"first question\n")
+        await proc.stdin.drain()
+        # The turn is running: the agent's request reached the (never answering) server.
+        await asyncio.wait_for(hanging_chat_server.started.wait(), 60)
+        assert hanging_chat_server.requests[0]["messages"][-1] == {"role": "user", "content": "first question"}
+        proc.send_signal(signal.SIGKILL)
+        assert await asyncio.wait_for(proc.wait(), 30) == -signal.SIGKILL
+    finally:
+        if proc.returncode is None:
+            proc.kill()
+            await proc.wait()
+    assert not (tmp_path / ".clean_shutdown").exists()
+
+    # Restart on the echo agent: the crash is reported, the user message is still there and the
+    # interrupted session keeps its id with resume_pending (seed §7 "restart_interrupted").
+    code, out, err = await chat(tmp_path, "/status\n")
+    assert code == 0, err
+    assert ("hermes-gateway: WARNING: the previous run did not shut down cleanly; "
+            "1 interrupted turn(s) marked for resumption") in err.splitlines()
+    sid = re.search(r"^Session id: (\S+)$", out, re.M).group(1)
+    assert "Turns: 1" in out.splitlines()
+    entry, transcript = await read_entry(tmp_path)
+    assert entry.session_id == sid
+    assert (entry.resume_pending, entry.resume_reason) == (True, "restart_interrupted")
+    assert [(m["role"], m["content"]) for m in transcript] == [("user", "first question")]
+
+    # The next completed turn continues the same session and clears resume_pending.
+    code, out, err = await chat(tmp_path, "second\n")
+    assert (code, out, err) == (0, "echo: second\n", "")
+    entry, transcript = await read_entry(tmp_path)
+    assert entry.session_id == sid and entry.resume_pending is False
+    assert [m["content"] for m in transcript] == ["first question", "second", "echo: second"]
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
+async def test_run_stops_cleanly_on_signal(tmp_path, signum):
+    proc = await asyncio.create_subprocess_exec(
+        SCRIPT, "run", stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE, env=gateway_env(tmp_path))
+    try:
+        line = await asyncio.wait_for(proc.stderr.readline(), 60)
+        assert line.decode() == "hermes-gateway: running local (Ctrl-C or SIGTERM to stop)\n"
+        proc.send_signal(signum)
+        out, err = await asyncio.wait_for(proc.communicate(), 30)
+    finally:
+        if proc.returncode is None:
+            proc.kill()
+            await proc.wait()
+    assert proc.returncode == 0
+    assert "Traceback" not in err.decode()
+    assert (tmp_path / ".clean_shutdown").is_file()
