@@ -1,0 +1,65 @@
+"""Core housekeeping builtin (seed §10, SPEC.md §2): a watcher tick prunes routes older than
+`session_store_max_age_days`, at most hourly, keeping transcripts; 0 disables it."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+
+from hermes_core.model import SessionSource
+from hermes_core.plugin_system import create_plugin_manager
+from hermes_core.scheduler import Watcher
+from hermes_core.settings import GatewayConfig
+from hermes_core.store import SessionStore
+
+T0 = datetime(2026, 3, 1, 12, 0, 0, tzinfo=timezone.utc)
+
+
+class FakeClock:
+    def __init__(self, now):
+        self.now = now
+
+    def __call__(self):
+        return self.now
+
+
+OLD = SessionSource("telegram", "1", chat_type="dm", user_id="1")
+FRESH = SessionSource("telegram", "2", chat_type="dm", user_id="2")
+
+
+async def _setup(tmp_path, days):
+    clock = FakeClock(T0)
+    config = GatewayConfig(home=tmp_path, session_store_max_age_days=days)
+    store = SessionStore(config.sessions_dir, config, clock=clock)
+    await store.open()
+    old = await store.get_or_create_session(OLD)
+    await store.append_to_transcript(old.session_id, {"role": "user", "content": "keep me"})
+    clock.now = T0 + timedelta(days=2)
+    await store.get_or_create_session(FRESH)
+    pm, _ = create_plugin_manager(None)
+    return clock, store, Watcher(pm, config, store, clock=clock), old
+
+
+async def test_tick_prunes_old_routes_hourly_and_keeps_transcripts(tmp_path):
+    clock, store, watcher, old = await _setup(tmp_path, days=1)
+    try:
+        results = dict(await watcher.tick())
+        assert results["builtin:housekeeping"] == 1
+        assert await store.get_entry("agent:main:telegram:dm:1") is None
+        assert (await store.get_entry("agent:main:telegram:dm:2")) is not None
+        assert [m["content"] for m in await store.load_transcript(old.session_id)] == ["keep me"]
+        # Within the hour nothing runs again; after an hour it does.
+        clock.now += timedelta(minutes=59)
+        assert dict(await watcher.tick())["builtin:housekeeping"] is None
+        clock.now += timedelta(minutes=2)
+        assert dict(await watcher.tick())["builtin:housekeeping"] == 0
+    finally:
+        await store.close()
+
+
+async def test_zero_days_disables_pruning(tmp_path):
+    clock, store, watcher, _old = await _setup(tmp_path, days=0)
+    try:
+        assert dict(await watcher.tick())["builtin:housekeeping"] is None
+        assert await store.get_entry("agent:main:telegram:dm:1") is not None
+    finally:
+        await store.close()
