@@ -145,6 +145,7 @@ def clear_entry_point_cache() -> None:
     except (ImportError, AttributeError):  # private layout changed: the class cache is enough
         pass
     importlib.invalidate_caches()
+    _forget_distributions()
 
 
 def _distribution_of(module_name: str | None) -> tuple[str | None, str | None]:

@@ -1,0 +1,376 @@
+"""Contract suites a plugin author subclasses (CONVENTIONS.md §8; fsspec / langchain-tests style).
+
+The classes are not named `Test*`, so pytest collects them only through a subclass in the
+plugin's own tests::
+
+    from hermes_core.testing import AdapterContract, PluginContract, SessionKeyContract
+
+    class TestAcmePlugin(PluginContract):
+        @pytest.fixture
+        def plugin_name(self):
+            return "acme"                      # the hermes_core.plugins entry-point name
+
+    class TestAcmeAdapter(AdapterContract):
+        @pytest.fixture
+        def adapter_class(self):
+            return AcmeAdapter
+
+Everything here runs offline. Pin the kit's minor version in plugin CI (`hermes-gateway-core
+>=0.1,<0.2`): new contract tests arrive with minor releases and are announced in the changelog.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import inspect
+import re
+import typing
+from typing import Any
+
+import pytest
+from pydantic import BaseModel, SecretStr
+
+from ..keys import KEY_PREFIX
+from ..model.events import MessageEvent
+from ..model.source import SessionSource
+from ..plugin_system.loader import (
+    ADAPTERS_GROUP,
+    LOADED,
+    PLUGINS_GROUP,
+    check_plugin_policies,
+    clear_entry_point_cache,
+    plugin_api_error,
+)
+from ..plugin_system.manager import create_plugin_manager, key_policy, session_key_for, session_shared_for
+from ..plugin_system.redaction import redact_text
+from ..sdk.chunking import chunk_text, measure
+from ..types import AdapterSpec, KeyPolicy, SettingsSpec
+from .pii_corpus import NON_PII_TEXTS, samples_for
+
+SECRET_FIELD = re.compile(r"token|secret|password", re.IGNORECASE)
+KNOWN_CAPABILITIES = frozenset({"edit", "threads", "typing", "media", "reactions", "webhook"})
+# Capability → coroutine method an adapter declaring it must provide.
+CAPABILITY_METHODS = {"edit": "edit_message", "typing": "send_typing", "media": "send_media",
+                      "reactions": "react"}
+
+
+def _entry_point(group: str, name: str) -> importlib.metadata.EntryPoint:
+    matches = [ep for ep in importlib.metadata.entry_points(group=group) if ep.name == name]
+    assert matches, f"no {group!r} entry point named {name!r} is installed (check pyproject.toml)"
+    values = {ep.value for ep in matches}
+    assert len(values) == 1, f"{group!r} entry point {name!r} is declared twice: {sorted(values)}"
+    return matches[0]
+
+
+def _is_secret_annotation(annotation: Any) -> bool:
+    if annotation is SecretStr:
+        return True
+    return any(_is_secret_annotation(arg) for arg in typing.get_args(annotation))
+
+
+def _plugin_manager_with(plugin: Any, name: str):
+    pm, _ = create_plugin_manager(None)
+    pm.register(plugin, name=name)
+    return pm
+
+
+# ---- PluginContract --------------------------------------------------------------------------
+
+class PluginContract:
+    """Checks a `hermes_core.plugins` entry point.
+
+    Fixture to provide: `plugin_name` (the entry-point name, which is also the platform id).
+    """
+
+    @pytest.fixture
+    def plugin_name(self) -> str:
+        pytest.fail("override the `plugin_name` fixture with your hermes_core.plugins entry-point name")
+
+    @pytest.fixture
+    def plugin_module(self, plugin_name):
+        return _entry_point(PLUGINS_GROUP, plugin_name).load()
+
+    def test_entry_point_exists_and_loads(self, plugin_name, plugin_module):
+        assert plugin_module is not None
+
+    def test_api_version_is_declared_and_compatible(self, plugin_module):
+        assert hasattr(plugin_module, "HERMES_API"), "declare `HERMES_API = 1` in the plugin module"
+        assert plugin_api_error(plugin_module) is None, plugin_api_error(plugin_module)
+
+    def test_hooks_are_known_and_follow_the_rules(self, plugin_name, plugin_module):
+        pm = _plugin_manager_with(plugin_module, plugin_name)
+        pm.check_pending()  # raises on a hook name that is not a hermes_core hookspec (typo)
+        errors, warnings = check_plugin_policies(pm, plugin_name)
+        assert errors == []
+        assert warnings == [], "tryfirst on firstresult hooks is reserved for deployment overrides"
+        hooks = [c.name for c in pm.get_hookcallers(plugin_module)]
+        assert hooks, "the plugin implements no hermes_core hook"
+
+    def test_settings_models_forbid_extras_and_hide_secrets(self, plugin_name, plugin_module):
+        pm = _plugin_manager_with(plugin_module, plugin_name)
+        specs = []
+        for impl in pm.hook.hermes_settings_schema.get_hookimpls():
+            if impl.plugin_name == plugin_name:
+                result = impl.function() or ()
+                specs.extend([result] if isinstance(result, SettingsSpec) else result)
+        if not specs:
+            pytest.skip("the plugin declares no settings (no hermes_settings_schema)")
+        for spec in specs:
+            assert isinstance(spec, SettingsSpec)
+            assert issubclass(spec.model, BaseModel)
+            assert spec.model.model_config.get("extra") == "forbid", \
+                f"{spec.model.__name__} must set model_config = ConfigDict(extra='forbid')"
+            for field_name, info in spec.model.model_fields.items():
+                if SECRET_FIELD.search(field_name):
+                    assert _is_secret_annotation(info.annotation), \
+                        f"{spec.model.__name__}.{field_name} must be a SecretStr"
+
+    def test_loads_through_the_real_loader(self, plugin_name, tmp_path, monkeypatch):
+        from ..settings import GatewayConfig
+
+        monkeypatch.delenv("HERMES_DISABLE_PLUGIN_AUTOLOAD", raising=False)
+        monkeypatch.delenv("HERMES_CONFIG", raising=False)
+        monkeypatch.setenv("HERMES_PLUGINS", plugin_name)
+        clear_entry_point_cache()
+        config = GatewayConfig(home=tmp_path, platforms={})
+        pm, report = create_plugin_manager(config, raise_on_fatal=False)
+        record = report.get(plugin_name, PLUGINS_GROUP)
+        assert record is not None
+        assert (record.status, record.error) == (LOADED, None)
+        assert pm.get_plugin(plugin_name) is not None
+
+
+# ---- AdapterContract -------------------------------------------------------------------------
+
+class AdapterContract:
+    """Checks an adapter class against the SDK contract (`hermes_core.sdk.BaseAdapter`).
+
+    Fixtures to provide: `adapter_class`. Optional: `adapter_settings` (the validated settings
+    model; default None), `fake_transport` (a fake platform server the adapter talks to; default
+    None), `send_target` (a SessionSource to send to), and override `sent_texts(adapter,
+    fake_transport)` to return what the platform received when the adapter does not record sends
+    itself.
+    """
+
+    @pytest.fixture
+    def adapter_class(self) -> type:
+        pytest.fail("override the `adapter_class` fixture with your adapter class")
+
+    @pytest.fixture
+    def adapter_settings(self):
+        return None
+
+    @pytest.fixture
+    def fake_transport(self):
+        return None
+
+    @pytest.fixture
+    def send_target(self, adapter_class) -> SessionSource:
+        return SessionSource(platform=adapter_class.spec.name, chat_id="100", chat_type="dm", user_id="100")
+
+    @pytest.fixture
+    def adapter(self, adapter_class, adapter_settings, fake_transport):
+        return adapter_class(adapter_settings)
+
+    def sent_texts(self, adapter, fake_transport) -> list[str]:
+        """Texts the platform received, in order. Default: the adapter's `sent` records."""
+        sent = getattr(adapter, "sent", None)
+        if sent is None:
+            pytest.skip("override AdapterContract.sent_texts to read what the fake transport received")
+        return [getattr(m, "text", m) for m in sent]
+
+    def test_spec_is_complete(self, adapter_class):
+        spec = adapter_class.spec
+        assert isinstance(spec, AdapterSpec)
+        assert re.fullmatch(r"[a-z][a-z0-9_]*", spec.name), f"platform id {spec.name!r} must be lower_snake"
+        assert spec.label
+        assert spec.max_message_length > 0
+        assert spec.length_unit in ("chars", "utf16", "bytes")
+        assert set(spec.capabilities) <= KNOWN_CAPABILITIES, set(spec.capabilities) - KNOWN_CAPABILITIES
+        assert isinstance(spec.pii_safe, bool)
+
+    def test_adapter_entry_point_matches_spec(self, adapter_class):
+        eps = [ep for ep in importlib.metadata.entry_points(group=ADAPTERS_GROUP)
+               if ep.value == f"{adapter_class.__module__}:{adapter_class.__qualname__}"]
+        if not eps:
+            pytest.skip("the adapter class is not published as a hermes_core.adapters entry point")
+        assert [ep.name for ep in eps] == [adapter_class.spec.name]
+
+    async def test_start_and_stop_are_idempotent(self, adapter):
+        await adapter.start()
+        await adapter.start()
+        await adapter.stop()
+        await adapter.stop()
+
+    async def test_health_reports_ok(self, adapter):
+        await adapter.start()
+        try:
+            health = await adapter.health()
+        finally:
+            await adapter.stop()
+        assert isinstance(health, dict) and isinstance(health.get("ok"), bool)
+
+    async def test_emit_reaches_the_bound_handler(self, adapter, send_target):
+        received: list[MessageEvent] = []
+
+        async def handler(event: MessageEvent) -> None:
+            received.append(event)
+
+        event = MessageEvent(source=send_target, text="contract ping", message_id="m1")
+        with pytest.raises(RuntimeError):
+            await adapter.emit(event)  # no handler bound yet
+        adapter.bind(handler)
+        await adapter.emit(event)
+        assert received == [event]
+
+    async def test_send_honours_max_message_length(self, adapter, adapter_class, fake_transport, send_target):
+        spec = adapter_class.spec
+        text = ("word " * (spec.max_message_length // 5 + 10)).strip()
+        chunks = chunk_text(text, spec.max_message_length, spec.length_unit)
+        assert len(chunks) >= 2
+        assert all(measure(c, spec.length_unit) <= spec.max_message_length for c in chunks)
+        await adapter.start()
+        try:
+            for chunk in chunks:
+                await adapter.send(send_target, chunk)
+        finally:
+            await adapter.stop()
+        assert self.sent_texts(adapter, fake_transport)[-len(chunks):] == chunks
+
+    @pytest.mark.parametrize("capability", sorted(CAPABILITY_METHODS))
+    def test_declared_capability_has_its_method(self, adapter_class, capability):
+        if capability not in adapter_class.spec.capabilities:
+            pytest.skip(f"capability {capability!r} not declared by {adapter_class.spec.name}")
+        method = getattr(adapter_class, CAPABILITY_METHODS[capability], None)
+        assert method is not None and inspect.iscoroutinefunction(method), \
+            f"capability {capability!r} needs an async {CAPABILITY_METHODS[capability]}()"
+
+
+# ---- SessionKeyContract ----------------------------------------------------------------------
+
+class SessionKeyContract:
+    """Checks the session-key and shared-session hooks for one platform (seed §4, §5; SPEC.md §4).
+
+    Fixtures: `platform` (required); `key_plugin` (the plugin module or object whose key hooks are
+    tested; default None = the core builtins only).
+    """
+
+    @pytest.fixture
+    def platform(self) -> str:
+        pytest.fail("override the `platform` fixture with your platform id")
+
+    @pytest.fixture
+    def key_plugin(self):
+        return None
+
+    @pytest.fixture
+    def key_pm(self, key_plugin):
+        pm, _ = create_plugin_manager(None)
+        if key_plugin is not None:
+            pm.register(key_plugin, name="plugin-under-test")
+        return pm
+
+    def _key(self, pm, source, group=True, thread=False):
+        policy = KeyPolicy(group_sessions_per_user=group, thread_sessions_per_user=thread)
+        return session_key_for(pm, policy, source), session_shared_for(pm, policy, source)
+
+    def test_keys_are_deterministic_and_namespaced(self, key_pm, platform):
+        source = SessionSource(platform=platform, chat_id="c1", chat_type="group", user_id="u1")
+        first, _ = self._key(key_pm, source)
+        again, _ = self._key(key_pm, SessionSource(platform=platform, chat_id="c1", chat_type="group", user_id="u1"))
+        assert first == again
+        assert first.startswith(f"{KEY_PREFIX}:{platform}:")
+
+    def test_dms_never_collide_or_share(self, key_pm, platform):
+        a = SessionSource(platform=platform, chat_id="dm-a", chat_type="dm", user_id="ua")
+        b = SessionSource(platform=platform, chat_id="dm-b", chat_type="dm", user_id="ub")
+        for group in (True, False):
+            (ka, sa), (kb, sb) = self._key(key_pm, a, group), self._key(key_pm, b, group)
+            assert ka != kb
+            assert sa is False and sb is False
+
+    @pytest.mark.parametrize("group", [True, False])
+    def test_group_isolation_follows_group_sessions_per_user(self, key_pm, platform, group):
+        a = SessionSource(platform=platform, chat_id="g1", chat_type="group", user_id="ua")
+        b = SessionSource(platform=platform, chat_id="g1", chat_type="group", user_id="ub")
+        (ka, shared), (kb, _) = self._key(key_pm, a, group), self._key(key_pm, b, group)
+        assert (ka != kb) is group
+        assert shared is (not group)
+
+    @pytest.mark.parametrize("thread", [True, False])
+    def test_thread_isolation_follows_thread_sessions_per_user(self, key_pm, platform, thread):
+        a = SessionSource(platform=platform, chat_id="g1", chat_type="group", user_id="ua", thread_id="t1")
+        b = SessionSource(platform=platform, chat_id="g1", chat_type="group", user_id="ub", thread_id="t1")
+        (ka, shared), (kb, _) = self._key(key_pm, a, True, thread), self._key(key_pm, b, True, thread)
+        assert (ka != kb) is thread
+        assert shared is (not thread)
+
+    def test_key_and_shared_predicate_agree(self, key_pm, platform):
+        for chat_type in ("dm", "group", "channel"):
+            for thread_id in (None, "t9"):
+                for group in (True, False):
+                    for thread in (True, False):
+                        a = SessionSource(platform=platform, chat_id="x1", chat_type=chat_type,
+                                          user_id="ua", thread_id=thread_id)
+                        b = SessionSource(platform=platform, chat_id="x1", chat_type=chat_type,
+                                          user_id="ub", thread_id=thread_id)
+                        (ka, shared), (kb, _) = self._key(key_pm, a, group, thread), self._key(key_pm, b, group, thread)
+                        assert (ka == kb) is shared, (chat_type, thread_id, group, thread)
+
+
+# ---- RedactionContract -----------------------------------------------------------------------
+
+class RedactionContract:
+    """Checks PII handling for one platform over the shared corpus (`testing.pii_corpus`).
+
+    Fixtures: `platform` (required); `redaction_plugin` (plugin module/object adding rules or a
+    pseudonymiser; default None = builtins only).
+    """
+
+    @pytest.fixture
+    def platform(self) -> str:
+        pytest.fail("override the `platform` fixture with your platform id")
+
+    @pytest.fixture
+    def redaction_plugin(self):
+        return None
+
+    @pytest.fixture
+    def redaction_pm(self, redaction_plugin):
+        pm, _ = create_plugin_manager(None)
+        if redaction_plugin is not None:
+            pm.register(redaction_plugin, name="plugin-under-test")
+        return pm
+
+    @pytest.mark.parametrize("scope", ["log", "llm_context", "index"])
+    def test_no_pii_leaks_into_scope(self, redaction_pm, platform, scope):
+        leaks = [s.secret for s in samples_for(platform)
+                 if s.secret in redact_text(redaction_pm, platform, s.text, scope)]
+        assert leaks == []
+
+    def test_ordinary_text_is_kept(self, redaction_pm, platform):
+        assert [redact_text(redaction_pm, platform, t, "log") for t in NON_PII_TEXTS] == list(NON_PII_TEXTS)
+
+    def test_pseudonyms_are_deterministic_and_stable(self, redaction_pm, redaction_plugin, platform):
+        fresh, _ = create_plugin_manager(None)
+        if redaction_plugin is not None:
+            fresh.register(redaction_plugin, name="plugin-under-test")
+        for kind, value in (("user", "u-123456"), ("chat", "c-987654")):
+            first = redaction_pm.hook.hermes_pseudonymize(platform=platform, kind=kind, value=value)
+            assert first and value not in first
+            assert first == redaction_pm.hook.hermes_pseudonymize(platform=platform, kind=kind, value=value)
+            assert first == fresh.hook.hermes_pseudonymize(platform=platform, kind=kind, value=value)
+
+    def test_routing_uses_raw_ids(self, redaction_pm, platform, tmp_path):
+        from ..settings import GatewayConfig
+
+        source = SessionSource(platform=platform, chat_id="555000111", chat_type="group", user_id="777000999")
+        policy = key_policy(redaction_pm, GatewayConfig(home=tmp_path, platforms={}))
+        key = session_key_for(redaction_pm, policy, source)
+        canonical = redaction_pm.hook.hermes_canonical_identity(platform=platform, kind="chat", value="555000111")
+        pseudonym = redaction_pm.hook.hermes_pseudonymize(platform=platform, kind="chat", value=canonical)
+        assert canonical in key
+        assert pseudonym not in key
+
+
+__all__ = ["AdapterContract", "PluginContract", "RedactionContract", "SessionKeyContract"]
