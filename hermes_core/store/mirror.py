@@ -81,8 +81,13 @@ def render_from_json_texts(items: list[tuple[str, str]], extras: dict[str, Any] 
     return "".join(parts)
 
 
-def load_sessions_json(path: Path) -> tuple[dict[str, SessionEntry], dict[str, Any]]:
+def load_sessions_json(path: Path, skipped: list[str] | None = None
+                       ) -> tuple[dict[str, SessionEntry], dict[str, Any]]:
     """Leniently read a sessions.json (ours or an older gateway's).
+
+    Args:
+        path: the file.
+        skipped: if given, receives one line per skipped entry (key and reason).
 
     Returns:
         `(entries by session key, extras)` where extras holds the `_`-prefixed keys. A missing,
@@ -113,6 +118,8 @@ def load_sessions_json(path: Path) -> tuple[dict[str, SessionEntry], dict[str, A
             continue
         if not isinstance(value, dict):
             log.warning("%s: entry %r is not an object; skipped", path, key)
+            if skipped is not None:
+                skipped.append(f"{key}: not an object")
             continue
         item = dict(value)
         item.setdefault("session_key", key)
@@ -121,6 +128,8 @@ def load_sessions_json(path: Path) -> tuple[dict[str, SessionEntry], dict[str, A
             validate_session_id(entry.session_id)
         except (ValueError, TypeError) as exc:
             log.warning("%s: entry %r skipped: %s", path, key, exc)
+            if skipped is not None:
+                skipped.append(f"{key}: {exc}")
             continue
         if entry.session_key != key:
             entry.session_key = key

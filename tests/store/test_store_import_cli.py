@@ -1,0 +1,192 @@
+"""Issue 3: `hermes-gateway sessions import PATH` (seed §3 sessions.json with legacy fields and
+naive timestamps) and the admin CLI (list/show/search/export/prune, --json, lock refusal)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+
+import pytest
+from typer.testing import CliRunner
+
+from hermes_core import GatewayConfig, SessionSource
+from hermes_core.cli.sessions import sessions_app
+from hermes_core.store import SessionStore
+from hermes_core.store.home_lock import HomeLock
+
+SEED_FILE = {
+    "agent:main:telegram:dm:12345": {
+        "session_key": "agent:main:telegram:dm:12345",
+        "session_id": "20250101_101010_abcdef12",
+        "created_at": "2025-01-01T10:10:10.123456",          # naive: host local time
+        "updated_at": "2025-01-02T09:00:00",
+        "origin": {"platform": "telegram", "chat_id": 12345, "chat_type": "dm", "user_id": "9",
+                   "user_name": "Alice", "is_bot": True},
+        "display_name": None, "platform": "telegram", "chat_type": "dm",
+        "input_tokens": 10, "output_tokens": 20, "total_tokens": 30, "estimated_cost_usd": 0.01,
+        "cost_status": "estimated", "last_prompt_tokens": 9,
+        # legacy fields of older gateways
+        "was_auto_reset": True, "auto_reset_reason": "idle", "expiry_finalized": True,
+        "last_reset_at": "2024-12-31T00:00:00", "memory_flushed": True, "reset_policy": "daily",
+    },
+    "agent:main:discord:group:77:u1": {
+        "session_id": "20250103_000000_00000001",             # no session_key: taken from the dict key
+        "created_at": "2025-01-03T00:00:00+00:00",
+        "origin": {"platform": "discord", "chat_id": "77", "chat_type": "group", "user_id": "u1"},
+        "resume_pending": True, "resume_reason": "restart_timeout",
+    },
+    "agent:main:telegram:dm:broken": {"session_id": "20250101_000000_ffffffff"},
+    "agent:main:telegram:dm:evil": {"session_id": "../../x", "created_at": "2025-01-01T00:00:00"},
+    "_meta": {"written_by": "old gateway"},
+    "junk": "not an entry",
+}
+
+
+@pytest.fixture
+def home(tmp_path, monkeypatch):
+    home = tmp_path / "home"
+    monkeypatch.setenv("HERMES_HOME", str(home))
+    monkeypatch.delenv("HERMES_CONFIG", raising=False)
+    monkeypatch.setenv("TZ", "Asia/Tokyo")
+    time.tzset()
+    yield home
+    monkeypatch.undo()
+    time.tzset()
+
+
+@pytest.fixture
+def seed_dir(tmp_path):
+    old = tmp_path / "old_gateway"
+    old.mkdir()
+    (old / "sessions.json").write_text(json.dumps(SEED_FILE))
+    (old / "20250101_101010_abcdef12.jsonl").write_text(
+        '{"role": "session_meta", "tools": []}\n'
+        '{"role": "user", "content": "old question", "timestamp": "2025-01-01T10:10:11"}\n'
+        'not json\n'
+        '{"role": "assistant", "content": "old answer", "timestamp": "2025-01-01T10:10:12"}\n')
+    return old
+
+
+def run(*args):
+    result = CliRunner().invoke(sessions_app, list(args))
+    return result.exit_code, result.output
+
+
+def _store_call(home, fn):
+    async def main():
+        config = GatewayConfig(home=home)
+        async with SessionStore(config.sessions_dir, config) as store:
+            return await fn(store)
+    return asyncio.run(main())
+
+
+def test_import_seed_sessions_json(home, seed_dir):
+    code, out = run("import", str(seed_dir / "sessions.json"), "--json")
+    assert code == 0, out
+    report = json.loads(out)
+    assert (report["imported"], report["skipped_existing"], report["transcripts"], report["messages"]) == (2, 0, 1, 2)
+    assert len(report["skipped"]) == 5  # broken, evil, junk, session_meta line, "not json" line
+
+    async def check(store):
+        entry = await store.get_entry("agent:main:telegram:dm:12345")
+        assert entry.created_at.isoformat() == "2025-01-01T01:10:10.123456+00:00"
+        assert entry.updated_at.isoformat() == "2025-01-02T00:00:00+00:00"
+        assert (entry.input_tokens, entry.output_tokens, entry.total_tokens, entry.cost_status) == (
+            10, 20, 30, "estimated")
+        assert entry.origin == SessionSource(platform="telegram", chat_id="12345", user_id="9", user_name="Alice")
+        assert [m["content"] for m in await store.load_transcript(entry.session_id)] == [
+            "old question", "old answer"]
+        assert (await store.load_transcript(entry.session_id))[0]["timestamp"] == "2025-01-01T01:10:11+00:00"
+        other = await store.get_entry("agent:main:discord:group:77:u1")
+        assert (other.session_id, other.resume_pending, other.resume_reason) == (
+            "20250103_000000_00000001", True, "restart_timeout")
+        # the imported chat continues its session
+        again = await store.get_or_create_session(SessionSource(platform="telegram", chat_id="12345"))
+        assert again.session_id == "20250101_101010_abcdef12"
+        assert (await store.session_info(again.session_id))["input_tokens"] == 10
+    _store_call(home, check)
+
+    code, out = run("import", str(seed_dir / "sessions.json"), "--json")
+    assert (code, json.loads(out)["imported"], json.loads(out)["skipped_existing"]) == (0, 0, 2)
+
+
+def test_import_missing_or_bad_file_is_one_line(home, tmp_path):
+    code, out = run("import", str(tmp_path / "nope.json"))
+    assert code == 1
+    assert out.strip().splitlines() == [f"error: no sessions.json at {tmp_path / 'nope.json'}"]
+    bad = tmp_path / "bad.json"
+    bad.write_text("[1, 2")
+    code, out = run("import", str(bad))
+    assert code == 1 and len(out.strip().splitlines()) == 1 and "not valid JSON" in out
+
+
+def _populate(home):
+    async def fill(store):
+        e = await store.get_or_create_session(SessionSource(platform="telegram", chat_id="1", user_id="1"))
+        await store.append_to_transcript(e.session_id, {"role": "user", "content": "where is the lighthouse",
+                                                        "timestamp": "2026-01-01T00:00:00+00:00"})
+        await store.append_to_transcript(e.session_id, {"role": "assistant", "content": "on the cliff",
+                                                        "timestamp": "2026-01-01T00:00:01+00:00"})
+        return e
+    return _store_call(home, fill)
+
+
+def test_list_show_search_export(home, tmp_path):
+    entry = _populate(home)
+    code, out = run("list", "--json")
+    assert code == 0
+    assert [(r["session_key"], r["session_id"]) for r in json.loads(out)] == [
+        ("agent:main:telegram:dm:1", entry.session_id)]
+    code, out = run("list")
+    assert out.splitlines()[0].split() == ["SESSION_KEY", "SESSION_ID", "UPDATED_AT", "TOTAL_TOKENS"]
+    assert entry.session_id in out.splitlines()[1]
+
+    for ref in (entry.session_key, entry.session_id):
+        code, out = run("show", ref, "--json")
+        assert code == 0
+        shown = json.loads(out)
+        assert shown["entry"]["session_id"] == entry.session_id
+        assert [m["content"] for m in shown["messages"]] == ["where is the lighthouse", "on the cliff"]
+
+    code, out = run("search", "lighthouse", "--json")
+    assert json.loads(out) == [{"session_id": entry.session_id, "message_id": 1,
+                                "snippet": "where is the [lighthouse]"}]
+
+    code, out = run("export", entry.session_id, "--format", "jsonl")
+    assert [json.loads(line) for line in out.splitlines()] == [
+        {"role": "user", "content": "where is the lighthouse", "timestamp": "2026-01-01T00:00:00+00:00"},
+        {"role": "assistant", "content": "on the cliff", "timestamp": "2026-01-01T00:00:01+00:00"}]
+    code, out = run("export", entry.session_id, "--format", "md")
+    assert out.splitlines()[:5] == [f"# Session {entry.session_id}", "",
+                                    "**user** (2026-01-01T00:00:00+00:00)", "", "where is the lighthouse"]
+    code, out = run("show", "nothing-here")
+    assert (code, out.strip()) == (1, "error: no session with key or id 'nothing-here'")
+    code, out = run("export", "../etc/passwd")
+    assert code == 1 and out.count("\n") == 1 and "not path-safe" in out
+
+
+def test_prune_and_refusal_while_gateway_runs(home):
+    _populate(home)
+    lock = HomeLock(home)
+    lock.acquire()  # a running gateway
+    try:
+        code, out = run("prune", "--days", "1")
+        assert code == 1
+        assert out.strip() == f"error: a gateway is running on HERMES_HOME {home} (pid {__import__('os').getpid()}); stop it first"
+        code, out = run("list", "--json")  # reading beside a gateway is fine
+        assert code == 0 and len(json.loads(out)) == 1
+    finally:
+        lock.release()
+    code, out = run("prune", "--days", "0", "--json")
+    assert (code, json.loads(out)) == (0, {"removed": 0})
+    code, out = run("prune", "--days", "1")
+    assert (code, out.strip()) == (0, "removed 0 session route(s)")
+
+
+def test_bad_config_is_one_line(home):
+    home.mkdir(parents=True)
+    (home / "hermes.toml").write_text("group_sessions_per_user = [")
+    code, out = run("list")
+    assert code == 2
+    assert len(out.strip().splitlines()) == 1 and out.startswith("error: config file")
