@@ -1,0 +1,265 @@
+"""One test per hook (`test_hook_<name>`), plus the datasette-style check that every hookspec is
+documented and tested. Expected values come from SPEC.md §4, §6, §7 and CONVENTIONS.md §2."""
+
+import ast
+import asyncio
+from pathlib import Path
+
+import pytest
+
+from hermes_core import hookspecs
+from hermes_core.markers import hookimpl, override
+from hermes_core.model.source import SessionSource
+from hermes_core.plugin_system import call_broadcast, create_plugin_manager, key_policy, session_key_for
+from hermes_core.plugin_system.redaction import redact_text, redaction_rules
+from hermes_core.settings import GatewayConfig
+from hermes_core.types import AdapterSpec, KeyPolicy, OutboundDelivery, RecoveryPlan, RedactionRule
+
+TESTS_ROOT = Path(__file__).resolve().parents[1]
+
+
+def _pm():
+    pm, _ = create_plugin_manager(None)
+    return pm
+
+
+def _hook_names():
+    return sorted(name for name in dir(_pm().hook) if name.startswith("hermes_"))
+
+
+def test_hookspec_list_is_the_documented_set():
+    assert _hook_names() == [
+        "hermes_after_deliver", "hermes_canonical_identity", "hermes_configure", "hermes_housekeeping",
+        "hermes_on_delivery_error", "hermes_on_session_recovered", "hermes_plan_delivery",
+        "hermes_platform_notes", "hermes_pseudonymize", "hermes_recovery_plan", "hermes_redaction_rules",
+        "hermes_session_finalized", "hermes_session_key", "hermes_session_reset", "hermes_session_shared",
+        "hermes_settings_schema", "hermes_shutdown", "hermes_startup",
+    ]
+
+
+@pytest.mark.parametrize("name", _hook_names())
+def test_every_hookspec_is_documented(name):
+    doc = (getattr(hookspecs, name).__doc__ or "").strip()
+    assert doc, f"{name} has no docstring"
+    spec_opts = getattr(_pm().hook, name).spec.opts
+    if spec_opts.get("firstresult"):
+        assert "FIRSTRESULT" in doc and "SYNC ONLY" in doc
+        assert name not in hookspecs.ASYNC_ALLOWED_HOOKS
+    if name in hookspecs.ASYNC_ALLOWED_HOOKS:
+        assert "async allowed" in doc.lower() and "Broadcast" in doc
+
+
+def _test_function_names():
+    names = set()
+    for path in TESTS_ROOT.rglob("test_*.py"):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        names.update(node.name for node in ast.walk(tree)
+                     if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)))
+    return names
+
+
+def test_every_hookspec_has_a_test():
+    defined = _test_function_names()
+    missing = [name for name in _hook_names() if f"test_hook_{name}" not in defined]
+    assert missing == []
+
+
+# ---- per-hook tests ------------------------------------------------------------------------
+
+def test_hook_hermes_configure(tmp_path, monkeypatch):
+    monkeypatch.setenv("HERMES_DISABLE_PLUGIN_AUTOLOAD", "1")
+    monkeypatch.delenv("HERMES_CONFIG", raising=False)
+    config = GatewayConfig(home=tmp_path, platforms={})
+    pm, _ = create_plugin_manager(config)
+    seen = []
+
+    class Late:
+        @hookimpl
+        def hermes_configure(self, config):
+            seen.append(config)
+
+    pm.register(Late(), name="late")  # historic: registered after the call, still receives it
+    assert seen == [config]
+
+
+def test_hook_hermes_canonical_identity():
+    pm = _pm()
+    # Builtin: WhatsApp ids normalised (SPEC.md §4), other platforms unchanged.
+    assert pm.hook.hermes_canonical_identity(platform="whatsapp", kind="user",
+                                             value="+15551234567:12@s.whatsapp.net") == "15551234567"
+    assert pm.hook.hermes_canonical_identity(platform="signal", kind="user", value="+4915112345678") == "+4915112345678"
+
+    class Aliases:  # a plugin's alias store: folds a phone number into the Signal UUID
+        @hookimpl
+        def hermes_canonical_identity(self, platform, kind, value):
+            if platform == "signal" and value == "+4915112345678":
+                return "3f2504e0-4f89-11d3-9a0c-0305e82c3301"
+
+    pm.register(Aliases(), name="aliases")
+    config = GatewayConfig(home="/nonexistent-home", platforms={})
+    source = SessionSource(platform="signal", chat_id="+4915112345678", chat_type="dm")
+    assert session_key_for(pm, key_policy(pm, config), source) == \
+        "agent:main:signal:dm:3f2504e0-4f89-11d3-9a0c-0305e82c3301"
+
+
+def test_hook_hermes_session_shared():
+    pm = _pm()
+    dm = SessionSource(platform="slack", chat_id="D1", chat_type="dm", user_id="U1")
+    group = SessionSource(platform="slack", chat_id="G1", chat_type="group", user_id="U1")
+    shared_groups = KeyPolicy(group_sessions_per_user=False)
+    assert pm.hook.hermes_session_shared(source=dm, policy=shared_groups) is False
+    assert pm.hook.hermes_session_shared(source=group, policy=shared_groups) is True
+    assert pm.hook.hermes_session_shared(source=group, policy=KeyPolicy()) is False
+
+    class Deployment:
+        @override
+        def hermes_session_shared(self, source, policy):
+            return source.platform == "slack"
+
+    pm.register(Deployment(), name="deployment:test")
+    assert pm.hook.hermes_session_shared(source=dm, policy=shared_groups) is True
+
+
+def test_hook_hermes_platform_notes():
+    pm = _pm()
+
+    class A:
+        @hookimpl
+        def hermes_platform_notes(self, context):
+            return ["Telegram supports MarkdownV2."]
+
+    class B:
+        @hookimpl
+        def hermes_platform_notes(self, context):
+            return None  # nothing to add
+
+    pm.register(A(), name="a")
+    pm.register(B(), name="b")
+    notes = [line for batch in pm.hook.hermes_platform_notes(context=None) if batch for line in batch]
+    assert notes == ["Telegram supports MarkdownV2."]
+
+
+def test_hook_hermes_redaction_rules():
+    pm = _pm()
+    assert [r.name for r in redaction_rules(pm, "telegram", "log")] == ["contact_details"]
+    assert redaction_rules(pm, "telegram", "store") == []
+
+    class TicketRule:
+        @hookimpl
+        def hermes_redaction_rules(self, platform):
+            return [RedactionRule(name="ticket", scopes=frozenset({"log"}),
+                                  apply=lambda text: text.replace("TICKET-7", "[ticket]"))]
+
+    class TriesToUnredact:
+        @hookimpl
+        def hermes_redaction_rules(self, platform):
+            return [RedactionRule(name="aaa_noop", scopes=frozenset({"log"}), apply=lambda text: text)]
+
+    pm.register(TicketRule(), name="ticket")
+    pm.register(TriesToUnredact(), name="noop")
+    text = "TICKET-7 from bob@example.com"
+    assert redact_text(pm, "telegram", text, "log") == "[ticket] from [email]"
+    assert redact_text(pm, "telegram", text, "llm_context") == "TICKET-7 from [email]"
+    with pytest.raises(ValueError, match="unknown redaction scope 'disk'"):
+        redact_text(pm, "telegram", text, "disk")
+
+
+def test_hook_hermes_pseudonymize():
+    pm = _pm()
+    # SPEC.md §7: user → user_<sha256[:12]>, chat → <prefix>:<12hex> or <12hex>.
+    assert pm.hook.hermes_pseudonymize(platform="telegram", kind="user", value="123456789") == "user_15e2b0d3c338"
+    assert pm.hook.hermes_pseudonymize(platform="telegram", kind="chat", value="123456789") == "15e2b0d3c338"
+    assert pm.hook.hermes_pseudonymize(platform="signal", kind="chat", value="group:AbC+/=") == "group:ffba54febd55"
+
+
+def test_hook_hermes_recovery_plan():
+    pm = _pm()
+    plan = pm.hook.hermes_recovery_plan(session=None, failure="restart_interrupted")
+    assert plan == RecoveryPlan(action="resume", reason="restart_interrupted")
+    assert pm.hook.hermes_recovery_plan(session=None, failure="shutdown_timeout").action == "resume"
+    assert pm.hook.hermes_recovery_plan(session=None, failure="agent_error") == \
+        RecoveryPlan(action="give_up", reason="agent_error")
+
+    class Patient:
+        @hookimpl
+        def hermes_recovery_plan(self, session, failure):
+            if failure == "agent_error":
+                return RecoveryPlan(action="backoff", delay_seconds=30.0, reason="transient")
+
+    pm.register(Patient(), name="patient")
+    assert pm.hook.hermes_recovery_plan(session=None, failure="agent_error").delay_seconds == 30.0
+    assert pm.hook.hermes_recovery_plan(session=None, failure="restart_timeout").action == "resume"
+
+
+async def test_hook_hermes_on_delivery_error():
+    pm = _pm()
+    seen = []
+
+    class Observer:
+        @hookimpl
+        async def hermes_on_delivery_error(self, delivery, error):
+            seen.append(str(error))
+
+    pm.register(Observer(), name="observer")
+    spec = AdapterSpec(name="fake", label="Fake")
+    delivery = OutboundDelivery(session_key="k", session_id="s", target=None, text="hi", spec=spec)
+    results = await call_broadcast(pm, "hermes_on_delivery_error", timeout=5, delivery=delivery,
+                                   error=ConnectionError("reset"))
+    assert results == [("observer", None)]
+    assert seen == ["reset"]
+
+
+async def test_hook_hermes_on_session_recovered():
+    pm = _pm()
+    seen = []
+
+    class Observer:
+        @hookimpl
+        def hermes_on_session_recovered(self, session, plan):
+            seen.append((session, plan.action))
+
+    pm.register(Observer(), name="observer")
+    await call_broadcast(pm, "hermes_on_session_recovered", timeout=5, session="entry",
+                         plan=RecoveryPlan(action="resume"))
+    assert seen == [("entry", "resume")]
+
+
+async def test_hook_hermes_startup(make_app):
+    events = []
+
+    class Lifecycle:
+        @hookimpl
+        async def hermes_startup(self, app):
+            await asyncio.sleep(0)
+            events.append(("startup", app.started))
+
+        @hookimpl
+        def hermes_shutdown(self, app):
+            events.append(("shutdown", app is not None))
+
+    app = make_app(plugins=[Lifecycle()])
+    await app.start()
+    assert events == [("startup", False)]  # called at the end of start, before `started` is set
+    await app.stop()
+    assert events == [("startup", False), ("shutdown", True)]
+
+
+async def test_hook_hermes_shutdown():
+    pm = _pm()
+
+    class Slow:
+        @hookimpl
+        async def hermes_shutdown(self, app):
+            await asyncio.Event().wait()
+
+    class Closes:
+        @hookimpl
+        def hermes_shutdown(self, app):
+            app.append("closed")
+
+    pm.register(Closes(), name="closes")
+    pm.register(Slow(), name="slow")
+    app_log = []
+    results = await call_broadcast(pm, "hermes_shutdown", timeout=0.05, app=app_log)
+    assert [name for name, _ in results] == ["slow", "closes"]
+    assert app_log == ["closed"]  # a hung plugin cannot stop the others shutting down
