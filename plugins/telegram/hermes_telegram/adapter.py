@@ -341,14 +341,14 @@ class TelegramAdapter(BaseAdapter):
                     log.warning("skipping malformed telegram update: field 'update.update_id' "
                                 "is missing or not an integer")
                     continue
-                if self._offset is not None and update_id < self._offset:
-                    continue  # already handled (defensive: Telegram honours the offset)
                 if not await self.handle_update(update):
                     # Not accepted: do not move past it; fetch it again after a pause.
                     await asyncio.sleep(min(2 ** self._emit_failures.get(update_id, 1) / 4,
                                             self.settings.poll_backoff_max))
                     break
-                self._offset = update_id + 1
+                # Update ids only grow at Telegram; max() keeps a stray lower id from moving
+                # the offset back.
+                self._offset = max(self._offset or 0, update_id + 1)
 
     async def _confirm_offset(self) -> None:
         """Tell Telegram which updates were handled (a getUpdates with the next offset), so the

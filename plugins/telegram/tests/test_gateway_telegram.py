@@ -1,0 +1,152 @@
+"""End to end: fake Telegram Bot API → real PTB client → TelegramAdapter → GatewayApp (real
+plugin loading through the installed entry points, real SQLite store, echo agent) → reply back
+at the fake server (issue 5 "Common to every platform plugin").
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from hermes_core import GatewayConfig
+from hermes_core.app import GatewayApp
+
+FIXTURES = Path(__file__).parent / "fixtures"
+
+
+def load(name: str, **changes) -> dict:
+    update = json.loads((FIXTURES / f"{name}.json").read_text())
+    update.update(changes)
+    return update
+
+
+def text_update(update_id: int, message_id: int, chat: dict, text: str, sender: dict | None = None,
+                **extra) -> dict:
+    message = {"message_id": message_id, "date": 1767225600, "chat": chat,
+               "from": sender or {"id": 222333444, "is_bot": False, "first_name": "Bob"}}
+    if text is not None:
+        message["text"] = text
+    message.update(extra)
+    return {"update_id": update_id, "message": message}
+
+
+def make_config(home: Path, tg, **telegram) -> GatewayConfig:
+    table = {"enabled": True, "bot_token": tg.token, "base_url": tg.base_url, "poll_timeout": 1}
+    table.update(telegram)
+    return GatewayConfig(home=home, platforms={"telegram": table})
+
+
+@pytest.fixture
+async def gateway(tmp_path, tg):
+    """`await gateway(**telegram_settings)` starts a GatewayApp on HERMES_HOME = tmp_path/home;
+    all apps are stopped at teardown."""
+    apps = []
+
+    async def start(**telegram):
+        app = GatewayApp(make_config(tmp_path / "home", tg, **telegram), watcher=False)
+        await app.start()
+        apps.append(app)
+        return app
+
+    yield start
+    for app in apps:
+        await app.stop()
+
+
+async def test_dm_message_gets_echo_reply_in_the_same_chat(tg, gateway):
+    app = await gateway()
+    assert type(app.adapters["telegram"]).__name__ == "TelegramAdapter"  # via the entry point
+    await tg.push(load("t1_private_dm"))
+    await tg.wait_for(lambda: len(tg.sent) == 1)
+    (reply,) = tg.sent
+    assert reply["chat_id"] == "111222333"
+    assert reply["text"] == "echo: hello"
+    assert reply["reply_parameters"]["message_id"] == 42
+    assert "message_thread_id" not in reply
+
+
+async def test_replies_go_to_the_right_topic(tg, gateway):
+    await gateway(parse_mode="plain")
+    await tg.push(load("t3_supergroup_reply"), load("t4_forum_topic"), load("t5_forum_general_reply"))
+    await tg.wait_for(lambda: len(tg.sent) == 3)
+    by_text = {s["text"]: s for s in tg.sent}
+    # Topics are shared sessions, so the core prefixes the sender's name (seed §5).
+    topic = by_text["echo: [Alice Ng] summarise this topic"]
+    general = by_text["echo: [Bob] @hermes_test_bot status?"]
+    reply_chain = by_text["echo: agreed, ship it"]
+    assert (topic["chat_id"], topic["message_thread_id"]) == ("-1001987654321", "17585")
+    assert general["chat_id"] == "-1001987654321" and "message_thread_id" not in general
+    assert reply_chain["chat_id"] == "-1001234567890" and "message_thread_id" not in reply_chain
+    assert reply_chain["reply_parameters"]["message_id"] == 7010
+
+
+async def test_long_reply_is_chunked_within_4096_utf16_units_in_order(tg, gateway):
+    await gateway(parse_mode="plain")
+    # 2000 lines of "line NNNN 😀" = far more than one message; each emoji counts 2 units.
+    body = "\n".join(f"line {i:04d} 😀" for i in range(2000))
+    await tg.push(text_update(900000300, 300, {"id": 111222333, "type": "private", "first_name": "Alice"},
+                              body, sender={"id": 111222333, "is_bot": False, "first_name": "Alice"}))
+    await tg.wait_for(lambda: "line 1999" in (tg.sent[-1]["text"] if tg.sent else ""), timeout=20)
+    texts = [s["text"] for s in tg.sent]
+    assert len(texts) >= 6
+    assert all(len(t.encode("utf-16-le")) // 2 <= 4096 for t in texts)
+    joined = "\n".join(texts).removeprefix("echo: ")
+    numbers = [int(line.split()[1]) for line in joined.splitlines() if line.startswith("line ")]
+    assert numbers == list(range(2000))  # every line, once, in order
+    assert texts[0].startswith("echo: line 0000")
+    # the first chunk answers the trigger; the rest are plain messages
+    assert tg.sent[0]["reply_parameters"]["message_id"] == 300
+    assert all("reply_parameters" not in s for s in tg.sent[1:])
+
+
+async def test_429_is_waited_out_and_the_reply_arrives_once(tg, gateway):
+    await gateway()
+    tg.fail("sendMessage", "429", retry_after=1)
+    await tg.push(load("t1_private_dm"))
+    await tg.wait_for(lambda: len(tg.sent) == 1)
+    attempts = tg.calls_of("sendMessage")
+    assert [a.status for a in attempts] == [429, 200]
+    assert attempts[1].at - attempts[0].at >= 1.0
+    assert [s["text"] for s in tg.sent] == ["echo: hello"]
+
+
+async def test_redelivered_update_after_restart_gets_no_second_reply(tg, gateway):
+    app1 = await gateway()
+    await tg.push(load("t1_private_dm"))
+    await tg.wait_for(lambda: len(tg.sent) == 1)
+    await app1.stop()
+    # Telegram redelivers an update whose confirmation was lost (e.g. a crash before the next
+    # getUpdates): the same update_id / message_id arrives at a new app on the same home.
+    await tg.push(load("t1_private_dm"), load("t7_private_topic"))
+    await gateway()
+    await tg.wait_for(lambda: len(tg.sent) == 2)
+    await tg.wait_for(lambda: any(c.body.get("offset") == "900000009" for c in tg.calls_of("getUpdates")))
+    assert [s["text"] for s in tg.sent] == ["echo: hello", "echo: new idea"]
+
+
+async def test_group_migrated_to_supergroup_keeps_its_session(tg, gateway):
+    await gateway(parse_mode="plain")
+    group = {"id": -4012345678, "title": "Family", "type": "group"}
+    supergroup = {"id": -1004012345678, "title": "Family", "type": "supergroup"}
+    await tg.push(text_update(900000400, 10, group, "remember me"))
+    await tg.wait_for(lambda: len(tg.sent) == 1)
+    await tg.push(text_update(900000401, 11, group, "/status"))
+    await tg.wait_for(lambda: len(tg.sent) == 2)
+    old_status = tg.sent[1]["text"]
+    assert "Session key: agent:main:telegram:group:-4012345678:222333444" in old_status
+    # The group becomes a supergroup: Telegram posts the migration service messages.
+    await tg.push(
+        text_update(900000402, 12, group, None, migrate_to_chat_id=-1004012345678),
+        text_update(900000403, 1, supergroup, None, migrate_from_chat_id=-4012345678),
+        text_update(900000404, 2, supergroup, "/status"),
+    )
+    await tg.wait_for(lambda: len(tg.sent) == 3)
+    new_status = tg.sent[2]
+    assert new_status["chat_id"] == "-1004012345678"  # delivered to the new chat …
+    # … from the same session (same key, same session id as before the migration)
+    assert "Session key: agent:main:telegram:group:-4012345678:222333444" in new_status["text"]
+    old_id = [l for l in old_status.splitlines() if l.startswith("Session id")]
+    new_id = [l for l in new_status["text"].splitlines() if l.startswith("Session id")]
+    assert old_id and old_id == new_id
