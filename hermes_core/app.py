@@ -28,6 +28,7 @@ from .pipeline.runner import GatewayRunner
 from .plugin_system.dispatch import call_broadcast
 from .plugin_system.manager import create_plugin_manager, key_policy, session_key_for
 from .scheduler import Watcher
+from .settings import ConfigError
 
 log = logging.getLogger(__name__)
 
@@ -120,13 +121,17 @@ class GatewayApp:
         self.started = True
 
     def _describe_failure(self, exc: Exception) -> str:
-        name = type(exc).__name__
-        if name in ("StoreError", "HomeLockedError", "ConfigError", "PluginLoadError",
-                    "PluginSettingsError", "AdapterLoadError"):
+        from .plugin_system.adapters import AdapterLoadError
+        from .plugin_system.loader import PluginLoadError
+        from .store import HomeLockedError, StoreError
+
+        # These already carry a one-line message naming the file, key, plugin or home.
+        if isinstance(exc, (StoreError, HomeLockedError, ConfigError, PluginLoadError, AdapterLoadError)):
             return one_line(exc)
         if isinstance(exc, OSError):
-            return f"cannot start: {exc.strerror or exc}" + (f" ({exc.filename})" if exc.filename else "")
-        return f"cannot start: {name}: {one_line(exc)}"
+            where = f"{exc.filename}: " if exc.filename else ""
+            return f"cannot start: {where}{exc.strerror or exc}"
+        return f"cannot start: {type(exc).__name__}: {one_line(exc)}"
 
     async def _start(self) -> None:
         from .store import SessionStore  # the store layer, imported where it is used

@@ -37,6 +37,13 @@ class TurnResult:
     reply: str
 
 
+def _without_trailing(transcript: list[dict], text: str) -> list[dict]:
+    """The history the agent sees: the transcript minus the user message just recorded."""
+    if transcript and transcript[-1].get("role") == "user" and transcript[-1].get("content") == text:
+        return transcript[:-1]
+    return transcript
+
+
 async def run_turn(deps: PipelineDeps, key: str, event: MessageEvent) -> TurnResult:
     """Run one turn for `event` in session `key` and deliver the answer.
 
@@ -52,11 +59,12 @@ async def run_turn(deps: PipelineDeps, key: str, event: MessageEvent) -> TurnRes
     if context.shared_multi_user_session and not event.is_internal:
         # Run-time prefix, so the system prompt names no user and stays identical (seed §5).
         text = sender_prefix(source) + text
-    history = await store.load_transcript(entry.session_id)
     user_message = {"role": "user", "content": text, "timestamp": format_timestamp(deps.clock())}
     if event.message_id:
         user_message["platform_message_id"] = event.message_id
+    # Record the message (and the turn marker) before anything else can fail (SPEC.md §0).
     await store.begin_turn(key, entry.session_id, user_message)
+    history = _without_trailing(await store.load_transcript(entry.session_id), text)
     # From here until end_turn the turn marker is set. It is ended only once the chat has its
     # answer (the reply, or a notice saying why there is none); if anything raises or the task is
     # cancelled first, the marker stays so start-up recovery can finish the turn (seed §7).

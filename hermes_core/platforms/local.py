@@ -143,6 +143,10 @@ class LocalAdapter(BaseAdapter):
                 text = line.rstrip("\r\n")
                 if text.strip() in QUIT_WORDS:
                     break
-                await self.emit(MessageEvent(source=self.source, text=text))
+                try:
+                    await self.emit(MessageEvent(source=self.source, text=text))
+                except Exception as exc:  # keep reading: one bad line must not end the chat
+                    log.exception("line not accepted by the gateway")
+                    await self.send(self.source, f"This message was not accepted: {type(exc).__name__}: {exc}")
         finally:
             self._closed.set()

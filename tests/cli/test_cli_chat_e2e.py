@@ -175,3 +175,49 @@ def test_config_file_not_utf8(tmp_path):
     (tmp_path / "hermes.toml").write_bytes(b'a = "\xff\xfe"\n')
     line = assert_one_error_line(run_cli(tmp_path, "chat", stdin="hello\n"))
     assert f"config file {tmp_path / 'hermes.toml'} is not valid UTF-8 TOML" in line
+
+
+def test_unusable_state_db_and_sessions_dir_stop_start_up_with_one_line(tmp_path):
+    (tmp_path / "state.db").mkdir()
+    (tmp_path / "sessions").write_text("not a directory")
+    line = assert_one_error_line(run_cli(tmp_path, "chat", stdin="hello\n"))
+    assert line == f"hermes-gateway: error: cannot start: {tmp_path / 'sessions'}: File exists"
+    assert (tmp_path / "sessions").read_text() == "not a directory"  # nothing overwritten
+
+
+def _terminal_session(home: Path, lines: list[str]) -> str:
+    """Run `chat` on a pseudo-terminal, typing each line after a `> ` prompt; return the screen."""
+    import pty
+    import select
+    import time
+
+    pid, fd = pty.fork()
+    if pid == 0:  # child: the real console script on a terminal
+        os.execve(SCRIPT, [SCRIPT, "chat"], gateway_env(home))
+    output, pending, end = b"", list(lines), time.monotonic() + 60
+    try:
+        while time.monotonic() < end:
+            if not select.select([fd], [], [], 0.2)[0]:
+                continue
+            try:
+                chunk = os.read(fd, 4096)
+            except OSError:  # the child closed the terminal
+                break
+            if not chunk:
+                break
+            output += chunk
+            if output.endswith(b"> ") and pending:
+                os.write(fd, (pending.pop(0) + "\n").encode())
+    finally:
+        os.waitpid(pid, 0)
+        os.close(fd)
+    return output.decode().replace("\r\n", "\n")
+
+
+def test_interactive_terminal_shows_banner_prompt_and_continues(tmp_path):
+    first = _terminal_session(tmp_path, ["hello", "/quit"])
+    assert first.startswith("hermes-gateway chat: new conversation. /help for commands, /quit to leave.\n> ")
+    assert "echo: hello\n> " in first
+    second = _terminal_session(tmp_path, ["/quit"])
+    assert re.match(rf"hermes-gateway chat: continuing session {ID} \(1 turns\)\. "
+                    r"/help for commands, /quit to leave\.\n> ", second), second

@@ -54,7 +54,11 @@ def group(user, name):
 
 
 async def make_app(tmp_path, agent=None, limit=None, **config):
+    """Start a GatewayApp on the recording adapter; `config` are GatewayConfig overrides
+    (`agent_settings` is passed as the `[agent]` table)."""
     config.setdefault("platforms", {})
+    if "agent_settings" in config:
+        config["agent"] = config.pop("agent_settings")
     cfg = GatewayConfig(home=tmp_path, **config)
     adapter = RecordingAdapter(limit)
     app = GatewayApp(cfg, adapters={"testchat": adapter}, agent=agent or EchoAgent(), watcher=False)
@@ -284,3 +288,17 @@ async def test_lifecycle_hooks_are_broadcast(tmp_path):
     assert observer.events == [("startup", None), ("delivered", "reply"), ("finalized", old),
                                ("reset", "new"), ("delivered", "notice"), ("shutdown", None)]
     assert adapter.started and adapter.stopped
+
+
+async def test_agent_timeout_stops_the_turn_and_says_so(tmp_path):
+    agent = GatedAgent()  # the gate is never opened: the turn would block forever
+    app, adapter = await make_app(tmp_path, agent=agent, agent_settings={"gateway_timeout": 1})
+    try:
+        await say(app, dm(), "stuck")
+        assert adapter.texts() == ["The agent did not answer within 1 seconds; the turn was stopped."]
+        assert agent.busy is False
+        entry = await app.store.get_entry("agent:main:testchat:dm:100")
+        assert [m["role"] for m in await app.store.load_transcript(entry.session_id)] == ["user"]
+        assert await app.store.turn_markers() == []
+    finally:
+        await app.stop()
