@@ -483,6 +483,96 @@ class TelegramAdapter(BaseAdapter):
                     continue
                 raise
 
+    async def edit_message(self, target: SessionSource, message_id: str, text: str, *,
+                           metadata: dict[str, Any] | None = None) -> SendResult:
+        """Replace the text of a message the bot sent (capability "edit"), e.g. a streamed reply.
+
+        Args:
+            target: the chat the message is in (raw ids).
+            message_id: Telegram's id of the bot's message (from a `SendResult`).
+            text: the new text (≤ 4096 UTF-16 units); MarkdownV2 with a plain-text fallback as in
+                `send`.
+
+        Raises:
+            hermes_core.sdk.errors.RetryAfter: 429.
+            ValueError: `message_id` is not a Telegram id, or the text is too long.
+            telegram.error.TelegramError: any other refusal ("message is not modified", …).
+        """
+        anchor = reply_anchor(message_id)
+        if anchor is None:
+            raise ValueError(f"not a telegram message id: {message_id!r}")
+        if len(text.encode("utf-16-le")) // 2 > MAX_TEXT_UTF16:
+            raise ValueError(f"telegram message is longer than {MAX_TEXT_UTF16} UTF-16 units")
+        chat_id = self.aliases.current(target.chat_id)
+        formatted = (metadata or {}).get("parse_mode", self.settings.parse_mode) == "MarkdownV2"
+        while True:
+            try:
+                if formatted:
+                    message = await self.bot.edit_message_text(
+                        text=to_markdown_v2(text), chat_id=chat_id, message_id=anchor, parse_mode="MarkdownV2")
+                else:
+                    message = await self.bot.edit_message_text(text=text, chat_id=chat_id, message_id=anchor)
+            except TgRetryAfter as exc:
+                raise RetryAfter(_retry_seconds(exc), scope="chat") from exc
+            except BadRequest as exc:
+                if "can't parse entities" in str(exc).lower() and formatted:
+                    formatted = False
+                    continue
+                raise
+            return SendResult(message_id=str(getattr(message, "message_id", anchor)))
+
+    async def send_media(self, target: SessionSource, media: dict[str, Any], *, caption: str | None = None,
+                         reply_to: str | None = None, metadata: dict[str, Any] | None = None) -> SendResult:
+        """Send one attachment (capability "media").
+
+        Args:
+            target: the chat and topic (same addressing as `send`).
+            media: `{"kind": "photo" | "document" | "audio" | "video" | "voice" | "animation",
+                and one of "path" (local file, uploaded), "url" (Telegram fetches it) or
+                "file_id" (a file Telegram already has)}`.
+            caption: plain-text caption, at most 1024 UTF-16 units (Bot API caption limit).
+            reply_to: event message id of the trigger.
+
+        Raises:
+            ValueError: unknown kind, no file reference, or a caption over 1024 units.
+            hermes_core.sdk.errors.RetryAfter: 429.
+        """
+        kind = media.get("kind", "document")
+        senders = {"photo": "send_photo", "document": "send_document", "audio": "send_audio",
+                   "video": "send_video", "voice": "send_voice", "animation": "send_animation"}
+        if kind not in senders:
+            raise ValueError(f"unsupported telegram media kind {kind!r}; expected one of {sorted(senders)}")
+        if "path" in media:
+            from pathlib import Path  # only uploads need it
+            payload: Any = Path(media["path"])
+        elif media.get("url") or media.get("file_id"):
+            payload = media.get("url") or media.get("file_id")
+        else:
+            raise ValueError("media needs one of 'path', 'url' or 'file_id'")
+        if caption is not None and len(caption.encode("utf-16-le")) // 2 > 1024:
+            raise ValueError("telegram captions are limited to 1024 UTF-16 units")
+        chat_id = self.aliases.current(target.chat_id)
+        kwargs: dict[str, Any] = {"chat_id": chat_id, kind: payload}
+        if caption:
+            kwargs["caption"] = caption
+        thread = self._thread_param(chat_id, target.thread_id)
+        if thread is not None:
+            kwargs["message_thread_id"] = thread
+        anchor = reply_anchor(reply_to)
+        if anchor is not None:
+            kwargs["reply_parameters"] = ReplyParameters(message_id=anchor, allow_sending_without_reply=True)
+        while True:
+            try:
+                message = await getattr(self.bot, senders[kind])(**kwargs)
+                return SendResult(message_id=str(message.message_id))
+            except TgRetryAfter as exc:
+                raise RetryAfter(_retry_seconds(exc), scope="chat") from exc
+            except BadRequest as exc:
+                if "message thread not found" in str(exc).lower() and "message_thread_id" in kwargs:
+                    self._dead_threads.add((str(chat_id), str(kwargs.pop("message_thread_id"))))
+                    continue
+                raise
+
     async def send_text(self, target: SessionSource, text: str, *, reply_to: str | None = None,
                         metadata: dict[str, Any] | None = None,
                         policy: RetryPolicy | None = None) -> list[SendResult]:

@@ -17,6 +17,17 @@ from hermes_telegram.adapter import TelegramAdapter  # noqa: E402
 from hermes_telegram.aliases import ChatAliasStore  # noqa: E402
 
 
+@pytest.fixture(autouse=True)
+def isolated_hermes_home(tmp_path, monkeypatch):
+    """Point HERMES_HOME at a temporary folder and reset the plugin's alias store, so no test
+    reads or writes ~/.hermes."""
+    from hermes_telegram import hooks
+
+    monkeypatch.setenv("HERMES_HOME", str(tmp_path / "hermes-home"))
+    monkeypatch.setitem(hooks._state, "store", None)
+    yield
+
+
 @pytest.fixture
 async def tg():
     """A running fake Telegram Bot API on 127.0.0.1."""

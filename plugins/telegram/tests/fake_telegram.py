@@ -87,6 +87,8 @@ class FakeTelegram:
         self.sent: list[dict] = []
         self.failures: list[Failure] = []
         self.webhook: dict | None = None
+        self.media: list[tuple[str, dict]] = []
+        self.edits: list[dict] = []
         self.max_poll_wait = 5.0
         self._next_message_id = 1000
         self._changed = asyncio.Condition()
@@ -143,7 +145,11 @@ class FakeTelegram:
         if request.content_type == "application/json":
             raw = await request.json() if request.can_read_body else {}
         else:
-            raw = dict(await request.post())
+            raw = {}
+            for name, value in (await request.post()).items():
+                if isinstance(value, web.FileField):  # an upload (multipart)
+                    value = {"filename": value.filename, "content": value.file.read()}
+                raw[name] = value
         return {k: _decode(v) for k, v in (raw or {}).items()}
 
     def _scripted(self, method: str, body: dict) -> Failure | None:
@@ -210,6 +216,25 @@ class FakeTelegram:
             message["message_thread_id"] = int(body["message_thread_id"])
         self.sent.append(body)
         return message
+
+    async def _m_editMessageText(self, body):
+        self.edits.append(body)
+        return {"message_id": int(body["message_id"]), "date": 1767225600, "edit_date": 1767225700,
+                "chat": {"id": int(body["chat_id"]), "type": "private"}, "text": body["text"]}
+
+    async def _media(self, method, body):
+        self._next_message_id += 1
+        self.media.append((method, body))
+        chat_id = int(body["chat_id"])
+        return {"message_id": self._next_message_id, "date": 1767225600,
+                "chat": {"id": chat_id, "type": "private" if chat_id > 0 else "supergroup"},
+                "document": {"file_id": "BQAD", "file_unique_id": "u"}}
+
+    async def _m_sendDocument(self, body):
+        return await self._media("sendDocument", body)
+
+    async def _m_sendPhoto(self, body):
+        return await self._media("sendPhoto", body)
 
     async def _m_sendChatAction(self, body):
         return True

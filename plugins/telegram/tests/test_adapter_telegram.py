@@ -361,3 +361,36 @@ async def test_start_and_stop_are_idempotent(tg, make_adapter):
     await adapter.stop()
     await adapter.stop()
     assert (await adapter.health())["ok"] is False
+
+
+# ---- edit and media capabilities -------------------------------------------------------------
+
+async def test_edit_message_replaces_text(tg, make_adapter):
+    adapter = await make_adapter()
+    result = await adapter.edit_message(DM, "1001", "better (v2)")
+    assert result.message_id == "1001"
+    assert tg.edits == [{"chat_id": "111222333", "message_id": "1001", "text": r"better \(v2\)",
+                         "parse_mode": "MarkdownV2"}]
+
+
+async def test_send_media_uploads_a_file_to_the_topic(tg, make_adapter, tmp_path):
+    adapter = await make_adapter()
+    report = tmp_path / "report.txt"
+    report.write_bytes(b"quarterly numbers\n")
+    result = await adapter.send_media(FORUM_TOPIC, {"kind": "document", "path": str(report)},
+                                      caption="the report", reply_to="5120")
+    ((method, body),) = tg.media
+    assert method == "sendDocument"
+    assert body["chat_id"] == "-1001987654321" and body["message_thread_id"] == "17585"
+    assert body["caption"] == "the report"
+    uploads = [v for v in body.values() if isinstance(v, dict) and "content" in v]
+    assert [(u["filename"], u["content"]) for u in uploads] == [("report.txt", b"quarterly numbers\n")]
+    assert result.message_id == "1001"
+
+
+async def test_send_media_rejects_bad_descriptors(make_adapter):
+    adapter = await make_adapter()
+    with pytest.raises(ValueError, match="unsupported telegram media kind 'hologram'"):
+        await adapter.send_media(DM, {"kind": "hologram", "url": "https://x/y"})
+    with pytest.raises(ValueError, match="one of 'path', 'url' or 'file_id'"):
+        await adapter.send_media(DM, {"kind": "photo"})
