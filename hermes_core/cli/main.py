@@ -135,6 +135,9 @@ def run() -> None:
         from ..app import GatewayApp
 
         _setup_logging(config.home)
+        if not config.enabled_platforms():
+            raise CliError("no platform is enabled: set `enabled = true` in a [platforms.<name>] "
+                           f"table of {config_file_path(config.home)}")
         gateway = GatewayApp(config)
         stop = asyncio.Event()
         _install_stop_signals(stop)

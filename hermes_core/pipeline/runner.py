@@ -9,6 +9,11 @@ reported to its chat and logged without stopping that worker or any other.
 Bad input (issue 2): an empty or whitespace-only message is ignored; a message longer than
 `[core] max_input_chars` (for a command: its argument) is refused with a notice stating the limit; a message id already
 accepted for the same platform and chat is not answered again (`store.accept_inbound`).
+
+Busy input: a message arriving while its session's turn runs waits for that turn (FIFO). The
+seed §8 / SPEC.md §5 policies (interrupt-and-merge, `/queue`, durable queue in the `inbound`
+table) replace `_enqueue`/`_drain` in the queueing issue; `Agent.interrupt(session_key)` and
+`busy_sessions()` are the hooks for it.
 """
 
 from __future__ import annotations

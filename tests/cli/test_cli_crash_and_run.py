@@ -101,3 +101,14 @@ async def test_run_stops_cleanly_on_signal(tmp_path, signum):
     assert proc.returncode == 0
     assert "Traceback" not in err.decode()
     assert (tmp_path / ".clean_shutdown").is_file()
+
+
+async def test_run_with_no_enabled_platform_is_one_line(tmp_path):
+    (tmp_path / "hermes.toml").write_text("[platforms.local]\nenabled = false\n")
+    proc = await asyncio.create_subprocess_exec(
+        SCRIPT, "run", stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE, env=gateway_env(tmp_path))
+    out, err = await asyncio.wait_for(proc.communicate(), 60)
+    assert proc.returncode == 2
+    assert err.decode() == ("hermes-gateway: error: no platform is enabled: set `enabled = true` in a "
+                            f"[platforms.<name>] table of {tmp_path / 'hermes.toml'}\n")
