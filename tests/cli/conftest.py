@@ -1,5 +1,5 @@
-"""A chat-completions server on 127.0.0.1 that never answers (an agent turn that blocks), for
-crash tests of the `chat` subprocess."""
+"""A chat-completions server on 127.0.0.1 for `chat` subprocess tests: it never answers (an
+agent turn that blocks, for crash tests) unless `answer` is set."""
 
 from __future__ import annotations
 
@@ -9,22 +9,31 @@ import pytest
 from aiohttp import web
 
 
-class HangingChatServer:
+class ChatCompletionsServer:
     def __init__(self) -> None:
         self.requests: list[dict] = []
         self.started = asyncio.Event()
         self.base_url = ""
+        self.answer: str | None = None
+        self.usage = {"prompt_tokens": 11, "completion_tokens": 5, "total_tokens": 16,
+                      "prompt_tokens_details": {"cached_tokens": 3}}
 
     async def handle(self, request: web.Request) -> web.Response:
-        self.requests.append(await request.json())
+        body = await request.json()
+        self.requests.append(body)
         self.started.set()
-        await asyncio.sleep(3600)
-        return web.json_response({})
+        if self.answer is None:
+            await asyncio.sleep(3600)
+        return web.json_response({
+            "id": "chatcmpl-1", "object": "chat.completion", "created": 1700000000, "model": body["model"],
+            "choices": [{"index": 0, "finish_reason": "stop",
+                         "message": {"role": "assistant", "content": self.answer}}],
+            "usage": self.usage})
 
 
 @pytest.fixture
-async def hanging_chat_server():
-    server = HangingChatServer()
+async def chat_completions_server():
+    server = ChatCompletionsServer()
     app = web.Application()
     app.router.add_post("/v1/chat/completions", server.handle)
     runner = web.AppRunner(app, handler_cancellation=True, shutdown_timeout=0.1)

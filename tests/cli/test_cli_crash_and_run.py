@@ -43,18 +43,18 @@ async def read_entry(home: Path):
         return entry, await store.load_transcript(entry.session_id)
 
 
-async def test_sigkill_mid_turn_then_restart_keeps_and_reports(tmp_path, hanging_chat_server):
+async def test_sigkill_mid_turn_then_restart_keeps_and_reports(tmp_path, chat_completions_server):
     proc = await asyncio.create_subprocess_exec(
         SCRIPT, "chat", stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
         env=gateway_env(tmp_path, HERMES_AGENT__BACKEND="openai", HERMES_AGENT__OPENAI__MAX_RETRIES="0",
-                        HERMES_AGENT__OPENAI__BASE_URL=hanging_chat_server.base_url))
+                        HERMES_AGENT__OPENAI__BASE_URL=chat_completions_server.base_url))
     try:
         proc.stdin.write(b"first question\n")
         await proc.stdin.drain()
         # The turn is running: the agent's request reached the (never answering) server.
-        await asyncio.wait_for(hanging_chat_server.started.wait(), 60)
-        assert hanging_chat_server.requests[0]["messages"][-1] == {"role": "user", "content": "first question"}
+        await asyncio.wait_for(chat_completions_server.started.wait(), 60)
+        assert chat_completions_server.requests[0]["messages"][-1] == {"role": "user", "content": "first question"}
         proc.send_signal(signal.SIGKILL)
         assert await asyncio.wait_for(proc.wait(), 30) == -signal.SIGKILL
     finally:
@@ -112,3 +112,26 @@ async def test_run_with_no_enabled_platform_is_one_line(tmp_path):
     assert proc.returncode == 2
     assert err.decode() == ("hermes-gateway: error: no platform is enabled: set `enabled = true` in a "
                             f"[platforms.<name>] table of {tmp_path / 'hermes.toml'}\n")
+
+
+async def test_chat_on_the_openai_backend_maps_usage_onto_the_entry(tmp_path, chat_completions_server):
+    chat_completions_server.answer = "Hi from the model."
+    code, out, err = await chat(
+        tmp_path, "hello\n/status\n", HERMES_AGENT__BACKEND="openai", HERMES_AGENT__OPENAI__MAX_RETRIES="0",
+        HERMES_AGENT__OPENAI__MODEL="local-model", HERMES_AGENT__OPENAI__BASE_URL=chat_completions_server.base_url)
+    assert code == 0, err
+    assert out.splitlines()[0] == "Hi from the model."
+    assert "Tokens: 16 (input 11, output 5)" in out.splitlines()
+    [body] = chat_completions_server.requests
+    assert body["model"] == "local-model"
+    system, user = body["messages"]
+    assert user == {"role": "user", "content": "hello"}
+    assert system["role"] == "system"
+    assert system["content"].startswith(
+        "You are a helpful assistant reached through a messaging gateway.\n\n"
+        "## Current Session Context\nPlatform: local\nChat: CLI terminal\n")
+    entry, transcript = await read_entry(tmp_path)
+    assert (entry.input_tokens, entry.output_tokens, entry.cache_read_tokens, entry.total_tokens,
+            entry.last_prompt_tokens) == (11, 5, 3, 16, 11)
+    assert [(m["role"], m["content"]) for m in transcript] == [("user", "hello"),
+                                                              ("assistant", "Hi from the model.")]
