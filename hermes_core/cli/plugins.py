@@ -1,5 +1,125 @@
-"""`hermes-gateway plugins` and `new-plugin` (owned by the plugin-system issue)."""
+"""`hermes-gateway plugins [--json] [--all]` and `hermes-gateway new-plugin NAME`.
+
+`plugins` loads the plugins the way `run` would (same config, allow/deny lists, overrides) but
+never stops at a broken one: it reports every plugin's name, distribution, version, hooks,
+adapters, status and error (datasette / llm `plugins` commands; CONVENTIONS.md §3).
+
+Wiring (in `cli/main.py`): `app.add_typer(plugins_app, name="plugins")` and
+`app.command("new-plugin")(new_plugin_command)`.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Optional
 
 import typer
 
-plugins_app = typer.Typer(help="List installed plugins.")
+plugins_app = typer.Typer(help="List installed plugins.", invoke_without_command=True)
+
+EXIT_ERROR = 2
+
+
+def _error(message: str) -> typer.Exit:
+    typer.echo(f"hermes-gateway: error: {' '.join(str(message).split())}", err=True)
+    return typer.Exit(EXIT_ERROR)
+
+
+def collect_plugin_rows(config: Any, *, include_builtins: bool = False) -> list[dict[str, Any]]:
+    """Load plugins as start-up would (reporting, never raising) and describe them.
+
+    Args:
+        config: the GatewayConfig.
+        include_builtins: also list the core's builtin hook modules (`--all`).
+
+    Returns:
+        One dict per plugin / override / adapter: `name`, `group`, `status`, `error`, `module`,
+        `distribution`, `version`, `hooks`, `adapters`, `warnings`. Adapters shipped by the
+        distribution of a listed plugin are folded into that plugin's `adapters`; the others get
+        their own row (status `installed`: listed without importing them).
+    """
+    from ..plugin_system.loader import (
+        ADAPTERS_GROUP,
+        PluginRecord,
+        _distribution_of,
+        clear_entry_point_cache,
+        list_entry_points,
+    )
+    from ..plugin_system.manager import create_plugin_manager
+
+    clear_entry_point_cache()
+    pm, report = create_plugin_manager(config, raise_on_fatal=False)
+    records = list(report.records)
+    by_dist = {r.distribution: r for r in records if r.distribution}
+    for ep in sorted(list_entry_points(ADAPTERS_GROUP), key=lambda e: e.name):
+        dist, version = _distribution_of(ep.module)
+        owner = by_dist.get(dist) if dist else None
+        if owner is not None:
+            owner.adapters.append(ep.name)
+            continue
+        records.append(PluginRecord(ep.name, ADAPTERS_GROUP, "installed", module=ep.value,
+                                    distribution=dist, version=version, adapters=[ep.name]))
+    if include_builtins:
+        for name, plugin in sorted(pm.list_name_plugin()):
+            if name.startswith("builtin:"):
+                hooks = sorted(c.name for c in pm.get_hookcallers(plugin) or ())
+                dist, version = _distribution_of("hermes_core")
+                records.insert(0, PluginRecord(name, "builtin", "loaded", module=plugin.__name__,
+                                               distribution=dist, version=version, hooks=hooks))
+    return [r.as_dict() for r in records]
+
+
+def _format_row(row: dict[str, Any]) -> str:
+    dist = f"{row['distribution']} {row['version'] or ''}".strip() if row["distribution"] else "-"
+    parts = [f"{row['name']:<24} {row['status']:<10} {dist}"]
+    if row["hooks"]:
+        parts.append(f"    hooks: {', '.join(row['hooks'])}")
+    if row["adapters"]:
+        parts.append(f"    adapters: {', '.join(row['adapters'])}")
+    for warning in row["warnings"]:
+        parts.append(f"    warning: {warning}")
+    if row["error"]:
+        parts.append(f"    error: {row['error']}")
+    return "\n".join(parts)
+
+
+@plugins_app.callback()
+def plugins_command(
+    as_json: bool = typer.Option(False, "--json", help="Print a JSON list instead of text."),
+    include_builtins: bool = typer.Option(False, "--all", help="Also list the core's builtin hook modules."),
+) -> None:
+    """List plugins: name, distribution, version, hooks, adapters, status and error."""
+    from ..settings import ConfigError, load_config
+
+    try:
+        config = load_config()
+    except ConfigError as exc:
+        raise _error(str(exc)) from None
+    rows = collect_plugin_rows(config, include_builtins=include_builtins)
+    if as_json:
+        typer.echo(json.dumps(rows, indent=2))
+        return
+    if not rows:
+        typer.echo("no plugins installed")
+        return
+    for row in rows:
+        typer.echo(_format_row(row))
+
+
+def new_plugin_command(
+    name: str = typer.Argument(..., help="Platform id of the new plugin, e.g. 'acme' (lower_snake)."),
+    directory: Optional[Path] = typer.Option(None, "--dir", "-d",
+                                             help="Parent folder (default: the current folder)."),
+    label: Optional[str] = typer.Option(None, "--label", help="Human name (default: NAME capitalised)."),
+    force: bool = typer.Option(False, "--force", help="Write into an existing, non-empty folder."),
+) -> None:
+    """Create a working plugin package `hermes-gateway-NAME` from the core's template."""
+    from ..templates import PluginTemplateError, render_plugin
+
+    try:
+        target = render_plugin(name, (directory or Path.cwd()), label=label, force=force)
+    except PluginTemplateError as exc:
+        raise _error(str(exc)) from None
+    typer.echo(f"created {target}")
+    typer.echo(f"next: pip install -e '{target}' && pytest '{target / 'tests'}'")

@@ -7,19 +7,35 @@ contract suites are imported from here and subclassed in a plugin's tests::
 
 Also: `CapturingAdapter` / `FakeClock` (fakes.py), `PII_SAMPLES` (pii_corpus.py),
 `write_distribution` / `DistributionSandbox` (distributions.py).
+
+The kit modules are imported lazily (PEP 562), after they are registered for pytest's assertion
+rewriting, so failing contract checks show the compared values.
 """
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
 
 import pytest
 
-pytest.register_assert_rewrite("hermes_core.testing.contract")
+pytest.register_assert_rewrite("hermes_core.testing.contract", "hermes_core.testing.fakes",
+                               "hermes_core.testing.distributions")
 
-from .contract import AdapterContract, PluginContract, RedactionContract, SessionKeyContract  # noqa: E402
-from .distributions import DistributionSandbox, write_distribution  # noqa: E402
-from .fakes import CapturingAdapter, FakeClock, SentMessage  # noqa: E402
-from .pii_corpus import NON_PII_TEXTS, PII_SAMPLES, PiiSample, samples_for  # noqa: E402
+_EXPORTS = {
+    "AdapterContract": "contract", "PluginContract": "contract", "RedactionContract": "contract",
+    "SessionKeyContract": "contract",
+    "DistributionSandbox": "distributions", "write_distribution": "distributions",
+    "CapturingAdapter": "fakes", "FakeClock": "fakes", "SentMessage": "fakes",
+    "NON_PII_TEXTS": "pii_corpus", "PII_SAMPLES": "pii_corpus", "PiiSample": "pii_corpus",
+    "samples_for": "pii_corpus",
+}
 
-__all__ = [
-    "AdapterContract", "CapturingAdapter", "DistributionSandbox", "FakeClock", "NON_PII_TEXTS",
-    "PII_SAMPLES", "PiiSample", "PluginContract", "RedactionContract", "SentMessage",
-    "SessionKeyContract", "samples_for", "write_distribution",
-]
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'hermes_core.testing' has no attribute {name!r}")
+    return getattr(importlib.import_module(f"{__name__}.{module}"), name)

@@ -26,8 +26,8 @@ from typing import Any, Iterable, Mapping
 
 import pytest
 
-pytest.register_assert_rewrite("hermes_core.testing")
-
+# The package __init__ registered the kit modules for assertion rewriting before any of them is
+# imported (this module's parent package is necessarily imported first).
 from .distributions import DistributionSandbox  # noqa: E402  (after register_assert_rewrite)
 from .fakes import CapturingAdapter, FakeClock  # noqa: E402
 

@@ -1,0 +1,83 @@
+"""Project templates shipped with the core. `render_plugin` backs `hermes-gateway new-plugin`.
+
+The plugin template lives in `templates/plugin/`, outside the repository's `plugins/` folder so
+`plugins/*` globs (testpaths, CI) never pick it up. Files end in `.tmpl` (so nothing in it is
+imported, collected or linted as part of the core); `__package__` in a path becomes the import
+package, and `{{placeholder}}`s in the text are filled in (no cookiecutter dependency).
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+TEMPLATE_ROOT = Path(__file__).resolve().parent / "plugin"
+_NAME = re.compile(r"[a-z][a-z0-9_]{0,39}")
+_PLACEHOLDER = re.compile(r"\{\{(\w+)\}\}")
+
+
+class PluginTemplateError(ValueError):
+    """The plugin cannot be generated: bad name or target folder in the way (message says which)."""
+
+
+def plugin_variables(name: str, label: str | None = None) -> dict[str, str]:
+    """Template variables for platform id `name`.
+
+    Raises:
+        PluginTemplateError: `name` is not lower_snake (letters, digits, `_`; starts with a letter).
+    """
+    if not _NAME.fullmatch(name or ""):
+        raise PluginTemplateError(
+            f"plugin name {name!r} must be lower_snake: a letter, then letters, digits or '_' (max 40)")
+    from .. import __version__
+
+    major, minor = (int(x) for x in __version__.split(".")[:2])
+    prefix = "".join(part.capitalize() for part in name.split("_") if part)
+    return {
+        "name": name,
+        "label": label or prefix,
+        "package": f"hermes_{name}",
+        "dist": f"hermes-gateway-{name.replace('_', '-')}",
+        "class_prefix": prefix,
+        "class_name": f"{prefix}Adapter",
+        "core_requirement": f"hermes-gateway-core>={major}.{minor},<{major}.{minor + 1}",
+    }
+
+
+def _fill(text: str, variables: dict[str, str], where: Path) -> str:
+    def replace(match: re.Match[str]) -> str:
+        key = match.group(1)
+        if key not in variables:
+            raise PluginTemplateError(f"template {where} uses unknown placeholder {{{{{key}}}}}")
+        return variables[key]
+
+    return _PLACEHOLDER.sub(replace, text)
+
+
+def render_plugin(name: str, parent: Path | str, *, label: str | None = None, force: bool = False) -> Path:
+    """Write a new plugin package `hermes-gateway-<name>` into `parent/hermes-gateway-<name>`.
+
+    Args:
+        name: the platform id (entry-point name), lower_snake.
+        parent: folder to create the package folder in.
+        label: human platform name (default: the capitalised name).
+        force: write even if the target folder exists and is not empty.
+
+    Returns:
+        The created package folder.
+
+    Raises:
+        PluginTemplateError: bad name, or the target exists and is not empty (without `force`).
+    """
+    variables = plugin_variables(name, label)
+    target = Path(parent).expanduser().resolve() / variables["dist"]
+    if target.exists() and any(target.iterdir()) and not force:
+        raise PluginTemplateError(f"{target} already exists and is not empty (use --force to overwrite)")
+    for source in sorted(TEMPLATE_ROOT.rglob("*.tmpl")):
+        relative = source.relative_to(TEMPLATE_ROOT)
+        parts = [variables["package"] if p == "__package__" else p for p in relative.parts]
+        parts[-1] = _fill(parts[-1].removesuffix(".tmpl"), variables, relative)
+        destination = target.joinpath(*parts)
+        destination.parent.mkdir(parents=True, exist_ok=True)
+        destination.write_text(_fill(source.read_text(encoding="utf-8"), variables, relative), encoding="utf-8")
+    return target
