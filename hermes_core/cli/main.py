@@ -53,7 +53,18 @@ def root(version: Optional[bool] = typer.Option(None, "--version", callback=_ver
     """Session lifecycle core of an AI-agent messaging gateway."""
 
 
+class _OneLineFormatter(logging.Formatter):
+    """Terminal log lines: the message only, never a traceback (the log file keeps those)."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        bare = logging.makeLogRecord({**record.__dict__, "exc_info": None, "exc_text": None,
+                                      "stack_info": None})
+        return " ".join(super().format(bare).split())
+
+
 def _setup_logging(home) -> None:
+    """Log INFO and up to `<home>/gateway.log`; WARNING and up (or `HERMES_LOG_LEVEL`) to stderr
+    as single lines."""
     root_logger = logging.getLogger()
     if getattr(root_logger, "_hermes_configured", False):
         return
@@ -61,9 +72,11 @@ def _setup_logging(home) -> None:
     level = os.environ.get("HERMES_LOG_LEVEL", "WARNING").upper()
     stderr = logging.StreamHandler(sys.stderr)
     stderr.setLevel(getattr(logging, level, logging.WARNING))
-    stderr.setFormatter(logging.Formatter("hermes-gateway: %(levelname)s: %(message)s"))
+    stderr.setFormatter(_OneLineFormatter("hermes-gateway: %(levelname)s: %(message)s"))
+    stderr.addFilter(lambda record: not getattr(record, "file_only", False))
     root_logger.addHandler(stderr)
     try:
+        home.mkdir(parents=True, exist_ok=True)  # first run on a fresh machine
         handler = RotatingFileHandler(home / "gateway.log", maxBytes=5_000_000, backupCount=3,
                                       encoding="utf-8")
         handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
@@ -101,7 +114,7 @@ def run_async(main: Any) -> None:
     except KeyboardInterrupt:
         raise typer.Exit(130) from None
     except Exception as exc:  # never a traceback to the user; the log has it
-        log.debug("unexpected failure", exc_info=exc)
+        log.error("unexpected failure", exc_info=exc, extra={"file_only": True})
         if os.environ.get("HERMES_DEBUG"):
             raise
         raise fail(f"unexpected {type(exc).__name__}: {one_line(exc)}") from None
@@ -134,7 +147,6 @@ def run() -> None:
     async def main() -> None:
         from ..app import GatewayApp
 
-        _setup_logging(config.home)
         if not config.enabled_platforms():
             raise CliError("no platform is enabled: set `enabled = true` in a [platforms.<name>] "
                            f"table of {config_file_path(config.home)}")
@@ -158,8 +170,7 @@ def load_cli_config_or_exit() -> Any:
         config = load_cli_config()
     except CliError as exc:
         raise fail(str(exc)) from None
-    if config.home.is_dir():
-        _setup_logging(config.home)
+    _setup_logging(config.home)
     return config
 
 
