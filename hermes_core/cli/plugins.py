@@ -61,12 +61,12 @@ def collect_plugin_rows(config: Any, *, include_builtins: bool = False) -> list[
         records.append(PluginRecord(ep.name, ADAPTERS_GROUP, "installed", module=ep.value,
                                     distribution=dist, version=version, adapters=[ep.name]))
     if include_builtins:
-        for name, plugin in sorted(pm.list_name_plugin()):
-            if name.startswith("builtin:"):
-                hooks = sorted(c.name for c in pm.get_hookcallers(plugin) or ())
-                dist, version = _distribution_of("hermes_core")
-                records.insert(0, PluginRecord(name, "builtin", "loaded", module=plugin.__name__,
-                                               distribution=dist, version=version, hooks=hooks))
+        dist, version = _distribution_of("hermes_core")
+        builtins = [PluginRecord(name, "builtin", "loaded", module=plugin.__name__, distribution=dist,
+                                 version=version, hooks=sorted(c.name for c in pm.get_hookcallers(plugin) or ()))
+                    for name, plugin in sorted(pm.list_name_plugin(), key=lambda item: item[0])
+                    if name.startswith("builtin:")]
+        records = builtins + records
     return [r.as_dict() for r in records]
 
 

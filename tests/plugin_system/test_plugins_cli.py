@@ -1,0 +1,78 @@
+"""`hermes-gateway plugins [--json] [--all]` (CONVENTIONS.md §3 listing) over real entry points."""
+
+import json
+
+import pytest
+from typer.testing import CliRunner
+
+from hermes_core.cli.plugins import plugins_app
+
+HOOKS = """
+from hermes_core import hookimpl
+HERMES_API = 1
+
+@hookimpl
+def hermes_platform_notes(context):
+    return None
+
+@hookimpl
+def hermes_session_key(source, policy):
+    return None
+"""
+
+
+@pytest.fixture
+def installed(plugin_distributions, tmp_path, monkeypatch):
+    monkeypatch.delenv("HERMES_CONFIG", raising=False)
+    monkeypatch.delenv("HERMES_DISABLE_PLUGIN_AUTOLOAD", raising=False)
+    monkeypatch.setenv("HERMES_HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("HERMES_PLUGINS", "zork,broken")
+    plugin_distributions.add("hermes-gateway-zork", version="2.0.1",
+                             modules={"zork_pkg/__init__.py": "", "zork_pkg/hooks.py": HOOKS,
+                                      "zork_pkg/adapter.py": "class ZorkAdapter:\n    pass\n"},
+                             entry_points={"hermes_core.plugins": {"zork": "zork_pkg.hooks"},
+                                           "hermes_core.adapters": {"zork": "zork_pkg.adapter:ZorkAdapter"}})
+    plugin_distributions.add("hermes-gateway-broken",
+                             modules={"broken_pkg/__init__.py": "", "broken_pkg/hooks.py": "1/0\n"},
+                             entry_points={"hermes_core.plugins": {"broken": "broken_pkg.hooks"}})
+
+
+def test_plugins_json_lists_name_distribution_version_hooks_adapters_status_error(installed):
+    result = CliRunner().invoke(plugins_app, ["--json"])
+    assert result.exit_code == 0, result.output
+    rows = {row["name"]: row for row in json.loads(result.output)}
+    assert rows["zork"] == {
+        "name": "zork", "group": "hermes_core.plugins", "status": "loaded", "error": None,
+        "module": "zork_pkg.hooks", "distribution": "hermes-gateway-zork", "version": "2.0.1",
+        "hooks": ["hermes_platform_notes", "hermes_session_key"], "adapters": ["zork"], "warnings": [],
+    }
+    assert (rows["broken"]["status"], rows["broken"]["error"]) == ("failed", "ZeroDivisionError: division by zero")
+    # The core's own adapter is listed (not imported) under its distribution.
+    assert (rows["local"]["group"], rows["local"]["status"], rows["local"]["distribution"]) == \
+        ("hermes_core.adapters", "installed", "hermes-gateway-core")
+
+
+def test_plugins_text_output_and_all(installed):
+    result = CliRunner().invoke(plugins_app, [])
+    assert result.exit_code == 0, result.output
+    assert "zork                     loaded     hermes-gateway-zork 2.0.1" in result.output
+    assert "    hooks: hermes_platform_notes, hermes_session_key" in result.output
+    assert "    error: ZeroDivisionError: division by zero" in result.output
+    assert "builtin:" not in result.output
+    everything = CliRunner().invoke(plugins_app, ["--all", "--json"])
+    rows = json.loads(everything.output)
+    builtins = [row["name"] for row in rows if row["group"] == "builtin"]
+    assert {"builtin:delivery", "builtin:recovery", "builtin:redaction", "builtin:session_keys"} <= set(builtins)
+    assert [row["name"] for row in rows[:len(builtins)]] == sorted(builtins)  # listed first, sorted
+    keys = next(row for row in rows if row["name"] == "builtin:session_keys")
+    assert keys["hooks"] == ["hermes_canonical_identity", "hermes_session_key", "hermes_session_shared"]
+
+
+def test_plugins_reports_a_bad_config_in_one_line(tmp_path, monkeypatch):
+    monkeypatch.setenv("HERMES_HOME", str(tmp_path))
+    monkeypatch.delenv("HERMES_CONFIG", raising=False)
+    (tmp_path / "hermes.toml").write_text("[plugins\n")
+    result = CliRunner().invoke(plugins_app, ["--json"])
+    assert result.exit_code == 2
+    assert result.output.startswith("hermes-gateway: error: config file ")
+    assert "is not valid TOML" in result.output

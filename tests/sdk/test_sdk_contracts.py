@@ -1,0 +1,173 @@
+"""The test kit's contract suites, run against the core's own components, and proof that they
+fail for components that break the contract."""
+
+import io
+
+import pytest
+
+from hermes_core.model.source import SessionSource
+from hermes_core.platforms.local import LocalAdapter
+from hermes_core.sdk.adapter import SendResult
+from hermes_core.testing import (
+    AdapterContract,
+    CapturingAdapter,
+    PluginContract,
+    RedactionContract,
+    SessionKeyContract,
+)
+from hermes_core.types import AdapterSpec
+
+# ---- the suites pass for the core's components ----------------------------------------------
+
+
+class TestCapturingAdapterContract(AdapterContract):
+    @pytest.fixture
+    def adapter_class(self):
+        return CapturingAdapter.with_spec(max_message_length=50, capabilities=frozenset({"threads"}))
+
+
+class TestLocalAdapterContract(AdapterContract):
+    @pytest.fixture
+    def adapter_class(self):
+        return LocalAdapter
+
+    @pytest.fixture
+    def adapter(self, adapter_class):
+        return LocalAdapter(stdin=io.StringIO(""), stdout=io.StringIO(), user="tester")
+
+    def sent_texts(self, adapter, fake_transport):
+        return adapter.stdout.getvalue().splitlines()
+
+
+@pytest.mark.parametrize("platform_id", ["telegram", "discord", "slack", "whatsapp", "signal"])
+class TestBuiltinSessionKeys(SessionKeyContract):
+    @pytest.fixture
+    def platform(self, platform_id):
+        return platform_id
+
+
+@pytest.mark.parametrize("platform_id", ["telegram", "discord", "slack", "whatsapp", "signal"])
+class TestBuiltinRedaction(RedactionContract):
+    @pytest.fixture
+    def platform(self, platform_id):
+        return platform_id
+
+
+GOOD_PLUGIN = """
+from pydantic import BaseModel, ConfigDict, SecretStr
+from hermes_core import SettingsSpec, hookimpl
+HERMES_API = 1
+
+class Settings(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    bot_token: SecretStr | None = None
+
+@hookimpl
+def hermes_settings_schema():
+    return [SettingsSpec(section="kitdemo", model=Settings)]
+"""
+
+
+class TestEntryPointPluginContract(PluginContract):
+    @pytest.fixture
+    def plugin_name(self, plugin_distributions):
+        plugin_distributions.add("hermes-gateway-kitdemo",
+                                 modules={"kitdemo_pkg/__init__.py": "", "kitdemo_pkg/hooks.py": GOOD_PLUGIN},
+                                 entry_points={"hermes_core.plugins": {"kitdemo": "kitdemo_pkg.hooks"}})
+        return "kitdemo"
+
+
+# ---- the suites catch broken components -----------------------------------------------------
+
+
+class NoSplitAdapter(CapturingAdapter):
+    """Breaks the contract: an empty label, an unknown capability, and a `send` that merges texts."""
+
+    spec = AdapterSpec(name="nosplit", label="", max_message_length=20, capabilities=frozenset({"telepathy"}))
+
+    async def send(self, target, text, *, reply_to=None, metadata=None):
+        if self.sent:
+            return SendResult(None)  # drops every chunk after the first
+        return await super().send(target, text, reply_to=reply_to, metadata=metadata)
+
+
+def test_adapter_contract_rejects_an_incomplete_spec():
+    with pytest.raises(AssertionError, match="assert ''"):
+        AdapterContract().test_spec_is_complete(NoSplitAdapter)
+
+
+async def test_adapter_contract_notices_dropped_chunks():
+    contract = AdapterContract()
+    adapter = NoSplitAdapter()
+    target = SessionSource(platform="nosplit", chat_id="100", chat_type="dm", user_id="100")
+    with pytest.raises(AssertionError):
+        await contract.test_send_honours_max_message_length(adapter, NoSplitAdapter, None, target)
+
+
+def test_adapter_contract_requires_methods_of_declared_capabilities():
+    editing = CapturingAdapter.with_spec(name="editing", capabilities=frozenset({"edit"}))
+    with pytest.raises(AssertionError, match="capability 'edit' needs an async edit_message"):
+        AdapterContract().test_declared_capability_has_its_method(editing, "edit")
+
+
+class LeakyRules:
+    """Replaces the pseudonymiser with the identity: the raw id would reach the prompt."""
+
+    from hermes_core.markers import hookimpl as _hookimpl
+
+    @_hookimpl
+    def hermes_pseudonymize(self, platform, kind, value):
+        return value
+
+
+def test_redaction_contract_catches_an_identity_pseudonymiser():
+    from hermes_core.plugin_system import create_plugin_manager
+
+    pm, _ = create_plugin_manager(None)
+    pm.register(LeakyRules(), name="leaky")
+    with pytest.raises(AssertionError):
+        RedactionContract().test_pseudonyms_are_deterministic_and_stable(pm, LeakyRules(), "telegram")
+
+
+class PerUserDmKeys:
+    """Breaks the isolation rule: groups keyed without the participant but reported not shared."""
+
+    from hermes_core.markers import hookimpl as _hookimpl
+
+    @_hookimpl
+    def hermes_session_key(self, source, policy):
+        return f"agent:main:{source.platform}:{source.chat_type}:{source.chat_id}"
+
+
+def test_session_key_contract_catches_a_key_that_disagrees_with_the_predicate():
+    from hermes_core.plugin_system import create_plugin_manager
+
+    pm, _ = create_plugin_manager(None)
+    pm.register(PerUserDmKeys(), name="bad-keys")
+    with pytest.raises(AssertionError):
+        SessionKeyContract().test_key_and_shared_predicate_agree(pm, "acme")
+
+
+BAD_SETTINGS_PLUGIN = """
+from pydantic import BaseModel
+from hermes_core import SettingsSpec, hookimpl
+HERMES_API = 1
+
+class Settings(BaseModel):
+    bot_token: str = ""
+
+@hookimpl
+def hermes_settings_schema():
+    return [SettingsSpec(section="leaky", model=Settings)]
+"""
+
+
+def test_plugin_contract_catches_a_plain_str_token_and_extra_keys(plugin_distributions):
+    plugin_distributions.add("hermes-gateway-leaky",
+                             modules={"leaky_pkg/__init__.py": "", "leaky_pkg/hooks.py": BAD_SETTINGS_PLUGIN},
+                             entry_points={"hermes_core.plugins": {"leaky": "leaky_pkg.hooks"}})
+    from importlib.metadata import entry_points
+
+    module = [ep for ep in entry_points(group="hermes_core.plugins") if ep.name == "leaky"][0].load()
+    with pytest.raises(AssertionError, match="must set model_config = ConfigDict\\(extra='forbid'\\)"):
+        PluginContract().test_settings_models_forbid_extras_and_hide_secrets("leaky", module)
