@@ -143,18 +143,35 @@ class Database:
             else:
                 await conn.execute("COMMIT")
 
+    async def write_one(self, sql: str, params: Sequence[Any] | dict = ()) -> aiosqlite.Cursor:
+        """One write statement as its own (implicit) transaction: atomic like `write()`, but a
+        single round trip to the connection thread, which is what per-message writes use."""
+        conn = self._require()
+        async with self._lock:
+            return await conn.execute(sql, params)
+
+    # Statements below take the lock too: a statement run while another task is inside
+    # `write()` would otherwise join (and be rolled back with) that task's transaction.
+    # Never call them from inside a `write()` block: use the yielded connection there.
+
     async def execute(self, sql: str, params: Sequence[Any] | dict = ()) -> aiosqlite.Cursor:
-        """Run one statement in autocommit mode (or inside the caller's `write()`)."""
-        return await self._require().execute(sql, params)
+        """Run one statement in autocommit mode."""
+        conn = self._require()
+        async with self._lock:
+            return await conn.execute(sql, params)
 
     async def executemany(self, sql: str, rows: Iterable[Sequence[Any]]) -> None:
-        await self._require().executemany(sql, rows)
+        conn = self._require()
+        async with self._lock:
+            await conn.executemany(sql, rows)
 
     async def fetchall(self, sql: str, params: Sequence[Any] | dict = ()) -> list[aiosqlite.Row]:
-        return list(await self._require().execute_fetchall(sql, params))
+        conn = self._require()
+        async with self._lock:
+            return list(await conn.execute_fetchall(sql, params))
 
     async def fetchone(self, sql: str, params: Sequence[Any] | dict = ()) -> aiosqlite.Row | None:
-        rows = await self._require().execute_fetchall(sql, params)
+        rows = await self.fetchall(sql, params)
         return rows[0] if rows else None
 
     async def fetchval(self, sql: str, params: Sequence[Any] | dict = ()) -> Any:

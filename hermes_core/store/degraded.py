@@ -122,6 +122,10 @@ class DegradedBackend:
         if new_session or end_session or reopen_session or clear_marker:
             await self._persist()
 
+    async def save_many(self, entries: list[SessionEntry]) -> None:
+        for entry in entries:
+            self.routes[entry.session_key] = entry.copy()
+
     async def delete_routes(self, keys: list[str], end_reason: str, now_iso: str) -> None:
         for key in keys:
             entry = self.routes.pop(key, None)
@@ -308,6 +312,12 @@ class DegradedBackend:
 
     async def fts_check_and_repair(self) -> bool:
         return False
+
+    async def get_meta(self, key: str) -> str | None:
+        return None  # no signature: the degraded index is its own truth
+
+    async def set_meta(self, key: str, value: str) -> None:
+        return None
 
     async def import_entries(self, entries: Iterable[SessionEntry], replace: bool) -> tuple[int, int]:
         imported = skipped = 0

@@ -67,6 +67,15 @@ def write_atomic(path: Path, text: str, mode: int = 0o600) -> None:
         os.close(dir_fd)
 
 
+def file_signature(path: Path) -> str | None:
+    """`"size:mtime_ns"` of `path`, or None when it does not exist."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return f"{st.st_size}:{st.st_mtime_ns}"
+
+
 def render_from_json_texts(items: list[tuple[str, str]], extras: dict[str, Any] | None = None) -> str:
     """Render sessions.json from `(session_key, entry JSON text)` pairs without re-parsing them.
 
@@ -156,6 +165,8 @@ class MirrorWriter:
         self._write_lock = asyncio.Lock()
         self._last_cost = 0.0
         self.writes = 0
+        # size:mtime_ns of the file right after our last write (None: not written this run).
+        self.last_signature: str | None = None
 
     def start(self) -> None:
         if self._task is None:
@@ -196,6 +207,7 @@ class MirrorWriter:
                 raise
             self._last_cost = time.perf_counter() - started
             self.writes += 1
+            self.last_signature = file_signature(self.path)
 
     async def close(self) -> None:
         """Stop the background task and write the final state."""

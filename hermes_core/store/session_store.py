@@ -13,6 +13,7 @@ import asyncio
 import logging
 import sqlite3
 from collections import OrderedDict
+from dataclasses import fields as dataclass_fields
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping
@@ -32,7 +33,7 @@ from . import fts
 from .db import StoreError
 from .degraded import DegradedBackend
 from .home_lock import HomeLock
-from .mirror import SESSIONS_FILE_NAME, MirrorWriter
+from .mirror import SESSIONS_FILE_NAME, MirrorWriter, file_signature
 from .rows import TranscriptReadError, normalize_message
 from .sqlite_backend import SqliteBackend
 
@@ -71,10 +72,16 @@ class SessionStore:
         self._backend: SqliteBackend | DegradedBackend | None = None
         self._mirror: MirrorWriter | None = None
         self._cache: OrderedDict[str, SessionEntry] = OrderedDict()
+        # Entries whose only change is an `updated_at` bump from get_or_create_session: written
+        # behind, in one batch with the next mirror flush (or sooner by any save of the key,
+        # any listing, prune and close). A crash can lose at most that window of bumps, never
+        # a message, a flag or a counter.
+        self._touched: dict[str, SessionEntry] = {}
         # Serialises state-machine transitions: read-modify-write of one entry is never
         # interleaved, so concurrent get_or_create_session calls for one key create one row.
         self._lock = asyncio.Lock()
         self.degraded_reason: str | None = None
+        self.cache_size = _CACHE_SIZE
 
     # ---- lifecycle ------------------------------------------------------------------------
 
@@ -117,12 +124,14 @@ class SessionStore:
                 backend = DegradedBackend(self.sessions_dir, self._clock)
                 await backend.open()
             self._backend = backend
-            self._mirror = MirrorWriter(self.sessions_file, backend.render_mirror,
+            self._mirror = MirrorWriter(self.sessions_file, lambda: self._render_mirror(backend),
                                         self.config.storage.mirror_debounce_s)
-            # Rewrite the mirror from the canonical store soon after every start: a deleted or
-            # corrupt sessions.json is rebuilt without parsing it (open stays O(1)). A store
-            # opened without the home lock (admin CLI reading beside a gateway) leaves it alone.
-            if self._lock_home:
+            # A deleted, corrupt or foreign sessions.json is rebuilt from the canonical store soon
+            # after start. It is recognised without parsing it (open stays O(1) in the number of
+            # sessions): the file's size and mtime must equal the signature recorded at the last
+            # clean close. A store opened without the home lock (the admin CLI reading beside a
+            # gateway) leaves the file alone.
+            if self._lock_home and (backend.degraded or await self._mirror_stale(backend)):
                 self._mirror.mark_dirty()
             self._mirror.start()
         except BaseException:
@@ -134,11 +143,20 @@ class SessionStore:
         backend, self._backend = self._backend, None
         mirror, self._mirror = self._mirror, None
         try:
+            if backend is not None and self._touched:
+                try:
+                    await self._flush_touched(backend)
+                except Exception as exc:  # closing must go on; SQLite keeps the last saved state
+                    log.warning("session touch times not saved at close: %s", exc)
             if mirror is not None and backend is not None:
                 # The backend is still open here; _backend is None so no new work starts.
                 try:
                     await mirror.close()
-                except OSError as exc:
+                    # Vouch only for a file we wrote and nobody touched since.
+                    signature = mirror.last_signature
+                    if self._lock_home and signature and signature == file_signature(self.sessions_file):
+                        await backend.set_meta("mirror_signature", signature)
+                except Exception as exc:  # SQLite has everything; the next start rewrites it
                     log.warning("sessions.json not written at close: %s", exc)
         finally:
             try:
@@ -160,6 +178,26 @@ class SessionStore:
             raise StoreError("the session store is not open (call await store.open())")
         return self._backend
 
+    async def _mirror_stale(self, backend) -> bool:
+        current = file_signature(self.sessions_file)
+        return current is None or current != await backend.get_meta("mirror_signature")
+
+    async def _flush_touched(self, backend=None) -> None:
+        backend = backend or self._b()
+        if not self._touched:
+            return
+        pending, self._touched = self._touched, {}
+        try:
+            await backend.save_many(list(pending.values()))
+        except BaseException:
+            for key, entry in pending.items():
+                self._touched.setdefault(key, entry)
+            raise
+
+    async def _render_mirror(self, backend) -> str:
+        await self._flush_touched(backend)
+        return await backend.render_mirror()
+
     async def flush_mirror(self) -> None:
         """Write sessions.json now (normally debounced)."""
         if self._mirror is not None:
@@ -178,7 +216,7 @@ class SessionStore:
     def _remember(self, entry: SessionEntry) -> None:
         self._cache[entry.session_key] = entry
         self._cache.move_to_end(entry.session_key)
-        while len(self._cache) > _CACHE_SIZE:
+        while len(self._cache) > self.cache_size:
             self._cache.popitem(last=False)
 
     async def _load(self, session_key: str) -> SessionEntry | None:
@@ -192,6 +230,7 @@ class SessionStore:
         return entry
 
     async def _save(self, entry: SessionEntry, **kwargs: Any) -> None:
+        self._touched.pop(entry.session_key, None)
         try:
             await self._b().save(entry, **kwargs)
         except BaseException:
@@ -246,22 +285,24 @@ class SessionStore:
                     new.reset_had_activity = had_turn
                     await self._save(new, new_session=True, parent_session_id=entry.session_id,
                                      end_session=(entry.session_id, "suspended"), clear_marker=True)
-                    return new.copy()
-                entry = entry.copy()
+                    return _clone(new)
                 entry.updated_at = now
-                await self._save(entry)
-                return entry.copy()
+                self._remember(entry)
+                self._touched[key] = entry
+                if self._mirror is not None:
+                    self._mirror.mark_dirty()
+                return _clone(entry)
             new = self._fresh_entry(key, source, now, template=entry)
             end = (entry.session_id, "reset") if entry is not None else None
             await self._save(new, new_session=True, end_session=end,
                              parent_session_id=entry.session_id if entry else None,
                              clear_marker=entry is not None)
-            return new.copy()
+            return _clone(new)
 
     async def get_entry(self, session_key: str) -> SessionEntry | None:
         """The current entry for `session_key` (a copy), or None. Changes nothing."""
         entry = await self._load(session_key)
-        return entry.copy() if entry else None
+        return _clone(entry) if entry else None
 
     async def reset_session(self, session_key: str, display_name: str | None = None) -> SessionEntry | None:
         """Explicit `/new` / `/reset` (seed §3): end the old SQLite session (`end_reason="reset"`),
@@ -276,7 +317,7 @@ class SessionStore:
             new.is_fresh_reset = True
             await self._save(new, new_session=True, parent_session_id=entry.session_id,
                              end_session=(entry.session_id, "reset"), clear_marker=True)
-            return new.copy()
+            return _clone(new)
 
     async def switch_session(self, session_key: str, target_session_id: str, *,
                              expected_session_id: str | None = None) -> SessionEntry | None:
@@ -300,12 +341,12 @@ class SessionStore:
             if expected_session_id is not None and entry.session_id != expected_session_id:
                 return None
             if entry.session_id == target_session_id:
-                return entry.copy()
+                return _clone(entry)
             info = await self._b().session_info(target_session_id)
             if info is None:
                 return None
             now = self._now()
-            new = entry.copy()
+            new = _clone(entry)
             new.session_id = target_session_id
             new.updated_at = now
             new.created_at = _parse(info.get("created_at")) or now
@@ -319,7 +360,7 @@ class SessionStore:
             new.resume_reason = new.auto_reset_reason = None
             await self._save(new, end_session=(entry.session_id, "session_switch"),
                              reopen_session=target_session_id, clear_marker=True)
-            return new.copy()
+            return _clone(new)
 
     async def suspend_session(self, session_key: str) -> bool:
         """`/stop` or stuck-loop escalation (seed §2): mark `suspended=True`; the next
@@ -328,7 +369,6 @@ class SessionStore:
             entry = await self._load(session_key)
             if entry is None:
                 return False
-            entry = entry.copy()
             entry.suspended = True
             await self._save(entry)
             return True
@@ -349,7 +389,6 @@ class SessionStore:
         entry = await self._load(session_key)
         if entry is None or entry.suspended:
             return False
-        entry = entry.copy()
         entry.resume_pending = True
         entry.resume_reason = reason
         entry.last_resume_marked_at = self._now()
@@ -363,7 +402,6 @@ class SessionStore:
             entry = await self._load(session_key)
             if entry is None or not entry.resume_pending:
                 return False
-            entry = entry.copy()
             entry.resume_pending = False
             entry.resume_reason = None
             await self._save(entry)
@@ -379,7 +417,6 @@ class SessionStore:
             if entry is None:
                 log.warning("update_session: no entry for key %r; ignored", session_key)
                 return
-            entry = entry.copy()
             entry.updated_at = self._now()
             if last_prompt_tokens is not None:
                 entry.last_prompt_tokens = int(last_prompt_tokens)
@@ -460,6 +497,7 @@ class SessionStore:
     async def list_sessions(self, active_minutes: int | None = None) -> list[SessionEntry]:
         """All entries, newest `updated_at` first; with `active_minutes`, only those updated in
         the last that many minutes (seed §3)."""
+        await self._flush_touched()
         since = None
         if active_minutes is not None:
             since = (self._now() - timedelta(minutes=active_minutes)).timestamp()
@@ -476,6 +514,7 @@ class SessionStore:
             ValueError: `session_id` is not path-safe.
         """
         validate_session_id(session_id)
+        await self._flush_touched()
         entry = await self._b().route_for_session_id(session_id)
         info = await self._b().session_info(session_id)
         if entry is None and info is not None:
@@ -515,6 +554,7 @@ class SessionStore:
         if days is None or days <= 0:
             return 0
         async with self._lock:
+            await self._flush_touched()
             now = self._now()
             cutoff = (now - timedelta(days=days)).timestamp()
             doomed = []
@@ -639,6 +679,17 @@ class SessionStore:
         """The stored session row (SQLite columns) or None."""
         validate_session_id(session_id)
         return await self._b().session_info(session_id)
+
+
+_ENTRY_FIELDS = tuple(f.name for f in dataclass_fields(SessionEntry))
+
+
+def _clone(entry: SessionEntry) -> SessionEntry:
+    """A fast field-by-field copy (the store hands out copies; its cache stays private)."""
+    new = object.__new__(SessionEntry)
+    for name in _ENTRY_FIELDS:
+        setattr(new, name, getattr(entry, name))
+    return new
 
 
 def _parse(value: Any) -> datetime | None:

@@ -33,11 +33,6 @@ _UPSERT_ROUTE = (
 _INSERT_SESSION = (
     "INSERT OR IGNORE INTO sessions (session_id, session_key, origin, platform, chat_id, participant_id, "
     "chat_type, display_name, created_at, updated_at, parent_session_id) VALUES (?,?,?,?,?,?,?,?,?,?,?)")
-_USAGE_SQL = (
-    "UPDATE sessions SET input_tokens = input_tokens + ?, output_tokens = output_tokens + ?, "
-    "cache_read_tokens = cache_read_tokens + ?, cache_write_tokens = cache_write_tokens + ?, "
-    "total_tokens = total_tokens + ?, estimated_cost_usd = estimated_cost_usd + ?, "
-    "cost_status = CASE WHEN ? = 'unknown' THEN cost_status ELSE ? END, updated_at = ? WHERE session_id = ?")
 
 
 def entry_json(entry: SessionEntry) -> str:
@@ -59,12 +54,6 @@ def session_params(entry: SessionEntry, parent_session_id: str | None = None) ->
             origin.participant_id if origin else None,
             entry.chat_type, entry.display_name,
             format_timestamp(entry.created_at), format_timestamp(entry.updated_at), parent_session_id)
-
-
-def usage_params(usage: TokenUsage, now_iso: str, session_id: str) -> tuple:
-    return (usage.input_tokens, usage.output_tokens, usage.cache_read_tokens, usage.cache_write_tokens,
-            usage.total_tokens, usage.estimated_cost_usd, usage.cost_status, usage.cost_status,
-            now_iso, session_id)
 
 
 class SqliteBackend:
@@ -103,8 +92,14 @@ class SqliteBackend:
     async def save(self, entry: SessionEntry, *, new_session: bool = False, parent_session_id: str | None = None,
                    end_session: tuple[str, str] | None = None, reopen_session: str | None = None,
                    usage: TokenUsage | None = None, clear_marker: bool = False) -> None:
-        """Atomically: end a session row, create/reopen one, add usage, upsert the route."""
+        """Atomically: end a session row, create/reopen one, upsert the route. The route's entry
+        carries the session's counters; the schema-2 triggers copy them (so `usage` needs no
+        statement of its own here)."""
         now_iso = format_timestamp(entry.updated_at)
+        if not (end_session or new_session or reopen_session or clear_marker):
+            # The per-message path: one statement, one round trip.
+            await self.db.write_one(_UPSERT_ROUTE, route_params(entry))
+            return
         async with self.db.write() as conn:
             if end_session is not None:
                 await conn.execute(
@@ -116,12 +111,16 @@ class SqliteBackend:
                 await conn.execute("UPDATE sessions SET ended_at = NULL, end_reason = NULL, session_key = ?, "
                                    "updated_at = ? WHERE session_id = ?",
                                    (entry.session_key, now_iso, reopen_session))
-            if usage is not None:
-                await conn.execute(_USAGE_SQL, usage_params(usage, now_iso, entry.session_id))
             await conn.execute(_UPSERT_ROUTE, route_params(entry))
             if clear_marker:
                 await conn.execute("UPDATE routes SET turn_session_id = NULL, turn_message_id = NULL, "
                                    "turn_started_ts = NULL WHERE session_key = ?", (entry.session_key,))
+
+    async def save_many(self, entries: list[SessionEntry]) -> None:
+        """Upsert many routes in one transaction (the batched touch times)."""
+        if entries:
+            async with self.db.write() as conn:
+                await conn.executemany(_UPSERT_ROUTE, [route_params(e) for e in entries])
 
     async def delete_routes(self, keys: list[str], end_reason: str, now_iso: str) -> None:
         async with self.db.write() as conn:
@@ -188,9 +187,12 @@ class SqliteBackend:
             return await work()
 
     async def append_message(self, session_id: str, row: dict[str, Any]) -> int:
+        params = (session_id, row["role"], row["content"], row["tool_call_id"], row["tool_name"],
+                  row["tool_calls"], row["platform_message_id"], row["timestamp"])
+
         async def work():
-            async with self.db.write() as conn:
-                return await self._insert_message(conn, session_id, row)
+            cur = await self.db.write_one(_INSERT_MSG, params)
+            return cur.lastrowid
         return await self._with_fts_repair(work)
 
     async def begin_turn(self, session_key: str, session_id: str, row: dict[str, Any], started_ts: float) -> None:
@@ -205,9 +207,8 @@ class SqliteBackend:
         await self._with_fts_repair(work)
 
     async def end_turn(self, session_key: str) -> None:
-        async with self.db.write() as conn:
-            await conn.execute("UPDATE routes SET turn_session_id = NULL, turn_message_id = NULL, "
-                               "turn_started_ts = NULL WHERE session_key = ?", (session_key,))
+        await self.db.write_one("UPDATE routes SET turn_session_id = NULL, turn_message_id = NULL, "
+                                "turn_started_ts = NULL WHERE session_key = ?", (session_key,))
 
     async def turn_markers(self) -> list[dict[str, Any]]:
         rows = await self.db.fetchall(
@@ -259,11 +260,10 @@ class SqliteBackend:
     # ---- intake, search, mirror -----------------------------------------------------------
 
     async def accept_inbound(self, platform: str, chat_id: str, message_id: str, now_iso: str) -> bool:
-        async with self.db.write() as conn:
-            cur = await conn.execute(
-                "INSERT OR IGNORE INTO inbound (platform, chat_id, message_id, accepted_at) VALUES (?, ?, ?, ?)",
-                (platform, chat_id, message_id, now_iso))
-            return cur.rowcount == 1
+        cur = await self.db.write_one(
+            "INSERT OR IGNORE INTO inbound (platform, chat_id, message_id, accepted_at) VALUES (?, ?, ?, ?)",
+            (platform, chat_id, message_id, now_iso))
+        return cur.rowcount == 1
 
     async def search(self, expression: str, limit: int, owner: SessionSource | None,
                      shared_chat: bool) -> list[dict[str, Any]]:
@@ -313,6 +313,13 @@ class SqliteBackend:
                 conn.close()
             return render_from_json_texts(rows)
         return await asyncio.to_thread(read)
+
+    async def get_meta(self, key: str) -> str | None:
+        return await self.db.fetchval("SELECT value FROM meta WHERE key = ?", (key,))
+
+    async def set_meta(self, key: str, value: str) -> None:
+        await self.db.write_one("INSERT INTO meta (key, value) VALUES (?, ?) "
+                                "ON CONFLICT(key) DO UPDATE SET value = excluded.value", (key, value))
 
     # ---- import ---------------------------------------------------------------------------
 

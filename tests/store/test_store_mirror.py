@@ -54,3 +54,19 @@ async def test_mirror_is_debounced_not_written_per_message(config, clock, dm):
     assert writes_before_close == 0
     data = json.loads((config.sessions_dir / "sessions.json").read_text())
     assert data["agent:main:telegram:dm:12345"]["last_prompt_tokens"] == 19
+
+
+async def test_intact_mirror_is_not_rewritten_at_open_but_a_touched_one_is(config, clock, dm):
+    async with SessionStore(config.sessions_dir, config, clock=clock) as store:
+        await store.get_or_create_session(dm)
+    async with SessionStore(config.sessions_dir, config, clock=clock) as store:
+        await store.flush_mirror()
+        assert store._mirror.writes == 0  # open stays O(1): no rewrite of an intact file
+    path = config.sessions_dir / "sessions.json"
+    # changed while a store was open and idle: that run must not vouch for the foreign file
+    async with SessionStore(config.sessions_dir, config, clock=clock) as store:
+        path.write_text('{"_README": "edited by hand"}')
+    async with SessionStore(config.sessions_dir, config, clock=clock) as store:
+        await store.flush_mirror()
+        assert store._mirror.writes == 1
+    assert list(json.loads(path.read_text())) == ["_README", "agent:main:telegram:dm:12345"]
