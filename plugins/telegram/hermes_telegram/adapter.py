@@ -60,6 +60,7 @@ log = logging.getLogger(__name__)
 MAX_TEXT_UTF16 = 4096  # telegram.constants.MessageLimit.MAX_TEXT_LENGTH, counted in UTF-16 units
 ALLOWED_UPDATES = ["message", "channel_post", "edited_message", "edited_channel_post"]
 SECRET_HEADER = "X-Telegram-Bot-Api-Secret-Token"
+STOP_GRACE_S = 10.0  # how long `stop` lets an update in hand reach the gateway
 
 # Loggers that print Bot API URLs (which contain the token): httpx's request lines and PTB's
 # "Set Bot API URL" debug lines. Logger filters do not apply to child loggers, hence the list.
@@ -142,6 +143,9 @@ class TelegramAdapter(BaseAdapter):
         self._scrubber: _TokenScrubber | None = None
         self._offset: int | None = None
         self._started = False
+        self._stopping = False
+        self._idle = asyncio.Event()
+        self._idle.set()
         self._last_error: str | None = None
         self._emit_failures: dict[int, int] = {}
         self._dead_threads: set[tuple[str, str]] = set()
@@ -209,6 +213,7 @@ class TelegramAdapter(BaseAdapter):
             else:
                 # getUpdates is refused while a webhook is set; keep the pending updates.
                 await app.bot.delete_webhook(drop_pending_updates=False)
+                self._stopping = False
                 self._poll_task = asyncio.create_task(self._poll_loop(), name="telegram-poll")
         except Exception as exc:
             await app.shutdown()
@@ -226,6 +231,15 @@ class TelegramAdapter(BaseAdapter):
             return
         self._started = False
         if self._poll_task is not None:
+            # Never cancel in the middle of `emit`: the gateway may have recorded the message
+            # as seen (dedupe) without queueing it yet, and the redelivery would then be dropped
+            # as a duplicate. Let the update in hand finish, then cancel the long poll.
+            self._stopping = True
+            try:
+                await asyncio.wait_for(self._idle.wait(), STOP_GRACE_S)
+            except asyncio.TimeoutError:
+                log.warning("telegram adapter: the gateway did not accept an update within %ss "
+                            "of stopping; it will be redelivered", STOP_GRACE_S)
             self._poll_task.cancel()
             try:
                 await self._poll_task
@@ -341,7 +355,12 @@ class TelegramAdapter(BaseAdapter):
                     log.warning("skipping malformed telegram update: field 'update.update_id' "
                                 "is missing or not an integer")
                     continue
-                if not await self.handle_update(update):
+                self._idle.clear()
+                try:
+                    done = await self.handle_update(update)
+                finally:
+                    self._idle.set()
+                if not done:
                     # Not accepted: do not move past it; fetch it again after a pause.
                     await asyncio.sleep(min(2 ** self._emit_failures.get(update_id, 1) / 4,
                                             self.settings.poll_backoff_max))
@@ -349,6 +368,8 @@ class TelegramAdapter(BaseAdapter):
                 # Update ids only grow at Telegram; max() keeps a stray lower id from moving
                 # the offset back.
                 self._offset = max(self._offset or 0, update_id + 1)
+                if self._stopping:
+                    return
 
     async def _confirm_offset(self) -> None:
         """Tell Telegram which updates were handled (a getUpdates with the next offset), so the

@@ -394,3 +394,25 @@ async def test_send_media_rejects_bad_descriptors(make_adapter):
         await adapter.send_media(DM, {"kind": "hologram", "url": "https://x/y"})
     with pytest.raises(ValueError, match="one of 'path', 'url' or 'file_id'"):
         await adapter.send_media(DM, {"kind": "photo"})
+
+
+async def test_stop_lets_the_update_in_hand_reach_the_gateway(tg, make_adapter):
+    entered, release = asyncio.Event(), asyncio.Event()
+    accepted = []
+
+    async def slow_gateway(event):
+        entered.set()
+        await release.wait()  # e.g. the dedupe write is in progress
+        accepted.append(event.message_id)
+
+    adapter = await make_adapter(slow_gateway)
+    await tg.push(load("t1_private_dm"))
+    await asyncio.wait_for(entered.wait(), 10)
+    stopping = asyncio.create_task(adapter.stop())
+    await asyncio.sleep(0.2)
+    assert not stopping.done()  # stop waits for the update in hand …
+    release.set()
+    await asyncio.wait_for(stopping, 10)
+    assert accepted == ["42"]  # … which was not cancelled half-way
+    # and the handled update was confirmed to Telegram on the way out
+    assert tg.calls_of("getUpdates")[-1].body["offset"] == "900000002"

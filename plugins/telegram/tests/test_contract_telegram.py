@@ -47,13 +47,6 @@ class TestTelegramSessionKeys(SessionKeyContract):
     def key_plugin(self):
         return hooks
 
-    # The kit's check compares two *different users in the same DM chat id* and expects "same
-    # key ⇔ shared"; by SPEC.md §4 a DM key is its chat id and a DM is never shared, so the
-    # builtins alone fail it too (not Telegram-specific). strict: remove once the kit is fixed.
-    @pytest.mark.xfail(strict=True, reason="contract kit: DM case contradicts SPEC.md §4 (core builtins fail it too)")
-    def test_key_and_shared_predicate_agree(self, key_pm, platform):
-        super().test_key_and_shared_predicate_agree(key_pm, platform)
-
 
 class TestTelegramRedaction(RedactionContract):
     @pytest.fixture
