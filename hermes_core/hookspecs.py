@@ -1,14 +1,22 @@
 """Hook specifications of hermes_core (CONVENTIONS.md §2), in lifecycle order.
 
-Every docstring is a contract: return semantics, sync/async, firstresult or broadcast, whether
-deployments are expected to wrap it, and its timeout class.
+Every docstring is a contract with four fixed lines:
 
-* **firstresult** hooks are SYNC ONLY (async impls are rejected at load) and stop at the first
-  non-None result. Core defaults are `trylast`; plugins use plain hookimpls; deployments use
-  `@hermes_core.override` (`tryfirst`), so deployment > plugins > builtins.
-* **broadcast** hooks run every implementation through `plugin_system.dispatch.call_broadcast`:
-  each isolated (an exception is logged, the others still run) and time-limited by
-  `[plugins] hook_timeout_s`; async implementations are awaited.
+* **Kind** — `FIRSTRESULT, SYNC ONLY` (stops at the first non-None result; async implementations
+  are rejected at load), `collect-all, SYNC ONLY` (every non-None result is returned in a list),
+  `historic, SYNC ONLY`, or `Broadcast, async allowed` (run by `plugin_system.dispatch.call_broadcast`:
+  every implementation runs, each isolated and time-limited; coroutines are awaited).
+* **Returns** — what a value means, and what None means.
+* **Wrap** — whether `wrapper=True` implementations are expected. Wrappers are allowed on sync
+  hooks only (rejected on broadcast hooks at load).
+* **Timeout** — `none` (sync hooks must not block), `[plugins] hook_timeout_s` or
+  `[plugins] setup_timeout_s` (per implementation, for awaitables).
+
+Precedence for firstresult hooks: core defaults are `trylast`; plugins use plain `@hookimpl`;
+deployments use `@hermes_core.override` (`tryfirst`, registered last), so
+deployment > plugins > builtins. Plugins must not use `tryfirst` on firstresult hooks (warned at
+load; an error under `[plugins] strict`). pluggy consults the last registered implementation first
+within a band; entry-point plugins are registered sorted by name.
 """
 
 from __future__ import annotations
@@ -25,17 +33,25 @@ hookspec = HookspecMarker(PROJECT_NAME)
 def hermes_configure(config):
     """Receive the validated `GatewayConfig` once, at start-up.
 
-    Historic and sync: plugins registered later (deployment overrides, test plugins) still
-    receive it. Return value ignored. No timeout (must not block).
+    Kind: historic, SYNC ONLY — plugins registered later (deployment overrides, test plugins)
+    still receive it, right when they register.
+    Returns: ignored.
+    Wrap: no.
+    Timeout: none (must not block or do I/O).
     """
 
 
 @hookspec
 def hermes_settings_schema():
-    """Return an iterable of `SettingsSpec(section, model, table)` records, or None.
+    """Declare the settings tables this plugin owns.
 
-    Collect-all, sync. The core validates each `[platforms.<section>]` / `[plugins.<section>]`
-    table into `model` (extra keys forbidden, tokens as SecretStr) and rejects duplicate sections.
+    Kind: collect-all, SYNC ONLY.
+    Returns: an iterable of `SettingsSpec(section, model, table)` records, or None for none. The
+    core validates each `[platforms.<section>]` table into `model` (extra keys forbidden, tokens as
+    SecretStr; `enabled` and `adapter` are the core's keys) with
+    `plugin_system.settings.validate_plugin_settings`, and rejects a section declared twice.
+    Wrap: no.
+    Timeout: none.
     """
 
 
@@ -46,8 +62,11 @@ def hermes_canonical_identity(platform, kind, value):
     """Fold aliases of one id into its canonical form before keying and pseudonymising.
 
     Args: platform (str), kind (`"chat"` or `"user"`), value (raw id str).
-    Returns the canonical str, or None to defer. FIRSTRESULT, SYNC ONLY. Core default (trylast)
-    normalises WhatsApp ids (SPEC.md §4). Never used for delivery (delivery keeps raw ids).
+    Kind: FIRSTRESULT, SYNC ONLY.
+    Returns: the canonical str, or None to defer. Core default (trylast) normalises WhatsApp ids
+    (SPEC.md §4). Never used for delivery (delivery keeps raw ids).
+    Wrap: allowed (e.g. a deployment alias store post-processing the result).
+    Timeout: none.
     """
 
 
@@ -55,19 +74,25 @@ def hermes_canonical_identity(platform, kind, value):
 def hermes_session_key(source, policy):
     """Return the session key for `source` (a SessionSource) under `policy` (a KeyPolicy).
 
-    Returns str, or None to defer. FIRSTRESULT, SYNC ONLY. The core default (trylast) is
+    Kind: FIRSTRESULT, SYNC ONLY.
+    Returns: the key str, or None to defer. The core default (trylast) is
     `hermes_core.keys.build_session_key`. A platform plugin returns a key only for its own
-    platform. Deployments override with `@hermes_core.override` and should override
-    `hermes_session_shared` with the same rule.
+    platform. Keys are opaque: nothing may parse them to route.
+    Wrap: allowed; deployments usually replace with `@hermes_core.override` and must then override
+    `hermes_session_shared` with the same rule (the SessionKeyContract checks they agree).
+    Timeout: none.
     """
 
 
 @hookspec(firstresult=True)
 def hermes_session_shared(source, policy):
-    """Return True when `source` is in a shared multi-user session (seed §5), or None to defer.
+    """Say whether `source` is in a shared multi-user session (seed §5).
 
-    FIRSTRESULT, SYNC ONLY. Core default (trylast) is `keys.is_shared_multi_user_session`,
-    driven by the same rule as the key; a contract test checks the two agree.
+    Kind: FIRSTRESULT, SYNC ONLY.
+    Returns: True / False, or None to defer. Core default (trylast) is
+    `keys.is_shared_multi_user_session`, driven by the same rule as the key.
+    Wrap: allowed; override together with `hermes_session_key`.
+    Timeout: none.
     """
 
 
@@ -75,29 +100,40 @@ def hermes_session_shared(source, policy):
 
 @hookspec
 def hermes_platform_notes(context):
-    """Return an iterable of extra lines for the session-context prompt, or None.
+    """Add per-platform lines to the session-context prompt (seed §9).
 
-    Collect-all, sync. `context` is a SessionContext. Lines must not contain raw ids of users
+    Kind: collect-all, SYNC ONLY. `context` is a SessionContext.
+    Returns: an iterable of str lines, or None for none. Lines must not contain raw user ids
     when the platform is `pii_safe` and redaction is on.
+    Wrap: no.
+    Timeout: none.
     """
 
 
 @hookspec
 def hermes_redaction_rules(platform):
-    """Return an iterable of `RedactionRule` records for `platform`, or None.
+    """Contribute text-redaction rules for `platform` (seed §9).
 
-    Collect-all, sync. The core applies the union of all rules, so the result does not depend on
-    order and no plugin can un-redact another's rule.
+    Kind: collect-all, SYNC ONLY.
+    Returns: an iterable of `RedactionRule` records (each with its scopes among log /
+    llm_context / store / index), or None. The core applies the union of every plugin's rules
+    (`plugin_system.redaction.redact_text`), in rule-name order, so the result does not depend on
+    registration order and no plugin can un-redact another's rule.
+    Wrap: no.
+    Timeout: none.
     """
 
 
 @hookspec(firstresult=True)
 def hermes_pseudonymize(platform, kind, value):
-    """Return the pseudonym for a raw id (`kind` is `"user"` or `"chat"`), or None to defer.
+    """Return the pseudonym of a canonical id (`kind` is `"user"` or `"chat"`).
 
-    FIRSTRESULT, SYNC ONLY. Core default (trylast): `user_<sha256[:12]>` for users;
-    `<prefix>:<12hex>` or `<12hex>` for chats, hashing the canonical id (SPEC.md §7). Applied only
-    where the adapter's spec says `pii_safe=True`. Routing always uses raw ids.
+    Kind: FIRSTRESULT, SYNC ONLY.
+    Returns: the pseudonym str, or None to defer. Core default (trylast): `user_<sha256[:12]>`
+    for users; `<prefix>:<12hex>` or `<12hex>` for chats (SPEC.md §7). Applied only where the
+    adapter's spec says `pii_safe=True` and `[redaction] enabled`. Routing always uses raw ids.
+    Wrap: allowed.
+    Timeout: none.
     """
 
 
@@ -105,41 +141,67 @@ def hermes_pseudonymize(platform, kind, value):
 
 @hookspec(firstresult=True)
 def hermes_plan_delivery(delivery):
-    """Return a `DeliveryPlan` for `delivery` (an OutboundDelivery), or None to defer.
+    """Plan how `delivery` (an OutboundDelivery) is sent.
 
-    FIRSTRESULT, SYNC ONLY, DESIGNED TO BE WRAPPED: the core supplies the innermost impl
-    (trylast, chunking to the adapter's limit); plugins and deployments use `wrapper=True` to
-    split, re-format, redact or veto. The core then performs the async send.
+    Kind: FIRSTRESULT, SYNC ONLY.
+    Returns: a `DeliveryPlan` (chunks in order, reply anchor, veto), or None to defer. The core
+    supplies the innermost impl (trylast): `sdk.chunking.chunk_text` to the adapter's
+    `max_message_length` in its `length_unit`, first chunk replying to the trigger.
+    Wrap: DESIGNED TO BE WRAPPED — plugins and deployments use `wrapper=True` to split,
+    re-format, redact or veto the plan. The core then performs the async send
+    (`sdk.sending.deliver_plan`: per-chat order, retry-after).
+    Timeout: none (plan synchronously; execution is the core's).
     """
 
 
 @hookspec
 def hermes_after_deliver(delivery, outcome):
-    """Observe a finished delivery (`outcome`: a DeliveryOutcome). Broadcast, async allowed,
-    isolated per plugin, hook timeout. Return value ignored."""
+    """Observe a finished delivery (`outcome`: a DeliveryOutcome).
+
+    Kind: Broadcast, async allowed; isolated per plugin.
+    Returns: ignored.
+    Wrap: no (rejected at load).
+    Timeout: `[plugins] hook_timeout_s` per implementation.
+    """
 
 
 @hookspec
 def hermes_on_delivery_error(delivery, error):
-    """Observe a failed delivery attempt (`error`: the exception). Broadcast, async allowed,
-    isolated per plugin, hook timeout. Return value ignored."""
+    """Observe a failed delivery attempt (`error`: the exception, e.g. `RetryAfterExceeded`).
+
+    Kind: Broadcast, async allowed; isolated per plugin.
+    Returns: ignored.
+    Wrap: no (rejected at load).
+    Timeout: `[plugins] hook_timeout_s` per implementation.
+    """
 
 
 # ---- Recovery (seed §7) ---------------------------------------------------------------------
 
 @hookspec(firstresult=True)
 def hermes_recovery_plan(session, failure):
-    """Return a `RecoveryPlan` for `session` (a SessionEntry) after `failure` (a str reason:
-    `"restart_interrupted"`, `"shutdown_timeout"`, `"agent_error"`, …), or None to defer.
+    """Decide what happens to `session` (a SessionEntry) after `failure`.
 
-    FIRSTRESULT, SYNC ONLY. Core default (trylast): resume once for interruptions, give up
-    after errors.
+    `failure` is a str reason: `"restart_interrupted"`, `"restart_timeout"`,
+    `"shutdown_timeout"`, `"stuck_loop"`, `"agent_error"`, …
+    Kind: FIRSTRESULT, SYNC ONLY.
+    Returns: a `RecoveryPlan` (resume / retry / backoff / reset / give_up), or None to defer.
+    Core default (trylast, `builtin/recovery.py`): resume once for the seed's auto-resume
+    reasons, give up otherwise.
+    Wrap: allowed.
+    Timeout: none.
     """
 
 
 @hookspec
 def hermes_on_session_recovered(session, plan):
-    """Observe a recovered session. Broadcast, async allowed, isolated, hook timeout."""
+    """Observe a recovered session and the RecoveryPlan applied.
+
+    Kind: Broadcast, async allowed; isolated per plugin.
+    Returns: ignored.
+    Wrap: no (rejected at load).
+    Timeout: `[plugins] hook_timeout_s` per implementation.
+    """
 
 
 # ---- Housekeeping (seed §10, §11) ----------------------------------------------------------
@@ -148,8 +210,11 @@ def hermes_on_session_recovered(session, plan):
 def hermes_housekeeping(ctx):
     """Run one housekeeping pass. `ctx` gives the store, clock and config.
 
-    Broadcast, async allowed, isolated per plugin, hook timeout; called by every watcher tick.
-    Core housekeeping (agent-cache TTL and pressure, route pruning, FTS check) is itself a builtin.
+    Kind: Broadcast, async allowed; isolated per plugin; called by every watcher tick. Core
+    housekeeping (agent-cache TTL and pressure, route pruning, FTS check) is itself a builtin.
+    Returns: ignored.
+    Wrap: no (rejected at load).
+    Timeout: `[plugins] hook_timeout_s` per implementation, inside the tick's own timeout.
     """
 
 
@@ -157,15 +222,25 @@ def hermes_housekeeping(ctx):
 
 @hookspec
 def hermes_session_reset(entry, reason):
-    """Observe an explicit boundary: `entry` is the new SessionEntry, `reason` one of
-    `"new"`, `"reset"`, `"suspended"`. Broadcast, async allowed, isolated, hook timeout.
-    Nothing ends a session for idleness (seed §6)."""
+    """Observe an explicit boundary: `entry` is the new SessionEntry, `reason` one of `"new"`,
+    `"reset"`, `"suspended"`. Nothing ends a session for idleness (seed §6).
+
+    Kind: Broadcast, async allowed; isolated per plugin.
+    Returns: ignored.
+    Wrap: no (rejected at load).
+    Timeout: `[plugins] hook_timeout_s` per implementation.
+    """
 
 
 @hookspec
 def hermes_session_finalized(entry):
-    """Observe the end of a session id (`entry` as it was before the boundary). Broadcast,
-    async allowed, isolated, hook timeout."""
+    """Observe the end of a session id (`entry` as it was before the boundary).
+
+    Kind: Broadcast, async allowed; isolated per plugin.
+    Returns: ignored.
+    Wrap: no (rejected at load).
+    Timeout: `[plugins] hook_timeout_s` per implementation.
+    """
 
 
 # ---- Start-up and shutdown -----------------------------------------------------------------
@@ -173,13 +248,23 @@ def hermes_session_finalized(entry):
 @hookspec
 def hermes_startup(app):
     """Called once after the gateway app has started (store open, adapters started).
-    Broadcast, async allowed, isolated, `[plugins] setup_timeout_s`."""
+
+    Kind: Broadcast, async allowed; isolated per plugin.
+    Returns: ignored.
+    Wrap: no (rejected at load).
+    Timeout: `[plugins] setup_timeout_s` per implementation.
+    """
 
 
 @hookspec
 def hermes_shutdown(app):
     """Called once during shutdown, after the drain and before the store closes.
-    Broadcast, async allowed, isolated, hook timeout."""
+
+    Kind: Broadcast, async allowed; isolated per plugin.
+    Returns: ignored.
+    Wrap: no (rejected at load).
+    Timeout: `[plugins] hook_timeout_s` per implementation.
+    """
 
 
 # ---- Hook classes (enforced at load by plugin_system.loader.check_plugin_policies) ----------

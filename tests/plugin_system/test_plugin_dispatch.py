@@ -112,3 +112,18 @@ async def test_plugin_own_timeout_error_is_not_reported_as_hook_timeout():
     results = await call_broadcast(pm, "hermes_shutdown", timeout=5, app=None)
     error = results[0][1]
     assert type(error) is TimeoutError and str(error) == "upstream api timed out"
+
+
+def test_tracing_logs_names_and_types_never_values(monkeypatch, caplog):
+    from hermes_core.model.source import SessionSource
+    from hermes_core.types import KeyPolicy
+
+    monkeypatch.setenv("HERMES_TRACE_PLUGINS", "1")
+    pm, _ = create_plugin_manager(None)
+    source = SessionSource(platform="signal", chat_id="+4915112345678", chat_type="dm", user_id="+4915112345678")
+    with caplog.at_level(logging.INFO, logger="hermes_core.plugin_system.manager"):
+        key = pm.hook.hermes_session_key(source=source, policy=KeyPolicy())
+    assert key == "agent:main:signal:dm:+4915112345678"
+    assert "hook hermes_session_key -> [builtin:session_keys] (source: SessionSource, policy: KeyPolicy)" in caplog.text
+    assert "hook hermes_session_key done: str" in caplog.text
+    assert "4915112345678" not in caplog.text

@@ -41,12 +41,16 @@ def test_hookspec_list_is_the_documented_set():
 def test_every_hookspec_is_documented(name):
     doc = (getattr(hookspecs, name).__doc__ or "").strip()
     assert doc, f"{name} has no docstring"
+    for line in ("Kind:", "Returns:", "Wrap:", "Timeout:"):
+        assert line in doc, f"{name} docstring lacks {line!r}"
     spec_opts = getattr(_pm().hook, name).spec.opts
     if spec_opts.get("firstresult"):
         assert "FIRSTRESULT" in doc and "SYNC ONLY" in doc
         assert name not in hookspecs.ASYNC_ALLOWED_HOOKS
     if name in hookspecs.ASYNC_ALLOWED_HOOKS:
-        assert "async allowed" in doc.lower() and "Broadcast" in doc
+        assert "Kind: Broadcast, async allowed" in doc
+    else:
+        assert "SYNC ONLY" in doc
 
 
 def _test_function_names():
