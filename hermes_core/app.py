@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from .agents import create_agent
-from .model.timeutil import Clock, utc_now
+from .model.timeutil import Clock, parse_timestamp, utc_now
 from .pipeline.deps import PipelineDeps
 from .pipeline.runner import GatewayRunner
 from .plugin_system.dispatch import call_broadcast
@@ -161,13 +161,7 @@ class GatewayApp:
         await call_broadcast(self.pm, "hermes_startup", timeout=self.config.plugins.setup_timeout_s, app=self)
 
     async def _check_clean_shutdown(self) -> None:
-        marker = self.home / CLEAN_SHUTDOWN
-        if marker.exists():
-            try:
-                marker.unlink()
-            except OSError:
-                # A marker that cannot be removed must not make a later crash look clean.
-                marker.write_text("invalid\n")
+        if self._consume_clean_marker():
             return
         has_any = getattr(self.store, "has_any_sessions", None)
         if has_any is not None and not await has_any():
@@ -177,6 +171,32 @@ class GatewayApp:
         self.recovered_keys = list(await self.store.recover_interrupted_turns(max_age) or [])
         log.warning("the previous run did not shut down cleanly; %d interrupted turn(s) marked for "
                     "resumption", len(self.recovered_keys))
+
+    def _consume_clean_marker(self) -> bool:
+        """True when the last run shut down cleanly: `.clean_shutdown` exists and holds the
+        timestamp `stop()` wrote. The marker is consumed (SPEC.md §6); one that cannot be removed
+        is overwritten with `invalid`, so a later crash cannot look clean."""
+        marker = self.home / CLEAN_SHUTDOWN
+        try:
+            text = marker.read_text().strip()
+        except FileNotFoundError:
+            return False
+        except OSError as exc:
+            log.warning("%s cannot be read (%s); treating the last shutdown as unclean", marker, exc)
+            text = ""
+        try:
+            parse_timestamp(text)
+            valid = bool(text)
+        except ValueError:
+            valid = False
+        try:
+            marker.unlink()
+        except OSError:
+            try:
+                marker.write_text("invalid\n")
+            except OSError:
+                log.error("%s can be neither removed nor rewritten; a later crash may look clean", marker)
+        return valid
 
     def _build_adapters(self) -> None:
         given = self._given_adapters

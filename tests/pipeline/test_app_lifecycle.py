@@ -1,0 +1,95 @@
+"""GatewayApp start-up and shutdown (seed §7 `.clean_shutdown`; SPEC.md §6)."""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+
+import pytest
+
+from hermes_core.agents import EchoAgent
+from hermes_core.app import GatewayApp, StartupError
+from hermes_core.model import MessageEvent, SessionSource
+from hermes_core.platforms.local import LocalAdapter
+from hermes_core.settings import GatewayConfig
+
+T0 = datetime(2026, 5, 6, 7, 8, 9, tzinfo=timezone.utc)
+
+
+def _app(home, **kw):
+    import io
+
+    adapter = LocalAdapter(stdin=io.StringIO(""), stdout=io.StringIO(), user="alice")
+    return GatewayApp(GatewayConfig(home=home, platforms={}), adapters=[adapter], agent=EchoAgent(),
+                      watcher=False, clock=lambda: T0, **kw), adapter
+
+
+async def _one_turn(home):
+    app, adapter = _app(home)
+    await app.start()
+    await app.runner.handle(MessageEvent(source=adapter.source, text="hi"))
+    await app.runner.join()
+    return app
+
+
+async def test_clean_stop_writes_marker_and_next_start_consumes_it(tmp_path):
+    app = await _one_turn(tmp_path)
+    await app.stop()
+    assert (tmp_path / ".clean_shutdown").read_text() == "2026-05-06T07:08:09+00:00\n"
+    again, _ = _app(tmp_path)
+    await again.start()
+    try:
+        assert again.unclean_start is False
+        assert not (tmp_path / ".clean_shutdown").exists()
+    finally:
+        await again.stop()
+
+
+@pytest.mark.parametrize("content", [None, "invalid\n", ""])
+async def test_missing_or_invalid_marker_means_unclean(tmp_path, content):
+    app = await _one_turn(tmp_path)
+    await app.stop()
+    marker = tmp_path / ".clean_shutdown"
+    if content is None:
+        marker.unlink()
+    else:
+        marker.write_text(content)
+    again, _ = _app(tmp_path)
+    await again.start()
+    try:
+        assert again.unclean_start is True
+        assert again.recovered_keys == []  # the turn had completed: nothing to resume
+        assert not marker.exists()
+    finally:
+        await again.stop()
+
+
+async def test_first_start_on_an_empty_home_is_not_unclean(tmp_path):
+    app, _ = _app(tmp_path / "fresh")
+    await app.start()
+    try:
+        assert app.unclean_start is False
+    finally:
+        await app.stop()
+
+
+async def test_start_failure_is_one_startup_error_and_releases_everything(tmp_path):
+    (tmp_path / "sessions").write_text("x")
+    (tmp_path / "state.db").mkdir()
+    app, _ = _app(tmp_path)
+    with pytest.raises(StartupError) as info:
+        await app.start()
+    assert str(info.value) == f"cannot start: {tmp_path / 'sessions'}: File exists"
+    # The home lock was released: a corrected home starts.
+    (tmp_path / "sessions").unlink()
+    fixed, _ = _app(tmp_path)
+    await fixed.start()
+    await fixed.stop()
+
+
+async def test_unknown_enabled_platform_is_a_startup_error(tmp_path):
+    app = GatewayApp(GatewayConfig(home=tmp_path, platforms={"nosuch": {"enabled": True}}),
+                     agent=EchoAgent(), watcher=False)
+    with pytest.raises(StartupError) as info:
+        await app.start()
+    assert str(info.value) == ("platform 'nosuch' is enabled but its adapter cannot be loaded: "
+                               "no adapter entry point is installed")
