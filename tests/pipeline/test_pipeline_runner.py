@@ -302,3 +302,64 @@ async def test_agent_timeout_stops_the_turn_and_says_so(tmp_path):
         assert await app.store.turn_markers() == []
     finally:
         await app.stop()
+
+
+class Shouting:
+    """A deployment-style wrapper on the delivery plan: re-formats every chunk."""
+
+    @hookimpl(wrapper=True)
+    def hermes_plan_delivery(self, delivery):
+        plan = yield
+        plan.chunks = [c.upper() for c in plan.chunks]
+        return plan
+
+
+class Veto:
+    def __init__(self):
+        self.errors = []
+
+    @hookimpl(wrapper=True)
+    def hermes_plan_delivery(self, delivery):
+        plan = yield
+        if delivery.kind == "reply":
+            plan.veto, plan.reason = True, "policy"
+        return plan
+
+    @hookimpl
+    def hermes_on_delivery_error(self, delivery, error):
+        self.errors.append((delivery.text, str(error)))
+
+
+async def _app_with(tmp_path, plugin):
+    pm, _ = create_plugin_manager(None)
+    pm.register(plugin, name="deployment:test")
+    adapter = RecordingAdapter()
+    app = GatewayApp(GatewayConfig(home=tmp_path, platforms={}), pm=pm, adapters=[adapter],
+                     agent=EchoAgent(), watcher=False)
+    await app.start()
+    return app, adapter
+
+
+async def test_delivery_plan_wrapper_reformats_what_is_sent(tmp_path):
+    app, adapter = await _app_with(tmp_path, Shouting())
+    try:
+        await say(app, dm(), "quiet please")
+        assert adapter.texts() == ["ECHO: QUIET PLEASE"]
+        entry = await app.store.get_entry("agent:main:testchat:dm:100")
+        # The transcript keeps the agent's reply; only the delivery was re-formatted.
+        assert (await app.store.load_transcript(entry.session_id))[-1]["content"] == "echo: quiet please"
+    finally:
+        await app.stop()
+
+
+async def test_vetoed_reply_is_not_sent_and_observers_hear_why(tmp_path):
+    veto = Veto()
+    app, adapter = await _app_with(tmp_path, veto)
+    try:
+        await say(app, dm(), "secret")
+        await say(app, dm(), "/help")
+        assert [t for t in adapter.texts() if not t.startswith("Commands:")] == []
+        assert veto.errors == [("echo: secret", "vetoed: policy")]
+        assert await app.store.turn_markers() == []
+    finally:
+        await app.stop()
