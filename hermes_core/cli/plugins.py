@@ -42,7 +42,7 @@ def collect_plugin_rows(config: Any, *, include_builtins: bool = False) -> list[
     from ..plugin_system.loader import (
         ADAPTERS_GROUP,
         PluginRecord,
-        _distribution_of,
+        distribution_of,
         clear_entry_point_cache,
         list_entry_points,
     )
@@ -53,7 +53,7 @@ def collect_plugin_rows(config: Any, *, include_builtins: bool = False) -> list[
     records = list(report.records)
     by_dist = {r.distribution: r for r in records if r.distribution}
     for ep in sorted(list_entry_points(ADAPTERS_GROUP), key=lambda e: e.name):
-        dist, version = _distribution_of(ep.module)
+        dist, version = distribution_of(ep.module)
         owner = by_dist.get(dist) if dist else None
         if owner is not None:
             owner.adapters.append(ep.name)
@@ -61,7 +61,7 @@ def collect_plugin_rows(config: Any, *, include_builtins: bool = False) -> list[
         records.append(PluginRecord(ep.name, ADAPTERS_GROUP, "installed", module=ep.value,
                                     distribution=dist, version=version, adapters=[ep.name]))
     if include_builtins:
-        dist, version = _distribution_of("hermes_core")
+        dist, version = distribution_of("hermes_core")
         builtins = [PluginRecord(name, "builtin", "loaded", module=plugin.__name__, distribution=dist,
                                  version=version, hooks=sorted(c.name for c in pm.get_hookcallers(plugin) or ()))
                     for name, plugin in sorted(pm.list_name_plugin(), key=lambda item: item[0])

@@ -8,11 +8,13 @@ from .adapters import AdapterLoadError, resolve_adapter_classes
 from .dispatch import HookTimeout, call_broadcast
 from .loader import LoadReport, PluginLoadError, PluginRecord, clear_entry_point_cache
 from .manager import create_plugin_manager, key_policy, session_key_for, session_shared_for
+from .redaction import redact_text, redaction_rules
 from .settings import PluginSettingsError, validate_plugin_settings
 
 __all__ = [
     "AdapterLoadError", "HookTimeout", "LoadReport", "PluginLoadError", "PluginRecord",
     "PluginSettingsError", "call_broadcast", "clear_entry_point_cache", "create_plugin_manager",
-    "key_policy", "resolve_adapter_classes", "session_key_for", "session_shared_for",
+    "key_policy", "redact_text", "redaction_rules", "resolve_adapter_classes", "session_key_for",
+    "session_shared_for",
     "validate_plugin_settings",
 ]

@@ -148,7 +148,9 @@ def clear_entry_point_cache() -> None:
     _forget_distributions()
 
 
-def _distribution_of(module_name: str | None) -> tuple[str | None, str | None]:
+def distribution_of(module_name: str | None) -> tuple[str | None, str | None]:
+    """`(distribution name, version)` installing the top-level package of `module_name`, or
+    `(None, None)` (a local file, or a module not installed by a distribution)."""
     if not module_name:
         return None, None
     top = module_name.split(".", 1)[0]
@@ -291,6 +293,8 @@ def _fatal(record: PluginRecord, config, strict: bool) -> str | None:
     enabled = set(config.enabled_platforms()) if config is not None else set()
     if record.name in enabled:
         return f"plugin {record.name!r} failed to load and platform {record.name!r} is enabled: {record.error}"
+    if config is not None and record.name in config.plugins.enabled:
+        return f"plugin {record.name!r} failed to load and is listed in [plugins] enabled: {record.error}"
     if strict and record.status == FAILED:
         return f"plugin {record.name!r} failed to load ([plugins] strict): {record.error}"
     return None
@@ -334,6 +338,9 @@ def load_entry_point_plugins(pm, config, report: LoadReport, *, raise_on_fatal: 
         if (reason := _fatal(record, config, settings.strict)):
             fatal.append(reason)
     selected = [n for n in selected if n not in duplicates]
+    for name in sorted(set(settings.enabled) - set(names)):
+        report.add(PluginRecord(name, PLUGINS_GROUP, FAILED, "not installed (listed in [plugins] enabled)"))
+        fatal.append(f"plugin {name!r} is listed in [plugins] enabled but is not installed")
 
     failures: dict[str, BaseException] = {}
 
@@ -346,7 +353,7 @@ def load_entry_point_plugins(pm, config, report: LoadReport, *, raise_on_fatal: 
     loaded = {ext.name: ext for ext in manager}
     for name in selected:  # sorted: deterministic registration order
         module = by_name[name][0].module
-        dist, version = _distribution_of(module)
+        dist, version = distribution_of(module)
         record = PluginRecord(name, PLUGINS_GROUP, FAILED, module=module, distribution=dist, version=version)
         if name in failures:
             exc = failures[name]
@@ -424,7 +431,7 @@ def load_overrides(pm, config, report: LoadReport, *, raise_on_fatal: bool = Tru
             record.error = f"{type(exc).__name__}: {exc}"
         else:
             if path is None:
-                record.distribution, record.version = _distribution_of(module_name)
+                record.distribution, record.version = distribution_of(module_name)
             if _register_checked(pm, module, name, record, strict=settings.strict, deployment=True):
                 if settings.safe_mode:
                     pm.unregister(name=name)

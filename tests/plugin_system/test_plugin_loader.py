@@ -283,3 +283,12 @@ def test_adapter_swap_from_config(tmp_path, plugin_distributions):
         resolve_adapter_classes(["fake"], config=bad)
     with pytest.raises(AdapterLoadError, match="platform 'nope' is enabled but its adapter cannot be loaded"):
         resolve_adapter_classes(["nope"], config=config)
+
+
+def test_plugins_listed_in_enabled_are_required(tmp_path, plugin_distributions, monkeypatch):
+    _dist(plugin_distributions, "broken", "raise RuntimeError('boom at import')\n")
+    monkeypatch.setenv("HERMES_PLUGINS", "broken")
+    with pytest.raises(PluginLoadError, match="plugin 'broken' failed to load and is listed in \\[plugins\\] enabled"):
+        create_plugin_manager(_config(tmp_path, plugins={"enabled": ["broken"]}))
+    with pytest.raises(PluginLoadError, match="plugin 'ghost' is listed in \\[plugins\\] enabled but is not installed"):
+        create_plugin_manager(_config(tmp_path, plugins={"enabled": ["ghost"]}))
