@@ -129,3 +129,23 @@ def test_sender_prefix():
     assert sender_prefix(SessionSource("telegram", "1", chat_type="group", user_id="7", user_name="Ann [admin]")) \
         == "[Ann (admin)] "
     assert sender_prefix(SessionSource("telegram", "1", chat_type="group", user_id="7")) == "[7] "
+
+
+def test_platform_notes_are_appended(tmp_path, pm):
+    from hermes_core import hookimpl
+
+    class Notes:
+        @hookimpl
+        def hermes_platform_notes(self, context):
+            if context.source.platform == "telegram":
+                return ["Replies may use Telegram Markdown."]
+            return None
+
+    pm.register(Notes(), name="notes")
+    source = SessionSource("telegram", "12345", chat_type="dm", user_id="12345")
+    prompt = build_session_context_prompt(build_session_context(source, _config(tmp_path), pm=pm),
+                                          pm=pm, redact=False)
+    assert prompt.splitlines()[-1] == "Replies may use Telegram Markdown."
+    local = SessionSource("local", "terminal", user_id="a")
+    assert "Telegram" not in build_session_context_prompt(build_session_context(local, _config(tmp_path), pm=pm),
+                                                          pm=pm, redact=False)
