@@ -4,9 +4,9 @@ SQLite (`state.db`, WAL, FTS5) is canonical; `sessions.json` is its atomic mirro
 cannot be opened the store runs degraded on sessions.json + `{session_id}.jsonl`.
 """
 
-from .db import StoreError
+from .db import SchemaTooNewError, StoreError
 from .home_lock import HomeLockedError
 from .rows import TranscriptReadError
 from .session_store import RESUME_REASONS, SessionStore
 
-__all__ = ["HomeLockedError", "RESUME_REASONS", "SessionStore", "StoreError", "TranscriptReadError"]
+__all__ = ["HomeLockedError", "RESUME_REASONS", "SchemaTooNewError", "SessionStore", "StoreError", "TranscriptReadError"]

@@ -28,6 +28,11 @@ class StoreError(Exception):
     """The session store failed; `str(err)` is one line naming what failed."""
 
 
+class SchemaTooNewError(StoreError):
+    """state.db was written by a newer gateway (its `user_version` is above ours). Never run
+    degraded on it: that would split the data between the newer schema and JSONL files."""
+
+
 def migrations() -> list[tuple[int, str, str]]:
     """Return the packaged migrations as `(version, file name, sql)`, ordered by version."""
     found = []
@@ -97,8 +102,9 @@ class Database:
         known = migrations()
         newest = known[-1][0] if known else 0
         if current > newest:
-            raise StoreError(
-                f"state.db {self.path} has schema version {current}, newer than this gateway's {newest}")
+            raise SchemaTooNewError(
+                f"state.db {self.path} has schema version {current}, newer than this gateway's {newest}; "
+                f"upgrade hermes-gateway-core")
         for version, name, sql in known:
             if version <= current:
                 continue

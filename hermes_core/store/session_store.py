@@ -30,7 +30,7 @@ from ..model import (
 )
 from ..settings import GatewayConfig
 from . import fts
-from .db import StoreError
+from .db import SchemaTooNewError, StoreError
 from .degraded import DegradedBackend
 from .home_lock import HomeLock
 from .mirror import SESSIONS_FILE_NAME, MirrorWriter, file_signature
@@ -116,6 +116,8 @@ class SessionStore:
             try:
                 self.config.db_path.parent.mkdir(parents=True, exist_ok=True)
                 await backend.open()
+            except SchemaTooNewError:
+                raise
             except (sqlite3.Error, OSError, StoreError) as exc:
                 self.degraded_reason = f"state.db {self.config.db_path} cannot be opened: {exc}"
                 # Announced once, loudly: the gateway keeps working but without SQLite.

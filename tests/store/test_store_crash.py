@@ -59,3 +59,34 @@ async def test_sigkill_mid_turn_then_recover(tmp_path):
         assert (entry.session_id, entry.resume_pending, entry.resume_reason) == (
             session_id, True, "restart_interrupted")
         assert await store.turn_markers() == []
+
+
+UNCLOSED = textwrap.dedent("""
+    import asyncio, sys
+    from pathlib import Path
+    from hermes_core import GatewayConfig, SessionSource
+    from hermes_core.store import SessionStore
+
+    async def main():
+        config = GatewayConfig(home=Path(sys.argv[1]))
+        store = SessionStore(config.sessions_dir, config)
+        await store.open()
+        entry = await store.get_or_create_session(SessionSource(platform="telegram", chat_id="888"))
+        await store.append_to_transcript(entry.session_id, {"role": "user", "content": "left open"})
+        print(entry.session_id, flush=True)
+        # returns without store.close(): the process must still exit
+
+    asyncio.run(main())
+""")
+
+
+@pytest.mark.slow
+async def test_unclosed_store_does_not_hang_exit(tmp_path):
+    home = tmp_path / "home"
+    proc = subprocess.run([sys.executable, "-c", UNCLOSED, str(home)], capture_output=True, text=True,
+                          timeout=30)
+    assert proc.returncode == 0, proc.stderr
+    session_id = proc.stdout.strip()
+    config = GatewayConfig(home=home)
+    async with SessionStore(config.sessions_dir, config) as store:
+        assert [m["content"] for m in await store.load_transcript(session_id)] == ["left open"]

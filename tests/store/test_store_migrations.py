@@ -1,0 +1,59 @@
+"""Schema versioning with PRAGMA user_version and forward migrations at open (issue 3)."""
+
+from __future__ import annotations
+
+import sqlite3
+
+import pytest
+
+from hermes_core import SessionSource
+from hermes_core.model import TokenUsage
+from hermes_core.store import SchemaTooNewError, SessionStore
+from hermes_core.store.db import migrations
+
+
+def test_migrations_are_ordered_and_numbered():
+    assert [(v, name) for v, name, _ in migrations()] == [
+        (1, "0001_initial.sql"), (2, "0002_route_counters_and_meta.sql")]
+
+
+async def test_fresh_db_is_at_latest_version_with_wal(store, config):
+    conn = sqlite3.connect(config.db_path)
+    try:
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == 2
+        assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+        tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        assert {"sessions", "messages", "routes", "inbound", "delivery_obligations", "messages_fts",
+                "meta"} <= tables
+    finally:
+        conn.close()
+
+
+async def test_version_1_database_is_migrated_forward(config, clock):
+    config.home.mkdir(parents=True)
+    v1 = migrations()[0][2]
+    conn = sqlite3.connect(config.db_path)
+    conn.executescript(v1 + "\nPRAGMA user_version = 1;")
+    conn.close()
+    async with SessionStore(config.sessions_dir, config, clock=clock) as store:
+        entry = await store.get_or_create_session(SessionSource(platform="telegram", chat_id="5"))
+        await store.update_session(entry.session_key, usage=TokenUsage(input_tokens=3, output_tokens=4))
+        # the version-2 trigger keeps the session row's counters equal to the entry's
+        assert (await store.session_info(entry.session_id))["total_tokens"] == 7
+    conn = sqlite3.connect(config.db_path)
+    assert conn.execute("PRAGMA user_version").fetchone()[0] == 2
+    conn.close()
+
+
+async def test_newer_schema_refuses_to_open_and_does_not_degrade(config, clock):
+    config.home.mkdir(parents=True)
+    conn = sqlite3.connect(config.db_path)
+    conn.execute("PRAGMA user_version = 99")
+    conn.close()
+    store = SessionStore(config.sessions_dir, config, clock=clock)
+    with pytest.raises(SchemaTooNewError, match="schema version 99"):
+        await store.open()
+    assert store.is_open is False
+    # the home lock was released: another attempt is refused for the same reason, not the lock
+    with pytest.raises(SchemaTooNewError):
+        await SessionStore(config.sessions_dir, config, clock=clock).open()
