@@ -10,7 +10,7 @@ after the drain (SPEC.md §6) → watcher stopped → `hermes_shutdown` broadcas
 store closed.
 
 Every start-up failure raises `StartupError` whose text is one line naming what is wrong
-(config file, HERMES_HOME, state.db, home lock, plugin, adapter).
+(config file — through `load_gateway_config` —, HERMES_HOME, state.db, home lock, plugin, adapter).
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from .pipeline.runner import GatewayRunner
 from .plugin_system.dispatch import call_broadcast
 from .plugin_system.manager import create_plugin_manager, key_policy, session_key_for
 from .scheduler import Watcher
-from .settings import ConfigError
+from .settings import ConfigError, config_file_path, load_config
 
 log = logging.getLogger(__name__)
 
@@ -43,6 +43,26 @@ def one_line(exc: BaseException) -> str:
     """`exc`'s message on one line (the CLI prints exactly this)."""
     text = " ".join(str(exc).split())
     return text or type(exc).__name__
+
+
+def load_gateway_config(**overrides: Any) -> Any:
+    """Load the GatewayConfig for a start-up (defaults < TOML file < env < `overrides`).
+
+    Raises:
+        StartupError: the config file is not a regular file, cannot be read, is not valid
+            (UTF-8) TOML, or holds a bad value; the line names the file and the key.
+    """
+    home = overrides.get("home") or os.environ.get("HERMES_HOME") or None
+    path = config_file_path(home)
+    if path.exists() and not path.is_file():
+        # pydantic-settings would silently skip it: say so instead of running on defaults.
+        raise StartupError(f"config file {path} cannot be read: it is not a regular file")
+    try:
+        return load_config(**overrides)
+    except ConfigError as exc:
+        raise StartupError(one_line(exc)) from None
+    except Exception as exc:  # any other loader failure is still one line
+        raise StartupError(f"config file {path} cannot be loaded: {type(exc).__name__}: {one_line(exc)}") from None
 
 
 def check_home(home: Path) -> None:

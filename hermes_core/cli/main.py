@@ -22,7 +22,7 @@ from typing import Any, Optional
 import typer
 
 from .. import __version__
-from ..settings import ConfigError, config_file_path, load_config
+from ..settings import ConfigError, config_file_path
 
 EXIT_ERROR = 2
 log = logging.getLogger("hermes_core.cli")
@@ -88,17 +88,13 @@ def _setup_logging(home) -> None:
 
 
 def load_cli_config() -> Any:
-    """Load the config (one-line ConfigError → CliError)."""
-    path = config_file_path(os.environ.get("HERMES_HOME") or None)
-    if path.exists() and not path.is_file():
-        # pydantic-settings would silently skip it: say so instead of running on defaults.
-        raise CliError(f"config file {path} cannot be read: it is not a regular file")
+    """Load the config (`app.load_gateway_config`); a failure becomes a one-line CliError."""
+    from ..app import StartupError, load_gateway_config
+
     try:
-        return load_config()
-    except ConfigError as exc:
+        return load_gateway_config()
+    except StartupError as exc:
         raise CliError(str(exc)) from None
-    except Exception as exc:  # any other loader failure is still one line, never a traceback
-        raise CliError(f"config file {path} cannot be loaded: {type(exc).__name__}: {exc}") from None
 
 
 def run_async(main: Any) -> None:

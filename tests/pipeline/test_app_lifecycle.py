@@ -93,3 +93,15 @@ async def test_unknown_enabled_platform_is_a_startup_error(tmp_path):
         await app.start()
     assert str(info.value) == ("platform 'nosuch' is enabled but its adapter cannot be loaded: "
                                "no adapter entry point is installed")
+
+
+def test_load_gateway_config_errors_are_startup_errors(tmp_path):
+    from hermes_core.app import load_gateway_config
+
+    (tmp_path / "hermes.toml").write_text("[core]\nmax_input_chars = -1\n")
+    with pytest.raises(StartupError) as info:
+        load_gateway_config(home=tmp_path)
+    assert str(info.value).startswith("invalid config value for 'core.max_input_chars': ")
+    assert str(info.value).endswith(f"(config file {tmp_path / 'hermes.toml'})")
+    (tmp_path / "hermes.toml").write_text("[core]\nmax_input_chars = 7\n")
+    assert load_gateway_config(home=tmp_path).core.max_input_chars == 7
