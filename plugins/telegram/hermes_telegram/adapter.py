@@ -266,7 +266,9 @@ class TelegramAdapter(BaseAdapter):
     async def health(self) -> dict[str, Any]:
         """`{"ok", "mode", "bot_username", "offset", "last_error"}`; ok while started and the last
         getUpdates (polling) did not fail."""
-        return {"ok": self._started and self._last_error is None, "mode": self.settings.mode,
+        polling_dead = self._poll_task is not None and self._poll_task.done()
+        return {"ok": self._started and self._last_error is None and not polling_dead,
+                "mode": self.settings.mode,
                 "bot_username": self.bot_username, "offset": self._offset,
                 "last_error": self._last_error}
 
@@ -291,6 +293,11 @@ class TelegramAdapter(BaseAdapter):
                                 edits_as_turns=self.settings.edits_as_turns)
         except MalformedUpdate as exc:
             log.warning("skipping malformed telegram update: %s", exc)
+            return True
+        except Exception:
+            # A payload shape the mapping did not anticipate: skip it, keep the adapter running.
+            log.exception("skipping telegram update %r: it could not be mapped",
+                          update.get("update_id") if isinstance(update, dict) else None)
             return True
         if mapped is None:
             return True
