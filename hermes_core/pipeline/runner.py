@@ -22,7 +22,6 @@ import asyncio
 import logging
 from collections import deque
 from dataclasses import dataclass
-from typing import Any
 
 from ..model.events import MessageEvent
 from . import commands

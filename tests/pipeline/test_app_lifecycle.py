@@ -8,7 +8,7 @@ import pytest
 
 from hermes_core.agents import EchoAgent
 from hermes_core.app import GatewayApp, StartupError
-from hermes_core.model import MessageEvent, SessionSource
+from hermes_core.model import MessageEvent
 from hermes_core.platforms.local import LocalAdapter
 from hermes_core.settings import GatewayConfig
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-import pytest
 
 from hermes_core import hookimpl
 from hermes_core.agents import EchoAgent
