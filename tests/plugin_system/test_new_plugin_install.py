@@ -1,5 +1,6 @@
 """`hermes-gateway new-plugin`: generate a plugin from the template, install it into a temporary
-virtual environment, and check what the issue's "done means" asks, with no edit to the core:
+virtual environment chained to the current one (offline: `pip install --no-deps
+--no-build-isolation -e`), and check what the issue's "done means" asks, with no edit to the core:
 its contract suite passes, `hermes-gateway plugins --json` lists it as loaded, its platform
 receives messages, and a deployment override module changes its session key."""
 
@@ -57,13 +58,15 @@ def test_new_plugin_rejects_bad_names(tmp_path):
 
 
 def _make_venv(tmp_path: Path) -> Path:
+    """A new virtual environment that sees exactly the current one (the editable core and its
+    dependencies) and nothing else: `--system-site-packages` would expose the base interpreter's
+    packages instead, ahead of the current environment's versions."""
     venv = tmp_path / "venv"
-    subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", "--without-pip", str(venv)], check=True)
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
     python = venv / "bin" / "python"
     site_dir = subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
                               check=True, capture_output=True, text=True).stdout.strip()
-    # Chain the current environment (the editable core and its dependencies) into the new one;
-    # `addsitedir` also runs that environment's .pth files (the editable install's finder).
+    # `addsitedir` also runs the current environment's .pth files (the editable install's finder).
     current = sysconfig.get_paths()["purelib"]
     Path(site_dir, "hermes_parent_env.pth").write_text(f"import site; site.addsitedir({current!r})\n")
     return python
