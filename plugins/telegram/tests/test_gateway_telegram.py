@@ -150,3 +150,22 @@ async def test_group_migrated_to_supergroup_keeps_its_session(tg, gateway):
     old_id = [l for l in old_status.splitlines() if l.startswith("Session id")]
     new_id = [l for l in new_status["text"].splitlines() if l.startswith("Session id")]
     assert old_id and old_id == new_id
+
+
+async def test_webhook_mode_end_to_end(tg, gateway):
+    import aiohttp
+
+    app = await gateway(mode="webhook", webhook_url="https://bot.example/telegram", webhook_port=0,
+                        webhook_secret="hook-secret")
+    assert tg.webhook["url"] == "https://bot.example/telegram"
+    host, port = app.adapters["telegram"].webhook_address
+    async with aiohttp.ClientSession() as http:
+        for _ in range(2):  # the second POST is Telegram redelivering: no second reply
+            async with http.post(f"http://{host}:{port}/telegram", json=load("t4_forum_topic"),
+                                 headers={"X-Telegram-Bot-Api-Secret-Token": "hook-secret"}) as resp:
+                assert resp.status == 200
+    await tg.wait_for(lambda: len(tg.sent) == 1)
+    (reply,) = tg.sent
+    assert (reply["chat_id"], reply["message_thread_id"]) == ("-1001987654321", "17585")
+    assert reply["text"] == r"echo: \[Alice Ng\] summarise this topic"  # MarkdownV2-escaped
+    assert tg.calls_of("getUpdates") == []
