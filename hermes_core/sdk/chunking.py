@@ -107,7 +107,9 @@ def chunk_text(text: str, limit: int, unit: str = "chars") -> list[str]:
 
     Returns:
         The chunks in order; `[]` for an empty or whitespace-only text; `[text]` when it fits.
-        Trailing newlines at a cut are dropped; no chunk is whitespace-only.
+        Trailing newlines at a cut are dropped; no chunk is whitespace-only. Every chunk is within
+        `limit`, except that one code point larger than `limit` (an emoji under a 2-byte limit)
+        is sent alone. Fences are repeated only when `limit` is at least twice their overhead.
 
     Raises:
         ValueError: `limit` is not positive, or `unit` is unknown.
@@ -122,6 +124,10 @@ def chunk_text(text: str, limit: int, unit: str = "chars") -> list[str]:
 
     raw_lines = text.splitlines(keepends=True)
     raw_states = _fence_states(raw_lines)
+    overheads = [size(f.opener + "\n") + size("\n" + f.marker) for f in raw_states if f is not None]
+    if overheads and limit < 2 * max(overheads):
+        # Too small a limit to repeat fences in every chunk: cut as plain text instead.
+        raw_states = [None] * len(raw_lines)
     # Pre-cut lines that cannot fit any chunk, given the fence overhead around them.
     lines: list[str] = []
     states: list[_Fence | None] = []
@@ -129,9 +135,7 @@ def chunk_text(text: str, limit: int, unit: str = "chars") -> list[str]:
     for line, after in zip(raw_lines, raw_states):
         overhead = (size(before.opener + "\n") if before else 0) + \
                    (size("\n" + after.marker) if after else 0)
-        budget = limit - overhead
-        if budget < max(1, limit // 4):
-            budget = limit  # limit too small for fences: plain hard cut
+        budget = limit - overhead  # >= limit / 2 (see above)
         if size(line) > budget:
             pieces = _split_long(line, budget, size)
             lines.extend(pieces)

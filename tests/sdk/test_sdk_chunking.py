@@ -79,3 +79,14 @@ def test_chunks_rejoin_to_the_text_outside_fences():
     chunks = chunk_text(text, 200)
     assert all(len(c) <= 200 for c in chunks)
     assert "".join(chunks).replace("\n", "") == text.replace("\n", "")
+
+
+def test_limit_too_small_for_fences_cuts_plain_text_within_the_limit():
+    text = "```python\n" + "x" * 30 + "\n```"
+    chunks = chunk_text(text, 12)  # reopening "```python\n" + closing "\n```" would cost 14
+    assert all(len(c) <= 12 for c in chunks)
+    assert "".join(chunks).replace("\n", "") == text.replace("\n", "")
+
+
+def test_a_code_point_larger_than_the_limit_is_sent_alone():
+    assert chunk_text("a😀b", 2, "bytes") == ["a", "😀", "b"]
