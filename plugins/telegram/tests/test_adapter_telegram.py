@@ -8,7 +8,6 @@ Inbound events are recorded by a bound handler; the gateway end-to-end tests are
 from __future__ import annotations
 
 import asyncio
-import copy
 import json
 import logging
 from pathlib import Path
