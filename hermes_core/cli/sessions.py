@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import sqlite3
 from enum import Enum
 from pathlib import Path
@@ -63,6 +64,9 @@ def _run(work: Callable[[SessionStore], Awaitable[Any]], *, write: bool = False)
         _fail(str(exc))
     except _EXPECTED as exc:
         _fail(str(exc) or type(exc).__name__)
+    except Exception as exc:  # a bug: still one line for the user, the details in the log
+        logging.getLogger(__name__).debug("sessions command failed", exc_info=True)
+        _fail(f"unexpected {type(exc).__name__}: {exc}")
 
 
 def _entry_row(entry: SessionEntry) -> dict[str, Any]:

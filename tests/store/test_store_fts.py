@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import sqlite3
 
+import pytest
+
 from hermes_core import SessionSource
 from hermes_core.store.fts import integrity_ok, is_fts_damage, match_expression
 
@@ -114,3 +116,23 @@ async def test_real_vtab_corruption_is_fts_damage(store):
 def test_match_expression_quotes_every_word():
     assert match_expression('fox" OR *') == '"fox" "OR"'
     assert match_expression("") is None
+
+
+async def test_append_on_damaged_index_rebuilds_and_keeps_the_message(store, dm):
+    await _fill(store, 20)
+    db = store._b().db
+    await db.execute("DELETE FROM messages_fts_data WHERE id = 1")  # the index structure record
+    # a plain insert now fails inside the FTS trigger ...
+    with pytest.raises(sqlite3.DatabaseError):
+        await db.execute("INSERT INTO messages (session_id, role, content, timestamp) "
+                         "VALUES ('x', 'user', 'probe', '2026-01-01T00:00:00+00:00')")
+    # ... the store rebuilds the derived index and retries: nothing is lost
+    await store.append_to_transcript(SID, {"role": "user", "content": "kept despite damage capybara"})
+    assert len(await store.load_transcript(SID)) == 21
+    assert [r["message_id"] for r in await store.search_transcripts("capybara")] == [21]
+    entry = await store.get_or_create_session(dm)
+    await db.execute("DELETE FROM messages_fts_data WHERE id = 1")
+    await store.begin_turn(entry.session_key, entry.session_id, {"role": "user", "content": "turn wombat"})
+    assert [m["content"] for m in await store.load_transcript(entry.session_id)] == ["turn wombat"]
+    assert len(await store.turn_markers()) == 1
+    assert await integrity_ok(db) is True
