@@ -1,9 +1,11 @@
 """Degraded backend: sessions.json is the index, transcripts are `{session_id}.jsonl`
 (seed §3 "falls back to JSONL"; SPEC.md §0). Used only when state.db cannot be opened.
 
-Same operations as `SqliteBackend`. Session rows, turn markers and accepted inbound ids are kept
-under `_`-prefixed keys of sessions.json (loaders of the seed's format skip those keys). A
-transcript line is one message plus `"active"`; rewind/rewrite rewrite the file atomically.
+Same operations as `SqliteBackend`. Session rows are kept under the `_sessions` key of
+sessions.json (loaders of the seed's format skip `_` keys). Per-message state never rewrites the
+whole index: turn markers live in the small `turn_markers.json`, accepted inbound ids are
+appended to `inbound_seen.jsonl`, a transcript line is one message plus `"active"` (appended;
+rewind/rewrite rewrite that one file atomically).
 """
 
 from __future__ import annotations
@@ -22,7 +24,39 @@ from .rows import TranscriptReadError, row_to_message
 
 log = logging.getLogger(__name__)
 
-_INBOUND_KEEP = 20000
+MARKERS_FILE_NAME = "turn_markers.json"
+INBOUND_FILE_NAME = "inbound_seen.jsonl"
+
+
+def _load_json_dict(path: Path) -> dict[str, dict[str, Any]]:
+    """Lenient: a missing or corrupt file is `{}` (logged); non-dict values are skipped."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return {}
+    except (OSError, ValueError) as exc:
+        log.warning("%s unreadable (%s); ignored", path, exc)
+        return {}
+    return {k: v for k, v in data.items() if isinstance(v, dict)} if isinstance(data, dict) else {}
+
+
+def _load_inbound(path: Path) -> dict[str, None]:
+    seen: dict[str, None] = {}
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except FileNotFoundError:
+        return seen
+    except (OSError, UnicodeDecodeError) as exc:
+        log.warning("%s unreadable (%s); ignored", path, exc)
+        return seen
+    for number, line in enumerate(lines, 1):
+        try:
+            platform, chat_id, message_id = json.loads(line)
+        except (ValueError, TypeError):
+            log.warning("%s line %d skipped: not [platform, chat_id, message_id]", path, number)
+            continue
+        seen["\x1f".join((str(platform), str(chat_id), str(message_id)))] = None
+    return seen
 
 
 class DegradedBackend:
@@ -42,6 +76,7 @@ class DegradedBackend:
         self.sessions: dict[str, dict[str, Any]] = {}
         self.markers: dict[str, dict[str, Any]] = {}
         self.inbound: dict[str, None] = {}
+        self._next_ids: dict[str, int] = {}
         self._io = asyncio.Lock()
 
     async def open(self) -> None:
@@ -50,10 +85,8 @@ class DegradedBackend:
         self.routes = routes
         sessions = extras.get("_sessions")
         self.sessions = {k: v for k, v in sessions.items() if isinstance(v, dict)} if isinstance(sessions, dict) else {}
-        markers = extras.get("_turn_markers")
-        self.markers = {k: v for k, v in markers.items() if isinstance(v, dict)} if isinstance(markers, dict) else {}
-        inbound = extras.get("_inbound")
-        self.inbound = dict.fromkeys(x for x in inbound if isinstance(x, str)) if isinstance(inbound, list) else {}
+        self.markers = _load_json_dict(self.dir / MARKERS_FILE_NAME)
+        self.inbound = _load_inbound(self.dir / INBOUND_FILE_NAME)
         for entry in routes.values():
             self.sessions.setdefault(entry.session_id, self._session_row(entry))
 
@@ -67,8 +100,7 @@ class DegradedBackend:
     async def render_mirror(self) -> str:
         items = [(k, json.dumps(e.to_dict(), ensure_ascii=False, separators=(",", ":")))
                  for k, e in self.routes.items()]
-        extras = {"_sessions": dict(self.sessions), "_turn_markers": dict(self.markers),
-                  "_inbound": list(self.inbound)[-_INBOUND_KEEP:]}
+        extras = {"_sessions": dict(self.sessions)}
         return render_from_json_texts(items, extras)
 
     @staticmethod
@@ -114,12 +146,12 @@ class DegradedBackend:
             row["estimated_cost_usd"] = float(row.get("estimated_cost_usd") or 0) + usage.estimated_cost_usd
             if usage.cost_status != "unknown":
                 row["cost_status"] = usage.cost_status
-        if clear_marker:
-            self.markers.pop(entry.session_key, None)
+        if clear_marker and self.markers.pop(entry.session_key, None) is not None:
+            await self._persist_markers()
         self.routes[entry.session_key] = entry.copy()
         # Route changes are rare compared with messages; the degraded index is written through
         # only for new sessions and marker changes, the rest goes through the debounced mirror.
-        if new_session or end_session or reopen_session or clear_marker:
+        if new_session or end_session or reopen_session:
             await self._persist()
 
     async def save_many(self, entries: list[SessionEntry]) -> None:
@@ -209,14 +241,21 @@ class DegradedBackend:
         await asyncio.to_thread(write_atomic, self._path(session_id), text)
 
     async def _next_id(self, session_id: str) -> int:
-        rows = await self._read(session_id)
-        return max((int(r.get("id") or 0) for r in rows), default=0) + 1
+        if session_id not in self._next_ids:  # read once per session, then O(1) per message
+            rows = await self._read(session_id)
+            self._next_ids[session_id] = max((int(r.get("id") or 0) for r in rows), default=0) + 1
+        return self._next_ids[session_id]
 
     async def append_message(self, session_id: str, row: dict[str, Any]) -> int:
         async with self._io:
             message_id = await self._next_id(session_id)
             await self._append_lines(session_id, [dict(row, id=message_id, active=1)])
+            self._next_ids[session_id] = message_id + 1
             return message_id
+
+    async def _persist_markers(self) -> None:
+        text = json.dumps(self.markers, ensure_ascii=False)
+        await asyncio.to_thread(write_atomic, self.dir / MARKERS_FILE_NAME, text)
 
     async def begin_turn(self, session_key: str, session_id: str, row: dict[str, Any], started_ts: float) -> None:
         from .db import StoreError
@@ -224,11 +263,11 @@ class DegradedBackend:
             raise StoreError(f"cannot begin a turn: no session entry for key {session_key!r}")
         message_id = await self.append_message(session_id, row)
         self.markers[session_key] = {"session_id": session_id, "message_id": message_id, "started_ts": started_ts}
-        await self._persist()
+        await self._persist_markers()
 
     async def end_turn(self, session_key: str) -> None:
         if self.markers.pop(session_key, None) is not None:
-            await self._persist()
+            await self._persist_markers()
 
     async def turn_markers(self) -> list[dict[str, Any]]:
         out = [{"session_key": k, "session_id": m.get("session_id"), "message_id": m.get("message_id"),
@@ -261,6 +300,7 @@ class DegradedBackend:
             kept = [dict(r, active=0) for r in old]
             new = [dict(r, id=next_id + i, active=1) for i, r in enumerate(rows)]
             await self._rewrite_file(session_id, kept + new)
+            self._next_ids[session_id] = next_id + len(rows)
 
     async def rewind(self, session_id: str, n: int) -> dict[str, Any] | None:
         async with self._io:
@@ -285,7 +325,15 @@ class DegradedBackend:
         if token in self.inbound:
             return False
         self.inbound[token] = None
-        await self._persist()
+        line = json.dumps([platform, chat_id, message_id], ensure_ascii=False) + "\n"
+        path = self.dir / INBOUND_FILE_NAME
+
+        def append() -> None:
+            with open(path, "a", encoding="utf-8") as fh:
+                fh.write(line)
+                fh.flush()
+                os.fsync(fh.fileno())
+        await asyncio.to_thread(append)
         return True
 
     async def search(self, expression: str, limit: int, owner: SessionSource | None,
