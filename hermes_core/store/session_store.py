@@ -185,6 +185,14 @@ class SessionStore:
         return current is None or current != await backend.get_meta("mirror_signature")
 
     async def _flush_touched(self, backend=None) -> None:
+        """Write the pending touch times. Takes the state lock: a flush interleaved with a
+        transition (e.g. a reset) could otherwise write an entry that is no longer current."""
+        if not self._touched:
+            return
+        async with self._lock:
+            await self._flush_touched_locked(backend)
+
+    async def _flush_touched_locked(self, backend=None) -> None:
         backend = backend or self._b()
         if not self._touched:
             return
@@ -556,7 +564,7 @@ class SessionStore:
         if days is None or days <= 0:
             return 0
         async with self._lock:
-            await self._flush_touched()
+            await self._flush_touched_locked()
             now = self._now()
             cutoff = (now - timedelta(days=days)).timestamp()
             doomed = []

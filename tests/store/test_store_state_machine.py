@@ -181,3 +181,26 @@ async def test_lookup_is_scoped_to_owner(store):
     assert await store.lookup_by_session_id(old_id, owner=bob) is None
     other_platform = SessionSource(platform="discord", chat_id="1", user_id="alice")
     assert await store.lookup_by_session_id(old_id, owner=other_platform) is None
+
+
+async def test_pending_touch_flush_never_reverts_a_reset(config, clock, dm):
+    from hermes_core.store import SessionStore
+    async with SessionStore(config.sessions_dir, config, clock=clock) as store:
+        first = await store.get_or_create_session(dm)
+        for _ in range(3):
+            await store.get_or_create_session(dm)  # leaves a pending touch time
+            new = (await asyncio.gather(store.flush_mirror(), store.reset_session(first.session_key),
+                                        store.flush_mirror()))[1]
+    async with SessionStore(config.sessions_dir, config, clock=clock) as store:
+        assert (await store.get_entry(first.session_key)).session_id == new.session_id
+
+
+async def test_touch_time_is_persisted(config, clock, dm):
+    from hermes_core.store import SessionStore
+    async with SessionStore(config.sessions_dir, config, clock=clock) as store:
+        await store.get_or_create_session(dm)
+        clock.advance(hours=1)
+        await store.get_or_create_session(dm)
+    async with SessionStore(config.sessions_dir, config, clock=clock) as store:
+        got = await store.get_entry("agent:main:telegram:dm:12345")
+        assert got.updated_at == datetime(2026, 3, 1, 13, 0, 0, tzinfo=timezone.utc)
