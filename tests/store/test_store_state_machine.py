@@ -183,18 +183,6 @@ async def test_lookup_is_scoped_to_owner(store):
     assert await store.lookup_by_session_id(old_id, owner=other_platform) is None
 
 
-async def test_pending_touch_flush_never_reverts_a_reset(config, clock, dm):
-    from hermes_core.store import SessionStore
-    async with SessionStore(config.sessions_dir, config, clock=clock) as store:
-        first = await store.get_or_create_session(dm)
-        for _ in range(3):
-            await store.get_or_create_session(dm)  # leaves a pending touch time
-            new = (await asyncio.gather(store.flush_mirror(), store.reset_session(first.session_key),
-                                        store.flush_mirror()))[1]
-    async with SessionStore(config.sessions_dir, config, clock=clock) as store:
-        assert (await store.get_entry(first.session_key)).session_id == new.session_id
-
-
 async def test_touch_time_is_persisted(config, clock, dm):
     from hermes_core.store import SessionStore
     async with SessionStore(config.sessions_dir, config, clock=clock) as store:
