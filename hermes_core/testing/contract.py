@@ -47,6 +47,14 @@ from ..sdk.chunking import chunk_text, measure
 from ..types import AdapterSpec, KeyPolicy, SettingsSpec
 from .pii_corpus import NON_PII_TEXTS, samples_for
 
+try:  # mark async checks explicitly, so they also run under pytest-asyncio's strict mode
+    import pytest_asyncio  # noqa: F401
+
+    _async_test = pytest.mark.asyncio
+except ImportError:  # pragma: no cover - without pytest-asyncio the async checks cannot run
+    def _async_test(function):
+        return pytest.mark.skip(reason="pytest-asyncio is not installed")(function)
+
 SECRET_FIELD = re.compile(r"token|secret|password", re.IGNORECASE)
 KNOWN_CAPABILITIES = frozenset({"edit", "threads", "typing", "media", "reactions", "webhook"})
 # Capability → coroutine method an adapter declaring it must provide.
@@ -196,12 +204,14 @@ class AdapterContract:
             pytest.skip("the adapter class is not published as a hermes_core.adapters entry point")
         assert [ep.name for ep in eps] == [adapter_class.spec.name]
 
+    @_async_test
     async def test_start_and_stop_are_idempotent(self, adapter):
         await adapter.start()
         await adapter.start()
         await adapter.stop()
         await adapter.stop()
 
+    @_async_test
     async def test_health_reports_ok(self, adapter):
         await adapter.start()
         try:
@@ -210,6 +220,7 @@ class AdapterContract:
             await adapter.stop()
         assert isinstance(health, dict) and isinstance(health.get("ok"), bool)
 
+    @_async_test
     async def test_emit_reaches_the_bound_handler(self, adapter, send_target):
         received: list[MessageEvent] = []
 
@@ -223,6 +234,7 @@ class AdapterContract:
         await adapter.emit(event)
         assert received == [event]
 
+    @_async_test
     async def test_send_honours_max_message_length(self, adapter, adapter_class, fake_transport, send_target):
         spec = adapter_class.spec
         text = ("word " * (spec.max_message_length // 5 + 10)).strip()
