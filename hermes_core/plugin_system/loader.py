@@ -272,8 +272,9 @@ def _selected_names(names: list[str], settings) -> tuple[list[str], dict[str, st
     """Apply `HERMES_PLUGINS`, `[plugins] allow` and `deny` to entry-point names.
 
     Returns `(selected sorted names, {blocked name: reason})`."""
-    env_allow = os.environ.get("HERMES_PLUGINS")
-    allow_env = {n.strip() for n in env_allow.split(",") if n.strip()} if env_allow is not None else None
+    # `HERMES_PLUGINS=a,b` is an allowlist; unset or empty means no restriction from the env.
+    env_allow = os.environ.get("HERMES_PLUGINS", "").strip()
+    allow_env = {n.strip() for n in env_allow.split(",") if n.strip()} if env_allow else None
     allow_cfg = set(settings.allow) if settings.allow is not None else None
     deny = set(settings.deny)
     selected, blocked = [], {}
@@ -310,8 +311,10 @@ def load_entry_point_plugins(pm, config, report: LoadReport, *, raise_on_fatal: 
         raise_on_fatal: raise on a fatal failure (start-up); False to only report (listing).
 
     Raises:
-        PluginLoadError: (with `raise_on_fatal`) a plugin whose platform is enabled failed or is
-            blocked, or any plugin failed under `[plugins] strict`.
+        PluginLoadError: (with `raise_on_fatal`) a plugin failed (or its module is missing) while
+            its platform is enabled or it is listed in `[plugins] enabled`; a name in
+            `[plugins] enabled` is not installed; any plugin failed under `[plugins] strict`.
+            Blocked (denied / not allowed) plugins are never fatal: an adapter override may stand in.
     """
     settings = config.plugins
     if _truthy_env("HERMES_DISABLE_PLUGIN_AUTOLOAD"):
