@@ -171,11 +171,12 @@ def load_cli_config_or_exit() -> Any:
 
 
 def _add_subapps() -> None:
-    from .plugins import plugins_app
+    from .plugins import new_plugin_command, plugins_app
     from .sessions import sessions_app
 
     app.add_typer(sessions_app, name="sessions")
     app.add_typer(plugins_app, name="plugins")
+    app.command("new-plugin")(new_plugin_command)
 
 
 _add_subapps()
