@@ -103,10 +103,11 @@ def validate_plugin_settings(pm, config, *, adapter_classes: Mapping[str, type] 
         simply left out while its platform is not configured).
 
     Raises:
-        PluginSettingsError: invalid table; duplicate section; an *enabled* section that no
-            installed plugin or adapter provides.
+        PluginSettingsError: invalid table of an enabled platform; duplicate section; an enabled
+            section that no installed plugin or adapter provides.
 
-    Logs a warning for a configured but disabled section that nothing provides.
+    Logs a warning (naming section and key, never the value) for an invalid table of a disabled
+    platform, and for a disabled section that nothing provides.
     """
     specs = collect_settings_specs(pm)
     models: dict[str, type[BaseModel]] = {section: spec.model for section, (_, spec) in specs.items()}
@@ -123,7 +124,13 @@ def validate_plugin_settings(pm, config, *, adapter_classes: Mapping[str, type] 
         enabled = bool(table.get("enabled"))
         model = models.get(section)
         if model is not None:
-            validated[section] = validate_section(section, model, table)
+            try:
+                validated[section] = validate_section(section, model, table)
+            except PluginSettingsError as exc:
+                if enabled:
+                    raise
+                # A disabled platform's table cannot break start-up, but its mistake is named.
+                log.warning("%s (platform disabled; table ignored)", exc)
             continue
         provided = section in installed or "adapter" in table
         if not provided:

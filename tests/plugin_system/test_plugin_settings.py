@@ -47,12 +47,23 @@ def test_hook_hermes_settings_schema(tmp_path):
 
 def test_unknown_key_is_rejected_naming_section_and_key_not_value(tmp_path):
     pm = _pm_with(AcmePlugin())
-    config = _config(tmp_path, {"acme": {"bot_token": "123:SECRET", "reply_in_thred": "TOPSECRETVALUE"}})
+    table = {"enabled": True, "bot_token": "123:SECRET", "reply_in_thred": "TOPSECRETVALUE"}
     with pytest.raises(PluginSettingsError) as info:
-        validate_plugin_settings(pm, config, installed_adapters=["acme"])
+        validate_plugin_settings(pm, _config(tmp_path, {"acme": table}), installed_adapters=["acme"])
     message = str(info.value)
     assert message == "invalid settings in [platforms.acme]: reply_in_thred: Extra inputs are not permitted"
     assert "TOPSECRETVALUE" not in message and "SECRET" not in message
+
+
+def test_invalid_table_of_a_disabled_platform_is_a_warning(tmp_path, caplog):
+    pm = _pm_with(AcmePlugin())
+    table = {"enabled": False, "bot_token": "123:SECRET", "reply_in_thred": "TOPSECRETVALUE"}
+    with caplog.at_level(logging.WARNING):
+        models = validate_plugin_settings(pm, _config(tmp_path, {"acme": table}), installed_adapters=["acme"])
+    assert "acme" not in models
+    assert ("invalid settings in [platforms.acme]: reply_in_thred: Extra inputs are not permitted"
+            " (platform disabled; table ignored)") in caplog.text
+    assert "SECRET" not in caplog.text
 
 
 def test_missing_token_is_reported(tmp_path):
