@@ -173,9 +173,6 @@ class DegradedBackend:
         items.sort(key=lambda e: e.updated_at, reverse=True)
         return items
 
-    async def count_routes(self) -> int:
-        return len(self.routes)
-
     # ---- sessions -------------------------------------------------------------------------
 
     async def session_info(self, session_id: str) -> dict[str, Any] | None:

@@ -10,6 +10,7 @@ so per-message work is O(1) in the number of sessions. Callers always receive co
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import sqlite3
 from collections import OrderedDict
@@ -25,6 +26,7 @@ from ..model import (
     TokenUsage,
     format_timestamp,
     new_session_id,
+    parse_timestamp,
     utc_now,
     validate_session_id,
 )
@@ -703,7 +705,6 @@ def _clone(entry: SessionEntry) -> SessionEntry:
 
 
 def _parse(value: Any) -> datetime | None:
-    from ..model import parse_timestamp
     try:
         return parse_timestamp(value)
     except (TypeError, ValueError):
@@ -711,7 +712,7 @@ def _parse(value: Any) -> datetime | None:
 
 
 def _entry_from_session_row(info: Mapping[str, Any]) -> SessionEntry:
-    import json
+    """An entry rebuilt from a `sessions` row (a session no route points at any more)."""
     origin = None
     if info.get("origin"):
         try:

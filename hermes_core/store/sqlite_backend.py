@@ -14,7 +14,7 @@ import sqlite3
 from pathlib import Path
 from typing import Any, Iterable
 
-from ..model import SessionEntry, SessionSource, TokenUsage, format_timestamp, parse_timestamp
+from ..model import SessionEntry, SessionSource, TokenUsage, format_timestamp
 from . import fts
 from .db import Database, StoreError
 from .mirror import render_from_json_texts
@@ -143,9 +143,6 @@ class SqliteBackend:
                 "SELECT entry FROM routes WHERE updated_ts >= ? ORDER BY updated_ts DESC", (since_ts,))
         return [self._entry(r[0]) for r in rows]
 
-    async def count_routes(self) -> int:
-        return int(await self.db.fetchval("SELECT COUNT(*) FROM routes"))
-
     # ---- sessions -------------------------------------------------------------------------
 
     async def session_info(self, session_id: str) -> dict[str, Any] | None:
@@ -159,12 +156,6 @@ class SqliteBackend:
     async def session_had_turn(self, session_id: str) -> bool:
         return await self.db.fetchone(
             "SELECT 1 FROM messages WHERE session_id = ? AND role = 'user' LIMIT 1", (session_id,)) is not None
-
-    async def sessions_like(self, prefix: str) -> list[dict[str, Any]]:
-        rows = await self.db.fetchall("SELECT * FROM sessions WHERE session_id LIKE ? ESCAPE '\\' "
-                                      "ORDER BY updated_at DESC LIMIT 50",
-                                      (prefix.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%",))
-        return [dict(r) for r in rows]
 
     # ---- transcripts ----------------------------------------------------------------------
 
@@ -345,7 +336,3 @@ class SqliteBackend:
                 await conn.execute(_UPSERT_ROUTE, route_params(entry))
                 imported += 1
         return imported, skipped
-
-    @staticmethod
-    def parse_iso(value: str | None):
-        return parse_timestamp(value)
