@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import re
 import sqlite3
 from contextlib import asynccontextmanager
@@ -83,6 +84,12 @@ class Database:
             raise
         self.conn = conn
         try:
+            # Transcripts are personal data: owner-only, like sessions.json. SQLite gives the
+            # -wal and -shm files the main file's mode.
+            try:
+                os.chmod(self.path, 0o600)
+            except OSError as exc:
+                log.warning("cannot restrict permissions of %s: %s", self.path, exc)
             conn.row_factory = aiosqlite.Row
             await conn.execute(f"PRAGMA busy_timeout = {int(self.busy_timeout_s * 1000)}")
             mode = await self.fetchval("PRAGMA journal_mode = WAL")

@@ -83,7 +83,7 @@ class SessionStore:
         # interleaved, so concurrent get_or_create_session calls for one key create one row.
         self._lock = asyncio.Lock()
         self.degraded_reason: str | None = None
-        self.cache_size = _CACHE_SIZE
+        self.cache_size = getattr(config.storage, "entry_cache_size", _CACHE_SIZE)
 
     # ---- lifecycle ------------------------------------------------------------------------
 

@@ -57,3 +57,11 @@ async def test_newer_schema_refuses_to_open_and_does_not_degrade(config, clock):
     # the home lock was released: another attempt is refused for the same reason, not the lock
     with pytest.raises(SchemaTooNewError):
         await SessionStore(config.sessions_dir, config, clock=clock).open()
+
+
+async def test_state_db_and_wal_are_owner_only(store, config, dm):
+    import os
+    import stat
+    await store.get_or_create_session(dm)
+    for suffix in ("", "-wal"):
+        assert stat.S_IMODE(os.stat(f"{config.db_path}{suffix}").st_mode) == 0o600
