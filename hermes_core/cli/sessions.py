@@ -19,7 +19,7 @@ from typing import Any, Awaitable, Callable
 import typer
 
 from ..model import SessionEntry, format_timestamp
-from ..settings import ConfigError, GatewayConfig, load_config
+from ..settings import ConfigError, load_config
 from ..store import HomeLockedError, SessionStore, StoreError, TranscriptReadError
 from ..store.home_lock import home_is_locked
 

@@ -10,14 +10,12 @@ so per-message work is O(1) in the number of sessions. Callers always receive co
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import sqlite3
 from collections import OrderedDict
-from dataclasses import fields as dataclass_fields
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import Any, Callable, Iterable, Mapping
+from typing import Any, Callable, Iterable
 
 from ..keys import build_session_key, is_shared_multi_user_session
 from ..model import (
@@ -26,18 +24,18 @@ from ..model import (
     TokenUsage,
     format_timestamp,
     new_session_id,
-    parse_timestamp,
     utc_now,
     validate_session_id,
 )
 from ..settings import GatewayConfig
-from . import fts
 from .db import SchemaTooNewError, StoreError
 from .degraded import DegradedBackend
 from .home_lock import HomeLock
 from .mirror import SESSIONS_FILE_NAME, MirrorWriter, file_signature
-from .rows import TranscriptReadError, normalize_message
+from .entries import clone_entry, entry_from_session_row, parse_or_none
 from .sqlite_backend import SqliteBackend
+from .transcripts import TranscriptOps
+from .turns import TurnOps
 
 log = logging.getLogger(__name__)
 
@@ -45,7 +43,7 @@ _CACHE_SIZE = 4096
 RESUME_REASONS = ("restart_timeout", "shutdown_timeout", "restart_interrupted")
 
 
-class SessionStore:
+class SessionStore(TurnOps, TranscriptOps):
     """Routes session keys to sessions and stores transcripts (seed §3).
 
     Args:
@@ -297,24 +295,24 @@ class SessionStore:
                     new.reset_had_activity = had_turn
                     await self._save(new, new_session=True, parent_session_id=entry.session_id,
                                      end_session=(entry.session_id, "suspended"), clear_marker=True)
-                    return _clone(new)
+                    return clone_entry(new)
                 entry.updated_at = now
                 self._remember(entry)
                 self._touched[key] = entry
                 if self._mirror is not None:
                     self._mirror.mark_dirty()
-                return _clone(entry)
+                return clone_entry(entry)
             new = self._fresh_entry(key, source, now, template=entry)
             end = (entry.session_id, "reset") if entry is not None else None
             await self._save(new, new_session=True, end_session=end,
                              parent_session_id=entry.session_id if entry else None,
                              clear_marker=entry is not None)
-            return _clone(new)
+            return clone_entry(new)
 
     async def get_entry(self, session_key: str) -> SessionEntry | None:
         """The current entry for `session_key` (a copy), or None. Changes nothing."""
         entry = await self._load(session_key)
-        return _clone(entry) if entry else None
+        return clone_entry(entry) if entry else None
 
     async def reset_session(self, session_key: str, display_name: str | None = None) -> SessionEntry | None:
         """Explicit `/new` / `/reset` (seed §3): end the old SQLite session (`end_reason="reset"`),
@@ -329,7 +327,7 @@ class SessionStore:
             new.is_fresh_reset = True
             await self._save(new, new_session=True, parent_session_id=entry.session_id,
                              end_session=(entry.session_id, "reset"), clear_marker=True)
-            return _clone(new)
+            return clone_entry(new)
 
     async def switch_session(self, session_key: str, target_session_id: str, *,
                              expected_session_id: str | None = None) -> SessionEntry | None:
@@ -353,15 +351,15 @@ class SessionStore:
             if expected_session_id is not None and entry.session_id != expected_session_id:
                 return None
             if entry.session_id == target_session_id:
-                return _clone(entry)
+                return clone_entry(entry)
             info = await self._b().session_info(target_session_id)
             if info is None:
                 return None
             now = self._now()
-            new = _clone(entry)
+            new = clone_entry(entry)
             new.session_id = target_session_id
             new.updated_at = now
-            new.created_at = _parse(info.get("created_at")) or now
+            new.created_at = parse_or_none(info.get("created_at")) or now
             for name in ("input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens",
                          "total_tokens"):
                 setattr(new, name, int(info.get(name) or 0))
@@ -372,7 +370,7 @@ class SessionStore:
             new.resume_reason = new.auto_reset_reason = None
             await self._save(new, end_session=(entry.session_id, "session_switch"),
                              reopen_session=target_session_id, clear_marker=True)
-            return _clone(new)
+            return clone_entry(new)
 
     async def suspend_session(self, session_key: str) -> bool:
         """`/stop` or stuck-loop escalation (seed §2): mark `suspended=True`; the next
@@ -443,67 +441,6 @@ class SessionStore:
                     entry.cost_status = usage.cost_status
             await self._save(entry, usage=usage)
 
-    # ---- turn markers and recovery (seed §7, SPEC.md §6) ----------------------------------
-
-    async def begin_turn(self, session_key: str, session_id: str, user_message: Mapping[str, Any]) -> None:
-        """Record the user message and set the turn marker (UTC start time) in ONE transaction.
-
-        Raises:
-            ValueError: bad message or path-unsafe session id.
-            StoreError: no entry for `session_key`.
-        """
-        validate_session_id(session_id)
-        row = normalize_message(user_message, self._now)
-        async with self._lock:
-            await self._b().begin_turn(session_key, session_id, row, self._now().timestamp())
-
-    async def end_turn(self, session_key: str) -> None:
-        """Clear the turn marker once the final reply is recorded (or nothing is left to send)."""
-        await self._b().end_turn(session_key)
-
-    async def turn_markers(self) -> list[dict[str, Any]]:
-        """Persisted in-flight turn markers: `[{"session_key", "session_id", "message_id",
-        "started_ts" (epoch seconds UTC)}]`, oldest first (for the recovery sweep)."""
-        return await self._b().turn_markers()
-
-    async def recover_interrupted_turns(self, max_age_seconds: float) -> list[str]:
-        """Crash recovery (seed §7): promote each persisted turn marker whose turn has no
-        persisted reply to `resume_pending=True`, `resume_reason="restart_interrupted"`, and
-        clear the marker. A marker older than `max_age_seconds` (SPEC.md §6:
-        `max(3600, 2 × agent_timeout)`) is cleared without resuming; a suspended entry is not
-        marked (marker cleared). Markers of turns whose reply was persisted are left for the
-        delivery-ledger sweep. Sessions without a marker are untouched.
-
-        Returns:
-            The session keys marked resume_pending.
-        """
-        marked: list[str] = []
-        async with self._lock:
-            now_ts = self._now().timestamp()
-            for marker in await self._b().turn_markers():
-                key = marker["session_key"]
-                if now_ts - float(marker["started_ts"]) > max_age_seconds:
-                    log.info("turn marker of %s is stale (%.0f s); cleared without resuming",
-                             key, now_ts - marker["started_ts"])
-                    await self._b().end_turn(key)
-                    continue
-                if await self._b().reply_after(marker["session_id"], marker["message_id"]):
-                    continue
-                if await self._mark_resume_locked(key, "restart_interrupted", clear_marker=True):
-                    marked.append(key)
-                else:
-                    await self._b().end_turn(key)
-        return marked
-
-    async def accept_inbound(self, platform: str, chat_id: str, message_id: str) -> bool:
-        """Durable inbound dedupe (SPEC.md §5): record `(platform, chat_id, message_id)`.
-
-        Returns:
-            True the first time, False when it was accepted before (also across restarts).
-        """
-        return await self._b().accept_inbound(str(platform), str(chat_id), str(message_id),
-                                              format_timestamp(self._now()))
-
     # ---- listing, lookup, pruning ---------------------------------------------------------
 
     async def list_sessions(self, active_minutes: int | None = None) -> list[SessionEntry]:
@@ -530,7 +467,7 @@ class SessionStore:
         entry = await self._b().route_for_session_id(session_id)
         info = await self._b().session_info(session_id)
         if entry is None and info is not None:
-            entry = _entry_from_session_row(info)
+            entry = entry_from_session_row(info)
         if entry is None:
             return None
         if owner is not None and not self._owned_by(entry.origin, owner):
@@ -589,93 +526,6 @@ class SessionStore:
                     self._mirror.mark_dirty()
             return len(doomed)
 
-    # ---- transcripts ----------------------------------------------------------------------
-
-    async def append_to_transcript(self, session_id: str, message: Mapping[str, Any], skip_db: bool = False) -> None:
-        """Append one message to the transcript (seed §3).
-
-        Args:
-            session_id: path-safe session id.
-            message: see `rows.normalize_message` for the accepted keys.
-            skip_db: the agent already stored it in SQLite; do nothing (in degraded mode the JSONL
-                transcript is still written, since nothing else stored it).
-        Raises:
-            ValueError: bad message or unsafe id. sqlite3.Error / OSError: the write failed.
-        """
-        validate_session_id(session_id)
-        row = normalize_message(message, self._now)
-        backend = self._b()
-        if skip_db and not backend.degraded:
-            return
-        await backend.append_message(session_id, row)
-
-    async def load_transcript(self, session_id: str) -> list[dict[str, Any]]:
-        """Active messages of a session in order (seed §3): dicts with role, content, timestamp
-        (ISO UTC) and the optional keys that were set. Unknown id → `[]`.
-
-        Raises:
-            ValueError: unsafe id. TranscriptReadError: the read failed (never answered `[]`).
-        """
-        validate_session_id(session_id)
-        try:
-            return await self._b().load_messages(session_id)
-        except TranscriptReadError:
-            raise
-        except (sqlite3.Error, OSError) as exc:
-            raise TranscriptReadError(f"transcript {session_id} could not be read: {exc}") from exc
-
-    async def count_turns(self, session_id: str) -> int:
-        """Number of active user messages in the session."""
-        validate_session_id(session_id)
-        return await self._b().count_turns(session_id)
-
-    async def rewrite_transcript(self, session_id: str, messages: Iterable[Mapping[str, Any]]) -> None:
-        """Replace the active transcript (`/retry`, `/undo`, `/compress`; seed §3) atomically: the
-        old rows are soft-deleted and the new ones inserted in one transaction; on any failure
-        the old rows stay active.
-
-        Raises:
-            ValueError: a bad message (checked before anything changes) or unsafe id.
-        """
-        validate_session_id(session_id)
-        rows = [normalize_message(m, self._now) for m in messages]
-        await self._b().rewrite(session_id, rows)
-
-    async def rewind_session(self, session_id: str, n: int = 1) -> dict[str, Any] | None:
-        """Undo the last `n` user turns by soft delete (seed §3; SPEC.md §2).
-
-        Returns:
-            `{"rewound_count": rows deactivated, "turns_undone": k, "target_text": text of the
-            earliest undone user message}`; n <= 0 acts as 1; None when there is no user turn.
-        """
-        validate_session_id(session_id)
-        n = 1 if n is None or n <= 0 else int(n)
-        return await self._b().rewind(session_id, n)
-
-    # ---- search and housekeeping ----------------------------------------------------------
-
-    async def search_transcripts(self, query: str, *, limit: int = 20, owner: SessionSource | None = None
-                                 ) -> list[dict[str, Any]]:
-        """Full-text search of active messages (FTS5; SPEC.md §3).
-
-        Args:
-            query: free text; every word must match (quotes and operators are neutralised).
-            limit: maximum results.
-            owner: restrict to sessions owned by this source (SPEC.md §2 scoping).
-        Returns:
-            `[{"session_id", "message_id", "snippet"}]`, best match first.
-        """
-        expression = fts.match_expression(query)
-        if expression is None:
-            return []
-        shared = self._shared(owner) if owner is not None else False
-        return await self._b().search(expression, max(1, int(limit)), owner, shared)
-
-    async def check_fts(self) -> bool:
-        """Housekeeping: FTS integrity-check (rank=1) and rebuild on damage. Returns True when a
-        rebuild was needed. No-op (False) in degraded mode."""
-        return await self._b().fts_check_and_repair()
-
     async def import_entries(self, entries: Iterable[SessionEntry], *, replace: bool = False) -> tuple[int, int]:
         """Insert entries read from an older gateway's sessions.json (see `importer`).
 
@@ -691,43 +541,3 @@ class SessionStore:
         """The stored session row (SQLite columns) or None."""
         validate_session_id(session_id)
         return await self._b().session_info(session_id)
-
-
-_ENTRY_FIELDS = tuple(f.name for f in dataclass_fields(SessionEntry))
-
-
-def _clone(entry: SessionEntry) -> SessionEntry:
-    """A fast field-by-field copy (the store hands out copies; its cache stays private)."""
-    new = object.__new__(SessionEntry)
-    for name in _ENTRY_FIELDS:
-        setattr(new, name, getattr(entry, name))
-    return new
-
-
-def _parse(value: Any) -> datetime | None:
-    try:
-        return parse_timestamp(value)
-    except (TypeError, ValueError):
-        return None
-
-
-def _entry_from_session_row(info: Mapping[str, Any]) -> SessionEntry:
-    """An entry rebuilt from a `sessions` row (a session no route points at any more)."""
-    origin = None
-    if info.get("origin"):
-        try:
-            origin = SessionSource.from_dict(json.loads(info["origin"]))
-        except (ValueError, TypeError):
-            origin = None
-    created = _parse(info.get("created_at")) or utc_now()
-    return SessionEntry(
-        session_key=info["session_key"], session_id=info["session_id"], created_at=created,
-        updated_at=_parse(info.get("updated_at")) or created, origin=origin,
-        display_name=info.get("display_name"), platform=info.get("platform"),
-        chat_type=info.get("chat_type") or "dm",
-        input_tokens=int(info.get("input_tokens") or 0), output_tokens=int(info.get("output_tokens") or 0),
-        cache_read_tokens=int(info.get("cache_read_tokens") or 0),
-        cache_write_tokens=int(info.get("cache_write_tokens") or 0),
-        total_tokens=int(info.get("total_tokens") or 0),
-        estimated_cost_usd=float(info.get("estimated_cost_usd") or 0.0),
-        cost_status=info.get("cost_status") or "unknown")

@@ -1,0 +1,52 @@
+"""Small helpers on SessionEntry used by the store: fast copies and rebuilding an entry from a
+`sessions` row (seed §2 fields)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import fields as dataclass_fields
+from datetime import datetime
+from typing import Any, Mapping
+
+from ..model import SessionEntry, SessionSource, parse_timestamp, utc_now
+
+_ENTRY_FIELDS = tuple(f.name for f in dataclass_fields(SessionEntry))
+
+
+def clone_entry(entry: SessionEntry) -> SessionEntry:
+    """A fast field-by-field copy (the store hands out copies; its cache stays private)."""
+    new = object.__new__(SessionEntry)
+    for name in _ENTRY_FIELDS:
+        setattr(new, name, getattr(entry, name))
+    return new
+
+
+def parse_or_none(value: Any) -> datetime | None:
+    """parse_timestamp, but None for a malformed value (rows written by other tools)."""
+    try:
+        return parse_timestamp(value)
+    except (TypeError, ValueError):
+        return None
+
+
+def entry_from_session_row(info: Mapping[str, Any]) -> SessionEntry:
+    """An entry rebuilt from a `sessions` row (a session no route points at any more)."""
+    origin = None
+    if info.get("origin"):
+        try:
+            origin = SessionSource.from_dict(json.loads(info["origin"]))
+        except (ValueError, TypeError):
+            origin = None
+    created = parse_or_none(info.get("created_at")) or utc_now()
+    return SessionEntry(
+        session_key=info["session_key"], session_id=info["session_id"], created_at=created,
+        updated_at=parse_or_none(info.get("updated_at")) or created, origin=origin,
+        display_name=info.get("display_name"), platform=info.get("platform"),
+        chat_type=info.get("chat_type") or "dm",
+        input_tokens=int(info.get("input_tokens") or 0), output_tokens=int(info.get("output_tokens") or 0),
+        cache_read_tokens=int(info.get("cache_read_tokens") or 0),
+        cache_write_tokens=int(info.get("cache_write_tokens") or 0),
+        total_tokens=int(info.get("total_tokens") or 0),
+        estimated_cost_usd=float(info.get("estimated_cost_usd") or 0.0),
+        cost_status=info.get("cost_status") or "unknown")
+

@@ -1,0 +1,99 @@
+"""Transcript operations of the session store: append, load, rewrite, rewind and full-text
+search (seed §3, "State DB and FTS recovery"; SPEC.md §2, §3). Mixed into `SessionStore`."""
+
+from __future__ import annotations
+
+import sqlite3
+from typing import Any, Iterable, Mapping
+
+from ..model import SessionSource, validate_session_id
+from . import fts
+from .rows import TranscriptReadError, normalize_message
+
+
+class TranscriptOps:
+    """Transcript and search methods. Relies on the SessionStore attributes `_b()`, `_now()` and
+    `_shared()`."""
+
+    async def append_to_transcript(self, session_id: str, message: Mapping[str, Any], skip_db: bool = False) -> None:
+        """Append one message to the transcript (seed §3).
+
+        Args:
+            session_id: path-safe session id.
+            message: see `rows.normalize_message` for the accepted keys.
+            skip_db: the agent already stored it in SQLite; do nothing (in degraded mode the JSONL
+                transcript is still written, since nothing else stored it).
+        Raises:
+            ValueError: bad message or unsafe id. sqlite3.Error / OSError: the write failed.
+        """
+        validate_session_id(session_id)
+        row = normalize_message(message, self._now)
+        backend = self._b()
+        if skip_db and not backend.degraded:
+            return
+        await backend.append_message(session_id, row)
+
+    async def load_transcript(self, session_id: str) -> list[dict[str, Any]]:
+        """Active messages of a session in order (seed §3): dicts with role, content, timestamp
+        (ISO UTC) and the optional keys that were set. Unknown id → `[]`.
+
+        Raises:
+            ValueError: unsafe id. TranscriptReadError: the read failed (never answered `[]`).
+        """
+        validate_session_id(session_id)
+        try:
+            return await self._b().load_messages(session_id)
+        except TranscriptReadError:
+            raise
+        except (sqlite3.Error, OSError) as exc:
+            raise TranscriptReadError(f"transcript {session_id} could not be read: {exc}") from exc
+
+    async def count_turns(self, session_id: str) -> int:
+        """Number of active user messages in the session."""
+        validate_session_id(session_id)
+        return await self._b().count_turns(session_id)
+
+    async def rewrite_transcript(self, session_id: str, messages: Iterable[Mapping[str, Any]]) -> None:
+        """Replace the active transcript (`/retry`, `/undo`, `/compress`; seed §3) atomically: the
+        old rows are soft-deleted and the new ones inserted in one transaction; on any failure
+        the old rows stay active.
+
+        Raises:
+            ValueError: a bad message (checked before anything changes) or unsafe id.
+        """
+        validate_session_id(session_id)
+        rows = [normalize_message(m, self._now) for m in messages]
+        await self._b().rewrite(session_id, rows)
+
+    async def rewind_session(self, session_id: str, n: int = 1) -> dict[str, Any] | None:
+        """Undo the last `n` user turns by soft delete (seed §3; SPEC.md §2).
+
+        Returns:
+            `{"rewound_count": rows deactivated, "turns_undone": k, "target_text": text of the
+            earliest undone user message}`; n <= 0 acts as 1; None when there is no user turn.
+        """
+        validate_session_id(session_id)
+        n = 1 if n is None or n <= 0 else int(n)
+        return await self._b().rewind(session_id, n)
+
+    async def search_transcripts(self, query: str, *, limit: int = 20, owner: SessionSource | None = None
+                                 ) -> list[dict[str, Any]]:
+        """Full-text search of active messages (FTS5; SPEC.md §3).
+
+        Args:
+            query: free text; every word must match (quotes and operators are neutralised).
+            limit: maximum results.
+            owner: restrict to sessions owned by this source (SPEC.md §2 scoping).
+        Returns:
+            `[{"session_id", "message_id", "snippet"}]`, best match first.
+        """
+        expression = fts.match_expression(query)
+        if expression is None:
+            return []
+        shared = self._shared(owner) if owner is not None else False
+        return await self._b().search(expression, max(1, int(limit)), owner, shared)
+
+    async def check_fts(self) -> bool:
+        """Housekeeping: FTS integrity-check (rank=1) and rebuild on damage. Returns True when a
+        rebuild was needed. No-op (False) in degraded mode."""
+        return await self._b().fts_check_and_repair()
