@@ -227,7 +227,7 @@ class GatewayApp:
         from .plugin_system.adapters import resolve_adapter_classes
         from .plugin_system.settings import validate_plugin_settings
 
-        classes = resolve_adapter_classes(self.config.enabled_platforms(), self.report)
+        classes = resolve_adapter_classes(self.config.enabled_platforms(), self.report, config=self.config)
         self.platform_settings = validate_plugin_settings(self.pm, self.config, adapter_classes=classes)
         for name, cls in classes.items():
             self.adapters[name] = cls(self.platform_settings.get(name))
