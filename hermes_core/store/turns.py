@@ -9,7 +9,7 @@ from typing import Any, Mapping
 from ..model import format_timestamp, validate_session_id
 from .rows import normalize_message
 
-log = logging.getLogger("hermes_core.store.session_store")
+log = logging.getLogger(__name__)
 
 
 class TurnOps:

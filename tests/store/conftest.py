@@ -46,3 +46,18 @@ async def store(config, clock):
 @pytest.fixture
 def dm() -> SessionSource:
     return SessionSource(platform="telegram", chat_id="12345", chat_type="dm", user_id="9", user_name="Alice")
+
+
+@pytest.fixture(autouse=True)
+def no_leaked_sqlite_threads():
+    """Every store a test opens must be closed: no aiosqlite worker thread may outlive the test
+    (CONVENTIONS.md §7: an unclosed connection is how a gateway hangs at exit)."""
+    import threading
+
+    before = set(threading.enumerate())
+    yield
+    leaked = [t for t in threading.enumerate()
+              if t not in before and "_connection_worker_thread" in t.name]
+    for thread in leaked:
+        thread.join(timeout=5)
+    assert [t.name for t in leaked if t.is_alive()] == []
