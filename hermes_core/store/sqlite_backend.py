@@ -78,16 +78,22 @@ class SqliteBackend:
     # ---- routes ---------------------------------------------------------------------------
 
     @staticmethod
-    def _entry(text: str) -> SessionEntry:
-        return SessionEntry.from_dict(json.loads(text))
+    def _entry(text: str, where: str) -> SessionEntry | None:
+        """Decode a stored entry; a damaged one (edited by hand, written by a buggy tool) is
+        logged and treated as absent, never allowed to break every later message."""
+        try:
+            return SessionEntry.from_dict(json.loads(text))
+        except (ValueError, TypeError) as exc:
+            log.warning("state.db route %s has a damaged entry (%s); ignored", where, exc)
+            return None
 
     async def get_route(self, session_key: str) -> SessionEntry | None:
         row = await self.db.fetchone("SELECT entry FROM routes WHERE session_key = ?", (session_key,))
-        return self._entry(row[0]) if row else None
+        return self._entry(row[0], repr(session_key)) if row else None
 
     async def route_for_session_id(self, session_id: str) -> SessionEntry | None:
         row = await self.db.fetchone("SELECT entry FROM routes WHERE session_id = ? LIMIT 1", (session_id,))
-        return self._entry(row[0]) if row else None
+        return self._entry(row[0], f"of session {session_id}") if row else None
 
     async def save(self, entry: SessionEntry, *, new_session: bool = False, parent_session_id: str | None = None,
                    end_session: tuple[str, str] | None = None, reopen_session: str | None = None,
@@ -137,11 +143,12 @@ class SqliteBackend:
 
     async def list_routes(self, since_ts: float | None) -> list[SessionEntry]:
         if since_ts is None:
-            rows = await self.db.fetchall("SELECT entry FROM routes ORDER BY updated_ts DESC")
+            rows = await self.db.fetchall("SELECT entry, session_id FROM routes ORDER BY updated_ts DESC")
         else:
             rows = await self.db.fetchall(
-                "SELECT entry FROM routes WHERE updated_ts >= ? ORDER BY updated_ts DESC", (since_ts,))
-        return [self._entry(r[0]) for r in rows]
+                "SELECT entry, session_id FROM routes WHERE updated_ts >= ? ORDER BY updated_ts DESC", (since_ts,))
+        entries = (self._entry(r[0], f"of session {r[1]}") for r in rows)
+        return [e for e in entries if e is not None]
 
     # ---- sessions -------------------------------------------------------------------------
 

@@ -70,3 +70,20 @@ async def test_intact_mirror_is_not_rewritten_at_open_but_a_touched_one_is(confi
         await store.flush_mirror()
         assert store._mirror.writes == 1
     assert list(json.loads(path.read_text())) == ["_README", "agent:main:telegram:dm:12345"]
+
+
+async def test_damaged_route_row_is_skipped_not_fatal(store, dm, clock, caplog):
+    from hermes_core import SessionSource
+    good = await store.get_or_create_session(SessionSource(platform="slack", chat_id="C1", chat_type="channel"))
+    bad = await store.get_or_create_session(dm)
+    await store.append_to_transcript(bad.session_id, {"role": "user", "content": "kept"})
+    db = store._b().db
+    # damage from outside (the sync trigger would refuse malformed JSON, so it is bypassed)
+    await db.execute("DROP TRIGGER routes_sync_au")
+    await db.execute("UPDATE routes SET entry = '{not json' WHERE session_key = ?", (bad.session_key,))
+    store._cache.clear()
+    assert [e.session_key for e in await store.list_sessions()] == [good.session_key]
+    fresh = await store.get_or_create_session(dm)  # the chat goes on, in a new session
+    assert fresh.session_id != bad.session_id
+    assert [m["content"] for m in await store.load_transcript(bad.session_id)] == ["kept"]
+    assert any("damaged entry" in r.message for r in caplog.records)
