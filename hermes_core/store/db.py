@@ -134,6 +134,7 @@ class Database:
 
     @property
     def is_open(self) -> bool:
+        """True between `open()` and `close()`."""
         return self.conn is not None
 
     def _require(self) -> aiosqlite.Connection:
@@ -174,19 +175,23 @@ class Database:
             return await conn.execute(sql, params)
 
     async def executemany(self, sql: str, rows: Iterable[Sequence[Any]]) -> None:
+        """Run one statement for many parameter rows (one round trip)."""
         conn = self._require()
         async with self._lock:
             await conn.executemany(sql, rows)
 
     async def fetchall(self, sql: str, params: Sequence[Any] | dict = ()) -> list[aiosqlite.Row]:
+        """All rows of a query (`aiosqlite.Row`, indexable by position and name)."""
         conn = self._require()
         async with self._lock:
             return list(await conn.execute_fetchall(sql, params))
 
     async def fetchone(self, sql: str, params: Sequence[Any] | dict = ()) -> aiosqlite.Row | None:
+        """The first row of a query, or None."""
         rows = await self.fetchall(sql, params)
         return rows[0] if rows else None
 
     async def fetchval(self, sql: str, params: Sequence[Any] | dict = ()) -> Any:
+        """The first column of the first row, or None."""
         row = await self.fetchone(sql, params)
         return row[0] if row is not None else None

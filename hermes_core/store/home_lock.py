@@ -72,6 +72,7 @@ class HomeLock:
 
     @property
     def held(self) -> bool:
+        """True while this object holds the lock."""
         return self._fd is not None
 
 

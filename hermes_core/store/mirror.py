@@ -169,6 +169,7 @@ class MirrorWriter:
         self.last_signature: str | None = None
 
     def start(self) -> None:
+        """Start the background rewrite task on the running loop (idempotent)."""
         if self._task is None:
             self._task = asyncio.get_running_loop().create_task(self._run(), name="sessions.json mirror")
 

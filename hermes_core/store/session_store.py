@@ -2,7 +2,8 @@
 SPEC.md §0, §2, §3, §6).
 
 The state machine (suspended → resume_pending → existing) lives here; persistence is delegated to
-`SqliteBackend` (canonical) or, when SQLite cannot be opened, `DegradedBackend`
+`SqliteBackend` (canonical) or, when SQLite cannot be opened, `DegradedBackend`, both
+implementing `backend.StoreBackend`
 (sessions.json + `{session_id}.jsonl`). Entries are cached in a bounded LRU, written through,
 so per-message work is O(1) in the number of sessions. Callers always receive copies.
 """
@@ -28,6 +29,7 @@ from ..model import (
     validate_session_id,
 )
 from ..settings import GatewayConfig
+from .backend import StoreBackend
 from .db import SchemaTooNewError, StoreError
 from .degraded import DegradedBackend
 from .home_lock import HomeLock
@@ -69,7 +71,7 @@ class SessionStore(TurnOps, TranscriptOps):
         self._clock = clock
         self._lock_home = lock_home
         self._home_lock = HomeLock(config.home)
-        self._backend: SqliteBackend | DegradedBackend | None = None
+        self._backend: StoreBackend | None = None
         self._mirror: MirrorWriter | None = None
         self._cache: OrderedDict[str, SessionEntry] = OrderedDict()
         # Entries whose only change is an `updated_at` bump from get_or_create_session: written
@@ -87,6 +89,7 @@ class SessionStore(TurnOps, TranscriptOps):
 
     @property
     def sessions_file(self) -> Path:
+        """`<sessions_dir>/sessions.json`."""
         return self.sessions_dir / SESSIONS_FILE_NAME
 
     @property
@@ -96,6 +99,7 @@ class SessionStore(TurnOps, TranscriptOps):
 
     @property
     def is_open(self) -> bool:
+        """True between `open()` and `close()`."""
         return self._backend is not None
 
     async def open(self) -> None:
@@ -111,7 +115,7 @@ class SessionStore(TurnOps, TranscriptOps):
             self._home_lock.acquire()
         try:
             self.sessions_dir.mkdir(parents=True, exist_ok=True)
-            backend: SqliteBackend | DegradedBackend = SqliteBackend(
+            backend: StoreBackend = SqliteBackend(
                 self.config.db_path, self.config.storage.busy_timeout_s)
             try:
                 self.config.db_path.parent.mkdir(parents=True, exist_ok=True)
@@ -175,7 +179,7 @@ class SessionStore(TurnOps, TranscriptOps):
     async def __aexit__(self, *exc: Any) -> None:
         await self.close()
 
-    def _b(self) -> SqliteBackend | DegradedBackend:
+    def _b(self) -> StoreBackend:
         if self._backend is None:
             raise StoreError("the session store is not open (call await store.open())")
         return self._backend

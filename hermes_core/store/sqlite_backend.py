@@ -301,10 +301,10 @@ class SqliteBackend:
     async def render_mirror(self) -> str:
         """sessions.json text from a consistent WAL snapshot, read on a separate connection in a
         worker thread so the writer is never blocked by a large index."""
-        path = str(self.db.path)
+        uri = self.db.path.resolve().as_uri() + "?mode=ro"  # percent-encoded: any file name works
 
         def read() -> str:
-            conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=self.db.busy_timeout_s)
+            conn = sqlite3.connect(uri, uri=True, timeout=self.db.busy_timeout_s)
             try:
                 rows = conn.execute("SELECT session_key, entry FROM routes ORDER BY session_key").fetchall()
             finally:
