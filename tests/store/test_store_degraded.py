@@ -88,3 +88,19 @@ async def test_degraded_loader_skips_bad_entries_one_at_a_time(broken_db, clock,
         assert (await store.get_or_create_session(src)).session_id == "20260101_000000_aaaaaaaa"
     skipped = [r.message for r in caplog.records if "skipped" in r.message]
     assert len(skipped) == 3
+
+
+def test_both_backends_implement_every_backend_method():
+    import inspect
+
+    from hermes_core.store.backend import StoreBackend
+    from hermes_core.store.degraded import DegradedBackend
+    from hermes_core.store.sqlite_backend import SqliteBackend
+
+    methods = sorted(n for n, v in vars(StoreBackend).items() if inspect.iscoroutinefunction(v))
+    assert len(methods) == 28
+    for cls in (SqliteBackend, DegradedBackend):
+        assert [n for n in methods if not inspect.iscoroutinefunction(getattr(cls, n, None))] == []
+        for name in methods:
+            assert list(inspect.signature(getattr(cls, name)).parameters) == list(
+                inspect.signature(getattr(StoreBackend, name)).parameters), (cls.__name__, name)
