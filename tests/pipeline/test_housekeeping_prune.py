@@ -63,3 +63,22 @@ async def test_zero_days_disables_pruning(tmp_path):
         assert await store.get_entry("agent:main:telegram:dm:1") is not None
     finally:
         await store.close()
+
+
+async def test_tick_rebuilds_a_damaged_fts_index_without_losing_messages(tmp_path):
+    """State DB and FTS recovery: the watcher's FTS pass detects damage (rank=1 integrity check),
+    rebuilds from `messages`, and runs again only after `fts_check_interval_s`."""
+    clock, store, watcher, old = await _setup(tmp_path, days=0)
+    try:
+        assert dict(await watcher.tick())["builtin:fts_maintenance"] is False  # healthy
+        db = store._b().db
+        await db.execute("DELETE FROM messages_fts_data WHERE id > 10")
+        clock.now += timedelta(seconds=3599)
+        assert dict(await watcher.tick())["builtin:fts_maintenance"] is None  # not due yet
+        clock.now += timedelta(seconds=2)
+        assert dict(await watcher.tick())["builtin:fts_maintenance"] is True  # rebuilt
+        hits = await store.search_transcripts("keep", limit=5)
+        assert [h["session_id"] for h in hits] == [old.session_id]
+        assert [m["content"] for m in await store.load_transcript(old.session_id)] == ["keep me"]
+    finally:
+        await store.close()

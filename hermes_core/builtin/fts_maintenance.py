@@ -1,0 +1,38 @@
+"""FTS index maintenance as a builtin housekeeping pass ("State DB and FTS recovery"; SPEC.md §3).
+
+`messages_fts` is derived from `messages`: every `[storage] fts_check_interval_s` seconds a
+watcher tick runs the index's integrity check (rank=1 form) and rebuilds a damaged index from
+`messages`, losing no message. A separate builtin from route pruning so that one failing pass
+never hides the other (broadcast hooks are isolated per plugin).
+"""
+
+from __future__ import annotations
+
+import logging
+
+from ..markers import hookimpl
+
+log = logging.getLogger(__name__)
+
+_LAST_CHECK = "core.fts_maintenance.last_check"
+
+
+async def check_index(ctx) -> bool | None:
+    """Check (and if needed rebuild) the FTS index when due.
+
+    Returns True when a rebuild was needed, False when the index was healthy, None when not due.
+    """
+    last = ctx.state.get(_LAST_CHECK)
+    if last is not None and (ctx.now - last).total_seconds() < ctx.config.storage.fts_check_interval_s:
+        return None
+    ctx.state[_LAST_CHECK] = ctx.now
+    rebuilt = await ctx.store.check_fts()
+    if rebuilt:
+        log.warning("housekeeping found the transcript search index damaged and rebuilt it")
+    return rebuilt
+
+
+@hookimpl
+async def hermes_housekeeping(ctx):
+    """Core pass: FTS integrity check and rebuild, every `fts_check_interval_s` seconds."""
+    return await check_index(ctx)
