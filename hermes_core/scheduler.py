@@ -53,6 +53,17 @@ class HousekeepingContext:
     app: Any = None
     state: dict[str, Any] = field(default_factory=dict)
 
+    def is_due(self, name: str, interval_s: float) -> bool:
+        """True when the pass `name` has never completed or last completed `interval_s`
+        seconds or more before `now` (see `mark_done`)."""
+        last = self.state.get(name)
+        return last is None or (self.now - last).total_seconds() >= interval_s
+
+    def mark_done(self, name: str) -> None:
+        """Record that the pass `name` completed at `now`; a pass that raised is not marked,
+        so the next tick retries it."""
+        self.state[name] = self.now
+
 
 class Watcher:
     """Runs housekeeping ticks on an interval.

@@ -14,7 +14,7 @@ from ..markers import hookimpl
 
 log = logging.getLogger(__name__)
 
-_LAST_CHECK = "core.fts_maintenance.last_check"
+_CHECK = "core.fts_maintenance.check"
 
 
 async def check_index(ctx) -> bool | None:
@@ -22,11 +22,10 @@ async def check_index(ctx) -> bool | None:
 
     Returns True when a rebuild was needed, False when the index was healthy, None when not due.
     """
-    last = ctx.state.get(_LAST_CHECK)
-    if last is not None and (ctx.now - last).total_seconds() < ctx.config.storage.fts_check_interval_s:
+    if not ctx.is_due(_CHECK, ctx.config.storage.fts_check_interval_s):
         return None
-    ctx.state[_LAST_CHECK] = ctx.now
     rebuilt = await ctx.store.check_fts()
+    ctx.mark_done(_CHECK)
     if rebuilt:
         log.warning("housekeeping found the transcript search index damaged and rebuilt it")
     return rebuilt

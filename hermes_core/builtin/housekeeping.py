@@ -14,7 +14,7 @@ from ..markers import hookimpl
 log = logging.getLogger(__name__)
 
 PRUNE_INTERVAL_S = 3600.0
-_LAST_PRUNE = "core.housekeeping.last_prune"
+_PRUNE = "core.housekeeping.prune"
 
 
 async def prune_routes(ctx) -> int | None:
@@ -22,11 +22,10 @@ async def prune_routes(ctx) -> int | None:
     days = ctx.config.session_store_max_age_days
     if days <= 0:
         return None
-    last = ctx.state.get(_LAST_PRUNE)
-    if last is not None and (ctx.now - last).total_seconds() < PRUNE_INTERVAL_S:
+    if not ctx.is_due(_PRUNE, PRUNE_INTERVAL_S):
         return None
-    ctx.state[_LAST_PRUNE] = ctx.now
     removed = await ctx.store.prune_old_entries(days)
+    ctx.mark_done(_PRUNE)
     if removed:
         log.info("housekeeping pruned %s route(s) older than %d days", removed, days)
     return removed

@@ -39,6 +39,10 @@ class Hanging:
 
 def _pm(*plugins):
     pm, _ = create_plugin_manager(None)
+    # These tests use a stand-in store; the core's own passes are tested on a real store in
+    # test_housekeeping_prune.py.
+    for name in ("builtin:housekeeping", "builtin:fts_maintenance"):
+        pm.unregister(name=name)
     for index, plugin in enumerate(plugins):
         pm.register(plugin, name=f"test{index}")
     return pm
