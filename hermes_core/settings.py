@@ -13,8 +13,9 @@ from __future__ import annotations
 
 import os
 import tomllib
+import typing
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, Mapping
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
 from pydantic_settings import (
@@ -207,22 +208,142 @@ def _drop_plugin_allowlist_env(env_settings: PydanticBaseSettingsSource) -> None
             env_settings.env_vars = {k: v for k, v in env_vars.items() if k != key}
 
 
-def _describe_validation_error(err: ValidationError) -> str:
-    first = err.errors()[0]
-    key = ".".join(str(p) for p in first.get("loc", ())) or "<root>"
-    return f"invalid config value for {key!r}: {first.get('msg', 'invalid')}"
+_SECRET_WORDS = ("key", "token", "secret", "password")
+
+
+def _error_key_path(error: Mapping[str, Any]) -> list[str]:
+    """The config key of one pydantic error as a list of names (`["agent", "gateway_timeout"]`).
+
+    pydantic appends union-member tags (`'int'`, `"literal['auto','off']"`) and list indices to
+    `loc`; walking the model keeps only real field names (plus the unknown name itself for an
+    `extra_forbidden` error and the table name under a dict field such as `platforms`)."""
+    model: Any = GatewayConfig
+    path: list[str] = []
+    loc = [str(part) for part in error.get("loc", ())]
+    for index, part in enumerate(loc):
+        fields = getattr(model, "model_fields", None) if isinstance(model, type) else None
+        if fields is None:
+            break
+        if part not in fields:
+            if error.get("type") == "extra_forbidden" and index == len(loc) - 1:
+                path.append(part)
+            break
+        path.append(part)
+        annotation = fields[part].annotation
+        if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+            model = annotation
+            continue
+        if typing.get_origin(annotation) is dict and index + 1 < len(loc):
+            path.append(loc[index + 1])  # `[platforms.<name>]`: the table is the key
+        break
+    return path
+
+
+def _lookup(tree: Any, path: list[str]) -> bool:
+    """True when the nested mapping `tree` holds a value at `path` (or a non-table on the way,
+    which is then the bad value)."""
+    node = tree
+    for part in path:
+        if not isinstance(node, Mapping):
+            return True
+        matches = [k for k in node if str(k) == part]
+        if not matches:
+            return False
+        node = node[matches[0]]
+    return True
+
+
+def _env_variable_for(path: list[str], environ: Mapping[str, str | None]) -> str | None:
+    """The `HERMES_*` variable (as spelled in `environ`) that supplied `path`: the most specific
+    name first (`HERMES_AGENT__GATEWAY_TIMEOUT`), then a JSON-valued parent (`HERMES_AGENT`).
+    Names are case-insensitive, as pydantic-settings reads them."""
+    by_lower = {str(k).lower(): k for k in environ}
+    for depth in range(len(path), 0, -1):
+        wanted = ("HERMES_" + "__".join(path[:depth])).lower()
+        if wanted in by_lower:
+            if wanted == "hermes_plugins" and not str(environ[by_lower[wanted]] or "").lstrip().startswith("{"):
+                continue  # the loader's allowlist, hidden from the settings source
+            return str(by_lower[wanted])
+    return None
+
+
+def _dotenv_values() -> tuple[Path, dict[str, str | None]] | None:
+    env_file = GatewayConfig.model_config.get("env_file")
+    if not env_file:
+        return None
+    path = Path(str(env_file))
+    if not path.is_file():
+        return None
+    try:
+        from dotenv import dotenv_values  # pydantic-settings' own dependency
+        return path.resolve(), dict(dotenv_values(path))
+    except Exception:  # an unreadable .env: pydantic-settings reported it already
+        return None
+
+
+def describe_value_source(path: list[str], overrides: Mapping[str, Any], toml_path: Path) -> str:
+    """Name where the value at config key `path` came from, strongest source first (the order
+    `GatewayConfig` merges them): `keyword argument 'agent'`, `environment variable
+    HERMES_AGENT__GATEWAY_TIMEOUT`, `.env file /abs/.env (HERMES_…)`, `config file /abs/hermes.toml`.
+
+    Falls back to a list of the places it could have come from when none holds it."""
+    if path and _lookup(overrides, path):
+        return f"keyword argument {path[0]!r}"
+    variable = _env_variable_for(path, os.environ) if path else None
+    if variable:
+        return f"environment variable {variable}"
+    dotenv = _dotenv_values() if path else None
+    if dotenv is not None:
+        variable = _env_variable_for(path, dotenv[1])
+        if variable:
+            return f".env file {dotenv[0]} ({variable})"
+    if path and toml_path.is_file():
+        try:
+            with toml_path.open("rb") as fh:
+                if _lookup(tomllib.load(fh), path):
+                    return f"config file {toml_path}"
+        except (OSError, tomllib.TOMLDecodeError, UnicodeDecodeError):
+            pass
+    where = f"config file {toml_path}" if toml_path.is_file() else f"no config file at {toml_path}"
+    return f"from keyword arguments, HERMES_* environment variables or .env; {where}"
+
+
+def _describe_validation_error(err: ValidationError, overrides: Mapping[str, Any], toml_path: Path) -> str:
+    errors = err.errors()
+    first = errors[0]
+    path = _error_key_path(first)
+    key = ".".join(path) or ".".join(str(p) for p in first.get("loc", ())) or "<root>"
+    message = first.get("msg", "invalid")
+    value = first.get("input")
+    if (isinstance(value, (str, int, float, bool)) and first.get("type") != "extra_forbidden"
+            and not any(word in key.lower() for word in _SECRET_WORDS)):
+        shown = repr(value)
+        message += f", got {shown if len(shown) <= 60 else shown[:57] + '...'}"
+    others = len({".".join(_error_key_path(e)) for e in errors[1:]} - {".".join(path)})
+    more = f"; {others} more invalid key(s)" if others else ""
+    text = f"invalid config value for {key!r}: {message} ({describe_value_source(path, overrides, toml_path)}){more}"
+    return " ".join(text.split())
 
 
 def load_config(**overrides: Any) -> GatewayConfig:
     """Load the gateway config, turning every failure into a one-line `ConfigError`.
 
+    This is the one loader behind every start-up and CLI command (`app.load_gateway_config`
+    wraps it).
+
     Args:
         **overrides: keyword overrides, strongest source (e.g. `home=Path(...)`).
 
     Raises:
-        ConfigError: unreadable or non-TOML config file, or a bad value (names the key).
+        ConfigError: the config file exists but is not a regular file, cannot be read or is not
+            (UTF-8) TOML; or a value is bad: the line names the key and where the value came
+            from (keyword argument, environment variable, .env file or config file).
     """
-    path = config_file_path(overrides.get("home"))
+    home = overrides.get("home") or os.environ.get("HERMES_HOME") or None
+    path = config_file_path(home)
+    if path.exists() and not path.is_file():
+        # pydantic-settings would silently skip it: say so instead of running on defaults.
+        raise ConfigError(f"config file {path} cannot be read: it is not a regular file")
     try:
         return GatewayConfig(**overrides)
     except tomllib.TOMLDecodeError as exc:
@@ -232,4 +353,4 @@ def load_config(**overrides: Any) -> GatewayConfig:
     except UnicodeDecodeError as exc:
         raise ConfigError(f"config file {path} is not valid UTF-8 TOML: {exc.reason} at byte {exc.start}") from None
     except ValidationError as exc:
-        raise ConfigError(f"{_describe_validation_error(exc)} (config file {path})") from None
+        raise ConfigError(_describe_validation_error(exc, overrides, path)) from None

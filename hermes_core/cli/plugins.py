@@ -16,14 +16,9 @@ from typing import Any, Optional
 
 import typer
 
+from .common import fail, load_cli_config_or_exit
+
 plugins_app = typer.Typer(help="List installed plugins.", invoke_without_command=True)
-
-EXIT_ERROR = 2
-
-
-def _error(message: str) -> typer.Exit:
-    typer.echo(f"hermes-gateway: error: {' '.join(str(message).split())}", err=True)
-    return typer.Exit(EXIT_ERROR)
 
 
 def collect_plugin_rows(config: Any, *, include_builtins: bool = False) -> list[dict[str, Any]]:
@@ -90,12 +85,7 @@ def plugins_command(
     include_builtins: bool = typer.Option(False, "--all", help="Also list the core's builtin hook modules."),
 ) -> None:
     """List plugins: name, distribution, version, hooks, adapters, status and error."""
-    from ..settings import ConfigError, load_config
-
-    try:
-        config = load_config()
-    except ConfigError as exc:
-        raise _error(str(exc)) from None
+    config = load_cli_config_or_exit(logging_on=False)  # the CLI's one loader and error line
     rows = collect_plugin_rows(config, include_builtins=include_builtins)
     if as_json:
         typer.echo(json.dumps(rows, indent=2))
@@ -120,6 +110,6 @@ def new_plugin_command(
     try:
         target = render_plugin(name, (directory or Path.cwd()), label=label, force=force)
     except PluginTemplateError as exc:
-        raise _error(str(exc)) from None
+        raise fail(exc) from None
     typer.echo(f"created {target}")
     typer.echo(f"next: pip install -e '{target}' && pytest '{target / 'tests'}'")

@@ -2,15 +2,13 @@
 
 Read-only commands (list, show, search, export) open the store without the home lock, so they
 work beside a running gateway. Writing commands (prune, import) take the lock and refuse with
-one clear line while a gateway holds the home. Every failure is one line on stderr and a
-non-zero exit, never a traceback.
+one clear line while a gateway holds the home. Config loading and errors are the CLI's own
+(`cli/common.py`): `hermes-gateway: error: <one line>` on stderr and exit 2, never a traceback.
 """
 
 from __future__ import annotations
 
-import asyncio
 import json
-import logging
 import sqlite3
 from enum import Enum
 from pathlib import Path
@@ -19,13 +17,13 @@ from typing import Any, Awaitable, Callable
 import typer
 
 from ..model import SessionEntry, format_timestamp
-from ..settings import ConfigError, load_config
 from ..store import HomeLockedError, SessionStore, StoreError, TranscriptReadError
 from ..store.home_lock import home_is_locked
+from .common import fail, load_cli_config_or_exit, run_async
 
 sessions_app = typer.Typer(help="Inspect and manage stored sessions.", no_args_is_help=True)
 
-_EXPECTED = (ConfigError, StoreError, HomeLockedError, TranscriptReadError, sqlite3.Error, OSError, ValueError)
+_EXPECTED = (StoreError, HomeLockedError, TranscriptReadError, sqlite3.Error, OSError, ValueError)
 
 
 class ExportFormat(str, Enum):
@@ -33,22 +31,16 @@ class ExportFormat(str, Enum):
     md = "md"
 
 
-def _fail(message: str, code: int = 1) -> None:
-    typer.echo(f"error: {message}", err=True)
-    raise typer.Exit(code)
-
-
 def _run(work: Callable[[SessionStore], Awaitable[Any]], *, write: bool = False) -> Any:
-    """Load the config, open the store (locked for writes), run `work`, close; one-line errors."""
-    try:
-        config = load_config()
-    except ConfigError as exc:
-        _fail(str(exc), 2)
+    """Load the config (the CLI's one loader), open the store (locked for writes), run `work`,
+    close. Every failure is the CLI's one error line and exit 2."""
+    # No stderr logging set-up: the commands print their own report (skipped entries included).
+    config = load_cli_config_or_exit(logging_on=False)
     if write:
         pid = home_is_locked(config.home)
         if pid is not None:
             holder = f" (pid {pid})" if pid else ""
-            _fail(f"a gateway is running on HERMES_HOME {config.home}{holder}; stop it first")
+            raise fail(f"a gateway is running on HERMES_HOME {config.home}{holder}; stop it first")
 
     async def main() -> Any:
         store = SessionStore(config.sessions_dir, config, lock_home=write)
@@ -58,15 +50,7 @@ def _run(work: Callable[[SessionStore], Awaitable[Any]], *, write: bool = False)
         finally:
             await store.close()
 
-    try:
-        return asyncio.run(main())
-    except HomeLockedError as exc:
-        _fail(str(exc))
-    except _EXPECTED as exc:
-        _fail(str(exc) or type(exc).__name__)
-    except Exception as exc:  # a bug: still one line for the user, the details in the log
-        logging.getLogger(__name__).debug("sessions command failed", exc_info=True)
-        _fail(f"unexpected {type(exc).__name__}: {exc}")
+    return run_async(main, expected=_EXPECTED)
 
 
 def _entry_row(entry: SessionEntry) -> dict[str, Any]:
@@ -124,7 +108,7 @@ def show_cmd(
 
     entry, messages = _run(work)
     if entry is None:
-        _fail(f"no session with key or id {key_or_id!r}")
+        raise fail(f"no session with key or id {key_or_id!r}")
     if as_json:
         typer.echo(json.dumps({"entry": entry.to_dict(), "messages": messages}, ensure_ascii=False, indent=2))
         return
@@ -178,7 +162,7 @@ def export_cmd(
 
     messages = _run(work)
     if messages is None:
-        _fail(f"no session with id {session_id!r}")
+        raise fail(f"no session with id {session_id!r}")
     if fmt is ExportFormat.jsonl:
         text = "".join(json.dumps(m, ensure_ascii=False) + "\n" for m in messages)
     else:
@@ -189,7 +173,7 @@ def export_cmd(
         try:
             output.write_text(text, encoding="utf-8")
         except OSError as exc:
-            _fail(f"cannot write {output}: {exc.strerror or exc}")
+            raise fail(f"cannot write {output}: {exc.strerror or exc}") from None
 
 
 @sessions_app.command("prune")

@@ -71,7 +71,8 @@ class SessionSource:
     def __post_init__(self) -> None:
         if not isinstance(self.platform, str) or not self.platform:
             raise SourceError("SessionSource.platform must be a non-empty string")
-        object.__setattr__(self, "platform", self.platform.lower())
+        # The name is kept verbatim (SPEC.md §1: an unknown platform name is "kept as a
+        # string"); folding case here would silently re-key a plugin's sessions.
         object.__setattr__(self, "chat_id", "" if self.chat_id is None else str(self.chat_id))
         for name in ("user_id", "thread_id", "user_id_alt", "chat_id_alt", "guild_id",
                      "parent_chat_id", "message_id"):

@@ -113,12 +113,12 @@ def test_import_seed_sessions_json(home, seed_dir):
 
 def test_import_missing_or_bad_file_is_one_line(home, tmp_path):
     code, out = run("import", str(tmp_path / "nope.json"))
-    assert code == 1
-    assert out.strip().splitlines() == [f"error: no sessions.json at {tmp_path / 'nope.json'}"]
+    assert code == 2
+    assert out.strip().splitlines() == [f"hermes-gateway: error: no sessions.json at {tmp_path / 'nope.json'}"]
     bad = tmp_path / "bad.json"
     bad.write_text("[1, 2")
     code, out = run("import", str(bad))
-    assert code == 1 and len(out.strip().splitlines()) == 1 and "not valid JSON" in out
+    assert code == 2 and len(out.strip().splitlines()) == 1 and "not valid JSON" in out
 
 
 def _populate(home):
@@ -161,9 +161,9 @@ def test_list_show_search_export(home, tmp_path):
     assert out.splitlines()[:5] == [f"# Session {entry.session_id}", "",
                                     "**user** (2026-01-01T00:00:00+00:00)", "", "where is the lighthouse"]
     code, out = run("show", "nothing-here")
-    assert (code, out.strip()) == (1, "error: no session with key or id 'nothing-here'")
+    assert (code, out.strip()) == (2, "hermes-gateway: error: no session with key or id 'nothing-here'")
     code, out = run("export", "../etc/passwd")
-    assert code == 1 and out.count("\n") == 1 and "not path-safe" in out
+    assert code == 2 and out.count("\n") == 1 and "not path-safe" in out
 
 
 def test_prune_and_refusal_while_gateway_runs(home):
@@ -172,8 +172,8 @@ def test_prune_and_refusal_while_gateway_runs(home):
     lock.acquire()  # a running gateway
     try:
         code, out = run("prune", "--days", "1")
-        assert code == 1
-        assert out.strip() == f"error: a gateway is running on HERMES_HOME {home} (pid {__import__('os').getpid()}); stop it first"
+        assert code == 2
+        assert out.strip() == f"hermes-gateway: error: a gateway is running on HERMES_HOME {home} (pid {__import__('os').getpid()}); stop it first"
         code, out = run("list", "--json")  # reading beside a gateway is fine
         assert code == 0 and len(json.loads(out)) == 1
     finally:
@@ -189,4 +189,4 @@ def test_bad_config_is_one_line(home):
     (home / "hermes.toml").write_text("group_sessions_per_user = [")
     code, out = run("list")
     assert code == 2
-    assert len(out.strip().splitlines()) == 1 and out.startswith("error: config file")
+    assert len(out.strip().splitlines()) == 1 and out.startswith("hermes-gateway: error: config file")

@@ -1,0 +1,133 @@
+"""What every `hermes-gateway` command shares: one config loader, one error printer, one logging
+set-up (issue 2 "Bad input": one clear line, never a traceback).
+
+Every command (chat, run, sessions *, plugins, new-plugin) reports a failure the same way:
+`hermes-gateway: error: <one line>` on stderr and exit code 2 (`HERMES_DEBUG=1` re-raises to
+show the traceback). Kept apart from `cli/main.py` so the sub-command modules can import it
+without importing the root app (which imports them).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import sys
+from logging.handlers import RotatingFileHandler
+from pathlib import Path
+from typing import Any, Awaitable, Callable
+
+import typer
+
+from ..settings import ConfigError
+
+EXIT_ERROR = 2
+ERROR_PREFIX = "hermes-gateway: error: "
+log = logging.getLogger("hermes_core.cli")
+
+# The stderr handler this process installed on the root logger (None: not set up yet). Checking
+# it against the root logger's handlers makes the set-up idempotent without tagging the logger.
+_stderr_handler: logging.Handler | None = None
+
+
+class CliError(Exception):
+    """An error to print as one line, exit code 2."""
+
+
+def one_line(exc: BaseException | str) -> str:
+    """`exc`'s message (or the string) on one line; the exception's type name when it is empty."""
+    text = " ".join(str(exc).split())
+    if text or isinstance(exc, str):
+        return text
+    return type(exc).__name__
+
+
+def fail(message: BaseException | str) -> typer.Exit:
+    """Print `hermes-gateway: error: <message>` (one line) on stderr; return the Exit(2) to raise."""
+    typer.echo(ERROR_PREFIX + one_line(message), err=True)
+    return typer.Exit(EXIT_ERROR)
+
+
+class _OneLineFormatter(logging.Formatter):
+    """Terminal log lines: the message only, never a traceback (the log file keeps those)."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        bare = logging.makeLogRecord({**record.__dict__, "exc_info": None, "exc_text": None,
+                                      "stack_info": None})
+        return " ".join(super().format(bare).split())
+
+
+def setup_logging(home: Path) -> None:
+    """Log INFO and up to `<home>/gateway.log`; WARNING and up (or `HERMES_LOG_LEVEL`) to stderr
+    as single lines. Idempotent within a process."""
+    global _stderr_handler
+    root_logger = logging.getLogger()
+    if _stderr_handler is not None and _stderr_handler in root_logger.handlers:
+        return
+    root_logger.setLevel(logging.INFO)
+    level = os.environ.get("HERMES_LOG_LEVEL", "WARNING").upper()
+    stderr = logging.StreamHandler(sys.stderr)
+    stderr.setLevel(getattr(logging, level, logging.WARNING))
+    stderr.setFormatter(_OneLineFormatter("hermes-gateway: %(levelname)s: %(message)s"))
+    stderr.addFilter(lambda record: not getattr(record, "file_only", False))
+    root_logger.addHandler(stderr)
+    _stderr_handler = stderr
+    try:
+        home.mkdir(parents=True, exist_ok=True)  # first run on a fresh machine
+        handler = RotatingFileHandler(home / "gateway.log", maxBytes=5_000_000, backupCount=3,
+                                      encoding="utf-8")
+        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+        root_logger.addHandler(handler)
+    except OSError:
+        pass  # an unwritable home is reported by the start-up check
+    logging.getLogger("apscheduler").setLevel(logging.WARNING)  # one line per tick is noise
+
+
+def load_cli_config() -> Any:
+    """Load the GatewayConfig through `app.load_gateway_config` (the one loader of every start-up).
+
+    Raises:
+        CliError: the config cannot be loaded (one line naming the file or key and its source).
+    """
+    from ..app import StartupError, load_gateway_config
+
+    try:
+        return load_gateway_config()
+    except (StartupError, ConfigError) as exc:
+        raise CliError(one_line(exc)) from None
+
+
+def load_cli_config_or_exit(*, logging_on: bool = True) -> Any:
+    """`load_cli_config`, printing the one-line error and raising Exit(2) on failure; then sets
+    up logging under the config's home (unless `logging_on` is False)."""
+    try:
+        config = load_cli_config()
+    except CliError as exc:
+        if os.environ.get("HERMES_DEBUG"):
+            raise
+        raise fail(exc) from None
+    if logging_on:
+        setup_logging(config.home)
+    return config
+
+
+def run_async(main: Callable[[], Awaitable[Any]], *, expected: tuple[type[BaseException], ...] = ()) -> Any:
+    """Run `main()` (a coroutine function) and return its result, turning failures into the one
+    error line and Exit(2): CliError, StartupError, ConfigError and `expected` print their message;
+    anything else prints `unexpected <Type>: <message>` (the traceback goes to the log file).
+    Ctrl-C exits 130."""
+    from ..app import StartupError
+
+    try:
+        return asyncio.run(main())
+    except (CliError, StartupError, ConfigError, *expected) as exc:
+        if os.environ.get("HERMES_DEBUG"):
+            raise
+        raise fail(exc) from None
+    except KeyboardInterrupt:
+        raise typer.Exit(130) from None
+    except Exception as exc:  # never a traceback to the user; the log has it
+        log.error("unexpected failure", exc_info=exc, extra={"file_only": True})
+        if os.environ.get("HERMES_DEBUG"):
+            raise
+        raise fail(f"unexpected {type(exc).__name__}: {one_line(exc)}") from None
