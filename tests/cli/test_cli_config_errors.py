@@ -1,0 +1,92 @@
+"""Every `hermes-gateway` command loads its config through one loader and reports a failure as
+one line `hermes-gateway: error: …` with exit code 2 (issue 2 "Bad input"), run as real
+subprocesses of the installed console script."""
+
+from __future__ import annotations
+
+import logging
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from hermes_core.cli import common
+
+SCRIPT = str(Path(sys.executable).parent / "hermes-gateway")
+COMMANDS = [["chat"], ["run"], ["sessions", "list"], ["sessions", "show", "x"],
+            ["sessions", "search", "x"], ["sessions", "export", "x"], ["sessions", "prune", "--days", "1"],
+            ["sessions", "import", "/nonexistent/sessions.json"], ["plugins"]]
+
+
+def _env(home: Path, **extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.upper().startswith("HERMES_")}
+    env.update(HERMES_HOME=str(home), **extra)
+    return env
+
+
+def _run(args: list[str], env: dict[str, str], cwd: Path) -> tuple[int, str, str]:
+    proc = subprocess.run([SCRIPT, *args], env=env, cwd=cwd, stdin=subprocess.DEVNULL,
+                          capture_output=True, text=True, timeout=60)
+    return proc.returncode, proc.stdout, proc.stderr
+
+
+@pytest.mark.parametrize("args", COMMANDS, ids=" ".join)
+def test_bad_env_value_same_line_for_every_command(tmp_path, args):
+    home = tmp_path / "home"  # no config file anywhere: the line must not blame one
+    code, out, err = _run(args, _env(home, HERMES_AGENT__GATEWAY_TIMEOUT="abc"), tmp_path)
+    assert (code, out, err) == (2, "", (
+        "hermes-gateway: error: invalid config value for 'agent.gateway_timeout': Input should be a "
+        "valid integer, unable to parse string as an integer, got 'abc' "
+        "(environment variable HERMES_AGENT__GATEWAY_TIMEOUT)\n"))
+
+
+@pytest.mark.parametrize("args", COMMANDS, ids=" ".join)
+def test_directory_named_hermes_toml_is_refused_by_every_command(tmp_path, args):
+    home = tmp_path / "home"
+    (home / "hermes.toml").mkdir(parents=True)
+    code, out, err = _run(args, _env(home), tmp_path)
+    assert (code, out, err) == (2, "", (
+        f"hermes-gateway: error: config file {home / 'hermes.toml'} cannot be read: it is not a regular file\n"))
+
+
+def test_bad_value_in_file_names_the_file(tmp_path):
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / "hermes.toml").write_text("session_store_max_age_days = \"week\"\n")
+    code, out, err = _run(["sessions", "list"], _env(home), tmp_path)
+    assert (code, err) == (2, (
+        "hermes-gateway: error: invalid config value for 'session_store_max_age_days': Input should be a "
+        f"valid integer, unable to parse string as an integer, got 'week' (config file {home / 'hermes.toml'})\n"))
+
+
+def test_sessions_errors_use_the_same_prefix_and_code(tmp_path):
+    home = tmp_path / "home"
+    code, out, err = _run(["sessions", "show", "nothing-here"], _env(home), tmp_path)
+    assert (code, out, err) == (2, "", "hermes-gateway: error: no session with key or id 'nothing-here'\n")
+
+
+def test_new_plugin_error_uses_the_same_prefix_and_code(tmp_path):
+    code, out, err = _run(["new-plugin", "Bad Name!", "--dir", str(tmp_path)], _env(tmp_path / "home"), tmp_path)
+    assert code == 2 and out == ""
+    assert err.startswith("hermes-gateway: error: ") and err.count("\n") == 1
+
+
+def test_setup_logging_is_idempotent_without_tagging_the_root_logger(tmp_path, monkeypatch):
+    root = logging.getLogger()
+    before = list(root.handlers)
+    level = root.level
+    monkeypatch.setattr(common, "_stderr_handler", None)
+    try:
+        common.setup_logging(tmp_path / "home")
+        common.setup_logging(tmp_path / "home")
+        added = [h for h in root.handlers if h not in before]
+        assert [type(h).__name__ for h in added] == ["StreamHandler", "RotatingFileHandler"]
+        assert not hasattr(root, "_hermes_configured")
+        assert (tmp_path / "home" / "gateway.log").exists()
+    finally:
+        for handler in [h for h in root.handlers if h not in before]:
+            root.removeHandler(handler)
+            handler.close()
+        root.setLevel(level)

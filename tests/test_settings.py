@@ -1,0 +1,104 @@
+"""Config errors name the key and the real source of the bad value (issue 2 item 5, "Bad input":
+one clear line; CONVENTIONS.md §5 source order)."""
+
+from __future__ import annotations
+
+import pytest
+
+from hermes_core.settings import ConfigError, load_config
+
+
+@pytest.fixture
+def home(tmp_path, monkeypatch):
+    for name in list(__import__("os").environ):
+        if name.upper().startswith("HERMES_"):
+            monkeypatch.delenv(name)
+    monkeypatch.chdir(tmp_path)  # no stray .env
+    home = tmp_path / "home"
+    home.mkdir()
+    monkeypatch.setenv("HERMES_HOME", str(home))
+    return home
+
+
+def _error(**overrides) -> str:
+    with pytest.raises(ConfigError) as info:
+        load_config(**overrides)
+    return str(info.value)
+
+
+def test_bad_env_value_names_the_variable_not_a_missing_file(home, monkeypatch):
+    monkeypatch.setenv("HERMES_AGENT__GATEWAY_TIMEOUT", "abc")
+    assert _error() == (
+        "invalid config value for 'agent.gateway_timeout': Input should be a valid integer, unable to "
+        "parse string as an integer, got 'abc' (environment variable HERMES_AGENT__GATEWAY_TIMEOUT)")
+
+
+def test_bad_nested_env_value_drops_pydantic_union_tags(home, monkeypatch):
+    monkeypatch.setenv("HERMES_AGENT__AGENT_CACHE__MEMORY_HIGH_MB", "lots")
+    text = _error()
+    assert text.startswith("invalid config value for 'agent.agent_cache.memory_high_mb': ")
+    assert text.endswith(", got 'lots' (environment variable HERMES_AGENT__AGENT_CACHE__MEMORY_HIGH_MB)")
+
+
+def test_json_env_table_is_named(home, monkeypatch):
+    monkeypatch.setenv("HERMES_AGENT", '{"gateway_timeout": -1}')
+    assert _error() == ("invalid config value for 'agent.gateway_timeout': Input should be greater than 0, "
+                        "got -1 (environment variable HERMES_AGENT)")
+
+
+def test_bad_file_value_names_the_file(home):
+    (home / "hermes.toml").write_text('[agent]\ngateway_timeout = "soon"\n')
+    assert _error() == (
+        "invalid config value for 'agent.gateway_timeout': Input should be a valid integer, unable to "
+        f"parse string as an integer, got 'soon' (config file {home / 'hermes.toml'})")
+
+
+def test_unknown_key_in_file(home):
+    (home / "hermes.toml").write_text("[storage]\nmirror_debounce = 1\n")
+    assert _error() == ("invalid config value for 'storage.mirror_debounce': Extra inputs are not "
+                        f"permitted (config file {home / 'hermes.toml'})")
+
+
+def test_env_beats_file_and_is_named(home, monkeypatch):
+    # the file's value is fine; the environment overrides it with a bad one
+    (home / "hermes.toml").write_text("[agent]\ngateway_timeout = 60\n")
+    monkeypatch.setenv("HERMES_AGENT__GATEWAY_TIMEOUT", "0")
+    assert _error().endswith("got '0' (environment variable HERMES_AGENT__GATEWAY_TIMEOUT)")
+
+
+def test_bad_keyword_names_the_keyword(home, monkeypatch):
+    monkeypatch.setenv("HERMES_AGENT__GATEWAY_TIMEOUT", "abc")  # also bad, but the keyword wins
+    assert _error(agent={"gateway_timeout": "z", "backend": "echo"}) == (
+        "invalid config value for 'agent.gateway_timeout': Input should be a valid integer, unable to "
+        "parse string as an integer, got 'z' (keyword argument 'agent')")
+    monkeypatch.delenv("HERMES_AGENT__GATEWAY_TIMEOUT")
+    assert _error(core={"max_input_chars": 0}) == (
+        "invalid config value for 'core.max_input_chars': Input should be greater than or equal to 1, "
+        "got 0 (keyword argument 'core')")
+
+
+def test_dotenv_value_names_the_file(home, tmp_path):
+    (tmp_path / ".env").write_text("HERMES_STORAGE__BUSY_TIMEOUT_S=never\n")
+    assert _error() == (
+        "invalid config value for 'storage.busy_timeout_s': Input should be a valid number, unable to "
+        f"parse string as a number, got 'never' (.env file {tmp_path / '.env'} (HERMES_STORAGE__BUSY_TIMEOUT_S))")
+
+
+def test_secret_values_are_not_echoed(home, monkeypatch):
+    (home / "hermes.toml").write_text("[agent.openai]\napi_key = 12\n")
+    text = _error()
+    assert text.startswith("invalid config value for 'agent.openai.api_key': ")
+    assert "12" not in text.split(": ", 1)[1].replace(str(home), "")
+
+
+def test_directory_named_hermes_toml_is_refused(home):
+    (home / "hermes.toml").mkdir()
+    assert _error() == f"config file {home / 'hermes.toml'} cannot be read: it is not a regular file"
+
+
+def test_one_line_even_with_several_bad_keys(home, monkeypatch):
+    monkeypatch.setenv("HERMES_AGENT__GATEWAY_TIMEOUT", "abc")
+    monkeypatch.setenv("HERMES_CORE__MAX_INPUT_CHARS", "many")
+    text = _error()
+    assert "\n" not in text
+    assert text.endswith("; 1 more invalid key(s)")
