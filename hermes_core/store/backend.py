@@ -68,9 +68,20 @@ class StoreBackend(Protocol):
     async def append_message(self, session_id: str, row: dict[str, Any]) -> int:
         """Append one row; returns its message id."""
 
-    async def begin_turn(self, session_key: str, session_id: str, row: dict[str, Any], started_ts: float) -> None:
-        """Append the user row and set the key's turn marker together. Raises StoreError when the
-        key has no route (nothing is written)."""
+    async def begin_turn(self, session_key: str, session_id: str, row: dict[str, Any], started_ts: float,
+                         inbound_id: int | None = None) -> None:
+        """Append the user row and set the key's turn marker together (and move intake row
+        `inbound_id` from 'pending' to 'running'). Raises StoreError when the key has no route
+        (nothing is written)."""
+
+    async def set_turn_marker(self, session_key: str, session_id: str, message_id: int, started_ts: float) -> None:
+        """Set the key's turn marker on an existing user row (a resumed turn)."""
+
+    async def unanswered_user_message(self, session_id: str) -> dict[str, Any] | None:
+        """`{"id", "content"}` of the last active user row when no assistant row follows it."""
+
+    async def reply_row_after(self, session_id: str, message_id: int | None) -> dict[str, Any] | None:
+        """`{"id", "content"}` of the first active assistant row after `message_id`, or None."""
 
     async def end_turn(self, session_key: str) -> None:
         """Clear the key's turn marker (no-op without one)."""
@@ -95,8 +106,46 @@ class StoreBackend(Protocol):
 
     # intake, search, mirror, meta, import ------------------------------------------------
 
-    async def accept_inbound(self, platform: str, chat_id: str, message_id: str, now_iso: str) -> bool:
-        """Record an inbound id; False when it was recorded before."""
+    async def accept_inbound(self, platform: str, chat_id: str, message_id: str, now_iso: str,
+                             now_ts: float = 0.0) -> bool:
+        """Record an inbound id only (state 'done'); False when it was recorded before."""
+
+    async def intake_accept(self, platform: str, chat_id: str, message_id: str, session_key: str,
+                            payload: str, now_iso: str, now_ts: float) -> int | None:
+        """Persist one inbound event (JSON `payload`) as 'pending' together with its dedupe id.
+        Returns its intake id (increasing in arrival order), or None for a duplicate."""
+
+    async def intake_finish(self, inbound_id: int, now_ts: float) -> None:
+        """Mark an intake row 'done' and drop its payload (the id stays for dedupe)."""
+
+    async def intake_open(self) -> list[dict[str, Any]]:
+        """`[{"id", "session_key", "payload", "state"}]` of rows not 'done', in arrival order."""
+
+    async def intake_prune(self, before_ts: float) -> int:
+        """Delete 'done' rows accepted before `before_ts`; returns how many."""
+
+    async def record_reply(self, session_key: str, session_id: str, row: dict[str, Any] | None,
+                           obligation: dict[str, Any] | None) -> tuple[int | None, int | None]:
+        """Append the assistant `row` (if any), record `obligation` (if any; keys session_key,
+        session_id, origin (JSON), content, internal, reply_to, message_id, now_iso, now_ts) as
+        'pending', and clear the key's turn marker — one transaction on SQLite. Returns
+        `(message_id, obligation_id)`."""
+
+    async def obligation_for_message(self, message_id: int) -> int | None:
+        """The obligation carrying transcript row `message_id`, or None."""
+
+    async def obligation_update(self, ob_id: int, state: str, now_iso: str, now_ts: float, *,
+                                attempt: bool = False, error: str | None = None) -> None:
+        """Set an obligation's state (counting an attempt when `attempt`)."""
+
+    async def obligations(self, states: tuple[str, ...]) -> list[dict[str, Any]]:
+        """Obligations in `states`, oldest first (dicts with the ledger columns)."""
+
+    async def obligations_prune(self, before_ts: float) -> int:
+        """Delete delivered/abandoned obligations last changed before `before_ts`."""
+
+    async def resume_pending_routes(self) -> list[SessionEntry]:
+        """Entries with `resume_pending=True`, oldest first."""
 
     async def search(self, expression: str, limit: int, owner: SessionSource | None,
                      shared_chat: bool) -> list[dict[str, Any]]:

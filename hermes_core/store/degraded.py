@@ -5,7 +5,9 @@ Same operations as `SqliteBackend`. Session rows are kept under the `_sessions` 
 sessions.json (loaders of the seed's format skip `_` keys). Per-message state never rewrites the
 whole index: turn markers live in the small `turn_markers.json`, accepted inbound ids are
 appended to `inbound_seen.jsonl`, a transcript line is one message plus `"active"` (appended;
-rewind/rewrite rewrite that one file atomically).
+rewind/rewrite rewrite that one file atomically). The durable intake is an append-only operation
+log `inbound.jsonl` (`accept` / `start` / `finish` lines, replayed at open, compacted by pruning);
+the delivery ledger is the small `delivery_ledger.json` (rewritten atomically on each change).
 """
 
 from __future__ import annotations
@@ -26,6 +28,43 @@ log = logging.getLogger(__name__)
 
 MARKERS_FILE_NAME = "turn_markers.json"
 INBOUND_FILE_NAME = "inbound_seen.jsonl"
+INTAKE_FILE_NAME = "inbound.jsonl"
+LEDGER_FILE_NAME = "delivery_ledger.json"
+
+
+def _append_line(path: Path, line: str) -> None:
+    with open(path, "a", encoding="utf-8") as fh:
+        fh.write(line)
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.chmod(path, 0o600)
+
+
+def _load_intake(path: Path) -> dict[int, dict[str, Any]]:
+    """Replay the intake log: `{id: row}` in arrival order; bad lines are skipped (logged)."""
+    rows: dict[int, dict[str, Any]] = {}
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except FileNotFoundError:
+        return rows
+    except (OSError, UnicodeDecodeError) as exc:
+        log.warning("%s unreadable (%s); ignored", path, exc)
+        return rows
+    for number, line in enumerate(lines, 1):
+        try:
+            op = json.loads(line)
+            kind, ident = op["op"], int(op["id"])
+            if kind == "accept":
+                rows[ident] = {k: op.get(k) for k in ("id", "platform", "chat_id", "message_id", "session_key",
+                                                      "payload", "accepted_ts")}
+                rows[ident]["state"] = op.get("state") or "pending"
+            elif kind == "start" and ident in rows:
+                rows[ident]["state"] = "running"
+            elif kind == "finish" and ident in rows:
+                rows[ident].update(state="done", payload=None)
+        except (ValueError, TypeError, KeyError) as exc:
+            log.warning("%s line %d skipped: %s", path, number, exc)
+    return rows
 
 
 def _load_json_dict(path: Path) -> dict[str, dict[str, Any]]:
@@ -76,6 +115,8 @@ class DegradedBackend:
         self.sessions: dict[str, dict[str, Any]] = {}
         self.markers: dict[str, dict[str, Any]] = {}
         self.inbound: dict[str, None] = {}
+        self.intake: dict[int, dict[str, Any]] = {}
+        self.ledger: dict[int, dict[str, Any]] = {}
         self._next_ids: dict[str, int] = {}
         self._io = asyncio.Lock()
 
@@ -87,6 +128,16 @@ class DegradedBackend:
         self.sessions = {k: v for k, v in sessions.items() if isinstance(v, dict)} if isinstance(sessions, dict) else {}
         self.markers = _load_json_dict(self.dir / MARKERS_FILE_NAME)
         self.inbound = _load_inbound(self.dir / INBOUND_FILE_NAME)
+        self.intake = _load_intake(self.dir / INTAKE_FILE_NAME)
+        for row in self.intake.values():
+            self.inbound[self._token(row["platform"], row["chat_id"], row["message_id"])] = None
+        ledger = _load_json_dict(self.dir / LEDGER_FILE_NAME)
+        self.ledger = {}
+        for ident, ob in ledger.items():
+            try:
+                self.ledger[int(ident)] = ob
+            except ValueError:
+                log.warning("%s: obligation %r skipped: not a number", LEDGER_FILE_NAME, ident)
         for entry in routes.values():
             self.sessions.setdefault(entry.session_id, self._session_row(entry))
 
@@ -254,13 +305,34 @@ class DegradedBackend:
         text = json.dumps(self.markers, ensure_ascii=False)
         await asyncio.to_thread(write_atomic, self.dir / MARKERS_FILE_NAME, text)
 
-    async def begin_turn(self, session_key: str, session_id: str, row: dict[str, Any], started_ts: float) -> None:
+    async def begin_turn(self, session_key: str, session_id: str, row: dict[str, Any], started_ts: float,
+                         inbound_id: int | None = None) -> None:
         from .db import StoreError
         if session_key not in self.routes:
             raise StoreError(f"cannot begin a turn: no session entry for key {session_key!r}")
         message_id = await self.append_message(session_id, row)
         self.markers[session_key] = {"session_id": session_id, "message_id": message_id, "started_ts": started_ts}
         await self._persist_markers()
+        if inbound_id is not None and inbound_id in self.intake and self.intake[inbound_id]["state"] == "pending":
+            self.intake[inbound_id]["state"] = "running"
+            await self._intake_log({"op": "start", "id": inbound_id})
+
+    async def set_turn_marker(self, session_key: str, session_id: str, message_id: int, started_ts: float) -> None:
+        self.markers[session_key] = {"session_id": session_id, "message_id": message_id, "started_ts": started_ts}
+        await self._persist_markers()
+
+    async def unanswered_user_message(self, session_id: str) -> dict[str, Any] | None:
+        rows = [r for r in await self._read(session_id)
+                if r.get("active", 1) and r.get("role") in ("user", "assistant")]
+        if not rows or rows[-1].get("role") != "user":
+            return None
+        return {"id": int(rows[-1].get("id") or 0), "content": rows[-1].get("content")}
+
+    async def reply_row_after(self, session_id: str, message_id: int | None) -> dict[str, Any] | None:
+        for r in await self._read(session_id):
+            if r.get("active", 1) and r.get("role") == "assistant" and int(r.get("id") or 0) > (message_id or 0):
+                return {"id": int(r.get("id") or 0), "content": r.get("content")}
+        return None
 
     async def end_turn(self, session_key: str) -> None:
         if self.markers.pop(session_key, None) is not None:
@@ -317,7 +389,12 @@ class DegradedBackend:
 
     # ---- intake, search -------------------------------------------------------------------
 
-    async def accept_inbound(self, platform: str, chat_id: str, message_id: str, now_iso: str) -> bool:
+    @staticmethod
+    def _token(platform: Any, chat_id: Any, message_id: Any) -> str:
+        return "\x1f".join((str(platform), str(chat_id), str(message_id)))
+
+    async def accept_inbound(self, platform: str, chat_id: str, message_id: str, now_iso: str,
+                             now_ts: float = 0.0) -> bool:
         token = "\x1f".join((platform, chat_id, message_id))
         if token in self.inbound:
             return False
@@ -332,6 +409,112 @@ class DegradedBackend:
                 os.fsync(fh.fileno())
         await asyncio.to_thread(append)
         return True
+
+    # ---- durable intake (SPEC.md §0, §5) ----------------------------------------------------
+
+    async def _intake_log(self, op: dict[str, Any]) -> None:
+        line = json.dumps(op, ensure_ascii=False) + "\n"
+        await asyncio.to_thread(_append_line, self.dir / INTAKE_FILE_NAME, line)
+
+    async def intake_accept(self, platform: str, chat_id: str, message_id: str, session_key: str,
+                            payload: str, now_iso: str, now_ts: float) -> int | None:
+        async with self._io:
+            token = self._token(platform, chat_id, message_id)
+            if token in self.inbound:
+                return None
+            ident = max(self.intake, default=0) + 1
+            row = {"id": ident, "platform": platform, "chat_id": chat_id, "message_id": message_id,
+                   "session_key": session_key, "payload": payload, "accepted_ts": now_ts}
+            await self._intake_log(dict(row, op="accept"))  # durable before it counts as accepted
+            self.intake[ident] = dict(row, state="pending")
+            self.inbound[token] = None
+            return ident
+
+    async def intake_finish(self, inbound_id: int, now_ts: float) -> None:
+        row = self.intake.get(inbound_id)
+        if row is not None and row["state"] != "done":
+            await self._intake_log({"op": "finish", "id": inbound_id, "ts": now_ts})
+            row.update(state="done", payload=None)
+
+    async def intake_open(self) -> list[dict[str, Any]]:
+        return [{"id": r["id"], "session_key": r["session_key"], "payload": r["payload"], "state": r["state"]}
+                for r in sorted(self.intake.values(), key=lambda r: r["id"]) if r["state"] != "done"]
+
+    async def intake_prune(self, before_ts: float) -> int:
+        async with self._io:
+            doomed = [i for i, r in self.intake.items()
+                      if r["state"] == "done" and float(r.get("accepted_ts") or 0) < before_ts]
+            if not doomed:
+                return 0
+            for ident in doomed:
+                row = self.intake.pop(ident)
+                self.inbound.pop(self._token(row["platform"], row["chat_id"], row["message_id"]), None)
+            # Compact the log: one accept line per kept row, in arrival order.
+            text = "".join(json.dumps(dict(r, op="accept"), ensure_ascii=False) + "\n"
+                           for r in sorted(self.intake.values(), key=lambda r: r["id"]))
+            await asyncio.to_thread(write_atomic, self.dir / INTAKE_FILE_NAME, text)
+            return len(doomed)
+
+    # ---- delivery ledger (SPEC.md §6) ------------------------------------------------------
+
+    async def _persist_ledger(self) -> None:
+        text = json.dumps({str(k): v for k, v in self.ledger.items()}, ensure_ascii=False)
+        await asyncio.to_thread(write_atomic, self.dir / LEDGER_FILE_NAME, text)
+
+    async def record_reply(self, session_key: str, session_id: str, row: dict[str, Any] | None,
+                           obligation: dict[str, Any] | None) -> tuple[int | None, int | None]:
+        # Not one transaction (no SQLite): reply, then obligation, then the marker, so a crash
+        # in between leaves a marked turn with a persisted reply, which recovery turns into an
+        # obligation (seed §7).
+        message_id = await self.append_message(session_id, row) if row is not None else None
+        ob_id = None
+        if obligation is not None:
+            ob_id = max(self.ledger, default=0) + 1
+            self.ledger[ob_id] = {
+                "id": ob_id, "session_key": obligation["session_key"], "session_id": obligation["session_id"],
+                "origin": obligation["origin"], "content": obligation["content"], "state": "pending",
+                "attempts": 0, "internal": int(bool(obligation["internal"])), "last_error": None,
+                "message_id": message_id if message_id is not None else obligation.get("message_id"),
+                "reply_to": obligation.get("reply_to"), "created_ts": obligation["now_ts"],
+                "updated_ts": obligation["now_ts"]}
+            await self._persist_ledger()
+        await self.end_turn(session_key)
+        return message_id, ob_id
+
+    async def obligation_for_message(self, message_id: int) -> int | None:
+        for ident, ob in self.ledger.items():
+            if ob.get("message_id") == message_id:
+                return ident
+        return None
+
+    async def obligation_update(self, ob_id: int, state: str, now_iso: str, now_ts: float, *,
+                                attempt: bool = False, error: str | None = None) -> None:
+        ob = self.ledger.get(ob_id)
+        if ob is None:
+            return
+        ob["state"] = state
+        ob["attempts"] = int(ob.get("attempts") or 0) + (1 if attempt else 0)
+        if error is not None:
+            ob["last_error"] = error
+        ob["updated_ts"] = now_ts
+        await self._persist_ledger()
+
+    async def obligations(self, states: tuple[str, ...]) -> list[dict[str, Any]]:
+        return [dict(ob) for _, ob in sorted(self.ledger.items()) if ob.get("state") in states]
+
+    async def obligations_prune(self, before_ts: float) -> int:
+        doomed = [i for i, ob in self.ledger.items()
+                  if ob.get("state") in ("delivered", "abandoned") and float(ob.get("updated_ts") or 0) < before_ts]
+        for ident in doomed:
+            del self.ledger[ident]
+        if doomed:
+            await self._persist_ledger()
+        return len(doomed)
+
+    async def resume_pending_routes(self) -> list[SessionEntry]:
+        items = [e.copy() for e in self.routes.values() if e.resume_pending]
+        items.sort(key=lambda e: e.updated_at)
+        return items
 
     async def search(self, expression: str, limit: int, owner: SessionSource | None,
                      shared_chat: bool) -> list[dict[str, Any]]:

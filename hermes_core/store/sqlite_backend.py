@@ -193,7 +193,8 @@ class SqliteBackend:
             return cur.lastrowid
         return await self._with_fts_repair(work)
 
-    async def begin_turn(self, session_key: str, session_id: str, row: dict[str, Any], started_ts: float) -> None:
+    async def begin_turn(self, session_key: str, session_id: str, row: dict[str, Any], started_ts: float,
+                         inbound_id: int | None = None) -> None:
         async def work():
             async with self.db.write() as conn:
                 message_id = await self._insert_message(conn, session_id, row)
@@ -202,7 +203,30 @@ class SqliteBackend:
                     "WHERE session_key = ?", (session_id, message_id, started_ts, session_key))
                 if cur.rowcount == 0:
                     raise StoreError(f"cannot begin a turn: no session entry for key {session_key!r}")
+                if inbound_id is not None:
+                    # Same transaction: a 'running' intake row always has its user message stored.
+                    await conn.execute("UPDATE inbound SET state = 'running' WHERE id = ? AND state = 'pending'",
+                                       (inbound_id,))
         await self._with_fts_repair(work)
+
+    async def set_turn_marker(self, session_key: str, session_id: str, message_id: int, started_ts: float) -> None:
+        await self.db.write_one(
+            "UPDATE routes SET turn_session_id = ?, turn_message_id = ?, turn_started_ts = ? WHERE session_key = ?",
+            (session_id, message_id, started_ts, session_key))
+
+    async def unanswered_user_message(self, session_id: str) -> dict[str, Any] | None:
+        row = await self.db.fetchone(
+            "SELECT id, role, content FROM messages WHERE session_id = ? AND active = 1 "
+            "AND role IN ('user', 'assistant') ORDER BY id DESC LIMIT 1", (session_id,))
+        if row is None or row[1] != "user":
+            return None
+        return {"id": row[0], "content": row[2]}
+
+    async def reply_row_after(self, session_id: str, message_id: int | None) -> dict[str, Any] | None:
+        row = await self.db.fetchone(
+            "SELECT id, content FROM messages WHERE session_id = ? AND active = 1 AND role = 'assistant' "
+            "AND id > ? ORDER BY id LIMIT 1", (session_id, message_id or 0))
+        return {"id": row[0], "content": row[1]} if row else None
 
     async def end_turn(self, session_key: str) -> None:
         await self.db.write_one("UPDATE routes SET turn_session_id = NULL, turn_message_id = NULL, "
@@ -257,11 +281,96 @@ class SqliteBackend:
 
     # ---- intake, search, mirror -----------------------------------------------------------
 
-    async def accept_inbound(self, platform: str, chat_id: str, message_id: str, now_iso: str) -> bool:
+    async def accept_inbound(self, platform: str, chat_id: str, message_id: str, now_iso: str,
+                             now_ts: float = 0.0) -> bool:
         cur = await self.db.write_one(
-            "INSERT OR IGNORE INTO inbound (platform, chat_id, message_id, accepted_at) VALUES (?, ?, ?, ?)",
-            (platform, chat_id, message_id, now_iso))
+            "INSERT OR IGNORE INTO inbound (platform, chat_id, message_id, accepted_at, accepted_ts, state) "
+            "VALUES (?, ?, ?, ?, ?, 'done')", (platform, chat_id, message_id, now_iso, now_ts))
         return cur.rowcount == 1
+
+    # ---- durable intake (SPEC.md §0, §5) ----------------------------------------------------
+
+    async def intake_accept(self, platform: str, chat_id: str, message_id: str, session_key: str,
+                            payload: str, now_iso: str, now_ts: float) -> int | None:
+        cur = await self.db.write_one(
+            "INSERT OR IGNORE INTO inbound (platform, chat_id, message_id, accepted_at, accepted_ts, session_key, "
+            "payload, state) VALUES (?, ?, ?, ?, ?, ?, ?, 'pending')",
+            (platform, chat_id, message_id, now_iso, now_ts, session_key, payload))
+        return cur.lastrowid if cur.rowcount == 1 else None
+
+    async def intake_finish(self, inbound_id: int, now_ts: float) -> None:
+        # The payload is dropped: the message lives in the transcript now; the id stays for dedupe.
+        await self.db.write_one("UPDATE inbound SET state = 'done', payload = NULL, finished_ts = ? WHERE id = ?",
+                                (now_ts, inbound_id))
+
+    async def intake_open(self) -> list[dict[str, Any]]:
+        rows = await self.db.fetchall(
+            "SELECT id, session_key, payload, state FROM inbound WHERE state != 'done' ORDER BY id")
+        return [{"id": r[0], "session_key": r[1], "payload": r[2], "state": r[3]} for r in rows]
+
+    async def intake_prune(self, before_ts: float) -> int:
+        cur = await self.db.write_one("DELETE FROM inbound WHERE state = 'done' AND accepted_ts < ?", (before_ts,))
+        return cur.rowcount
+
+    # ---- delivery ledger (SPEC.md §6) ------------------------------------------------------
+
+    _OB_COLS = ("id", "session_key", "session_id", "origin", "content", "state", "attempts", "internal",
+                "last_error", "message_id", "reply_to", "created_ts", "updated_ts")
+
+    @staticmethod
+    async def _insert_obligation(conn, ob: dict[str, Any]) -> int:
+        cur = await conn.execute(
+            "INSERT INTO delivery_obligations (session_key, session_id, origin, content, state, attempts, internal, "
+            "message_id, reply_to, created_at, updated_at, created_ts, updated_ts) "
+            "VALUES (?, ?, ?, ?, 'pending', 0, ?, ?, ?, ?, ?, ?, ?)",
+            (ob["session_key"], ob["session_id"], ob["origin"], ob["content"], int(bool(ob["internal"])),
+             ob.get("message_id"), ob.get("reply_to"), ob["now_iso"], ob["now_iso"], ob["now_ts"], ob["now_ts"]))
+        return cur.lastrowid
+
+    async def record_reply(self, session_key: str, session_id: str, row: dict[str, Any] | None,
+                           obligation: dict[str, Any] | None) -> tuple[int | None, int | None]:
+        async def work():
+            async with self.db.write() as conn:
+                message_id = await self._insert_message(conn, session_id, row) if row is not None else None
+                ob_id = None
+                if obligation is not None:
+                    ob_id = await self._insert_obligation(conn, dict(obligation, message_id=message_id
+                                                                     if message_id is not None
+                                                                     else obligation.get("message_id")))
+                await conn.execute("UPDATE routes SET turn_session_id = NULL, turn_message_id = NULL, "
+                                   "turn_started_ts = NULL WHERE session_key = ?", (session_key,))
+                return message_id, ob_id
+        return await self._with_fts_repair(work)
+
+    async def obligation_for_message(self, message_id: int) -> int | None:
+        return await self.db.fetchval("SELECT id FROM delivery_obligations WHERE message_id = ? LIMIT 1",
+                                      (message_id,))
+
+    async def obligation_update(self, ob_id: int, state: str, now_iso: str, now_ts: float, *,
+                                attempt: bool = False, error: str | None = None) -> None:
+        await self.db.write_one(
+            "UPDATE delivery_obligations SET state = ?, attempts = attempts + ?, last_error = coalesce(?, last_error), "
+            "updated_at = ?, updated_ts = ? WHERE id = ?", (state, 1 if attempt else 0, error, now_iso, now_ts, ob_id))
+
+    async def obligations(self, states: tuple[str, ...]) -> list[dict[str, Any]]:
+        marks = ", ".join("?" for _ in states)
+        rows = await self.db.fetchall(
+            f"SELECT {', '.join(self._OB_COLS)} FROM delivery_obligations WHERE state IN ({marks}) ORDER BY id",
+            states)
+        return [dict(zip(self._OB_COLS, r)) for r in rows]
+
+    async def obligations_prune(self, before_ts: float) -> int:
+        cur = await self.db.write_one(
+            "DELETE FROM delivery_obligations WHERE state IN ('delivered', 'abandoned') AND updated_ts < ?",
+            (before_ts,))
+        return cur.rowcount
+
+    async def resume_pending_routes(self) -> list[SessionEntry]:
+        rows = await self.db.fetchall(
+            "SELECT entry, session_id FROM routes WHERE json_extract(entry, '$.resume_pending') = 1 "
+            "ORDER BY updated_ts")
+        entries = (self._entry(r[0], f"of session {r[1]}") for r in rows)
+        return [e for e in entries if e is not None]
 
     async def search(self, expression: str, limit: int, owner: SessionSource | None,
                      shared_chat: bool) -> list[dict[str, Any]]:

@@ -1,5 +1,6 @@
 """Turn markers, crash recovery and durable inbound dedupe of the session store (seed §7;
-SPEC.md §5, §6). Mixed into `SessionStore`."""
+SPEC.md §5, §6). Mixed into `SessionStore`; brings in the durable intake (`intake.IntakeOps`)
+and the delivery ledger (`ledger.LedgerOps`)."""
 
 from __future__ import annotations
 
@@ -7,19 +8,23 @@ import logging
 from typing import Any, Mapping
 
 from ..model import format_timestamp, validate_session_id
+from .intake import IntakeOps
+from .ledger import LedgerOps, text_owed
 from .rows import normalize_message
 
 log = logging.getLogger(__name__)
 
 
-class TurnOps:
+class TurnOps(IntakeOps, LedgerOps):
     """Turn markers (`begin_turn` / `end_turn`), `recover_interrupted_turns` and `accept_inbound`.
 
     Relies on the SessionStore attributes `_b()`, `_now()`, `_lock` and `_mark_resume_locked`.
     """
 
-    async def begin_turn(self, session_key: str, session_id: str, user_message: Mapping[str, Any]) -> None:
-        """Record the user message and set the turn marker (UTC start time) in ONE transaction.
+    async def begin_turn(self, session_key: str, session_id: str, user_message: Mapping[str, Any],
+                         inbound_id: int | None = None) -> None:
+        """Record the user message and set the turn marker (UTC start time) in ONE transaction;
+        with `inbound_id`, that intake row becomes 'running' in the same transaction.
 
         Raises:
             ValueError: bad message or path-unsafe session id.
@@ -28,7 +33,23 @@ class TurnOps:
         validate_session_id(session_id)
         row = normalize_message(user_message, self._now)
         async with self._lock:
-            await self._b().begin_turn(session_key, session_id, row, self._now().timestamp())
+            await self._b().begin_turn(session_key, session_id, row, self._now().timestamp(), inbound_id)
+
+    async def resume_turn(self, session_key: str, session_id: str) -> str | None:
+        """Start a resumed turn (seed §7 auto-continue): when the session's last user message has
+        no reply, set the turn marker on it and return its text (the agent answers it again);
+        else return None and change nothing.
+
+        Raises:
+            ValueError: path-unsafe session id.
+        """
+        validate_session_id(session_id)
+        async with self._lock:
+            last = await self._b().unanswered_user_message(session_id)
+            if last is None:
+                return None
+            await self._b().set_turn_marker(session_key, session_id, last["id"], self._now().timestamp())
+            return last["content"] or ""
 
     async def end_turn(self, session_key: str) -> None:
         """Clear the turn marker once the final reply is recorded (or nothing is left to send)."""
@@ -44,8 +65,10 @@ class TurnOps:
         persisted reply to `resume_pending=True`, `resume_reason="restart_interrupted"`, and
         clear the marker. A marker older than `max_age_seconds` (SPEC.md §6:
         `max(3600, 2 × agent_timeout)`) is cleared without resuming; a suspended entry is not
-        marked (marker cleared). Markers of turns whose reply was persisted are left for the
-        delivery-ledger sweep. Sessions without a marker are untouched.
+        marked (marker cleared). A marked turn whose reply was persisted is not resumed: when the
+        ledger has no obligation for that reply, one is recorded ('pending', judged like a
+        normal reply: a silence marker owes `SILENT_NOTICE`), and the marker is cleared; the
+        start-up ledger sweep delivers it (seed §7). Sessions without a marker are untouched.
 
         Returns:
             The session keys marked resume_pending.
@@ -60,7 +83,9 @@ class TurnOps:
                              key, now_ts - marker["started_ts"])
                     await self._b().end_turn(key)
                     continue
-                if await self._b().reply_after(marker["session_id"], marker["message_id"]):
+                reply = await self._b().reply_row_after(marker["session_id"], marker["message_id"])
+                if reply is not None:
+                    await self._adopt_orphan_reply(key, marker["session_id"], reply)
                     continue
                 if await self._mark_resume_locked(key, "restart_interrupted", clear_marker=True):
                     marked.append(key)
@@ -68,11 +93,30 @@ class TurnOps:
                     await self._b().end_turn(key)
         return marked
 
+    async def _adopt_orphan_reply(self, key: str, session_id: str, reply: dict[str, Any]) -> None:
+        """A persisted reply of a marked turn: make sure the ledger owes it, clear the marker."""
+        backend = self._b()
+        if await backend.obligation_for_message(reply["id"]) is None:
+            entry = await self._load(key)
+            content = text_owed(reply.get("content"), internal=False)
+            ob = None
+            if content:
+                ob = self._obligation(key, session_id, entry.origin if entry else None, content, False, None)
+                ob["message_id"] = reply["id"]
+                log.warning("turn of %s has a saved reply that was never recorded for delivery; "
+                            "it will be re-sent", key)
+            await backend.record_reply(key, session_id, None, ob)
+        else:
+            await backend.end_turn(key)
+
     async def accept_inbound(self, platform: str, chat_id: str, message_id: str) -> bool:
-        """Durable inbound dedupe (SPEC.md §5): record `(platform, chat_id, message_id)`.
+        """Dedupe-only record of `(platform, chat_id, message_id)` (SPEC.md §5), without the
+        event: for callers that persist the message elsewhere. The gateway runner uses
+        `accept_inbound_event`, which also makes the message durable.
 
         Returns:
             True the first time, False when it was accepted before (also across restarts).
         """
+        now = self._now()
         return await self._b().accept_inbound(str(platform), str(chat_id), str(message_id),
-                                              format_timestamp(self._now()))
+                                              format_timestamp(now), now.timestamp())

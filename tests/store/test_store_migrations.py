@@ -14,13 +14,14 @@ from hermes_core.store.db import migrations
 
 def test_migrations_are_ordered_and_numbered():
     assert [(v, name) for v, name, _ in migrations()] == [
-        (1, "0001_initial.sql"), (2, "0002_route_counters_and_meta.sql")]
+        (1, "0001_initial.sql"), (2, "0002_route_counters_and_meta.sql"),
+        (3, "0003_durable_intake_and_ledger.sql")]
 
 
 async def test_fresh_db_is_at_latest_version_with_wal(store, config):
     conn = sqlite3.connect(config.db_path)
     try:
-        assert conn.execute("PRAGMA user_version").fetchone()[0] == 2
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == 3
         assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
         tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
         assert {"sessions", "messages", "routes", "inbound", "delivery_obligations", "messages_fts",
@@ -41,7 +42,7 @@ async def test_version_1_database_is_migrated_forward(config, clock):
         # the version-2 trigger keeps the session row's counters equal to the entry's
         assert (await store.session_info(entry.session_id))["total_tokens"] == 7
     conn = sqlite3.connect(config.db_path)
-    assert conn.execute("PRAGMA user_version").fetchone()[0] == 2
+    assert conn.execute("PRAGMA user_version").fetchone()[0] == 3
     conn.close()
 
 
@@ -65,3 +66,22 @@ async def test_state_db_and_wal_are_owner_only(store, config, dm):
     await store.get_or_create_session(dm)
     for suffix in ("", "-wal"):
         assert stat.S_IMODE(os.stat(f"{config.db_path}{suffix}").st_mode) == 0o600
+
+
+async def test_version_2_dedupe_ids_survive_migration_3(config, clock):
+    """Schema 3 rebuilds `inbound` with an explicit id; ids accepted under schema 2 still dedupe."""
+    config.home.mkdir(parents=True)
+    conn = sqlite3.connect(config.db_path)
+    conn.executescript(migrations()[0][2] + "\n" + migrations()[1][2] + "\nPRAGMA user_version = 2;")
+    conn.execute("INSERT INTO inbound (platform, chat_id, message_id, accepted_at) VALUES "
+                 "('telegram', '12345', 'm1', '2026-01-02T03:04:05+00:00')")
+    conn.commit()
+    conn.close()
+    async with SessionStore(config.sessions_dir, config, clock=clock) as store:
+        assert await store.accept_inbound("telegram", "12345", "m1") is False
+        assert await store.accept_inbound("telegram", "12345", "m2") is True
+    conn = sqlite3.connect(config.db_path)
+    assert conn.execute("SELECT message_id, state, accepted_ts FROM inbound ORDER BY id").fetchall() == [
+        ("m1", "done", 1767323045.0), ("m2", "done", conn.execute(
+            "SELECT accepted_ts FROM inbound WHERE message_id = 'm2'").fetchone()[0])]
+    conn.close()

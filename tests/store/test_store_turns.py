@@ -45,13 +45,18 @@ async def test_recover_clears_stale_marker_without_resuming(store, dm, clock):
     assert await store.turn_markers() == []
 
 
-async def test_recover_leaves_answered_turn_for_ledger_sweep(store, dm):
+async def test_recover_hands_answered_turn_to_the_ledger(store, dm):
+    # seed §7: a marked turn whose reply was saved but never recorded for delivery becomes a
+    # pending obligation and the marker is cleared; the turn is not resumed.
     entry = await store.get_or_create_session(dm)
     await store.begin_turn(entry.session_key, entry.session_id, {"role": "user", "content": "q"})
     await store.append_to_transcript(entry.session_id, {"role": "assistant", "content": "persisted reply"})
     assert await store.recover_interrupted_turns(3600) == []
     assert (await store.get_entry(entry.session_key)).resume_pending is False
-    assert len(await store.turn_markers()) == 1
+    assert await store.turn_markers() == []
+    [ob] = await store.open_obligations()
+    assert (ob["session_key"], ob["content"], ob["state"], ob["attempts"], ob["origin"].chat_id) == (
+        entry.session_key, "persisted reply", "pending", 0, dm.chat_id)
 
 
 async def test_recover_does_not_mark_suspended(store, dm):

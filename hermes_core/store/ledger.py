@@ -1,0 +1,129 @@
+"""The delivery ledger (SPEC.md §6; seed §7 "record_delivery_obligation"). Mixed into
+`SessionStore` through `TurnOps`.
+
+An obligation is a text the gateway owes a chat. States: pending → attempting → delivered |
+failed | abandoned. The final reply of a turn is recorded as 'pending' in the same transaction as
+the assistant message, and that transaction also clears the turn marker; the sender marks it
+'attempting' before sending and 'delivered' / 'failed' after. After a crash, start-up re-sends
+'attempting' ones with `RECOVERED_PREFIX` (the chat may already have them) and 'pending' /
+'failed' ones plainly; a 'delivered' one never. An obligation is abandoned after
+`MAX_ATTEMPTS` (3) attempts or `MAX_AGE_S` (24 h).
+
+Silence (SPEC.md §6): a reply that is only a silence marker (`[SILENT]`, `SILENT`, `NO_REPLY`,
+`NO REPLY`, any case, surrounding blanks ignored) owes nothing for an internal turn and
+`SILENT_NOTICE` for a human turn.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from datetime import timedelta
+from typing import Any, Mapping
+
+from ..model import SessionSource, format_timestamp
+from .rows import normalize_message
+
+log = logging.getLogger(__name__)
+
+OPEN_STATES = ("pending", "attempting", "failed")
+MAX_ATTEMPTS = 3
+MAX_AGE_S = 24 * 3600
+LEDGER_RETENTION_DAYS = 7
+RECOVERED_PREFIX = "Recovered reply (may be a duplicate):"
+SILENCE_MARKERS = frozenset({"[silent]", "silent", "no_reply", "no reply"})
+SILENT_NOTICE = "(The agent chose not to reply to this message.)"
+
+
+def is_silence(text: str | None) -> bool:
+    """True when `text` is only a silence marker (case-insensitive, blanks around ignored)."""
+    return (text or "").strip().lower() in SILENCE_MARKERS
+
+
+def text_owed(reply: str | None, *, internal: bool) -> str | None:
+    """What a turn whose final reply is `reply` owes its chat: None (nothing: silence on an
+    internal turn, or an empty reply), `SILENT_NOTICE` (silence on a human turn), else `reply`."""
+    if is_silence(reply):
+        return None if internal else SILENT_NOTICE
+    return reply or None
+
+
+class LedgerOps:
+    """Delivery-ledger methods. Relies on the SessionStore attributes `_b()`, `_now()`, `_lock`."""
+
+    def _obligation(self, session_key: str, session_id: str, origin: SessionSource | None, content: str,
+                    internal: bool, reply_to: str | None) -> dict[str, Any]:
+        now = self._now()
+        return {"session_key": session_key, "session_id": session_id,
+                "origin": json.dumps(origin.to_dict(), ensure_ascii=False) if origin else None,
+                "content": content, "internal": internal, "reply_to": reply_to,
+                "now_iso": format_timestamp(now), "now_ts": now.timestamp()}
+
+    async def record_reply(self, session_key: str, session_id: str, message: Mapping[str, Any] | None, *,
+                           origin: SessionSource | None, content: str | None, internal: bool = False,
+                           reply_to: str | None = None) -> int | None:
+        """End a turn durably: append `message` (the assistant reply; None for a notice-only
+        turn), record the obligation to send `content` (None: nothing is owed) and clear the turn
+        marker — one transaction on SQLite (SPEC.md §6).
+
+        Args:
+            origin: the chat to deliver to (the stored origin, raw ids).
+            content: the text owed (see `text_owed`), or None.
+            internal: the turn was an internal wake-up.
+            reply_to: the platform id of the message answered, or None.
+        Returns:
+            The obligation id, or None when nothing is owed.
+        Raises:
+            ValueError: bad message. sqlite3.Error / OSError: nothing was recorded.
+        """
+        row = normalize_message(message, self._now) if message is not None else None
+        ob = self._obligation(session_key, session_id, origin, content, internal, reply_to) if content else None
+        _, ob_id = await self._b().record_reply(session_key, session_id, row, ob)
+        return ob_id
+
+    async def start_delivery(self, obligation_id: int) -> None:
+        """Mark an obligation 'attempting' (one more attempt) right before sending it."""
+        now = self._now()
+        await self._b().obligation_update(obligation_id, "attempting", format_timestamp(now), now.timestamp(),
+                                          attempt=True)
+
+    async def finish_delivery(self, obligation_id: int, delivered: bool, error: str | None = None) -> None:
+        """Mark an obligation 'delivered', or 'failed' with `error` (retried at the next start)."""
+        now = self._now()
+        await self._b().obligation_update(obligation_id, "delivered" if delivered else "failed",
+                                          format_timestamp(now), now.timestamp(), error=error)
+
+    async def abandon_delivery(self, obligation_id: int, reason: str) -> None:
+        """Give an obligation up ('abandoned'), recording why."""
+        now = self._now()
+        await self._b().obligation_update(obligation_id, "abandoned", format_timestamp(now), now.timestamp(),
+                                          error=reason)
+
+    async def open_obligations(self) -> list[dict[str, Any]]:
+        """Obligations still owed ('pending', 'attempting', 'failed'), oldest first: dicts with
+        `id, session_key, session_id, origin (SessionSource | None), content, state, attempts,
+        internal (bool), last_error, message_id, reply_to, created_ts, updated_ts` (epoch s)."""
+        out = []
+        for ob in await self._b().obligations(OPEN_STATES):
+            ob = dict(ob)
+            try:
+                ob["origin"] = SessionSource.from_dict(json.loads(ob["origin"])) if ob.get("origin") else None
+            except (TypeError, ValueError) as exc:
+                log.error("delivery obligation %s has an unreadable origin (%s)", ob["id"], exc)
+                ob["origin"] = None
+            ob["internal"] = bool(ob.get("internal"))
+            out.append(ob)
+        return out
+
+    async def obligations_in(self, *states: str) -> list[dict[str, Any]]:
+        """Raw obligations in the given states (admin and tests), oldest first."""
+        return await self._b().obligations(tuple(states))
+
+    async def prune_obligations(self, retention_days: float = LEDGER_RETENTION_DAYS) -> int:
+        """Housekeeping: delete delivered/abandoned obligations older than `retention_days`."""
+        cutoff = self._now() - timedelta(days=retention_days)
+        return await self._b().obligations_prune(cutoff.timestamp())
+
+    async def resume_pending_entries(self) -> list:
+        """Entries with `resume_pending=True` (start-up auto-continue), oldest first."""
+        return await self._b().resume_pending_routes()
