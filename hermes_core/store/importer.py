@@ -14,7 +14,7 @@ import logging
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .mirror import load_sessions_json
+from .mirror import entries_from_data
 from .session_store import SessionStore
 
 log = logging.getLogger(__name__)
@@ -36,14 +36,20 @@ class ImportReport:
 
 
 async def import_sessions_json(store: SessionStore, path: Path, *, replace: bool = False) -> ImportReport:
-    """Read `path` and add its entries (routes + session rows) to the open `store`.
+    """Read `path` (once) and add its entries (routes + session rows) to the open `store`.
+
+    A legacy `{session_id}.jsonl` beside the file is imported only into a session that exists in
+    the store after the import (a route imported now, or a session row already there) and that
+    has no transcript yet: messages never land under a session that was never created (a route
+    kept because its key already exists points at *our* session, not the file's).
 
     Args:
         store: an open store (holding the home lock: this writes).
         path: an older gateway's sessions.json.
         replace: overwrite routes whose session key already exists (default: keep ours).
     Returns:
-        An ImportReport.
+        An ImportReport; `skipped` has one line per bad entry, per transcript not imported and
+        per bad transcript line.
     Raises:
         FileNotFoundError: `path` does not exist. ValueError: `path` is not a JSON object.
     """
@@ -57,25 +63,44 @@ async def import_sessions_json(store: SessionStore, path: Path, *, replace: bool
     if not isinstance(data, dict):
         raise ValueError(f"{path} does not hold a JSON object of session entries")
     report = ImportReport()
-    entries, _extras = load_sessions_json(path, report.skipped)
-    report.imported, report.skipped_existing = await store.import_entries(entries.values(), replace=replace)
-    for entry in entries.values():
-        legacy = path.parent / f"{entry.session_id}.jsonl"
-        if not legacy.is_file() or await store.load_transcript(entry.session_id):
+    entries, _extras = entries_from_data(data, path, report.skipped)
+    existing = {key for key in entries if await store.get_entry(key) is not None}
+    wanted = [e for key, e in entries.items() if replace or key not in existing]
+    imported, skipped_existing = await store.import_entries(wanted, replace=replace)
+    report.imported = imported
+    report.skipped_existing = skipped_existing + (0 if replace else len(existing))
+    done: set[str] = set()
+    for key, entry in entries.items():
+        sid = entry.session_id
+        legacy = path.parent / f"{sid}.jsonl"
+        if sid in done or not legacy.is_file():
             continue
-        count = 0
-        for number, line in enumerate(legacy.read_text(encoding="utf-8", errors="replace").splitlines(), 1):
-            if not line.strip():
-                continue
-            try:
-                message = json.loads(line)
-                await store.append_to_transcript(entry.session_id, message)
-            except (ValueError, TypeError) as exc:
-                report.skipped.append(f"{legacy.name} line {number}: {exc}")
-                log.warning("%s line %d skipped: %s", legacy, number, exc)
-                continue
-            count += 1
+        done.add(sid)
+        if await store.session_info(sid) is None:
+            report.skipped.append(f"{legacy.name}: route {key} kept as it was; transcript not imported")
+            log.warning("%s not imported: the route %r already exists and points elsewhere", legacy, key)
+            continue
+        if await store.load_transcript(sid):
+            continue  # imported before: never doubled
+        count = await _import_legacy_lines(store, sid, legacy, report)
         if count:
             report.transcripts += 1
             report.messages += count
     return report
+
+
+async def _import_legacy_lines(store: SessionStore, session_id: str, legacy: Path, report: ImportReport) -> int:
+    """Append the messages of a legacy transcript; bad lines are reported and skipped one at a
+    time (the store validates each message). Returns the number appended."""
+    count = 0
+    for number, line in enumerate(legacy.read_text(encoding="utf-8", errors="replace").splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            await store.append_to_transcript(session_id, json.loads(line))
+        except (ValueError, TypeError) as exc:
+            report.skipped.append(f"{legacy.name} line {number}: {exc}")
+            log.warning("%s line %d skipped: %s", legacy, number, exc)
+            continue
+        count += 1
+    return count

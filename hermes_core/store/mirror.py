@@ -119,6 +119,17 @@ def load_sessions_json(path: Path, skipped: list[str] | None = None
     if not isinstance(data, dict):
         log.warning("%s does not hold a JSON object; ignoring it", path)
         return {}, {}
+    return entries_from_data(data, path, skipped)
+
+
+def entries_from_data(data: dict[str, Any], path: Path | str, skipped: list[str] | None = None
+                      ) -> tuple[dict[str, SessionEntry], dict[str, Any]]:
+    """Turn an already parsed sessions.json object into entries, leniently (see
+    `load_sessions_json`; `path` only names the file in log lines).
+
+    Returns:
+        `(entries by session key, extras)`; bad entries are skipped and logged one at a time.
+    """
     entries: dict[str, SessionEntry] = {}
     extras: dict[str, Any] = {}
     for key, value in data.items():

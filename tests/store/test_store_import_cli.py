@@ -190,3 +190,42 @@ def test_bad_config_is_one_line(home):
     code, out = run("list")
     assert code == 2
     assert len(out.strip().splitlines()) == 1 and out.startswith("hermes-gateway: error: config file")
+
+
+def test_legacy_transcript_of_a_kept_route_is_not_imported(home, seed_dir):
+    """A route kept because its key already exists points at our session: the file's legacy
+    transcript must not land under the file's session id, which was never created."""
+    async def ours(store):
+        e = await store.get_or_create_session(SessionSource(platform="telegram", chat_id="12345", user_id="9"))
+        await store.append_to_transcript(e.session_id, {"role": "user", "content": "our question",
+                                                        "timestamp": "2026-01-01T00:00:00+00:00"})
+        return e
+    mine = _store_call(home, ours)
+    assert mine.session_key == "agent:main:telegram:dm:12345"
+
+    code, out = run("import", str(seed_dir / "sessions.json"), "--json")
+    assert code == 0, out
+    report = json.loads(out)
+    assert (report["imported"], report["skipped_existing"], report["transcripts"], report["messages"]) == (1, 1, 0, 0)
+    assert report["skipped"][-1] == ("20250101_101010_abcdef12.jsonl: route agent:main:telegram:dm:12345 "
+                                     "kept as it was; transcript not imported")
+
+    async def check(store):
+        assert (await store.get_entry("agent:main:telegram:dm:12345")).session_id == mine.session_id
+        assert await store.session_info("20250101_101010_abcdef12") is None
+        assert await store.load_transcript("20250101_101010_abcdef12") == []
+        assert [m["content"] for m in await store.load_transcript(mine.session_id)] == ["our question"]
+    _store_call(home, check)
+
+    # --replace takes the file's route: now the session exists and its transcript comes along
+    code, out = run("import", str(seed_dir / "sessions.json"), "--replace", "--json")
+    report = json.loads(out)
+    assert (code, report["imported"], report["skipped_existing"], report["transcripts"], report["messages"]) == (
+        0, 2, 0, 1, 2)
+
+    async def check_replaced(store):
+        assert (await store.get_entry("agent:main:telegram:dm:12345")).session_id == "20250101_101010_abcdef12"
+        assert [m["content"] for m in await store.load_transcript("20250101_101010_abcdef12")] == [
+            "old question", "old answer"]
+        assert [m["content"] for m in await store.load_transcript(mine.session_id)] == ["our question"]
+    _store_call(home, check_replaced)
