@@ -18,7 +18,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
-from ..keys import build_session_key, is_shared_multi_user_session
+from ..keys import Canonicalizer, build_session_key, default_canonical_identity, is_shared_multi_user_session
 from ..model import (
     SessionEntry,
     SessionSource,
@@ -54,6 +54,12 @@ class SessionStore(TurnOps, TranscriptOps):
         has_active_processes_fn: `(session_key) -> bool`; a key for which it returns True (or
             raises) is never pruned.
         key_fn: `(SessionSource) -> str`; default `build_session_key` with the config's two flags.
+        shared_fn: `(SessionSource) -> bool`, "is this a shared multi-user session" for owner
+            scoping (seed §5; the `hermes_session_shared` hook in a gateway); default
+            `is_shared_multi_user_session` with the config's two flags.
+        canonical_fn: `(platform, kind, value) -> str` folding id aliases (kind `"user"` or
+            `"chat"`) before owner ids are compared (the `hermes_canonical_identity` hook chain
+            in a gateway); default `keys.default_canonical_identity` (WhatsApp normalisation).
         clock: returns the current aware UTC datetime.
         lock_home: take the exclusive lock on `config.home` at open (HomeLockedError if taken).
 
@@ -63,11 +69,15 @@ class SessionStore(TurnOps, TranscriptOps):
     def __init__(self, sessions_dir: Path, config: GatewayConfig,
                  has_active_processes_fn: Callable[[str], bool] | None = None, *,
                  key_fn: Callable[[SessionSource], str] | None = None,
+                 shared_fn: Callable[[SessionSource], bool] | None = None,
+                 canonical_fn: Canonicalizer | None = None,
                  clock: Callable[[], datetime] = utc_now, lock_home: bool = True) -> None:
         self.sessions_dir = Path(sessions_dir)
         self.config = config
         self.has_active_processes_fn = has_active_processes_fn
         self._key_fn = key_fn
+        self._shared_fn = shared_fn
+        self._canonical_fn = canonical_fn or default_canonical_identity
         self._clock = clock
         self._lock_home = lock_home
         self._home_lock = HomeLock(config.home)
@@ -479,16 +489,33 @@ class SessionStore(TurnOps, TranscriptOps):
         return entry
 
     def _shared(self, source: SessionSource) -> bool:
+        """Whether `source`'s chat is a shared multi-user session: `shared_fn` when given (the
+        deployment's / plugins' answer), else the pure rule with the config's flags."""
+        if self._shared_fn is not None:
+            return bool(self._shared_fn(source))
         return is_shared_multi_user_session(
             source, group_sessions_per_user=self.config.group_sessions_per_user,
             thread_sessions_per_user=self.config.thread_sessions_per_user)
 
+    def _canonical(self, platform: str, kind: str, value: str | None) -> str | None:
+        if not value:
+            return None
+        return self._canonical_fn(platform, kind, value) or value
+
     def _owned_by(self, origin: SessionSource | None, owner: SessionSource) -> bool:
+        """SPEC.md §2 owner scoping: same platform and the same person (canonical participant
+        ids, so `+1555…` and `1555…:12@s.whatsapp.net` are one user), or, when the owner's chat
+        is shared, the same (canonical) chat."""
         if origin is None or origin.platform != owner.platform:
             return False
-        if origin.participant_id and origin.participant_id == owner.participant_id:
+        platform = owner.platform
+        mine = self._canonical(platform, "user", owner.participant_id)
+        if mine and self._canonical(platform, "user", origin.participant_id) == mine:
             return True
-        return self._shared(owner) and origin.chat_id == owner.chat_id
+        if not self._shared(owner):
+            return False
+        chat = self._canonical(platform, "chat", owner.chat_id)
+        return bool(chat) and self._canonical(platform, "chat", origin.chat_id) == chat
 
     async def has_any_sessions(self) -> bool:
         """True when any session was ever created (SQLite history, not only live routes)."""
