@@ -93,3 +93,9 @@ def test_message_event_command_parsing():
     ev = MessageEvent(SessionSource("telegram", "1"), text="/queue@mybot do this")
     assert ev.command() == ("queue", "do this")
     assert MessageEvent(SessionSource("local", "t"), text="hello").command() == ("", "hello")
+
+
+def test_message_text_with_lone_surrogates_is_made_valid_utf8():
+    assert MessageEvent(SessionSource("local", "t"), text="caf\udce9").text == "caf\ufffd"
+    assert MessageEvent(SessionSource("local", "t"), text="a\ud800b").text == "a?b"
+    assert MessageEvent(SessionSource("local", "t"), text="naïve ✓").text == "naïve ✓"

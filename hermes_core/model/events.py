@@ -16,6 +16,22 @@ USER = "user"
 INTERNAL = "internal"
 
 
+def clean_text(text: str | None) -> str:
+    """Return `text` as valid Unicode: undecodable input bytes that Python smuggled in as lone
+    surrogates (`surrogateescape`, e.g. Latin-1 typed into a UTF-8 terminal) become U+FFFD, so
+    the message can be stored and sent instead of failing at the first UTF-8 encode."""
+    if not text:
+        return ""
+    try:
+        text.encode("utf-8")
+        return text
+    except UnicodeEncodeError:
+        try:
+            return text.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+        except UnicodeEncodeError:  # other lone surrogates (e.g. from a broken UTF-16 source)
+            return text.encode("utf-8", "replace").decode("utf-8")
+
+
 @dataclass(slots=True)
 class MessageEvent:
     """One message to process.
@@ -37,6 +53,9 @@ class MessageEvent:
     kind: str = USER
     received_at: datetime = field(default_factory=utc_now)
     raw: Any = field(default=None, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        self.text = clean_text(self.text)
 
     @property
     def is_internal(self) -> bool:

@@ -17,6 +17,7 @@ import asyncio
 import getpass
 import logging
 import sys
+import re
 import threading
 from typing import Any, TextIO
 
@@ -29,6 +30,14 @@ log = logging.getLogger(__name__)
 
 QUIT_WORDS = frozenset({"/quit", "/exit"})
 _EOF = object()
+# C0/C1 control characters other than newline and tab: a reply that echoes a user's ESC
+# sequences must not drive the terminal (clear the screen, retitle the window, …).
+_TERMINAL_CONTROLS = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def _visible_controls(text: str) -> str:
+    """Replace terminal control characters with their `\\xNN` escape."""
+    return _TERMINAL_CONTROLS.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
 
 
 def _os_user() -> str:
@@ -98,8 +107,9 @@ class LocalAdapter(BaseAdapter):
 
     async def send(self, target: SessionSource, text: str, *, reply_to: str | None = None,
                    metadata: dict[str, Any] | None = None) -> SendResult:
-        """Write `text` and a newline to the output stream."""
+        """Write `text` and a newline to the output stream (control characters shown escaped)."""
         out = self.stdout
+        text = _visible_controls(text)
         out.write(text if text.endswith("\n") else text + "\n")
         out.flush()
         self.write_prompt()
@@ -143,10 +153,16 @@ class LocalAdapter(BaseAdapter):
                 text = line.rstrip("\r\n")
                 if text.strip() in QUIT_WORDS:
                     break
+                if not text.strip():  # ignored by the gateway: just ask again
+                    self.write_prompt()
+                    continue
                 try:
                     await self.emit(MessageEvent(source=self.source, text=text))
                 except Exception as exc:  # keep reading: one bad line must not end the chat
                     log.exception("line not accepted by the gateway")
                     await self.send(self.source, f"This message was not accepted: {type(exc).__name__}: {exc}")
         finally:
+            if self.prompt is not None and not self._closed.is_set():
+                self.stdout.write("\n")  # end the prompt line on Ctrl-D / /quit
+                self.stdout.flush()
             self._closed.set()

@@ -23,8 +23,9 @@ async def _collect(text: str, **kw):
 
 
 async def test_lines_become_events_in_order_until_quit():
-    adapter, events = await _collect("first\r\n\nsecond line\n/quit\nnever\n")
-    assert [e.text for e in events] == ["first", "", "second line"]
+    adapter, events = await _collect("first\r\n\n   \nsecond line\n/quit\nnever\n")
+    # Blank lines are ignored (issue 2) by the adapter itself, which just prompts again.
+    assert [e.text for e in events] == ["first", "second line"]
     source = events[0].source
     assert (source.platform, source.chat_id, source.chat_type, source.user_id) == ("local", "terminal", "dm", "alice")
     assert events[0].message_id is None  # no platform ids: nothing to dedupe across restarts
@@ -46,3 +47,26 @@ async def test_prompt_is_written_after_each_reply_when_set():
     adapter.write_prompt()
     await adapter.send(adapter.source, "hi")
     assert out.getvalue() == "> hi\n> "
+
+
+async def test_undecodable_input_bytes_become_replacement_characters():
+    """A Latin-1 byte on a UTF-8 stdin arrives as a lone surrogate (surrogateescape): the
+    message is kept, with U+FFFD in place of the byte, instead of failing to store."""
+    adapter, events = await _collect("caf\udce9 ok\n")
+    assert [e.text for e in events] == ["caf\ufffd ok"]
+    assert events[0].text.encode("utf-8") == b"caf\xef\xbf\xbd ok"
+
+
+async def test_control_characters_are_shown_escaped_and_blank_lines_reprompt():
+    out = io.StringIO()
+    adapter = LocalAdapter(stdin=io.StringIO("\n"), stdout=out, user="alice", prompt="> ")
+    await adapter.send(adapter.source, "echo: \x1b[2Jclear\tok\x07")
+    assert out.getvalue() == "echo: \\x1b[2Jclear\tok\\x07\n> "
+    out.seek(0)
+    out.truncate()
+    adapter.bind(lambda event: asyncio.sleep(0))
+    await adapter.start()
+    await asyncio.wait_for(adapter.wait_closed(), 10)
+    await adapter.stop()
+    # start prompt, the re-prompt after the blank line, then the newline that ends input
+    assert out.getvalue() == "> > \n"
