@@ -28,9 +28,23 @@ MIRROR_README = (
     "state.db is the source of truth; this file is rewritten from it and may be deleted safely "
     "while the gateway is stopped."
 )
-# The mirror never spends more than about 1/_COST_FACTOR of wall time rewriting itself: with a
-# huge index (100k sessions) each rewrite takes long, so the gap between rewrites grows with it.
-_COST_FACTOR = 20.0
+# Cost bound of the mirror (issue 3: O(1) per message at 100k sessions). A rewrite renders the
+# whole file (the seed's format is one atomic JSON object), so its duration d grows with the
+# number of routes: ~8 ms at 1k sessions, ~0.5-0.8 s at 100k on this machine. After a rewrite
+# that took d seconds the next one starts no sooner than max(debounce_s, COST_FACTOR x d) after
+# it ended, so rewriting takes at most d / (d + COST_FACTOR x d) = 1 / (COST_FACTOR + 1) ~ 9 %
+# of one core however busy the gateway is, and the file lags SQLite by at most
+# debounce_s + (COST_FACTOR + 1) x d (~9 s at 100k sessions). The SQLite read and the JSON
+# assembly run in a worker thread (`SqliteBackend.render_mirror`) and the file write too, so the
+# event loop only waits for the result. Shutdown (`close`) always writes the final state, gap or
+# not. Per message the store only sets a flag (`mark_dirty`, O(1)).
+COST_FACTOR = 10.0
+
+
+def flush_gap(debounce_s: float, last_duration_s: float, cost_factor: float = COST_FACTOR) -> float:
+    """Seconds to wait after a rewrite that took `last_duration_s` before the next one:
+    `max(debounce_s, cost_factor * last_duration_s)` (see the cost bound above)."""
+    return max(debounce_s, cost_factor * max(0.0, last_duration_s))
 
 
 def write_atomic(path: Path, text: str, mode: int = 0o600) -> None:
@@ -164,17 +178,28 @@ class MirrorWriter:
         path: the sessions.json path.
         render: async callable returning the full file text (runs the heavy part off the loop).
         debounce_s: minimum seconds between rewrites (`[storage] mirror_debounce_s`); the gap
-            also grows to 20× the last rewrite's duration so a huge index stays cheap.
+            also grows to `cost_factor` × the last rewrite's duration (`flush_gap`), which bounds
+            the mirror to ~1/(cost_factor+1) of one core at any index size.
+        cost_factor: K of the bound (default `COST_FACTOR` = 10).
+
+    Attributes:
+        writes: rewrites done by this writer.
+        last_duration: seconds the last rewrite took (render + atomic write).
+        total_duration: seconds spent rewriting since start (benchmarks report it).
     """
 
-    def __init__(self, path: Path, render: Callable[[], Awaitable[str]], debounce_s: float) -> None:
+    def __init__(self, path: Path, render: Callable[[], Awaitable[str]], debounce_s: float,
+                 cost_factor: float = COST_FACTOR) -> None:
         self.path = Path(path)
         self._render = render
         self._debounce_s = debounce_s
+        self._cost_factor = cost_factor
         self._dirty = asyncio.Event()
         self._task: asyncio.Task | None = None
         self._write_lock = asyncio.Lock()
-        self._last_cost = 0.0
+        self._last_end: float | None = None  # loop time at the end of the last rewrite
+        self.last_duration = 0.0
+        self.total_duration = 0.0
         self.writes = 0
         # size:mtime_ns of the file right after our last write (None: not written this run).
         self.last_signature: str | None = None
@@ -188,10 +213,19 @@ class MirrorWriter:
         """O(1): note that the index changed; the background task rewrites the file later."""
         self._dirty.set()
 
+    def _delay(self, now: float) -> float:
+        """Seconds from `now` (loop time, just marked dirty) to the next rewrite: at least the
+        debounce, and not before `flush_gap` has passed since the last rewrite ended."""
+        if self._last_end is None:
+            return self._debounce_s
+        due = self._last_end + flush_gap(self._debounce_s, self.last_duration, self._cost_factor)
+        return max(self._debounce_s, due - now)
+
     async def _run(self) -> None:
+        loop = asyncio.get_running_loop()
         while True:
             await self._dirty.wait()
-            await asyncio.sleep(max(self._debounce_s, self._last_cost * _COST_FACTOR))
+            await asyncio.sleep(self._delay(loop.time()))
             try:
                 await self.flush()
             except asyncio.CancelledError:
@@ -217,7 +251,9 @@ class MirrorWriter:
             except BaseException:
                 self._dirty.set()
                 raise
-            self._last_cost = time.perf_counter() - started
+            self.last_duration = time.perf_counter() - started
+            self.total_duration += self.last_duration
+            self._last_end = asyncio.get_running_loop().time()
             self.writes += 1
             self.last_signature = file_signature(self.path)
 

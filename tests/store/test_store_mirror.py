@@ -87,3 +87,46 @@ async def test_damaged_route_row_is_skipped_not_fatal(store, dm, clock, caplog):
     assert fresh.session_id != bad.session_id
     assert [m["content"] for m in await store.load_transcript(bad.session_id)] == ["kept"]
     assert any("damaged entry" in r.message for r in caplog.records)
+
+
+def test_flush_gap_bounds_the_mirror_cost():
+    from hermes_core.store.mirror import COST_FACTOR, flush_gap
+    assert COST_FACTOR == 10.0
+    assert flush_gap(0.25, 0.008) == 0.25        # 1k sessions: the debounce rules
+    assert flush_gap(0.25, 0.8) == 8.0           # 100k sessions: 10 × the last rewrite
+    assert flush_gap(0.25, 0.8, cost_factor=20) == 16.0
+    assert flush_gap(2.0, -1.0) == 2.0
+
+
+async def test_next_rewrite_waits_for_the_gap_measured_from_the_last_end(tmp_path):
+    from hermes_core.store.mirror import MirrorWriter
+
+    async def render() -> str:
+        return '{"_README": "x"}\n'
+    writer = MirrorWriter(tmp_path / "sessions.json", render, debounce_s=0.25)
+    assert writer._delay(now=100.0) == 0.25      # never written: the debounce only
+    writer._last_end, writer.last_duration = 100.0, 0.8
+    assert writer._delay(now=101.0) == 7.0       # gap 8 s from the end, 1 s already passed
+    assert writer._delay(now=107.9) == 0.25      # never shorter than the debounce
+    assert writer._delay(now=130.0) == 0.25      # idle long enough: just the debounce
+
+
+async def test_close_writes_the_final_state_even_inside_the_gap(tmp_path):
+    from hermes_core.store.mirror import MirrorWriter
+
+    state = {"text": '{"_README": "first"}\n'}
+
+    async def render() -> str:
+        return state["text"]
+    path = tmp_path / "sessions.json"
+    writer = MirrorWriter(path, render, debounce_s=0.0)
+    writer.start()
+    writer.mark_dirty()
+    await writer.flush()
+    assert (writer.writes, path.read_text()) == (1, '{"_README": "first"}\n')
+    writer.last_duration = 3600.0                # as if the last rewrite took an hour: gap 10 h
+    state["text"] = '{"_README": "last"}\n'
+    writer.mark_dirty()
+    await writer.close()
+    assert (writer.writes, path.read_text()) == (2, '{"_README": "last"}\n')
+    assert oct(path.stat().st_mode & 0o777) == "0o600"
