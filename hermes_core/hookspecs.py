@@ -267,7 +267,7 @@ def hermes_shutdown(app):
     """
 
 
-# ---- Hook classes (enforced at load by plugin_system.loader.check_plugin_policies) ----------
+# ---- Hook classes (enforced at load by plugin_system.policy.check_plugin_policies) ----------
 
 # Broadcast hooks: every implementation runs through `dispatch.call_broadcast`; async
 # implementations are awaited under the hook timeout. Every other hook is SYNC ONLY.

@@ -6,7 +6,8 @@ Nothing here autoloads at import; every application builds its own manager.
 
 from .adapters import AdapterLoadError, resolve_adapter_classes
 from .dispatch import HookTimeout, call_broadcast
-from .loader import LoadReport, PluginLoadError, PluginRecord, clear_entry_point_cache
+from .loader import clear_entry_point_cache
+from .report import LoadReport, PluginLoadError, PluginRecord
 from .manager import create_plugin_manager, key_policy, session_key_for, session_shared_for
 from .redaction import redact_text, redaction_rules
 from .settings import PluginSettingsError, validate_plugin_settings

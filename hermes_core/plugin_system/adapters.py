@@ -13,7 +13,8 @@ from typing import Any, Mapping
 
 from stevedore import NamedExtensionManager
 
-from .loader import ADAPTERS_GROUP, LoadReport, PluginRecord
+from .loader import ADAPTERS_GROUP
+from .report import LoadReport, PluginRecord
 
 log = logging.getLogger(__name__)
 

@@ -18,6 +18,10 @@ missing (DEBUG log, skipped); any other error is logged and skipped. Either is f
 plugin's platform is enabled in config (`[platforms.<name>] enabled = true`) or under
 `[plugins] strict = true`: a gateway with a silently missing platform is worse than one that
 refuses to start.
+
+This module does discovery, selection and registration order only. The per-plugin checks (API
+fence, sync-only hooks, reserved `tryfirst`) live in `policy.py`, distribution names and versions
+in `metadata.py`, and the report records in `report.py`; their public names are re-exported here.
 """
 
 from __future__ import annotations
@@ -25,19 +29,27 @@ from __future__ import annotations
 import importlib
 import importlib.metadata
 import importlib.util
-import inspect
 import logging
 import os
 import sys
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pluggy import PluginValidationError
 from stevedore import ExtensionManager, NamedExtensionManager
 
-from ..hookspecs import ASYNC_ALLOWED_HOOKS
-from ..markers import HERMES_PLUGIN_API
+# Re-exported: tests, `testing/contract.py`, the CLI and third parties import these from here.
+from .metadata import DistributionIndex, distribution_of
+from .policy import check_plugin_policies, plugin_api_error, register_checked
+from .report import (
+    BLOCKED,
+    FAILED,
+    LOADED,
+    MISSING,
+    SAFE_MODE,
+    LoadReport,
+    PluginLoadError,
+    PluginRecord,
+)
 
 log = logging.getLogger(__name__)
 
@@ -47,77 +59,13 @@ OVERRIDES_GROUP = "overrides"
 DEPLOYMENT_PREFIX = "deployment:"
 LOCAL_FILE_NAME = "hermes_local.py"
 
-# Record statuses.
-LOADED = "loaded"
-FAILED = "failed"
-BLOCKED = "blocked"
-MISSING = "missing"  # optional dependency not installed (ModuleNotFoundError)
-SAFE_MODE = "safe_mode"  # imported and checked, but not registered (nothing is called)
-
-
-class PluginLoadError(RuntimeError):
-    """A plugin failure that must stop start-up: its platform is enabled, `[plugins] strict` is
-    on, or a deployment override named in config cannot be imported. The message names the
-    plugin and the cause."""
-
-
-@dataclass
-class PluginRecord:
-    """One plugin's (or adapter's) load outcome, for `hermes-gateway plugins` and start-up checks.
-
-    Attributes:
-        name: entry-point name (`telegram`) or `deployment:<module>`.
-        group: `hermes_core.plugins`, `hermes_core.adapters` or `overrides`.
-        status: `loaded`, `failed`, `blocked`, `missing` or `safe_mode`.
-        error: one line saying what went wrong (None when loaded).
-        module: the module the entry point names.
-        distribution / version: the installed distribution providing it (None for local files).
-        hooks: names of the hooks it implements, sorted.
-        adapters: adapter entry-point names shipped by the same distribution.
-        warnings: policy warnings (e.g. tryfirst on a firstresult hook).
-    """
-
-    name: str
-    group: str
-    status: str
-    error: str | None = None
-    module: str | None = None
-    distribution: str | None = None
-    version: str | None = None
-    hooks: list[str] = field(default_factory=list)
-    adapters: list[str] = field(default_factory=list)
-    warnings: list[str] = field(default_factory=list)
-
-    def as_dict(self) -> dict[str, Any]:
-        """JSON-ready dict (the `plugins --json` row)."""
-        return {
-            "name": self.name, "group": self.group, "status": self.status, "error": self.error,
-            "module": self.module, "distribution": self.distribution, "version": self.version,
-            "hooks": list(self.hooks), "adapters": list(self.adapters), "warnings": list(self.warnings),
-        }
-
-
-@dataclass
-class LoadReport:
-    """What the loader did: one record per plugin, adapter or override seen."""
-
-    records: list[PluginRecord] = field(default_factory=list)
-
-    def add(self, record: PluginRecord) -> None:
-        """Append a record (a later record for the same name and group replaces the earlier one)."""
-        self.records = [r for r in self.records if not (r.name == record.name and r.group == record.group)]
-        self.records.append(record)
-
-    def failed(self) -> list[PluginRecord]:
-        """Records with status `failed`."""
-        return [r for r in self.records if r.status == FAILED]
-
-    def get(self, name: str, group: str | None = None) -> PluginRecord | None:
-        """The record named `name` (in `group` when given), or None."""
-        for record in self.records:
-            if record.name == name and (group is None or record.group == group):
-                return record
-        return None
+__all__ = [
+    "ADAPTERS_GROUP", "BLOCKED", "DEPLOYMENT_PREFIX", "DistributionIndex", "FAILED", "LOADED",
+    "LOCAL_FILE_NAME", "LoadReport", "MISSING", "OVERRIDES_GROUP", "PLUGINS_GROUP", "PluginLoadError",
+    "PluginRecord", "SAFE_MODE", "check_plugin_policies", "clear_entry_point_cache", "distribution_of",
+    "entry_point_names", "list_entry_points", "load_entry_point_plugins", "load_overrides",
+    "local_file_path", "plugin_api_error",
+]
 
 
 # ---- entry-point discovery (no imports) ------------------------------------------------------
@@ -145,125 +93,10 @@ def clear_entry_point_cache() -> None:
     except (ImportError, AttributeError):  # private layout changed: the class cache is enough
         pass
     importlib.invalidate_caches()
-    _forget_distributions()
 
-
-def distribution_of(module_name: str | None) -> tuple[str | None, str | None]:
-    """`(distribution name, version)` installing the top-level package of `module_name`, or
-    `(None, None)` (a local file, or a module not installed by a distribution)."""
-    if not module_name:
-        return None, None
-    top = module_name.split(".", 1)[0]
-    dists = _packages_distributions().get(top) or []
-    if not dists:
-        return None, None
-    dist = sorted(dists)[0]
-    try:
-        return dist, importlib.metadata.version(dist)
-    except importlib.metadata.PackageNotFoundError:
-        return dist, None
-
-
-_PKG_DISTS: dict[str, list[str]] | None = None
-
-
-def _packages_distributions() -> dict[str, list[str]]:
-    # stevedore's entry points carry no `dist`, so versions come from here (CONVENTIONS.md §10).
-    global _PKG_DISTS
-    if _PKG_DISTS is None:
-        _PKG_DISTS = dict(importlib.metadata.packages_distributions())
-    return _PKG_DISTS
-
-
-def _forget_distributions() -> None:
-    global _PKG_DISTS
-    _PKG_DISTS = None
-
-
-# ---- policy ----------------------------------------------------------------------------------
 
 def _truthy_env(name: str) -> bool:
     return os.environ.get(name, "").strip().lower() not in ("", "0", "false", "no", "off")
-
-
-def plugin_api_error(plugin: Any) -> str | None:
-    """The API fence: None when `plugin.HERMES_API` (int or `"1.x"`) has the core's major
-    (`HERMES_PLUGIN_API`) or is absent; otherwise a one-line reason."""
-    declared = getattr(plugin, "HERMES_API", None)
-    if declared is None:
-        return None
-    try:
-        major = int(str(declared).split(".", 1)[0])
-    except ValueError:
-        return f"HERMES_API = {declared!r} is not a version number"
-    if major != HERMES_PLUGIN_API:
-        return f"plugin API {declared} is not supported by this core (plugin API {HERMES_PLUGIN_API})"
-    return None
-
-
-def check_plugin_policies(pm, name: str, *, deployment: bool = False) -> tuple[list[str], list[str]]:
-    """Check the registered plugin `name` against the hook rules (CONVENTIONS.md §2, §3).
-
-    Returns:
-        `(errors, warnings)`, one line each. Errors: an async implementation of a sync-only hook
-        (every firstresult or collect-all hook), a wrapper on an async-allowed (broadcast) hook.
-        Warnings: `tryfirst` on a firstresult hook by a non-deployment plugin (that band is reserved
-        for deployment overrides).
-    """
-    errors: list[str] = []
-    warnings: list[str] = []
-    plugin = pm.get_plugin(name)
-    for caller in pm.get_hookcallers(plugin) or ():
-        opts = caller.spec.opts if caller.spec else {}
-        for impl in caller.get_hookimpls():
-            if impl.plugin is not plugin:
-                continue
-            is_async = inspect.iscoroutinefunction(impl.function) or inspect.isasyncgenfunction(impl.function)
-            if is_async and caller.name not in ASYNC_ALLOWED_HOOKS:
-                kind = "firstresult" if opts.get("firstresult") else "sync-only"
-                errors.append(f"{name}: async implementation of {kind} hook {caller.name} is not allowed"
-                              f" ({caller.name} is SYNC ONLY; make it a plain def)")
-            if (impl.wrapper or impl.hookwrapper) and caller.name in ASYNC_ALLOWED_HOOKS:
-                errors.append(f"{name}: wrapper on broadcast hook {caller.name} is not allowed"
-                              " (wrappers are for sync hooks only)")
-            if impl.tryfirst and opts.get("firstresult") and not deployment:
-                warnings.append(f"{name}: tryfirst on firstresult hook {caller.name} is reserved for"
-                                " deployment overrides (use a plain hookimpl)")
-    return errors, warnings
-
-
-def _hooks_of(pm, plugin: Any) -> list[str]:
-    return sorted(caller.name for caller in (pm.get_hookcallers(plugin) or ()))
-
-
-def _register_checked(pm, plugin: Any, name: str, record: PluginRecord, *, strict: bool,
-                      deployment: bool = False) -> bool:
-    """Register `plugin` and run every per-plugin check; on failure unregister it and fill
-    `record` (status `failed`). Returns True when it stays registered."""
-    try:
-        pm.register(plugin, name=name)
-    except (PluginValidationError, ValueError) as exc:
-        record.status, record.error = FAILED, f"{type(exc).__name__}: {exc}"
-        return False
-    try:
-        pm.check_pending()  # earlier plugins passed, so a failure here is this plugin's typo
-    except PluginValidationError as exc:
-        pm.unregister(name=name)
-        record.status, record.error = FAILED, f"unknown hook (typo?): {exc}"
-        return False
-    errors, warnings = check_plugin_policies(pm, name, deployment=deployment)
-    record.hooks = _hooks_of(pm, plugin)
-    record.warnings.extend(warnings)
-    for warning in warnings:
-        log.warning("%s", warning)
-    if strict and warnings:
-        errors = errors + [f"{w} (error under [plugins] strict)" for w in warnings]
-    if errors:
-        pm.unregister(name=name)
-        record.status, record.error = FAILED, "; ".join(errors)
-        return False
-    record.status = LOADED
-    return True
 
 
 # ---- entry-point plugins ---------------------------------------------------------------------
@@ -356,7 +189,7 @@ def load_entry_point_plugins(pm, config, report: LoadReport, *, raise_on_fatal: 
     loaded = {ext.name: ext for ext in manager}
     for name in selected:  # sorted: deterministic registration order
         module = by_name[name][0].module
-        dist, version = distribution_of(module)
+        dist, version = report.distributions.lookup(module)
         record = PluginRecord(name, PLUGINS_GROUP, FAILED, module=module, distribution=dist, version=version)
         if name in failures:
             exc = failures[name]
@@ -375,7 +208,7 @@ def load_entry_point_plugins(pm, config, report: LoadReport, *, raise_on_fatal: 
             if fence:
                 record.error = fence
                 log.warning("plugin %s refused: %s", name, fence)
-            elif _register_checked(pm, plugin, name, record, strict=settings.strict):
+            elif register_checked(pm, plugin, name, record, strict=settings.strict):
                 if settings.safe_mode:
                     pm.unregister(name=name)
                     pm.set_blocked(name)
@@ -434,8 +267,8 @@ def load_overrides(pm, config, report: LoadReport, *, raise_on_fatal: bool = Tru
             record.error = f"{type(exc).__name__}: {exc}"
         else:
             if path is None:
-                record.distribution, record.version = distribution_of(module_name)
-            if _register_checked(pm, module, name, record, strict=settings.strict, deployment=True):
+                record.distribution, record.version = report.distributions.lookup(module_name)
+            if register_checked(pm, module, name, record, strict=settings.strict, deployment=True):
                 if settings.safe_mode:
                     pm.unregister(name=name)
                     record.status = SAFE_MODE

@@ -33,14 +33,9 @@ from pydantic import BaseModel, SecretStr
 from ..keys import KEY_PREFIX
 from ..model.events import MessageEvent
 from ..model.source import SessionSource
-from ..plugin_system.loader import (
-    ADAPTERS_GROUP,
-    LOADED,
-    PLUGINS_GROUP,
-    check_plugin_policies,
-    clear_entry_point_cache,
-    plugin_api_error,
-)
+from ..plugin_system.loader import ADAPTERS_GROUP, PLUGINS_GROUP, clear_entry_point_cache
+from ..plugin_system.policy import check_plugin_policies, plugin_api_error
+from ..plugin_system.report import LOADED
 from ..plugin_system.manager import create_plugin_manager, key_policy, session_key_for, session_shared_for
 from ..plugin_system.redaction import redact_text
 from ..sdk.chunking import chunk_text, measure
