@@ -3,9 +3,13 @@
 `build_session_context` gathers what the agent should know about the current session;
 `build_session_context_prompt` renders the dynamic `## Current Session Context` section of the
 system prompt. Peer-controlled text (display names, chat names, topics) passes through
-`neutralize_untrusted`. With redaction on and a `pii_safe` adapter, user and chat ids are
-replaced by pseudonyms of their canonical form (hook `hermes_pseudonymize`); routing, keys and
-adapters keep the raw ids. In shared multi-user sessions the prompt names no user and does not
+`neutralize_untrusted`. With redaction on and a `pii_safe` adapter (`should_redact`), user and
+chat ids are replaced by pseudonyms of their canonical form (hook `hermes_pseudonymize`), and the
+free text of the prompt (display names, chat names, topics, plugin notes) goes through the
+`llm_context`-scope redaction rules (hook `hermes_redaction_rules`, e.g. a phone number in a
+display name becomes `[phone]`); routing, keys and adapters keep the raw ids. The rules are not
+run over the pseudonyms themselves: a `<12hex>` pseudonym can be all digits and would look like
+a raw numeric id to them. In shared multi-user sessions the prompt names no user and does not
 change from turn to turn (no user, no message id, no "updated at"), so prompt caching holds.
 """
 
@@ -18,6 +22,7 @@ from ..model.entry import SessionEntry
 from ..model.source import Platform, SessionSource
 from ..model.timeutil import format_timestamp
 from ..plugin_system.manager import key_policy, session_shared_for
+from ..plugin_system.redaction import redact_text
 from ..types import AdapterSpec
 
 HEADER = "## Current Session Context"
@@ -60,11 +65,23 @@ def _id_text(pm: Any, platform: str, kind: str, value: str | None, redact: bool)
     return pm.hook.hermes_pseudonymize(platform=platform, kind=kind, value=canonical) or canonical
 
 
+def _untrusted(pm: Any, platform: str, text: str, redact: bool) -> str:
+    """Peer-controlled `text`, neutralised (SPEC.md §7) and, when redacting, through the
+    `llm_context` rules. The rules see the whole text with control characters and newlines
+    already collapsed (so a number split by a newline is still caught) and before the length
+    cap (so a cut cannot leave half a number behind unmatched)."""
+    if not redact:
+        return neutralize_untrusted(text)
+    flat = neutralize_untrusted(text, max_chars=len(str(text)) + 1)[1:-1]
+    return neutralize_untrusted(redact_text(pm, platform, flat, "llm_context"))
+
+
 def _described(name: str | None, ident: str | None) -> str:
+    """`name` is already neutralised (quoted); `ident` a raw id or pseudonym."""
     if name and ident:
-        return f"{neutralize_untrusted(name)} (id: {ident})"
+        return f"{name} (id: {ident})"
     if name:
-        return neutralize_untrusted(name)
+        return name
     return f"id: {ident}" if ident else ""
 
 
@@ -74,29 +91,35 @@ def build_session_context_prompt(context: SessionContext, *, pm: Any, redact: bo
     Args:
         context: from `build_session_context`.
         pm: the plugin manager (pseudonyms, canonical ids and `hermes_platform_notes` lines).
-        redact: pseudonymise user and chat ids (see `should_redact`).
+        redact: pseudonymise user and chat ids and pass names, topic and plugin notes through
+            the `llm_context` redaction rules (see `should_redact`). Thread ids stay raw: they
+            identify a conversation, not a person.
 
     Returns:
         Newline-joined lines, header first. Deterministic for equal inputs.
     """
     src = context.source
+
+    def untrusted(text: str | None) -> str | None:
+        return _untrusted(pm, src.platform, text, redact) if text else None
+
     lines = [HEADER]
     lines.append(f"Platform: {src.platform}")
     if src.platform == Platform.LOCAL:
         lines.append("Chat: CLI terminal")
     else:
         lines.append(f"Chat type: {src.chat_type}")
-        chat = _described(src.chat_name, _id_text(pm, src.platform, "chat", src.chat_id, redact))
+        chat = _described(untrusted(src.chat_name), _id_text(pm, src.platform, "chat", src.chat_id, redact))
         if chat:
             lines.append(f"Chat: {chat}")
         if src.thread_id:
             lines.append(f"Thread: {src.thread_id}")
         if src.chat_topic:
-            lines.append(f"Topic: {neutralize_untrusted(src.chat_topic)}")
+            lines.append(f"Topic: {untrusted(src.chat_topic)}")
     if context.shared_multi_user_session:
         lines.append(SHARED_NOTE.format(scope="thread" if src.thread_id else "session"))
     else:
-        user = _described(src.user_name,
+        user = _described(untrusted(src.user_name),
                           _id_text(pm, src.platform, "user", src.participant_id, redact))
         if user:
             lines.append(f"User: {user}")
@@ -110,7 +133,8 @@ def build_session_context_prompt(context: SessionContext, *, pm: Any, redact: bo
         lines.append(f"Session started: {format_timestamp(context.created_at)}")
     for result in pm.hook.hermes_platform_notes(context=context):
         for note in result or ():
-            lines.append(str(note))
+            note = str(note)
+            lines.append(redact_text(pm, src.platform, note, "llm_context") if redact else note)
     return "\n".join(lines)
 
 

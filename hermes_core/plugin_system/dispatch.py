@@ -7,7 +7,18 @@ the remaining plugins and leave coroutines un-awaited. Broadcast hooks (observer
 time-limited. firstresult and wrapper hooks are sync by rule and use `pm.hook.<name>(...)`.
 
 Tracing: only hook names, plugin names and argument *types* are logged, never values (a
-messaging gateway's kwargs carry message bodies and phone numbers).
+messaging gateway's kwargs carry message bodies and phone numbers). A failing plugin's exception
+text can carry them too, so it is logged only after the `log`-scope redaction rules
+(`redaction.redact_for_log`, for the platform named by the hook arguments when there is one).
+
+Time limits apply to *awaitables* only. A synchronous implementation runs inline on the event
+loop and must return promptly (hookspecs.py says so for every broadcast hook); one that overruns
+the limit is logged as a warning naming the plugin, but it is not moved to a thread. Why: running
+plugin code on a worker thread would silently change its threading contract (a sync observer may
+create tasks or touch loop-bound objects such as the store, which is only safe on the loop
+thread), and a thread that overruns cannot be stopped anyway, so the "limit" would only hide
+a leaked, still-running call. Slow or blocking work belongs in an `async def` implementation
+(which may itself `await asyncio.to_thread(...)`), and that is time-limited.
 """
 
 from __future__ import annotations
@@ -15,7 +26,10 @@ from __future__ import annotations
 import asyncio
 import inspect
 import logging
+import time
 from typing import Any
+
+from .redaction import ANY_PLATFORM, redact_for_log
 
 log = logging.getLogger(__name__)
 
@@ -40,6 +54,18 @@ def _types_only(kwargs: dict[str, Any]) -> str:
     return ", ".join(f"{k}: {type(v).__name__}" for k, v in kwargs.items())
 
 
+def _platform_of(kwargs: dict[str, Any]) -> str | None:
+    """The platform id the hook arguments are about (a delivery's target, a session's origin),
+    so that platform's log rules apply to the error text too; None when there is none."""
+    for value in kwargs.values():
+        for holder in (value, getattr(value, "target", None), getattr(value, "origin", None),
+                       getattr(value, "source", None)):
+            platform = getattr(holder, "platform", None)
+            if isinstance(platform, str) and platform:
+                return platform
+    return None
+
+
 async def call_broadcast(pm, name: str, *, timeout: float | None, **kwargs: Any) -> list[tuple[str, Any]]:
     """Call every implementation of broadcast hook `name`, isolated and time-limited.
 
@@ -47,7 +73,9 @@ async def call_broadcast(pm, name: str, *, timeout: float | None, **kwargs: Any)
         pm: the application's pluggy PluginManager.
         name: hook name, e.g. `"hermes_after_deliver"`.
         timeout: seconds each awaitable result may take (`[plugins] hook_timeout_s`, or
-            `setup_timeout_s` for `hermes_startup`); None = no limit.
+            `setup_timeout_s` for `hermes_startup`); None = no limit. A synchronous
+            implementation is not interrupted; one that ran longer is logged as a warning
+            (module docstring says why).
         **kwargs: the hook arguments; each implementation receives only the names it declares
             (`impl.argnames`), so implementations taking a subset keep working.
 
@@ -78,7 +106,13 @@ async def call_broadcast(pm, name: str, *, timeout: float | None, **kwargs: Any)
             continue
         log.debug("broadcast %s -> %s(%s)", name, plugin_name, _types_only(call_kwargs))
         try:
+            began = time.monotonic()
             outcome = impl.function(**call_kwargs)
+            blocked_for = time.monotonic() - began
+            if timeout is not None and blocked_for > timeout:
+                log.warning("plugin %s blocked the event loop for %.3fs in %s (limit %gs); "
+                            "synchronous broadcast implementations must return promptly - make it "
+                            "async def", plugin_name, blocked_for, name, timeout)
             if inspect.isawaitable(outcome):
                 limit = asyncio.timeout(timeout)
                 try:
@@ -91,7 +125,9 @@ async def call_broadcast(pm, name: str, *, timeout: float | None, **kwargs: Any)
         except asyncio.CancelledError:
             raise  # the caller is being cancelled: do not swallow it
         except Exception as exc:  # isolation: one plugin never stops the others
-            log.error("plugin %s failed in %s: %s: %s", plugin_name, name, type(exc).__name__, exc)
+            platform = _platform_of(call_kwargs)
+            detail = redact_for_log(pm, str(exc), (ANY_PLATFORM, platform) if platform else (ANY_PLATFORM,))
+            log.error("plugin %s failed in %s: %s: %s", plugin_name, name, type(exc).__name__, detail)
             log.debug("traceback of %s.%s", plugin_name, name, exc_info=exc)
             results.append((plugin_name, exc))
             continue

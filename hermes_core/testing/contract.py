@@ -38,8 +38,9 @@ from ..plugin_system.policy import check_plugin_policies, plugin_api_error
 from ..plugin_system.report import LOADED
 from ..plugin_system.manager import create_plugin_manager, key_policy, session_key_for, session_shared_for
 from ..plugin_system.redaction import redact_text
-from ..sdk.chunking import chunk_text, measure
-from ..types import AdapterSpec, KeyPolicy, SettingsSpec
+from ..sdk.chunking import measure
+from ..sdk.sending import deliver_plan
+from ..types import AdapterSpec, KeyPolicy, OutboundDelivery, SettingsSpec
 from .pii_corpus import NON_PII_TEXTS, samples_for
 
 try:  # mark async checks explicitly, so they also run under pytest-asyncio's strict mode
@@ -55,6 +56,31 @@ KNOWN_CAPABILITIES = frozenset({"edit", "threads", "typing", "media", "reactions
 # Capability → coroutine method an adapter declaring it must provide.
 CAPABILITY_METHODS = {"edit": "edit_message", "typing": "send_typing", "media": "send_media",
                       "reactions": "react"}
+
+
+def exact_length_text(limit: int, unit: str) -> str:
+    """A text of exactly `limit` units of `unit` (`chars`, `utf16`, `bytes`): words, spaces and
+    emoji (1 char, 2 UTF-16 units, 4 UTF-8 bytes), padded with ASCII, with no leading or trailing
+    whitespace and no markup characters. Contains at least one emoji when `limit` >= 8.
+
+    Raises:
+        ValueError: `limit` < 1 or unknown `unit`.
+    """
+    if limit < 1:
+        raise ValueError(f"limit must be positive, got {limit}")
+    pieces = ("hermes", " ", "\N{GRINNING FACE}", " ", "caf\N{LATIN SMALL LETTER E WITH ACUTE}", " ")
+    out: list[str] = []
+    used, i = 0, 0
+    while True:
+        piece = pieces[i % len(pieces)]
+        size = measure(piece, unit)
+        if used + size > limit - 1:  # keep at least one unit for the final ASCII padding
+            break
+        out.append(piece)
+        used += size
+        i += 1
+    text = "".join(out).rstrip(" ")
+    return text + "x" * (limit - measure(text, unit))
 
 
 def _entry_point(group: str, name: str) -> importlib.metadata.EntryPoint:
@@ -230,19 +256,57 @@ class AdapterContract:
         assert received == [event]
 
     @_async_test
-    async def test_send_honours_max_message_length(self, adapter, adapter_class, fake_transport, send_target):
+    async def test_send_accepts_a_chunk_of_exactly_the_limit(self, adapter, adapter_class, fake_transport,
+                                                             send_target):
+        # The delivery layer hands the adapter chunks of up to `max_message_length` units; the
+        # adapter must send such a chunk whole (not split, truncated, rejected or re-measured in
+        # another unit). Multi-unit characters make a wrong unit show: an emoji is 1 char, 2
+        # UTF-16 units and 4 bytes.
         spec = adapter_class.spec
-        text = ("word " * (spec.max_message_length // 5 + 10)).strip()
-        chunks = chunk_text(text, spec.max_message_length, spec.length_unit)
-        assert len(chunks) >= 2
-        assert all(measure(c, spec.length_unit) <= spec.max_message_length for c in chunks)
+        text = exact_length_text(spec.max_message_length, spec.length_unit)
+        assert measure(text, spec.length_unit) == spec.max_message_length
         await adapter.start()
         try:
-            for chunk in chunks:
-                await adapter.send(send_target, chunk)
+            await adapter.send(send_target, text)
         finally:
             await adapter.stop()
-        assert self.sent_texts(adapter, fake_transport)[-len(chunks):] == chunks
+        received = self.sent_texts(adapter, fake_transport)
+        assert received[-1:] == [text], (
+            f"a chunk of exactly {spec.max_message_length} {spec.length_unit} was not sent whole")
+
+    @_async_test
+    async def test_delivery_never_hands_the_adapter_more_than_the_limit(self, adapter, adapter_class,
+                                                                       fake_transport, send_target):
+        # The core's default plan (`hermes_plan_delivery`) performed by `sdk.sending.deliver_plan`,
+        # exactly as the gateway does it, for a reply 2.5 times the limit.
+        # Lines of limit - 1 units: with their newline each fills a chunk exactly, so the plan is
+        # three chunks without newlines inside (adapters that write lines stay comparable).
+        spec = adapter_class.spec
+        line = exact_length_text(max(1, spec.max_message_length - 1), spec.length_unit)
+        text = line + "\n" + line + "\n" + exact_length_text(max(1, spec.max_message_length // 2), spec.length_unit)
+        pm, _ = create_plugin_manager(None)
+        delivery = OutboundDelivery(session_key="contract", session_id=None, target=send_target, text=text,
+                                    spec=spec)
+        plan = pm.hook.hermes_plan_delivery(delivery=delivery)
+        handed: list[str] = []
+
+        class Recording:
+            # Sees exactly what the delivery layer gives the adapter, then lets the adapter send it.
+            async def send(self, target, chunk, *, reply_to=None, metadata=None):
+                handed.append(chunk)
+                return await adapter.send(target, chunk, reply_to=reply_to, metadata=metadata)
+
+        await adapter.start()
+        try:
+            outcome = await deliver_plan(Recording(), send_target, plan)
+        finally:
+            await adapter.stop()
+        assert outcome.error is None and outcome.delivered is True
+        assert len(handed) >= 3
+        over = [measure(c, spec.length_unit) for c in handed if measure(c, spec.length_unit) > spec.max_message_length]
+        assert over == [], f"chunks over {spec.max_message_length} {spec.length_unit} reached the adapter"
+        assert handed == plan.chunks
+        assert self.sent_texts(adapter, fake_transport)[-len(handed):] == handed
 
     @pytest.mark.parametrize("capability", sorted(CAPABILITY_METHODS))
     def test_declared_capability_has_its_method(self, adapter_class, capability):
@@ -382,4 +446,4 @@ class RedactionContract:
         assert pseudonym not in key
 
 
-__all__ = ["AdapterContract", "PluginContract", "RedactionContract", "SessionKeyContract"]
+__all__ = ["AdapterContract", "PluginContract", "RedactionContract", "SessionKeyContract", "exact_length_text"]

@@ -101,7 +101,63 @@ async def test_adapter_contract_notices_dropped_chunks():
     adapter = NoSplitAdapter()
     target = SessionSource(platform="nosplit", chat_id="100", chat_type="dm", user_id="100")
     with pytest.raises(AssertionError):
-        await contract.test_send_honours_max_message_length(adapter, NoSplitAdapter, None, target)
+        await contract.test_delivery_never_hands_the_adapter_more_than_the_limit(adapter, NoSplitAdapter, None,
+                                                                                  target)
+
+
+class ByteCountingAdapter(CapturingAdapter):
+    """Breaks the contract: declares 20 UTF-16 units but re-splits every text at 20 UTF-8 bytes,
+    so a chunk holding an emoji (2 units, 4 bytes) that the core sized correctly goes out in two
+    messages."""
+
+    spec = AdapterSpec(name="bytecount", label="Byte counting", max_message_length=20, length_unit="utf16")
+
+    async def send(self, target, text, *, reply_to=None, metadata=None):
+        data = text.encode("utf-8")
+        while len(data) > 20:
+            cut = 20
+            while (data[cut] & 0xC0) == 0x80:  # do not cut inside a UTF-8 sequence
+                cut -= 1
+            await super().send(target, data[:cut].decode("utf-8"), reply_to=reply_to, metadata=metadata)
+            data = data[cut:]
+        return await super().send(target, data.decode("utf-8"), reply_to=reply_to, metadata=metadata)
+
+
+class FooterAdapter(CapturingAdapter):
+    """Breaks the contract: appends a signature, so a chunk at the limit goes out over it."""
+
+    spec = AdapterSpec(name="footer", label="Footer", max_message_length=30, length_unit="chars")
+
+    async def send(self, target, text, *, reply_to=None, metadata=None):
+        return await super().send(target, text + " -- bot", reply_to=reply_to, metadata=metadata)
+
+
+@pytest.mark.parametrize("broken", [ByteCountingAdapter, FooterAdapter])
+async def test_adapter_contract_catches_an_adapter_that_does_not_send_a_limit_sized_chunk_whole(broken):
+    target = SessionSource(platform=broken.spec.name, chat_id="100", chat_type="dm", user_id="100")
+    with pytest.raises(AssertionError, match=f"a chunk of exactly {broken.spec.max_message_length} "
+                                             f"{broken.spec.length_unit} was not sent whole"):
+        await AdapterContract().test_send_accepts_a_chunk_of_exactly_the_limit(broken(), broken, None, target)
+
+
+async def test_the_limit_sized_chunk_of_the_contract_is_what_the_good_adapter_received():
+    # The same check passes for a correct adapter with the same spec, and what it sent is the
+    # literal limit-sized text: 20 UTF-16 units with one emoji counted as 2.
+    good = CapturingAdapter.with_spec(name="bytecount", max_message_length=20, length_unit="utf16")
+    adapter = good()
+    target = SessionSource(platform="bytecount", chat_id="100", chat_type="dm", user_id="100")
+    await AdapterContract().test_send_accepts_a_chunk_of_exactly_the_limit(adapter, good, None, target)
+    assert adapter.texts() == ["hermes \N{GRINNING FACE} caf\N{LATIN SMALL LETTER E WITH ACUTE}xxxxxx"]
+
+
+def test_exact_length_text_measures_exactly_the_limit_in_each_unit():
+    from hermes_core.testing.contract import exact_length_text
+
+    assert exact_length_text(20, "chars") == "hermes \N{GRINNING FACE} caf\N{LATIN SMALL LETTER E WITH ACUTE}xxxxxxx"
+    assert exact_length_text(20, "bytes") == "hermes \N{GRINNING FACE} caf\N{LATIN SMALL LETTER E WITH ACUTE}xxx"
+    assert exact_length_text(1, "utf16") == "x"
+    with pytest.raises(ValueError, match="limit must be positive, got 0"):
+        exact_length_text(0, "chars")
 
 
 def test_adapter_contract_requires_methods_of_declared_capabilities():
