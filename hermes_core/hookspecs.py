@@ -5,12 +5,16 @@ Every docstring is a contract with four fixed lines:
 * **Kind** — `FIRSTRESULT, SYNC ONLY` (stops at the first non-None result; async implementations
   are rejected at load), `collect-all, SYNC ONLY` (every non-None result is returned in a list),
   `historic, SYNC ONLY`, or `Broadcast, async allowed` (run by `plugin_system.dispatch.call_broadcast`:
-  every implementation runs, each isolated and time-limited; coroutines are awaited).
+  every implementation runs, each isolated; coroutines are awaited under the time limit).
 * **Returns** — what a value means, and what None means.
 * **Wrap** — whether `wrapper=True` implementations are expected. Wrappers are allowed on sync
   hooks only (rejected on broadcast hooks at load).
 * **Timeout** — `none` (sync hooks must not block), `[plugins] hook_timeout_s` or
-  `[plugins] setup_timeout_s` (per implementation, for awaitables).
+  `[plugins] setup_timeout_s` (per implementation, for awaitables only). A *synchronous*
+  implementation of a broadcast hook runs inline on the event loop and is not interrupted, so it
+  must return promptly; an overrun is logged as a warning naming the plugin. Put slow work in an
+  `async def` implementation (which may `await asyncio.to_thread(...)`): that is time-limited.
+  (Why not a thread for sync implementations: see `plugin_system/dispatch.py`.)
 
 Precedence for firstresult hooks: core defaults are `trylast`; plugins use plain `@hookimpl`;
 deployments use `@hermes_core.override` (`tryfirst`, registered last), so
@@ -103,8 +107,10 @@ def hermes_platform_notes(context):
     """Add per-platform lines to the session-context prompt (seed §9).
 
     Kind: collect-all, SYNC ONLY. `context` is a SessionContext.
-    Returns: an iterable of str lines, or None for none. Lines must not contain raw user ids
-    when the platform is `pii_safe` and redaction is on.
+    Returns: an iterable of str lines, or None for none. When the prompt is redacted (`pii_safe`
+    adapter and `[redaction] enabled`) the core passes each line through the `llm_context`
+    redaction rules, but rules only catch what they match (contact details, id shapes): do not
+    put raw user or chat ids in notes.
     Wrap: no.
     Timeout: none.
     """
@@ -114,11 +120,24 @@ def hermes_platform_notes(context):
 def hermes_redaction_rules(platform):
     """Contribute text-redaction rules for `platform` (seed §9).
 
+    Args: platform (str) — a platform id, or `"*"` (`plugin_system.redaction.ANY_PLATFORM`) for
+    text tied to no one platform (log lines): return the rules that apply everywhere then.
     Kind: collect-all, SYNC ONLY.
     Returns: an iterable of `RedactionRule` records (each with its scopes among log /
-    llm_context / store / index), or None. The core applies the union of every plugin's rules
-    (`plugin_system.redaction.redact_text`), in rule-name order, so the result does not depend on
-    registration order and no plugin can un-redact another's rule.
+    llm_context / store / index), or None. The union of every plugin's rules is applied in
+    rule-name order, so the result does not depend on registration order and no plugin can
+    un-redact another's rule. Where the core applies each scope:
+      - `llm_context`: the free text of the session-context prompt (names, chat names, topics,
+        `hermes_platform_notes` lines) when ids are pseudonymised there (`pii_safe` adapter and
+        `[redaction] enabled`); pseudonyms and routing ids are never rewritten.
+      - `log`: every log record that reaches a handler carrying
+        `plugin_system.redaction.RedactionLogFilter` (the gateway installs it on its handlers at
+        start with `install_log_redaction`; rules are read once then), and the exception text
+        of a failing broadcast implementation. A rule that raises withholds the log message.
+      - `store` / `index`: NOT applied by the core; transcripts keep what the user wrote
+        (erasing is an explicit purge). Code that exports or indexes text applies them with
+        `plugin_system.redaction.redact_text(pm, platform, text, "store" | "index")`.
+    Rules are called with every text of their scope, so they must be fast and must not log.
     Wrap: no.
     Timeout: none.
     """
@@ -130,8 +149,10 @@ def hermes_pseudonymize(platform, kind, value):
 
     Kind: FIRSTRESULT, SYNC ONLY.
     Returns: the pseudonym str, or None to defer. Core default (trylast): `user_<sha256[:12]>`
-    for users; `<prefix>:<12hex>` or `<12hex>` for chats (SPEC.md §7). Applied only where the
-    adapter's spec says `pii_safe=True` and `[redaction] enabled`. Routing always uses raw ids.
+    for users; `<prefix>:<12hex>` or `<12hex>` for chats (SPEC.md §7), of the id canonicalised by
+    `hermes_canonical_identity`. Applied to the user and chat ids of the session-context prompt
+    only where the adapter's spec says `pii_safe=True` and `[redaction] enabled` (so never for
+    Discord). Routing, keys and adapters always use raw ids.
     Wrap: allowed.
     Timeout: none.
     """
@@ -180,14 +201,18 @@ def hermes_on_delivery_error(delivery, error):
 
 @hookspec(firstresult=True)
 def hermes_recovery_plan(session, failure):
-    """Decide what happens to `session` (a SessionEntry) after `failure`.
+    """Decide what happens to `session` (a SessionEntry) after `failure` (seed §7).
 
-    `failure` is a str reason: `"restart_interrupted"`, `"restart_timeout"`,
-    `"shutdown_timeout"`, `"stuck_loop"`, `"agent_error"`, …
+    Called at start-up, before any adapter starts, for each session marked `resume_pending`
+    whose interruption is recent enough to auto-continue (`failure` = its resume reason:
+    `"restart_interrupted"`, `"restart_timeout"`, `"shutdown_timeout"`), and with
+    `failure="stuck_loop"` for a session interrupted in 3 or more consecutive runs. Other reasons
+    (`"agent_error"`, …) may be passed by future callers; the default gives up on them.
     Kind: FIRSTRESULT, SYNC ONLY.
     Returns: a `RecoveryPlan` (resume / retry / backoff / reset / give_up), or None to defer.
     Core default (trylast, `builtin/recovery.py`): resume once for the seed's auto-resume
-    reasons, give up otherwise.
+    reasons, give up otherwise. A raising implementation or a non-RecoveryPlan result is logged
+    and the core default is used, so a broken plugin cannot stop recovery.
     Wrap: allowed.
     Timeout: none.
     """
@@ -195,8 +220,10 @@ def hermes_recovery_plan(session, failure):
 
 @hookspec
 def hermes_on_session_recovered(session, plan):
-    """Observe a recovered session and the RecoveryPlan applied.
+    """Observe a recovered session and the RecoveryPlan applied to it.
 
+    Called at start-up recovery, once per session marked `resume_pending` (or suspended as a
+    stuck loop) whose `hermes_recovery_plan` was applied, before any adapter starts.
     Kind: Broadcast, async allowed; isolated per plugin.
     Returns: ignored.
     Wrap: no (rejected at load).

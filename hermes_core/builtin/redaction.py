@@ -4,10 +4,12 @@ search index.
 
 Pseudonyms (`hermes_pseudonymize`) replace *ids* in the session-context prompt when the adapter is
 `pii_safe` and `[redaction] enabled`. Rules (`hermes_redaction_rules`) rewrite *free text* in the
-scopes they name; the core applies the union of every plugin's rules
-(`plugin_system.redaction.redact_text`), so no plugin can un-redact another's rule. The `store`
-scope is deliberately not in the defaults: the transcript keeps what the user wrote (erasing it is
-an explicit purge), while logs and the index never need contact details.
+scopes they name; the union of every plugin's rules is applied (`plugin_system.redaction`), so no
+plugin can un-redact another's rule: `llm_context` on the prompt's names, topics and notes (same
+condition as pseudonyms), `log` on log records through `RedactionLogFilter`. The `store` scope is
+deliberately not in the defaults: the transcript keeps what the user wrote (erasing it is an
+explicit purge); `index` is applied by code that indexes or exports text, through
+`redact_text(..., "index")`.
 """
 
 from __future__ import annotations

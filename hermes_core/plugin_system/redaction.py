@@ -121,8 +121,8 @@ class RedactionLogFilter(logging.Filter):
     `refresh()` forgets the cache. The filter never drops a record: it replaces `msg` by the
     redacted, fully formatted message (`args` emptied) and pre-formats a traceback into the
     redacted `exc_text`, so every formatter downstream prints only redacted text. A failing rule
-    withholds the message (`[redacted: …]`) instead of leaking it. Re-entrant logging from inside a
-    rule passes through unchanged rather than recursing.
+    withholds the message (`[redacted: …]`) instead of leaking it, and so does logging from inside
+    a rule (which would otherwise recurse).
     """
 
     def __init__(self, pm: Any, platforms: Iterable[str] = (ANY_PLATFORM,)):
@@ -159,7 +159,11 @@ class RedactionLogFilter(logging.Filter):
 
     def filter(self, record: logging.LogRecord) -> bool:
         if getattr(self._busy, "on", False):
-            return True  # a rule logged: do not recurse (its own text is names only)
+            # A rule logged while rewriting another record: its text may hold what is being
+            # redacted, and running the rules again would recurse, so it is withheld.
+            record.msg, record.args = "[redacted: logged from inside a redaction rule]", ()
+            record.exc_info = record.exc_text = record.stack_info = None
+            return True
         self._busy.on = True
         try:
             platform = getattr(record, "platform", None)

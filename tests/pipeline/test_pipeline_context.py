@@ -149,3 +149,80 @@ def test_platform_notes_are_appended(tmp_path, pm):
     local = SessionSource("local", "terminal", user_id="a")
     assert "Telegram" not in build_session_context_prompt(build_session_context(local, _config(tmp_path), pm=pm),
                                                           pm=pm, redact=False)
+
+
+# ---- llm_context redaction rules on the prompt's free text (seed §9; SPEC.md §7) --------------
+
+def _pii_source():
+    return SessionSource("telegram", "12345", chat_type="dm", user_id="12345",
+                         user_name="Ann\n+1 555\n123 4567", chat_name="Team bob@mail.example.co.uk",
+                         chat_topic="call 030-1234-5678 or U024BE7LH")
+
+
+class _OwnerNote:
+    from hermes_core import hookimpl as _hookimpl
+
+    @_hookimpl
+    def hermes_platform_notes(self, context):
+        return ["Owner: alice.smith+hermes@example.com"]
+
+
+def test_redaction_applies_llm_context_rules_to_names_topic_and_notes(tmp_path, pm):
+    pm.register(_OwnerNote(), name="owner-note")
+    context = build_session_context(_pii_source(), _config(tmp_path), pm=pm)
+    assert build_session_context_prompt(context, pm=pm, redact=True) == (
+        "## Current Session Context\n"
+        "Platform: telegram\n"
+        "Chat type: dm\n"
+        'Chat: "Team [email]" (id: 5994471abb01)\n'
+        'Topic: "call [phone] or [id]"\n'
+        'User: "Ann [phone]" (id: user_5994471abb01)\n'
+        "Connected platforms: local, telegram\n"
+        "Owner: [email]")
+
+
+def test_without_redaction_the_free_text_is_only_neutralised(tmp_path, pm):
+    pm.register(_OwnerNote(), name="owner-note")
+    lines = build_session_context_prompt(build_session_context(_pii_source(), _config(tmp_path), pm=pm),
+                                         pm=pm, redact=False).splitlines()
+    assert 'User: "Ann +1 555 123 4567" (id: 12345)' in lines
+    assert 'Topic: "call 030-1234-5678 or U024BE7LH"' in lines
+    assert lines[-1] == "Owner: alice.smith+hermes@example.com"
+
+
+def test_plugin_rules_apply_only_in_their_scopes(tmp_path, pm):
+    import re
+
+    from hermes_core import hookimpl
+    from hermes_core.types import RedactionRule
+
+    class Codenames:
+        @hookimpl
+        def hermes_redaction_rules(self, platform):
+            return [RedactionRule("codename", frozenset({"llm_context"}),
+                                  lambda t: re.sub(r"Project \w+", "[codename]", t)),
+                    RedactionRule("ticket", frozenset({"log"}), lambda t: re.sub(r"TICKET-\d+", "[ticket]", t))]
+
+    pm.register(Codenames(), name="codenames")
+    source = SessionSource("telegram", "12345", chat_type="dm", user_id="12345",
+                           user_name="Bo", chat_topic="Project Falcon, TICKET-7")
+    lines = build_session_context_prompt(build_session_context(source, _config(tmp_path), pm=pm),
+                                         pm=pm, redact=True).splitlines()
+    assert 'Topic: "[codename], TICKET-7"' in lines
+
+
+def test_rules_never_eat_an_all_digit_pseudonym(tmp_path, pm):
+    # sha256("chat-60")[:12] is all digits; the rules would take it for a raw numeric id.
+    source = SessionSource("telegram", "chat-60", chat_type="group", user_id="u1", user_name="Bo")
+    lines = build_session_context_prompt(build_session_context(source, _config(tmp_path), pm=pm),
+                                         pm=pm, redact=True).splitlines()
+    assert "Chat: id: 242427239426" in lines
+
+
+def test_rules_see_the_whole_name_before_the_length_cap(tmp_path, pm):
+    # The 240-char cap would cut the number in half; redaction runs first, so no digits survive.
+    name = "x" * 230 + " +44 20 7946 0958"
+    source = SessionSource("telegram", "12345", chat_type="dm", user_id="12345", user_name=name)
+    lines = build_session_context_prompt(build_session_context(source, _config(tmp_path), pm=pm),
+                                         pm=pm, redact=True).splitlines()
+    assert f'User: "{"x" * 230} [phone]" (id: user_5994471abb01)' in lines
