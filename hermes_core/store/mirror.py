@@ -30,11 +30,12 @@ MIRROR_README = (
 )
 # Cost bound of the mirror (issue 3: O(1) per message at 100k sessions). A rewrite renders the
 # whole file (the seed's format is one atomic JSON object), so its duration d grows with the
-# number of routes: ~8 ms at 1k sessions, ~0.5-0.8 s at 100k on this machine. After a rewrite
+# number of routes: ~8 ms at 1k sessions, ~0.6 s idle and ~1.2 s under load at 100k (2 cores, as
+# benchmarks/bench_store.py measures). After a rewrite
 # that took d seconds the next one starts no sooner than max(debounce_s, COST_FACTOR x d) after
 # it ended, so rewriting takes at most d / (d + COST_FACTOR x d) = 1 / (COST_FACTOR + 1) ~ 9 %
 # of one core however busy the gateway is, and the file lags SQLite by at most
-# debounce_s + (COST_FACTOR + 1) x d (~9 s at 100k sessions). The SQLite read and the JSON
+# debounce_s + (COST_FACTOR + 1) x d (~7-14 s at 100k sessions). The SQLite read and the JSON
 # assembly run in a worker thread (`SqliteBackend.render_mirror`) and the file write too, so the
 # event loop only waits for the result. Shutdown (`close`) always writes the final state, gap or
 # not. Per message the store only sets a flag (`mark_dirty`, O(1)).
