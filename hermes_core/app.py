@@ -2,12 +2,17 @@
 
 Start: HERMES_HOME created and checked writable → plugins loaded → store opened (key function =
 the `hermes_session_key` hook) → unclean-shutdown check (`.clean_shutdown` consumed once; without
-it, marked turns are promoted by `store.recover_interrupted_turns`) → agent → enabled adapters
-resolved (entry points) and started → watcher started → `hermes_startup` broadcast.
+it, marked turns are promoted by `store.recover_interrupted_turns`: no saved reply →
+`resume_pending`, saved reply → delivery ledger; with it, leftover turn markers are discarded)
+→ agent → runner created paused → enabled adapters resolved (entry points) → start-up recovery
+queued on the runner (`pipeline.recovery.restore_at_startup`: stuck loops, ledger sweep,
+auto-continue, intake replay) → adapters started → runner released → watcher started →
+`hermes_startup` broadcast.
 Stop: adapters stopped (no new input) → runner drained (`[scheduler] drain_timeout_s`; turns still
-running are marked `resume_pending`, reason `shutdown_timeout`) → `.clean_shutdown` written right
-after the drain (SPEC.md §6) → watcher stopped → `hermes_shutdown` broadcast → agent closed →
-store closed.
+running are marked `resume_pending`, reason `shutdown_timeout`, and counted in
+`restart_counts.json`; queued messages stay in the durable intake) → `.clean_shutdown` written
+right after the drain (SPEC.md §6) → watcher stopped → `hermes_shutdown` broadcast → agent
+closed → store closed.
 
 Every start-up failure raises `StartupError` whose text is one line naming what is wrong
 (config file — through `load_gateway_config` —, HERMES_HOME, state.db, home lock, plugin, adapter).
@@ -24,6 +29,7 @@ from typing import Any, Mapping
 from .agents import create_agent
 from .model.timeutil import Clock, parse_timestamp, utc_now
 from .pipeline.deps import PipelineDeps
+from .pipeline.recovery import RecoveryReport, load_restart_counts, restore_at_startup, save_restart_counts
 from .pipeline.runner import GatewayRunner
 from .plugin_system.dispatch import call_broadcast
 from .plugin_system.manager import create_plugin_manager, key_policy, session_key_for
@@ -116,6 +122,9 @@ class GatewayApp:
         self.started = False
         self.unclean_start = False
         self.recovered_keys: list[str] = []
+        self.recovery: RecoveryReport | None = None
+        self.restart_counts: dict[str, int] = {}
+        self._crash_interrupted: dict[str, float] = {}
         self._stopped = False
 
     @property
@@ -168,13 +177,21 @@ class GatewayApp:
         if self.agent is None:
             self.agent = create_agent(self.config)
         deps = PipelineDeps(config=self.config, store=self.store, pm=self.pm, agent=self.agent,
-                            adapters=self.adapters, clock=self.clock)
-        self.runner = GatewayRunner(deps)
+                            adapters=self.adapters, clock=self.clock, on_turn_completed=self._turn_completed)
+        # Paused: recovered work is queued before new input can arrive, and nothing is sent
+        # before the adapters have started (seed §7 "queue inbound messages while restoring").
+        self.runner = GatewayRunner(deps, paused=True)
         self._build_adapters()
+        self.restart_counts = load_restart_counts(self.home)
+        self.recovery = await restore_at_startup(
+            store=self.store, runner=self.runner, pm=self.pm, config=self.config, home=self.home,
+            now_ts=self.clock().timestamp(), counts=self.restart_counts,
+            crash_interrupted=self._crash_interrupted)
         for name, adapter in self.adapters.items():
             adapter.bind(self.runner.handle)
             await adapter.start()
             log.info("platform %s started", name)
+        self.runner.release()
         if self._use_watcher:
             self.watcher = Watcher(self.pm, self.config, self.store, clock=self.clock, app=self)
             self.watcher.start()
@@ -182,13 +199,19 @@ class GatewayApp:
 
     async def _check_clean_shutdown(self) -> None:
         if self._consume_clean_marker():
+            # Seed §7: after a clean exit the drain already handled every running turn (resumed
+            # ones are flagged); markers left over are orphans and are discarded.
+            for marker in await self.store.turn_markers():
+                await self.store.end_turn(marker["session_key"])
             return
         has_any = getattr(self.store, "has_any_sessions", None)
         if has_any is not None and not await has_any():
             return  # first start of this home: nothing can have been interrupted
         self.unclean_start = True
         max_age = max(3600, 2 * self.config.agent.gateway_timeout)
+        started = {m["session_key"]: float(m["started_ts"]) for m in await self.store.turn_markers()}
         self.recovered_keys = list(await self.store.recover_interrupted_turns(max_age) or [])
+        self._crash_interrupted = {key: started.get(key, self.clock().timestamp()) for key in self.recovered_keys}
         log.warning("the previous run did not shut down cleanly; %d interrupted turn(s) marked for "
                     "resumption", len(self.recovered_keys))
 
@@ -251,9 +274,17 @@ class GatewayApp:
                     await self.store.mark_resume_pending(key, "shutdown_timeout")
                 except Exception:
                     log.exception("could not mark %s for resumption", key)
+            if self.started:
+                # SPEC.md §6: {key: old + 1} for the sessions the drain interrupted, others dropped.
+                save_restart_counts(self.home, {k: self.restart_counts.get(k, 0) + 1 for k in interrupted})
         if self.started:
             self._write_clean_shutdown()
         await self._teardown()
+
+    def _turn_completed(self, session_key: str) -> None:
+        """A completed turn ends its session's stuck-loop count (SPEC.md §6)."""
+        if self.restart_counts.pop(session_key, None) is not None:
+            save_restart_counts(self.home, self.restart_counts)
 
     def _write_clean_shutdown(self) -> None:
         try:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import inspect
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable
 
 from ..model.timeutil import Clock, utc_now
 from .delivery import Deliverer
@@ -22,6 +22,8 @@ class PipelineDeps:
         adapters: platform name → started BaseAdapter.
         deliverer: sends replies and notices (built from `pm` when omitted).
         clock: aware-UTC clock for message timestamps.
+        on_turn_completed: `(session_key) -> None | awaitable`, called after a turn completed
+            (the app forgets the session's stuck-loop count, SPEC.md §6).
     """
 
     config: Any
@@ -31,6 +33,7 @@ class PipelineDeps:
     adapters: dict[str, Any] = field(default_factory=dict)
     deliverer: Deliverer | None = None
     clock: Clock = utc_now
+    on_turn_completed: Callable[[str], Any] | None = None
 
     def __post_init__(self) -> None:
         if self.deliverer is None:

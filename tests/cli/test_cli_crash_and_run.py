@@ -8,6 +8,7 @@ import asyncio
 import os
 import re
 import signal
+import sqlite3
 import sys
 from pathlib import Path
 
@@ -43,17 +44,36 @@ async def read_entry(home: Path):
         return entry, await store.load_transcript(entry.session_id)
 
 
-async def test_sigkill_mid_turn_then_restart_keeps_and_reports(tmp_path, chat_completions_server):
+async def wait_for_inbound_rows(home: Path, count: int) -> None:
+    """Poll state.db (read-only, beside the running gateway) until `count` messages are durable."""
+    uri = (home / "state.db").resolve().as_uri() + "?mode=ro"
+    for _ in range(600):
+        try:
+            conn = sqlite3.connect(uri, uri=True, timeout=5)
+            try:
+                if conn.execute("SELECT COUNT(*) FROM inbound").fetchone()[0] >= count:
+                    return
+            finally:
+                conn.close()
+        except sqlite3.OperationalError:
+            pass  # not created yet
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"{count} inbound rows never became durable")
+
+
+async def test_sigkill_mid_turn_then_restart_answers_both_messages_once_in_order(tmp_path, chat_completions_server):
     proc = await asyncio.create_subprocess_exec(
         SCRIPT, "chat", stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
         env=gateway_env(tmp_path, HERMES_AGENT__BACKEND="openai", HERMES_AGENT__OPENAI__MAX_RETRIES="0",
                         HERMES_AGENT__OPENAI__BASE_URL=chat_completions_server.base_url))
     try:
-        proc.stdin.write(b"first question\n")
+        proc.stdin.write(b"first question\nsecond question\n")
         await proc.stdin.drain()
-        # The turn is running: the agent's request reached the (never answering) server.
+        # The first turn is running (its request reached the never-answering server) and the
+        # second message waits behind it, accepted and durable.
         await asyncio.wait_for(chat_completions_server.started.wait(), 60)
+        await wait_for_inbound_rows(tmp_path, 2)
         assert chat_completions_server.requests[0]["messages"][-1] == {"role": "user", "content": "first question"}
         proc.send_signal(signal.SIGKILL)
         assert await asyncio.wait_for(proc.wait(), 30) == -signal.SIGKILL
@@ -62,26 +82,28 @@ async def test_sigkill_mid_turn_then_restart_keeps_and_reports(tmp_path, chat_co
             proc.kill()
             await proc.wait()
     assert not (tmp_path / ".clean_shutdown").exists()
+    assert len(chat_completions_server.requests) == 1
 
-    # Restart on the echo agent: the crash is reported, the user message is still there and the
-    # interrupted session keeps its id with resume_pending (seed §7 "restart_interrupted").
+    # Restart on the echo agent: the crash is reported; the interrupted turn is continued
+    # (seed §7 auto-continue) and the waiting message is replayed from the durable intake
+    # (SPEC.md §5) before the new input — each answered exactly once, in order.
     code, out, err = await chat(tmp_path, "/status\n")
     assert code == 0, err
     assert ("hermes-gateway: WARNING: the previous run did not shut down cleanly; "
             "1 interrupted turn(s) marked for resumption") in err.splitlines()
+    lines = out.splitlines()
+    assert lines[:2] == ["echo: first question", "echo: second question"]
     sid = re.search(r"^Session id: (\S+)$", out, re.M).group(1)
-    assert "Turns: 1" in out.splitlines()
-    entry, transcript = await read_entry(tmp_path)
-    assert entry.session_id == sid
-    assert (entry.resume_pending, entry.resume_reason) == (True, "restart_interrupted")
-    assert [(m["role"], m["content"]) for m in transcript] == [("user", "first question")]
-
-    # The next completed turn continues the same session and clears resume_pending.
-    code, out, err = await chat(tmp_path, "second\n")
-    assert (code, out, err) == (0, "echo: second\n", "")
+    assert "Turns: 2" in lines
     entry, transcript = await read_entry(tmp_path)
     assert entry.session_id == sid and entry.resume_pending is False
-    assert [m["content"] for m in transcript] == ["first question", "second", "echo: second"]
+    assert [(m["role"], m["content"]) for m in transcript] == [
+        ("user", "first question"), ("assistant", "echo: first question"),
+        ("user", "second question"), ("assistant", "echo: second question")]
+
+    # A further start owes nothing: no reply is repeated.
+    code, out, err = await chat(tmp_path, "third\n")
+    assert (code, out, err) == (0, "echo: third\n", "")
 
 
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])

@@ -12,6 +12,7 @@ import asyncio
 import json
 import os
 import signal
+import sqlite3
 import sys
 from pathlib import Path
 
@@ -35,6 +36,21 @@ async def start_gateway(home: Path, token: str) -> asyncio.subprocess.Process:
                                                 stderr=asyncio.subprocess.PIPE)
 
 
+async def wait_for_delivered(home: Path, count: int) -> None:
+    """Poll state.db read-only until `count` delivery obligations are 'delivered'."""
+    uri = (home / "state.db").resolve().as_uri() + "?mode=ro"
+    for _ in range(600):
+        conn = sqlite3.connect(uri, uri=True, timeout=5)
+        try:
+            if conn.execute("SELECT COUNT(*) FROM delivery_obligations WHERE state = 'delivered'"
+                            ).fetchone()[0] >= count:
+                return
+        finally:
+            conn.close()
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"{count} deliveries were never recorded")
+
+
 @pytest.mark.slow
 async def test_sigkill_then_restart_answers_pending_updates_once(tg, tmp_path):
     home = tmp_path / "home"
@@ -51,6 +67,10 @@ async def test_sigkill_then_restart_answers_pending_updates_once(tg, tmp_path):
     try:
         await tg.push(load("t1_private_dm"))
         await tg.wait_for(lambda: len(tg.sent) == 1, timeout=30)
+        # Kill only once the delivery ledger recorded the reply as delivered (SPEC.md §6): a kill
+        # while the send is still unconfirmed rightly re-sends it with the "Recovered reply"
+        # prefix (tested in tests/pipeline/test_pipeline_ledger.py); this test is about dedupe.
+        await wait_for_delivered(home, 1)
     finally:
         first.send_signal(signal.SIGKILL)
         await first.wait()
