@@ -24,7 +24,7 @@ pytest.register_assert_rewrite("hermes_core.testing.contract", "hermes_core.test
 
 _EXPORTS = {
     "AdapterContract": "contract", "PluginContract": "contract", "RedactionContract": "contract",
-    "SessionKeyContract": "contract",
+    "SessionKeyContract": "contract", "exact_length_text": "contract",
     "DistributionSandbox": "distributions", "write_distribution": "distributions",
     "CapturingAdapter": "fakes", "FakeClock": "fakes", "SentMessage": "fakes",
     "NON_PII_TEXTS": "pii_corpus", "PII_SAMPLES": "pii_corpus", "PiiSample": "pii_corpus",
