@@ -1,0 +1,67 @@
+"""A small gateway process for the ledger crash tests (run as a script, not collected).
+
+Usage: python crash_gateway_script.py HOME MODE [TEXT:MESSAGE_ID ...]
+
+Starts a GatewayApp on HOME with the echo agent and a `testchat` adapter that prints every send
+as one JSON line `{"chat", "text", "reply_to"}` on stdout. After start-up recovery ran, each
+argument is handed to the runner as a message from chat 100 and answered. MODE:
+  kill-in-send  the first send kills this process with SIGKILL before it is acknowledged
+                (the reply is saved and its obligation is 'attempting');
+  serve         answer, then stop cleanly.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import sys
+from pathlib import Path
+
+from hermes_core.agents import EchoAgent
+from hermes_core.app import GatewayApp
+from hermes_core.model import MessageEvent, SessionSource
+from hermes_core.sdk.adapter import BaseAdapter, SendResult
+from hermes_core.settings import GatewayConfig
+from hermes_core.types import AdapterSpec
+
+
+class PrintingAdapter(BaseAdapter):
+    spec = AdapterSpec(name="testchat", label="Test chat", pii_safe=True, max_message_length=4000)
+
+    def __init__(self, kill_on_send: bool):
+        super().__init__(None)
+        self.kill_on_send = kill_on_send
+
+    async def start(self):
+        return None
+
+    async def stop(self):
+        return None
+
+    async def send(self, target, text, *, reply_to=None, metadata=None):
+        if self.kill_on_send:
+            os.kill(os.getpid(), signal.SIGKILL)
+        print(json.dumps({"chat": target.chat_id, "text": text, "reply_to": reply_to}), flush=True)
+        return SendResult(message_id="sent")
+
+
+async def main(home: str, mode: str, messages: list[str]) -> None:
+    config = GatewayConfig(home=Path(home), platforms={})
+    app = GatewayApp(config, adapters={"testchat": PrintingAdapter(mode == "kill-in-send")},
+                     agent=EchoAgent(), watcher=False)
+    await app.start()
+    try:
+        await app.runner.join()
+        source = SessionSource("testchat", "100", chat_type="dm", user_id="u100", user_name="Ann")
+        for item in messages:
+            text, _, message_id = item.rpartition(":")
+            await app.runner.handle(MessageEvent(source=source, text=text, message_id=message_id or None))
+            await app.runner.join()
+    finally:
+        await app.stop()
+
+
+if __name__ == "__main__":
+    asyncio.run(main(sys.argv[1], sys.argv[2], sys.argv[3:]))

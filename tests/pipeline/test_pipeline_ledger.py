@@ -1,0 +1,188 @@
+"""The delivery ledger across crashes (SPEC.md §6; seed §7 "crash recovery"): a reply saved but
+not confirmed as sent is re-sent exactly once, with the literal prefix when the send may have
+happened; 'delivered' is never re-sent; silence markers; give-up rules; the sweep clears
+resume_pending. Real store (SQLite), real subprocess killed with SIGKILL."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import signal
+import sqlite3
+import sys
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+
+from hermes_core.agents import EchoAgent
+from hermes_core.agents.base import Agent, AgentReply
+from hermes_core.app import GatewayApp
+from hermes_core.model import MessageEvent, SessionSource, TokenUsage
+from hermes_core.sdk.adapter import BaseAdapter, SendResult
+from hermes_core.settings import GatewayConfig
+from hermes_core.types import AdapterSpec
+
+
+class RecordingAdapter(BaseAdapter):
+    """Collects every send as (chat_id, text, reply_to)."""
+
+    spec = AdapterSpec(name="testchat", label="Test chat", pii_safe=True, max_message_length=4000)
+
+    def __init__(self):
+        super().__init__(None)
+        self.sent: list[tuple[str, str, str | None]] = []
+
+    async def start(self):
+        return None
+
+    async def stop(self):
+        return None
+
+    async def send(self, target, text, *, reply_to=None, metadata=None):
+        self.sent.append((target.chat_id, text, reply_to))
+        return SendResult(message_id=str(len(self.sent)))
+
+
+def dm():
+    return SessionSource("testchat", "100", chat_type="dm", user_id="u100", user_name="Ann")
+
+
+async def say(app, source, text, message_id=None):
+    await app.runner.handle(MessageEvent(source=source, text=text, message_id=message_id))
+    await app.runner.join()
+
+SCRIPT = str(Path(__file__).with_name("crash_gateway_script.py"))
+KEY = "agent:main:testchat:dm:100"
+
+
+async def run_script(home: Path, mode: str, *messages: str) -> tuple[int, list[dict], str]:
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, SCRIPT, str(home), mode, *messages,
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+    out, err = await asyncio.wait_for(proc.communicate(), 60)
+    return proc.returncode, [json.loads(line) for line in out.decode().splitlines()], err.decode()
+
+
+def ledger_rows(home: Path) -> list[tuple]:
+    conn = sqlite3.connect(home / "state.db")
+    try:
+        return conn.execute("SELECT content, state, attempts FROM delivery_obligations ORDER BY id").fetchall()
+    finally:
+        conn.close()
+
+
+@pytest.mark.slow
+async def test_sigkill_during_send_resends_once_with_the_recovered_prefix(tmp_path):
+    code, sent, err = await run_script(tmp_path, "kill-in-send", "hello:m1")
+    assert code == -signal.SIGKILL, err
+    assert sent == []
+    # The reply was saved with its obligation, marked attempting, then the process died.
+    assert ledger_rows(tmp_path) == [("echo: hello", "attempting", 1)]
+
+    # Restart; Telegram-style redelivery of the same message id comes in too.
+    code, sent, err = await run_script(tmp_path, "serve", "hello:m1")
+    assert code == 0, err
+    assert sent == [{"chat": "100", "text": "Recovered reply (may be a duplicate):\necho: hello", "reply_to": "m1"}]
+    assert ledger_rows(tmp_path) == [("echo: hello", "delivered", 2)]
+
+    # Delivered is never re-sent; the redelivered id is still not answered.
+    code, sent, err = await run_script(tmp_path, "serve", "hello:m1", "next:m2")
+    assert code == 0, err
+    assert sent == [{"chat": "100", "text": "echo: next", "reply_to": "m2"}]
+
+
+async def start_app(home: Path, adapter=None, agent=None, clock=None, **config):
+    cfg = GatewayConfig(home=home, platforms={}, **config)
+    app = GatewayApp(cfg, adapters={"testchat": adapter or RecordingAdapter()}, agent=agent or EchoAgent(),
+                     watcher=False, **({"clock": clock} if clock else {}))
+    await app.start()
+    await app.runner.join()
+    return app
+
+
+async def test_pending_obligation_is_resent_plainly_and_clears_resume_pending(tmp_path):
+    # A previous run recorded the reply (pending) and stopped before sending it; the session is
+    # also flagged resume_pending: the sweep delivers, and does not answer a second time.
+    app = await start_app(tmp_path)
+    entry = await app.store.get_or_create_session(dm())
+    await app.store.begin_turn(KEY, entry.session_id, {"role": "user", "content": "q"})
+    await app.store.record_reply(KEY, entry.session_id, {"role": "assistant", "content": "saved answer"},
+                                 origin=dm(), content="saved answer", reply_to="m7")
+    await app.store.mark_resume_pending(KEY, "restart_interrupted")
+    await app.stop()
+    adapter = RecordingAdapter()
+    agent = EchoAgent()
+    app = await start_app(tmp_path, adapter=adapter, agent=agent)
+    try:
+        assert adapter.sent == [("100", "saved answer", "m7")]
+        assert (await app.store.get_entry(KEY)).resume_pending is False
+        assert [m["content"] for m in await app.store.load_transcript(entry.session_id)] == ["q", "saved answer"]
+        assert app.recovery.redeliveries == [1] and app.recovery.resumed == []
+    finally:
+        await app.stop()
+
+
+async def test_obligation_given_up_after_three_attempts_or_a_day(tmp_path):
+    app = await start_app(tmp_path)
+    entry = await app.store.get_or_create_session(dm())
+    tired = await app.store.record_reply(KEY, entry.session_id, None, origin=dm(), content="tried thrice")
+    for _ in range(3):
+        await app.store.start_delivery(tired)
+    old = await app.store.record_reply(KEY, entry.session_id, None, origin=dm(), content="too old")
+    await app.stop()
+    later = app.clock() + timedelta(hours=25)
+    adapter = RecordingAdapter()
+    app = await start_app(tmp_path, adapter=adapter, clock=lambda: later)
+    try:
+        assert adapter.sent == []
+        states = {r["content"]: (r["state"], r["last_error"])
+                  for r in await app.store.obligations_in("abandoned")}
+        assert states == {"tried thrice": ("abandoned", "gave up after 3 attempts"),
+                          "too old": ("abandoned", "older than 24 h")}
+        assert old == tired + 1
+    finally:
+        await app.stop()
+
+
+class SilentAgent(Agent):
+    async def _generate(self, context, history, message, system_context):
+        return AgentReply(" [silent] ", TokenUsage(input_tokens=1, output_tokens=1))
+
+
+async def test_silence_marker_owes_a_notice_to_humans_and_nothing_to_internal_turns(tmp_path):
+    adapter = RecordingAdapter()
+    app = await start_app(tmp_path, adapter=adapter, agent=SilentAgent())
+    try:
+        await say(app, dm(), "anything to say?", message_id="m1")
+        assert adapter.sent == [("100", "(The agent chose not to reply to this message.)", "m1")]
+        await app.runner.handle(MessageEvent(source=dm(), text="background job finished", kind="internal"))
+        await app.runner.join()
+        assert len(adapter.sent) == 1
+        rows = await app.store.obligations_in("pending", "attempting", "delivered", "failed", "abandoned")
+        assert [(r["content"], r["state"], r["internal"]) for r in rows] == [
+            ("(The agent chose not to reply to this message.)", "delivered", 0)]
+        entry = await app.store.get_entry(KEY)
+        assert [m["content"] for m in await app.store.load_transcript(entry.session_id)] == [
+            "anything to say?", " [silent] ", "background job finished", " [silent] "]
+        assert await app.store.turn_markers() == []
+    finally:
+        await app.stop()
+
+
+async def test_failed_send_stays_owed_and_is_sent_at_the_next_start(tmp_path):
+    class FlakyAdapter(RecordingAdapter):
+        async def send(self, target, text, *, reply_to=None, metadata=None):
+            raise ConnectionError("network down")
+
+    app = await start_app(tmp_path, adapter=FlakyAdapter())
+    await say(app, dm(), "hi", message_id="m1")
+    assert ledger_rows(tmp_path) == [("echo: hi", "failed", 1)]
+    await app.stop()
+    adapter = RecordingAdapter()
+    app = await start_app(tmp_path, adapter=adapter)
+    try:
+        assert adapter.sent == [("100", "echo: hi", "m1")]
+        assert ledger_rows(tmp_path) == [("echo: hi", "delivered", 2)]
+    finally:
+        await app.stop()
