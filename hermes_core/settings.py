@@ -114,16 +114,52 @@ class PluginsSettings(_Section):
     setup_timeout_s: float = Field(30.0, gt=0)
 
 
+def env_home() -> str | None:
+    """`$HERMES_HOME` when set to something; an empty (or blank) value counts as unset, so the
+    settings' `home`, the config-file path and every start-up check agree on `~/.hermes`."""
+    value = os.environ.get("HERMES_HOME")
+    return value if value and value.strip() else None
+
+
 def default_home() -> Path:
-    """`$HERMES_HOME`, else `~/.hermes`."""
-    return Path(os.environ.get("HERMES_HOME") or Path.home() / ".hermes").expanduser()
+    """`$HERMES_HOME`, else `~/.hermes` (an empty `HERMES_HOME` is unset)."""
+    return Path(env_home() or Path.home() / ".hermes").expanduser()
+
+
+PRIVATE_DIR_MODE = 0o700
+
+
+def ensure_private_dir(path: Path | str) -> Path:
+    """Create directory `path` (and missing parents) if needed; a directory created here is
+    owner-only (0700): HERMES_HOME and `sessions/` hold transcripts, which are personal data.
+    An existing directory keeps the mode its owner chose.
+
+    Returns the path. Raises OSError (FileExistsError: a non-directory is in the way)."""
+    path = Path(path)
+    if path.is_dir():
+        return path
+    path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        path.mkdir(mode=PRIVATE_DIR_MODE)
+    except FileExistsError:
+        if not path.is_dir():
+            raise
+        return path  # created by a concurrent start-up: its creator set the mode
+    os.chmod(path, PRIVATE_DIR_MODE)  # mkdir's mode is masked by the umask; be explicit
+    return path
+
+
+def explicit_config_path() -> Path | None:
+    """`$HERMES_CONFIG` when set (non-empty): a config file named on purpose, which must exist."""
+    explicit = os.environ.get("HERMES_CONFIG")
+    return Path(explicit).expanduser() if explicit and explicit.strip() else None
 
 
 def config_file_path(home: Path | str | None = None) -> Path:
     """`$HERMES_CONFIG`, else `<home>/hermes.toml`."""
-    explicit = os.environ.get("HERMES_CONFIG")
-    if explicit:
-        return Path(explicit).expanduser()
+    explicit = explicit_config_path()
+    if explicit is not None:
+        return explicit
     return Path(home).expanduser() / CONFIG_FILE_NAME if home else default_home() / CONFIG_FILE_NAME
 
 
@@ -191,6 +227,8 @@ class GatewayConfig(BaseSettings):
         file_secret_settings: PydanticBaseSettingsSource,
     ) -> tuple[PydanticBaseSettingsSource, ...]:
         _drop_plugin_allowlist_env(env_settings)
+        _drop_empty_home_env(env_settings)
+        _drop_empty_home_env(dotenv_settings)
         init_home = getattr(init_settings, "init_kwargs", {}).get("home")
         toml_path = config_file_path(init_home)
         toml = TomlConfigSettingsSource(settings_cls, toml_file=toml_path if toml_path.is_file() else None)
@@ -206,6 +244,17 @@ def _drop_plugin_allowlist_env(env_settings: PydanticBaseSettingsSource) -> None
     for key in [k for k in env_vars if k.lower() == "hermes_plugins"]:
         if not str(env_vars[key] or "").lstrip().startswith("{"):
             env_settings.env_vars = {k: v for k, v in env_vars.items() if k != key}
+
+
+def _drop_empty_home_env(env_settings: PydanticBaseSettingsSource) -> None:
+    """`HERMES_HOME=` (empty or blank) is unset: without this the env source would turn it into
+    `Path("")`, the current directory, while `config_file_path()` looks in `~/.hermes`."""
+    env_vars = getattr(env_settings, "env_vars", None)
+    if not env_vars:
+        return
+    blank = [k for k in env_vars if k.lower() == "hermes_home" and not str(env_vars[k] or "").strip()]
+    if blank:
+        env_settings.env_vars = {k: v for k, v in env_vars.items() if k not in blank}
 
 
 _SECRET_WORDS = ("key", "token", "secret", "password")
@@ -335,12 +384,17 @@ def load_config(**overrides: Any) -> GatewayConfig:
         **overrides: keyword overrides, strongest source (e.g. `home=Path(...)`).
 
     Raises:
-        ConfigError: the config file exists but is not a regular file, cannot be read or is not
+        ConfigError: `$HERMES_CONFIG` names a file that does not exist; the config file exists but is not a regular file, cannot be read or is not
             (UTF-8) TOML; or a value is bad: the line names the key and where the value came
             from (keyword argument, environment variable, .env file or config file).
     """
-    home = overrides.get("home") or os.environ.get("HERMES_HOME") or None
+    home = overrides.get("home") or env_home()
     path = config_file_path(home)
+    explicit = explicit_config_path()
+    if explicit is not None and not explicit.exists():
+        # Named on purpose: running on defaults instead would hide a typo (only the default
+        # `$HERMES_HOME/hermes.toml` may be absent).
+        raise ConfigError(f"config file {explicit} (HERMES_CONFIG) does not exist")
     if path.exists() and not path.is_file():
         # pydantic-settings would silently skip it: say so instead of running on defaults.
         raise ConfigError(f"config file {path} cannot be read: it is not a regular file")

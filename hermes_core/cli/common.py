@@ -19,7 +19,7 @@ from typing import Any, Awaitable, Callable
 
 import typer
 
-from ..settings import ConfigError
+from ..settings import ConfigError, ensure_private_dir
 
 EXIT_ERROR = 2
 ERROR_PREFIX = "hermes-gateway: error: "
@@ -48,6 +48,19 @@ def fail(message: BaseException | str) -> typer.Exit:
     return typer.Exit(EXIT_ERROR)
 
 
+class PrivateRotatingFileHandler(RotatingFileHandler):
+    """`gateway.log` and its rotations are created 0600: log lines quote session keys, user ids
+    and errors about users' messages."""
+
+    def _open(self):  # noqa: D401 - logging's hook for (re)opening the file
+        fd = os.open(self.baseFilename, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+        try:
+            os.fchmod(fd, 0o600)  # an older, world-readable log is tightened too
+        except OSError:
+            pass
+        return os.fdopen(fd, "a", encoding=self.encoding, errors=self.errors)
+
+
 class _OneLineFormatter(logging.Formatter):
     """Terminal log lines: the message only, never a traceback (the log file keeps those)."""
 
@@ -57,14 +70,28 @@ class _OneLineFormatter(logging.Formatter):
         return " ".join(super().format(bare).split())
 
 
-def setup_logging(home: Path) -> None:
+def quiet_terminal_logging() -> None:
+    """For commands that print their own report (the `sessions` admin commands): without any
+    handler, Python's last-resort handler would print bare WARNING lines on stderr, repeating
+    what the report already says. (Idempotent.)"""
+    root_logger = logging.getLogger()
+    if not root_logger.handlers:
+        root_logger.addHandler(logging.NullHandler())
+
+
+def setup_logging(home: Path, *, terminal: bool = True) -> None:
     """Log INFO and up to `<home>/gateway.log`; WARNING and up (or `HERMES_LOG_LEVEL`) to stderr
-    as single lines. Idempotent within a process."""
+    as single lines (only the log file when `terminal` is False: the command reports itself).
+    Idempotent within a process."""
     global _stderr_handler
     root_logger = logging.getLogger()
     if _stderr_handler is not None and _stderr_handler in root_logger.handlers:
         return
     root_logger.setLevel(logging.INFO)
+    if not terminal:
+        quiet_terminal_logging()
+        _add_file_handler(root_logger, home)
+        return
     level = os.environ.get("HERMES_LOG_LEVEL", "WARNING").upper()
     stderr = logging.StreamHandler(sys.stderr)
     stderr.setLevel(getattr(logging, level, logging.WARNING))
@@ -72,15 +99,26 @@ def setup_logging(home: Path) -> None:
     stderr.addFilter(lambda record: not getattr(record, "file_only", False))
     root_logger.addHandler(stderr)
     _stderr_handler = stderr
+    _add_file_handler(root_logger, home)
+    logging.getLogger("apscheduler").setLevel(logging.WARNING)  # one line per tick is noise
+
+
+_file_handler: logging.Handler | None = None
+
+
+def _add_file_handler(root_logger: logging.Logger, home: Path) -> None:
+    global _file_handler
+    if _file_handler is not None and _file_handler in root_logger.handlers:
+        return
     try:
-        home.mkdir(parents=True, exist_ok=True)  # first run on a fresh machine
-        handler = RotatingFileHandler(home / "gateway.log", maxBytes=5_000_000, backupCount=3,
-                                      encoding="utf-8")
+        ensure_private_dir(home)  # first run on a fresh machine: an owner-only home
+        handler = PrivateRotatingFileHandler(home / "gateway.log", maxBytes=5_000_000, backupCount=3,
+                                             encoding="utf-8")
         handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
         root_logger.addHandler(handler)
+        _file_handler = handler
     except OSError:
         pass  # an unwritable home is reported by the start-up check
-    logging.getLogger("apscheduler").setLevel(logging.WARNING)  # one line per tick is noise
 
 
 def load_cli_config() -> Any:

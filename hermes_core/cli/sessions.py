@@ -1,8 +1,9 @@
 """`hermes-gateway sessions …`: inspect and manage stored sessions (issue 3 admin CLI).
 
 Read-only commands (list, show, search, export) open the store without the home lock, so they
-work beside a running gateway. Writing commands (prune, import) take the lock and refuse with
-one clear line while a gateway holds the home. Config loading and errors are the CLI's own
+work beside a running gateway. Writing commands (prune, import, reindex) take the lock and refuse
+with one clear line while a gateway holds the home. Every command but `import` refuses a home
+without `state.db` ("no gateway state at …") instead of creating an empty store there. Config loading and errors are the CLI's own
 (`cli/common.py`): `hermes-gateway: error: <one line>` on stderr and exit 2, never a traceback.
 """
 
@@ -19,7 +20,7 @@ import typer
 from ..model import SessionEntry, format_timestamp
 from ..store import HomeLockedError, SessionStore, StoreError, TranscriptReadError
 from ..store.home_lock import home_is_locked
-from .common import fail, load_cli_config_or_exit, run_async
+from .common import fail, load_cli_config_or_exit, quiet_terminal_logging, run_async, setup_logging
 
 sessions_app = typer.Typer(help="Inspect and manage stored sessions.", no_args_is_help=True)
 
@@ -31,11 +32,23 @@ class ExportFormat(str, Enum):
     md = "md"
 
 
-def _run(work: Callable[[SessionStore], Awaitable[Any]], *, write: bool = False) -> Any:
+def _run(work: Callable[[SessionStore], Awaitable[Any]], *, write: bool = False,
+         need_state: bool = True) -> Any:
     """Load the config (the CLI's one loader), open the store (locked for writes), run `work`,
-    close. Every failure is the CLI's one error line and exit 2."""
+    close. Every failure is the CLI's one error line and exit 2.
+
+    With `need_state` (every command but `import`) a home without `state.db` is refused before
+    anything is opened: a mistyped HERMES_HOME must not get an empty store created in it."""
     # No stderr logging set-up: the commands print their own report (skipped entries included).
     config = load_cli_config_or_exit(logging_on=False)
+    if need_state and not config.db_path.is_file():
+        raise fail(f"no gateway state at {config.home} (state.db not found at {config.db_path})")
+    # The commands print their own report: warnings go to gateway.log (writes) or nowhere
+    # (reads: a read-only command writes nothing into the home), never twice on the terminal.
+    if write:
+        setup_logging(config.home, terminal=False)
+    else:
+        quiet_terminal_logging()
     if write:
         pid = home_is_locked(config.home)
         if pid is not None:
@@ -191,14 +204,14 @@ def prune_cmd(
 
 @sessions_app.command("import")
 def import_cmd(
-    path: Path = typer.Argument(..., help="an existing gateway's sessions.json"),
+    path: Path = typer.Argument(..., help="an existing gateway's sessions.json, or the folder holding it"),
     replace: bool = typer.Option(False, "--replace", help="overwrite routes whose key already exists"),
     as_json: bool = typer.Option(False, "--json", help="machine-readable output"),
 ) -> None:
     """Import an existing gateway's sessions.json (and legacy .jsonl transcripts beside it)."""
     from ..store.importer import import_sessions_json
 
-    report = _run(lambda s: import_sessions_json(s, path, replace=replace), write=True)
+    report = _run(lambda s: import_sessions_json(s, path, replace=replace), write=True, need_state=False)
     if as_json:
         typer.echo(json.dumps(report.as_dict(), ensure_ascii=False, indent=2))
         return
@@ -206,3 +219,25 @@ def import_cmd(
                f"{report.messages} message(s) from {report.transcripts} legacy transcript(s)")
     for line in report.skipped:
         typer.echo(f"skipped {line}")
+    for line in report.warnings:
+        typer.echo(f"warning {line}")
+
+
+@sessions_app.command("reindex")
+def reindex_cmd(
+    as_json: bool = typer.Option(False, "--json", help="machine-readable output"),
+) -> None:
+    """Check the full-text index (FTS5 integrity-check, rank = 1) and rebuild it from the
+    stored messages if it is damaged. No message is changed. Refused while a gateway runs."""
+    async def work(store: SessionStore) -> bool:
+        if store.degraded:
+            raise StoreError(store.degraded_reason or "state.db cannot be opened; nothing to reindex")
+        return await store.check_fts()
+
+    rebuilt = _run(work, write=True)
+    if as_json:
+        typer.echo(json.dumps({"rebuilt": rebuilt}))
+    elif rebuilt:
+        typer.echo("full-text index was damaged: rebuilt from the stored messages")
+    else:
+        typer.echo("full-text index is healthy: no rebuild needed")

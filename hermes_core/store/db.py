@@ -50,6 +50,19 @@ def schema_version() -> int:
     return migrations()[-1][0]
 
 
+def _create_private(path: Path) -> None:
+    """Create an empty `path` with mode 0600 unless it exists, so state.db is never readable by
+    others, not even between creation and the chmod after connecting. SQLite gives the `-wal`
+    and `-shm` files the main file's mode. (An empty file is a valid new database.)"""
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:
+        return
+    except OSError:
+        return  # connecting reports the real problem (missing folder, permissions) in one line
+    os.close(fd)
+
+
 class Database:
     """The store's one writer connection.
 
@@ -71,6 +84,7 @@ class Database:
 
     async def open(self) -> None:
         """Connect, set the PRAGMAs and run pending migrations."""
+        _create_private(self.path)
         conn = aiosqlite.connect(str(self.path), isolation_level=None, timeout=self.busy_timeout_s)
         # aiosqlite >= 0.22 runs a non-daemon worker thread: a store left unclosed would make the
         # interpreter wait for it forever at exit. A daemon worker cannot hang exit, and every

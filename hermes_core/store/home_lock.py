@@ -10,6 +10,8 @@ import fcntl
 import os
 from pathlib import Path
 
+from ..settings import ensure_private_dir
+
 LOCK_FILE_NAME = "gateway.lock"
 
 
@@ -46,7 +48,7 @@ class HomeLock:
         """
         if self._fd is not None:
             return
-        self.home.mkdir(parents=True, exist_ok=True)
+        ensure_private_dir(self.home)
         fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)

@@ -14,7 +14,7 @@ import logging
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .mirror import entries_from_data
+from .mirror import SESSIONS_FILE_NAME, entries_from_data
 from .session_store import SessionStore
 
 log = logging.getLogger(__name__)
@@ -29,10 +29,13 @@ class ImportReport:
     transcripts: int = 0
     messages: int = 0
     skipped: list[str] = field(default_factory=list)
+    # Accepted with a remark (an entry whose inner session_key differs from its dict key).
+    warnings: list[str] = field(default_factory=list)
 
     def as_dict(self) -> dict:
         return {"imported": self.imported, "skipped_existing": self.skipped_existing,
-                "transcripts": self.transcripts, "messages": self.messages, "skipped": list(self.skipped)}
+                "transcripts": self.transcripts, "messages": self.messages, "skipped": list(self.skipped),
+                "warnings": list(self.warnings)}
 
 
 async def import_sessions_json(store: SessionStore, path: Path, *, replace: bool = False) -> ImportReport:
@@ -45,7 +48,7 @@ async def import_sessions_json(store: SessionStore, path: Path, *, replace: bool
 
     Args:
         store: an open store (holding the home lock: this writes).
-        path: an older gateway's sessions.json.
+        path: an older gateway's sessions.json, or the folder holding it.
         replace: overwrite routes whose session key already exists (default: keep ours).
     Returns:
         An ImportReport; `skipped` has one line per bad entry, per transcript not imported and
@@ -54,6 +57,8 @@ async def import_sessions_json(store: SessionStore, path: Path, *, replace: bool
         FileNotFoundError: `path` does not exist. ValueError: `path` is not a JSON object.
     """
     path = Path(path)
+    if path.is_dir():  # the older gateway's sessions folder: its sessions.json is the index
+        path = path / SESSIONS_FILE_NAME
     if not path.is_file():
         raise FileNotFoundError(f"no sessions.json at {path}")
     try:
@@ -63,7 +68,7 @@ async def import_sessions_json(store: SessionStore, path: Path, *, replace: bool
     if not isinstance(data, dict):
         raise ValueError(f"{path} does not hold a JSON object of session entries")
     report = ImportReport()
-    entries, _extras = entries_from_data(data, path, report.skipped)
+    entries, _extras = entries_from_data(data, path, report.skipped, report.warnings)
     existing = {key for key in entries if await store.get_entry(key) is not None}
     wanted = [e for key, e in entries.items() if replace or key not in existing]
     imported, skipped_existing = await store.import_entries(wanted, replace=replace)

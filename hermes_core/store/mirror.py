@@ -137,10 +137,16 @@ def load_sessions_json(path: Path, skipped: list[str] | None = None
     return entries_from_data(data, path, skipped)
 
 
-def entries_from_data(data: dict[str, Any], path: Path | str, skipped: list[str] | None = None
+def entries_from_data(data: dict[str, Any], path: Path | str, skipped: list[str] | None = None,
+                      warnings: list[str] | None = None
                       ) -> tuple[dict[str, SessionEntry], dict[str, Any]]:
     """Turn an already parsed sessions.json object into entries, leniently (see
     `load_sessions_json`; `path` only names the file in log lines).
+
+    The dict key is the session key (seed §3: sessions.json maps session key → entry, and every
+    lookup goes by that key). An entry whose inner `session_key` differs is accepted under the
+    dict key, with a warning logged and appended to `warnings` (one line naming both keys): the
+    route keeps answering the chat it was found under, and the mismatch is never silent.
 
     Returns:
         `(entries by session key, extras)`; bad entries are skipped and logged one at a time.
@@ -167,6 +173,11 @@ def entries_from_data(data: dict[str, Any], path: Path | str, skipped: list[str]
                 skipped.append(f"{key}: {exc}")
             continue
         if entry.session_key != key:
+            line = (f"{key}: inner session_key {entry.session_key!r} differs from its key; "
+                    f"imported under {key!r}")
+            log.warning("%s: entry %s", path, line)
+            if warnings is not None:
+                warnings.append(line)
             entry.session_key = key
         entries[key] = entry
     return entries, extras

@@ -28,7 +28,7 @@ from ..model import (
     utc_now,
     validate_session_id,
 )
-from ..settings import GatewayConfig
+from ..settings import GatewayConfig, ensure_private_dir
 from .backend import StoreBackend
 from .db import SchemaTooNewError, StoreError
 from .degraded import DegradedBackend
@@ -124,7 +124,7 @@ class SessionStore(TurnOps, TranscriptOps):
         if self._lock_home:
             self._home_lock.acquire()
         try:
-            self.sessions_dir.mkdir(parents=True, exist_ok=True)
+            ensure_private_dir(self.sessions_dir)  # transcripts (degraded) and sessions.json
             backend: StoreBackend = SqliteBackend(
                 self.config.db_path, self.config.storage.busy_timeout_s)
             try:

@@ -63,6 +63,7 @@ def test_bad_value_in_file_names_the_file(tmp_path):
 
 def test_sessions_errors_use_the_same_prefix_and_code(tmp_path):
     home = tmp_path / "home"
+    assert _run(["chat"], _env(home), tmp_path)[0] == 0  # a home with state, no sessions
     code, out, err = _run(["sessions", "show", "nothing-here"], _env(home), tmp_path)
     assert (code, out, err) == (2, "", "hermes-gateway: error: no session with key or id 'nothing-here'\n")
 
@@ -82,7 +83,7 @@ def test_setup_logging_is_idempotent_without_tagging_the_root_logger(tmp_path, m
         common.setup_logging(tmp_path / "home")
         common.setup_logging(tmp_path / "home")
         added = [h for h in root.handlers if h not in before]
-        assert [type(h).__name__ for h in added] == ["StreamHandler", "RotatingFileHandler"]
+        assert [type(h).__name__ for h in added] == ["StreamHandler", "PrivateRotatingFileHandler"]
         assert not hasattr(root, "_hermes_configured")
         assert (tmp_path / "home" / "gateway.log").exists()
     finally:
