@@ -7,10 +7,11 @@ messages never processed → new input.
 
 1. Stuck loops (`restart_counts.json` in HERMES_HOME): a session counted in 3 or more
    consecutive interrupted runs is suspended (plan `hermes_recovery_plan(failure="stuck_loop")`),
-   the user starts afresh. The file is consumed; it is written again at once for the sessions
-   this start auto-continues after a crash (so a crash during the resumed turn still counts),
-   at shutdown as `{key: old + 1}` for the sessions the drain interrupted, and a completed turn
-   removes its key.
+   the user starts afresh. The file is consumed at start and written again at once with the
+   counts still open — a session auto-continued after a crash counts one more — so that a crash
+   during the resumed turn still counts (the seed's file is only written at shutdown, which a
+   crash loop never reaches). At shutdown it becomes `{key: old + 1}` for the sessions the
+   drain interrupted (others dropped), and a completed turn removes its key.
 2. Ledger sweep: every open delivery obligation is queued for re-sending (`ledger.redeliver`);
    its session's `resume_pending` is cleared (delivered, not answered a second time).
 3. Auto-continue: for each entry still `resume_pending` with a seed auto-resume reason whose

@@ -1,0 +1,196 @@
+"""Start-up recovery (seed §7 "startup recovery sequence", "stuck-loop detection"; SPEC.md §6):
+the `hermes_recovery_plan` hook decides, `hermes_on_session_recovered` hears about it, only fresh
+interruptions auto-continue, and `restart_counts.json` suspends a session stuck across 3 restarts.
+Real store, real plugin manager, real GatewayApp."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime, timedelta, timezone
+
+from hermes_core import hookimpl
+from hermes_core.agents import EchoAgent
+from hermes_core.app import GatewayApp
+from hermes_core.model import SessionSource
+from hermes_core.plugin_system import create_plugin_manager
+from hermes_core.sdk.adapter import BaseAdapter, SendResult
+from hermes_core.settings import GatewayConfig
+from hermes_core.types import AdapterSpec, RecoveryPlan
+
+KEY = "agent:main:testchat:dm:100"
+
+
+class RecordingAdapter(BaseAdapter):
+    spec = AdapterSpec(name="testchat", label="Test chat", pii_safe=True, max_message_length=4000)
+
+    def __init__(self):
+        super().__init__(None)
+        self.sent: list[tuple[str, str, str | None]] = []
+
+    async def start(self):
+        return None
+
+    async def stop(self):
+        return None
+
+    async def send(self, target, text, *, reply_to=None, metadata=None):
+        self.sent.append((target.chat_id, text, reply_to))
+        return SendResult(message_id=str(len(self.sent)))
+
+
+def dm():
+    return SessionSource("testchat", "100", chat_type="dm", user_id="u100", user_name="Ann")
+
+
+class Clock:
+    def __init__(self):
+        self.now = datetime(2026, 3, 1, 12, 0, tzinfo=timezone.utc)
+
+    def __call__(self):
+        return self.now
+
+
+class Planner:
+    """Decides `action` for every failure and records what it was asked and told."""
+
+    def __init__(self, action):
+        self.action = action
+        self.asked: list[tuple[str, str]] = []
+        self.told: list[tuple[str, str, str]] = []
+
+    @hookimpl
+    def hermes_recovery_plan(self, session, failure):
+        self.asked.append((session.session_key, failure))
+        return RecoveryPlan(action=self.action, reason="test") if self.action else None
+
+    @hookimpl
+    async def hermes_on_session_recovered(self, session, plan):
+        self.told.append((session.session_key, plan.action, plan.reason))
+
+
+async def interrupted_home(home, clock):
+    """A home whose last run was cut off while answering "first" (resume_pending, clean shutdown)."""
+    app = GatewayApp(GatewayConfig(home=home, platforms={}), adapters={"testchat": RecordingAdapter()},
+                     agent=EchoAgent(), watcher=False, clock=clock)
+    await app.start()
+    entry = await app.store.get_or_create_session(dm())
+    await app.store.begin_turn(KEY, entry.session_id, {"role": "user", "content": "first"})
+    await app.store.mark_resume_pending(KEY, "shutdown_timeout")
+    await app.stop()
+    return entry.session_id
+
+
+async def restart(home, clock, planner=None):
+    pm, _ = create_plugin_manager(None)
+    if planner is not None:
+        pm.register(planner, name="planner")
+    adapter = RecordingAdapter()
+    app = GatewayApp(GatewayConfig(home=home, platforms={}), pm=pm, adapters={"testchat": adapter},
+                     agent=EchoAgent(), watcher=False, clock=clock)
+    await app.start()
+    await app.runner.join()
+    return app, adapter
+
+
+async def test_default_plan_resumes_once_and_is_broadcast(tmp_path):
+    clock = Clock()
+    sid = await interrupted_home(tmp_path, clock)
+    planner = Planner(None)  # defers to the core default (builtin/recovery.py)
+    app, adapter = await restart(tmp_path, clock, planner)
+    try:
+        assert planner.asked == [(KEY, "shutdown_timeout")]
+        assert planner.told == [(KEY, "resume", "shutdown_timeout")]
+        assert adapter.sent == [("100", "echo: first", None)]
+        entry = await app.store.get_entry(KEY)
+        assert (entry.session_id, entry.resume_pending) == (sid, False)
+    finally:
+        await app.stop()
+    app, adapter = await restart(tmp_path, clock, Planner(None))
+    try:
+        assert adapter.sent == []  # processed once
+    finally:
+        await app.stop()
+
+
+async def test_reset_plan_starts_a_new_session_without_answering(tmp_path):
+    clock = Clock()
+    sid = await interrupted_home(tmp_path, clock)
+    planner = Planner("reset")
+    app, adapter = await restart(tmp_path, clock, planner)
+    try:
+        entry = await app.store.get_entry(KEY)
+        assert entry.session_id != sid and entry.is_fresh_reset is True and entry.resume_pending is False
+        assert adapter.sent == [] and planner.told == [(KEY, "reset", "test")]
+    finally:
+        await app.stop()
+
+
+async def test_give_up_plan_clears_the_flag_and_keeps_the_session(tmp_path):
+    clock = Clock()
+    sid = await interrupted_home(tmp_path, clock)
+    app, adapter = await restart(tmp_path, clock, Planner("give_up"))
+    try:
+        entry = await app.store.get_entry(KEY)
+        assert (entry.session_id, entry.resume_pending, adapter.sent) == (sid, False, [])
+    finally:
+        await app.stop()
+
+
+async def test_interruption_older_than_the_freshness_window_is_not_continued(tmp_path):
+    clock = Clock()
+    await interrupted_home(tmp_path, clock)
+    clock.now += timedelta(seconds=3601)  # default gateway_auto_continue_freshness: 3600 s
+    planner = Planner(None)
+    app, adapter = await restart(tmp_path, clock, planner)
+    try:
+        assert (adapter.sent, planner.asked, app.recovery.stale) == ([], [], [KEY])
+        entry = await app.store.get_entry(KEY)
+        assert (entry.resume_pending, entry.resume_reason) == (True, "shutdown_timeout")
+    finally:
+        await app.stop()
+
+
+async def test_session_counted_in_three_restarts_is_suspended(tmp_path):
+    clock = Clock()
+    sid = await interrupted_home(tmp_path, clock)
+    # The drain of the run above interrupted nothing, so the file holds no key; a session seen
+    # in 3 consecutive interrupted runs is written as 3.
+    (tmp_path / "restart_counts.json").write_text(json.dumps({KEY: 3}))
+    planner = Planner(None)
+    app, adapter = await restart(tmp_path, clock, planner)
+    try:
+        assert planner.told == [(KEY, "give_up", "active across 3+ restarts: suspended")]
+        assert app.recovery.suspended == [KEY] and adapter.sent == []
+        assert not (tmp_path / "restart_counts.json").exists()
+        entry = await app.store.get_entry(KEY)
+        assert entry.suspended is True and entry.session_id == sid
+    finally:
+        await app.stop()
+
+
+async def test_drain_interruption_is_counted_and_a_completed_turn_forgets_it(tmp_path):
+    import asyncio
+
+    from hermes_core.agents.base import Agent
+
+    class Blocking(Agent):
+        async def _generate(self, context, history, message, system_context):
+            await asyncio.Event().wait()
+
+    clock = Clock()
+    cfg = GatewayConfig(home=tmp_path, platforms={}, scheduler={"drain_timeout_s": 0.1})
+    app = GatewayApp(cfg, adapters={"testchat": RecordingAdapter()}, agent=Blocking(), watcher=False, clock=clock)
+    await app.start()
+    from hermes_core.model import MessageEvent
+    await app.runner.handle(MessageEvent(source=dm(), text="stuck"))
+    async with asyncio.timeout(10):
+        while not app.runner.busy_sessions():
+            await asyncio.sleep(0.005)
+    await app.stop()
+    assert json.loads((tmp_path / "restart_counts.json").read_text()) == {KEY: 1}
+    app, adapter = await restart(tmp_path, clock)
+    try:
+        assert adapter.sent == [("100", "echo: stuck", None)]
+        assert not (tmp_path / "restart_counts.json").exists()
+    finally:
+        await app.stop()
