@@ -74,12 +74,16 @@ async def run_turn(deps: PipelineDeps, key: str, event: MessageEvent, *, inbound
     adapter = deps.adapters[source.platform]
     entry = await store.get_or_create_session(source)
     context = build_session_context(source, deps.config, entry, pm=deps.pm)
+    reply_to = event.message_id
+    # A resumed turn answers the stored user message again: judged as a human turn.
+    internal = event.is_internal and not resume
     if resume:
-        text = await store.resume_turn(key, entry.session_id)
-        if text is None:
+        last = await store.resume_turn(key, entry.session_id)
+        if last is None:
             log.info("nothing to resume in %s (its last message has a reply)", key)
             await store.clear_resume_pending(key)
             return TurnResult(status="nothing_to_resume", session_id=entry.session_id, reply="")
+        text, reply_to = last["content"], last["platform_message_id"]
         history = _before_last_user(await store.load_transcript(entry.session_id))
     else:
         text = event.text
@@ -111,19 +115,19 @@ async def run_turn(deps: PipelineDeps, key: str, event: MessageEvent, *, inbound
         log.error("agent failed in %s: %s", key, exc)
         status, reply_text = "failed", FAILED_TEXT.format(error=exc)
     if status == "completed":
-        owed = text_owed(reply_text, internal=event.is_internal)
+        owed = text_owed(reply_text, internal=internal)
         assistant = {"role": "assistant", "content": reply_text, "timestamp": format_timestamp(deps.clock())}
         # Reply + obligation + end of the marker: one transaction (SPEC.md §6).
         ob_id = await store.record_reply(key, entry.session_id, assistant, origin=source, content=owed,
-                                         internal=event.is_internal, reply_to=event.message_id)
+                                         internal=internal, reply_to=reply_to)
         await store.update_session(key, last_prompt_tokens=usage.input_tokens, usage=usage)
     else:
         owed = reply_text
         ob_id = await store.record_reply(key, entry.session_id, None, origin=source, content=owed,
-                                         internal=event.is_internal, reply_to=event.message_id)
+                                         internal=internal, reply_to=reply_to)
     if ob_id is not None:
         await send_obligation(deps, ob_id, source, owed, session_key=key, session_id=entry.session_id,
-                              reply_to=event.message_id, kind="reply" if status == "completed" else "notice")
+                              reply_to=reply_to, kind="reply" if status == "completed" else "notice")
     if status == "completed":
         await store.clear_resume_pending(key)
         if deps.on_turn_completed is not None:

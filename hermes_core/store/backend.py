@@ -78,7 +78,8 @@ class StoreBackend(Protocol):
         """Set the key's turn marker on an existing user row (a resumed turn)."""
 
     async def unanswered_user_message(self, session_id: str) -> dict[str, Any] | None:
-        """`{"id", "content"}` of the last active user row when no assistant row follows it."""
+        """`{"id", "content", "platform_message_id"}` of the last active user row when no
+        assistant row follows it, else None."""
 
     async def reply_row_after(self, session_id: str, message_id: int | None) -> dict[str, Any] | None:
         """`{"id", "content"}` of the first active assistant row after `message_id`, or None."""

@@ -326,7 +326,8 @@ class DegradedBackend:
                 if r.get("active", 1) and r.get("role") in ("user", "assistant")]
         if not rows or rows[-1].get("role") != "user":
             return None
-        return {"id": int(rows[-1].get("id") or 0), "content": rows[-1].get("content")}
+        return {"id": int(rows[-1].get("id") or 0), "content": rows[-1].get("content"),
+                "platform_message_id": rows[-1].get("platform_message_id")}
 
     async def reply_row_after(self, session_id: str, message_id: int | None) -> dict[str, Any] | None:
         for r in await self._read(session_id):

@@ -216,11 +216,11 @@ class SqliteBackend:
 
     async def unanswered_user_message(self, session_id: str) -> dict[str, Any] | None:
         row = await self.db.fetchone(
-            "SELECT id, role, content FROM messages WHERE session_id = ? AND active = 1 "
+            "SELECT id, role, content, platform_message_id FROM messages WHERE session_id = ? AND active = 1 "
             "AND role IN ('user', 'assistant') ORDER BY id DESC LIMIT 1", (session_id,))
         if row is None or row[1] != "user":
             return None
-        return {"id": row[0], "content": row[2]}
+        return {"id": row[0], "content": row[2], "platform_message_id": row[3]}
 
     async def reply_row_after(self, session_id: str, message_id: int | None) -> dict[str, Any] | None:
         row = await self.db.fetchone(

@@ -35,10 +35,10 @@ class TurnOps(IntakeOps, LedgerOps):
         async with self._lock:
             await self._b().begin_turn(session_key, session_id, row, self._now().timestamp(), inbound_id)
 
-    async def resume_turn(self, session_key: str, session_id: str) -> str | None:
+    async def resume_turn(self, session_key: str, session_id: str) -> dict[str, Any] | None:
         """Start a resumed turn (seed §7 auto-continue): when the session's last user message has
-        no reply, set the turn marker on it and return its text (the agent answers it again);
-        else return None and change nothing.
+        no reply, set the turn marker on it and return `{"content", "platform_message_id"}` of
+        it (the agent answers it again); else return None and change nothing.
 
         Raises:
             ValueError: path-unsafe session id.
@@ -49,7 +49,7 @@ class TurnOps(IntakeOps, LedgerOps):
             if last is None:
                 return None
             await self._b().set_turn_marker(session_key, session_id, last["id"], self._now().timestamp())
-            return last["content"] or ""
+            return {"content": last["content"] or "", "platform_message_id": last.get("platform_message_id")}
 
     async def end_turn(self, session_key: str) -> None:
         """Clear the turn marker once the final reply is recorded (or nothing is left to send)."""

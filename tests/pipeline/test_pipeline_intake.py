@@ -98,7 +98,7 @@ async def test_drain_timeout_keeps_running_and_queued_messages_and_answers_them_
         await app.runner.handle(MessageEvent(source=dm(), text="first", message_id="m1"))
         await app.runner.handle(MessageEvent(source=dm(), text="second", message_id="m2"))
         await app.runner.join()
-        assert adapter.sent == [("100", "echo: first", None), ("100", "echo: second", "m2")]
+        assert adapter.sent == [("100", "echo: first", "m1"), ("100", "echo: second", "m2")]
         assert app.recovery.resumed == [KEY] and app.recovery.replayed == 1
         entry = await app.store.get_entry(KEY)
         assert entry.resume_pending is False
