@@ -1,0 +1,59 @@
+"""Delivery ledger and resumed-turn store operations on both backends (SPEC.md §6; seed §7):
+obligations survive a reopen with their state, an orphaned saved reply is adopted by crash
+recovery once, `resume_turn` finds the unanswered user message."""
+
+from __future__ import annotations
+
+import pytest
+
+from hermes_core import GatewayConfig, SessionSource
+from hermes_core.store import SessionStore
+
+DM = SessionSource("telegram", "12345", chat_type="dm", user_id="12345")
+KEY = "agent:main:telegram:dm:12345"
+
+
+@pytest.fixture(params=["sqlite", "degraded"])
+def home_config(request, tmp_path):
+    home = tmp_path / request.param
+    home.mkdir()
+    if request.param == "degraded":
+        (home / "state.db").mkdir()  # SQLite cannot open a directory
+    return GatewayConfig(home=home), request.param == "degraded"
+
+
+async def test_obligation_states_survive_reopen(home_config, clock):
+    config, degraded = home_config
+    async with SessionStore(config.sessions_dir, config, clock=clock) as store:
+        assert store.degraded is degraded
+        entry = await store.get_or_create_session(DM)
+        await store.begin_turn(KEY, entry.session_id, {"role": "user", "content": "q", "platform_message_id": "7"})
+        ob = await store.record_reply(KEY, entry.session_id, {"role": "assistant", "content": "a"},
+                                      origin=DM, content="a", reply_to="7")
+        assert await store.turn_markers() == []
+        await store.start_delivery(ob)
+    async with SessionStore(config.sessions_dir, config, clock=clock) as store:
+        [row] = await store.open_obligations()
+        assert (row["id"], row["content"], row["state"], row["attempts"], row["reply_to"], row["internal"],
+                row["origin"]) == (ob, "a", "attempting", 1, "7", False, DM)
+        await store.finish_delivery(ob, True)
+        assert await store.open_obligations() == []
+        assert [m["content"] for m in await store.load_transcript(entry.session_id)] == ["q", "a"]
+
+
+async def test_orphaned_reply_is_adopted_once_and_resume_turn_finds_unanswered(home_config, clock):
+    config, _ = home_config
+    async with SessionStore(config.sessions_dir, config, clock=clock) as store:
+        entry = await store.get_or_create_session(DM)
+        await store.begin_turn(KEY, entry.session_id, {"role": "user", "content": "q1"})
+        await store.append_to_transcript(entry.session_id, {"role": "assistant", "content": "NO_REPLY"})
+        assert await store.recover_interrupted_turns(3600) == []
+        assert await store.recover_interrupted_turns(3600) == []  # marker gone: adopted once
+        assert [(o["content"], o["state"]) for o in await store.open_obligations()] == [
+            ("(The agent chose not to reply to this message.)", "pending")]
+        assert await store.resume_turn(KEY, entry.session_id) is None  # last message has a reply
+        await store.begin_turn(KEY, entry.session_id, {"role": "user", "content": "q2", "platform_message_id": "9"})
+        await store.end_turn(KEY)
+        assert await store.resume_turn(KEY, entry.session_id) == {"content": "q2", "platform_message_id": "9"}
+        [marker] = await store.turn_markers()
+        assert marker["session_key"] == KEY
