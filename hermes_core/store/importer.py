@@ -5,17 +5,25 @@ The seed's entries are read leniently: legacy/unknown fields are ignored, naive 
 host local time (SPEC.md §0), `_`-prefixed keys and bad entries are skipped one at a time and
 reported. Legacy `{session_id}.jsonl` transcripts beside the file (seed §3 "legacy") are imported
 for sessions that have no transcript in the store yet.
+
+`merge_degraded_writes` reuses the same readers to bring what a degraded run wrote (SQLite
+unopenable: sessions.json + `{session_id}.jsonl`, SPEC.md §0) into SQLite once it opens again.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from .mirror import SESSIONS_FILE_NAME, entries_from_data
-from .session_store import SessionStore
+from ..model import validate_session_id
+from .mirror import SESSIONS_FILE_NAME, entries_from_data, load_sessions_json
+
+if TYPE_CHECKING:  # the store calls merge_degraded_writes at open: no import cycle at run time
+    from .session_store import SessionStore
 
 log = logging.getLogger(__name__)
 
@@ -109,3 +117,157 @@ async def _import_legacy_lines(store: SessionStore, session_id: str, legacy: Pat
             continue
         count += 1
     return count
+
+
+# ---- merging what a degraded run wrote (SPEC.md §0 "nothing accepted is ever lost") ---------
+
+DEGRADED_MARKER_NAME = ".degraded-since"
+MERGED_SUFFIX = ".merged"
+# Slack for file-system timestamp granularity when picking transcripts written since the marker.
+_MTIME_SLACK_S = 2.0
+
+
+@dataclass
+class MergeReport:
+    """What `merge_degraded_writes` did: routes taken from the degraded index, messages added."""
+
+    sessions: int = 0
+    messages: int = 0
+    skipped: list[str] = field(default_factory=list)
+
+
+def write_degraded_marker(sessions_dir: Path, now_ts: float) -> None:
+    """Leave `<sessions_dir>/.degraded-since` (epoch seconds, wall clock) when the store falls
+    back to degraded mode; an existing marker is kept (the earliest start of unmerged writes).
+
+    Raises:
+        OSError: the folder is not writable (the caller logs it; degraded mode goes on).
+    """
+    marker = Path(sessions_dir) / DEGRADED_MARKER_NAME
+    if marker.exists():
+        return
+    fd = os.open(marker, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as fh:
+        fh.write(f"{now_ts:.6f}\n")
+        fh.flush()
+        os.fsync(fh.fileno())
+
+
+def read_degraded_marker(sessions_dir: Path) -> float | None:
+    """The epoch seconds stored in the marker; None without a marker. An unreadable marker
+    counts as 0 (merge every transcript there: the merge never doubles a message)."""
+    marker = Path(sessions_dir) / DEGRADED_MARKER_NAME
+    try:
+        text = marker.read_text(encoding="utf-8").strip()
+    except FileNotFoundError:
+        return None
+    except (OSError, UnicodeDecodeError):
+        return 0.0
+    try:
+        return float(text)
+    except ValueError:
+        return 0.0
+
+
+def _message_key(message: dict) -> tuple:
+    return (message.get("role"), message.get("content"), message.get("timestamp"),
+            message.get("tool_call_id"), message.get("platform_message_id"))
+
+
+def _degraded_rows(path: Path, report: MergeReport) -> list[dict]:
+    """Active messages of one degraded `{session_id}.jsonl` (the DegradedBackend's row shape:
+    `rows.normalize_message` plus `id` and `active`), as `load_transcript` returns them."""
+    rows = []
+    for number, line in enumerate(path.read_text(encoding="utf-8", errors="replace").splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+            if not isinstance(row, dict) or "role" not in row:
+                raise ValueError("not a message object")
+        except ValueError as exc:
+            report.skipped.append(f"{path.name} line {number}: {exc}")
+            log.warning("%s line %d not merged: %s", path, number, exc)
+            continue
+        if not row.get("active", 1):
+            continue  # rewound while degraded
+        message = {k: row.get(k) for k in ("role", "content", "timestamp", "platform_message_id",
+                                           "tool_call_id", "tool_name") if row.get(k) is not None}
+        tool_calls = row.get("tool_calls")
+        if isinstance(tool_calls, str):
+            try:
+                tool_calls = json.loads(tool_calls)
+            except ValueError:
+                tool_calls = None
+        if tool_calls is not None:
+            message["tool_calls"] = tool_calls
+        rows.append(message)
+    return rows
+
+
+async def merge_degraded_writes(store: SessionStore, since_ts: float) -> MergeReport:
+    """Bring what a degraded run wrote (sessions.json + `{session_id}.jsonl`) into SQLite.
+
+    Called by `SessionStore.open` when SQLite is healthy again and the degraded marker is there.
+    Idempotent (a crash half-way is redone at the next open without doubling anything):
+
+    * routes: a degraded entry replaces the SQLite route when SQLite has none for its key or
+      an older one (`updated_at`): the chat continues the session it used while degraded
+      (e.g. after a `/new`), with its token counters;
+    * transcripts: every `{session_id}.jsonl` modified since `since_ts` (epoch seconds) is read
+      and its active messages that SQLite does not hold yet (same role, content, timestamp,
+      tool call id and platform message id) are appended in file order; the file is then
+      renamed `{session_id}.jsonl.merged` (kept for audit, never read again).
+
+    Args:
+        store: an open, non-degraded store (holding the home lock).
+        since_ts: the marker's time (`read_degraded_marker`).
+    Returns:
+        A MergeReport (sessions = routes taken over, messages = messages added).
+    Raises:
+        sqlite3.Error / OSError: a write failed (the marker stays; the next open retries).
+    """
+    report = MergeReport()
+    sessions_dir = store.sessions_dir
+    entries, extras = load_sessions_json(sessions_dir / SESSIONS_FILE_NAME, report.skipped)
+    # Transcripts are the `.jsonl` files of sessions the degraded index knows (routes and its
+    # `_sessions` rows) or SQLite knows; the degraded intake logs (`inbound*.jsonl`) are not.
+    known = {e.session_id for e in entries.values()}
+    if isinstance(extras.get("_sessions"), dict):
+        known.update(str(k) for k in extras["_sessions"])
+    newer = []
+    for key, entry in entries.items():
+        current = await store.get_entry(key)
+        if current is None or current.updated_at < entry.updated_at:
+            newer.append(entry)
+    if newer:
+        await store.import_entries(newer, replace=True)
+        report.sessions = len(newer)
+    for path in sorted(sessions_dir.glob("*.jsonl")):
+        session_id = path.name[: -len(".jsonl")]
+        try:
+            if path.stat().st_mtime < since_ts - _MTIME_SLACK_S:
+                continue  # older than the degraded run (e.g. a legacy transcript)
+            validate_session_id(session_id)
+        except (OSError, ValueError):
+            continue  # not a transcript file of ours
+        if session_id not in known and await store.session_info(session_id) is None:
+            continue
+        present = {_message_key(m) for m in await store.load_transcript(session_id)}
+        for message in _degraded_rows(path, report):
+            key = _message_key(message)
+            if key in present:
+                continue
+            try:
+                await store.append_to_transcript(session_id, message)
+            except (ValueError, TypeError) as exc:
+                report.skipped.append(f"{path.name}: {exc}")
+                log.warning("%s: a message was not merged: %s", path, exc)
+                continue
+            present.add(key)
+            report.messages += 1
+        # Set aside (kept for audit): a later degraded run must start from an empty file, not
+        # replay this one over a transcript that may have been rewound in SQLite since.
+        os.replace(path, path.with_name(path.name + MERGED_SUFFIX))
+    return report
+

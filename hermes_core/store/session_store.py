@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import sqlite3
+import time
 from collections import OrderedDict
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -33,6 +34,8 @@ from .backend import StoreBackend
 from .db import SchemaTooNewError, StoreError
 from .degraded import DegradedBackend
 from .home_lock import HomeLock
+from .importer import DEGRADED_MARKER_NAME, merge_degraded_writes, read_degraded_marker, write_degraded_marker
+from .rows import TranscriptReadError
 from .mirror import SESSIONS_FILE_NAME, MirrorWriter, file_signature
 from .entries import clone_entry, entry_from_session_row, parse_or_none
 from .sqlite_backend import SqliteBackend
@@ -139,6 +142,8 @@ class SessionStore(TurnOps, TranscriptOps):
                           self.degraded_reason, self.sessions_file)
                 backend = DegradedBackend(self.sessions_dir, self._clock)
                 await backend.open()
+                if self._lock_home:
+                    self._mark_degraded_run()
             self._backend = backend
             self._mirror = MirrorWriter(self.sessions_file, lambda: self._render_mirror(backend),
                                         self.config.storage.mirror_debounce_s)
@@ -147,12 +152,43 @@ class SessionStore(TurnOps, TranscriptOps):
             # sessions): the file's size and mtime must equal the signature recorded at the last
             # clean close. A store opened without the home lock (the admin CLI reading beside a
             # gateway) leaves the file alone.
-            if self._lock_home and (backend.degraded or await self._mirror_stale(backend)):
+            merged = False
+            if self._lock_home and not backend.degraded:
+                merged = await self._merge_degraded_run()
+            if self._lock_home and (merged or backend.degraded or await self._mirror_stale(backend)):
                 self._mirror.mark_dirty()
             self._mirror.start()
         except BaseException:
             self._home_lock.release()
             raise
+
+    def _mark_degraded_run(self) -> None:
+        """Leave the degraded marker so the next healthy open merges what this run writes."""
+        try:
+            write_degraded_marker(self.sessions_dir, time.time())
+        except OSError as exc:
+            log.error("cannot leave the degraded marker in %s (%s): writes of this run will not be "
+                      "merged into state.db automatically; use `hermes-gateway sessions import`",
+                      self.sessions_dir, exc)
+
+    async def _merge_degraded_run(self) -> bool:
+        """SQLite is healthy: merge what earlier degraded runs wrote (SPEC.md §0 "nothing accepted
+        is ever lost"), then remove the marker. A failed merge keeps the marker (retried at the
+        next open, never doubling a message) and the store opens anyway. Returns True if merged."""
+        since = read_degraded_marker(self.sessions_dir)
+        if since is None:
+            return False
+        try:
+            report = await merge_degraded_writes(self, since)
+        except (sqlite3.Error, OSError, StoreError, TranscriptReadError) as exc:
+            log.error("merging the writes of a degraded run into %s failed (%s); retried at the next start",
+                      self.config.db_path, exc)
+            return False
+        (self.sessions_dir / DEGRADED_MARKER_NAME).unlink(missing_ok=True)
+        log.warning("state.db is back: merged %d session(s) and %d message(s) written while running "
+                    "degraded%s", report.sessions, report.messages,
+                    f"; {len(report.skipped)} line(s) skipped, see the log" if report.skipped else "")
+        return True
 
     async def close(self) -> None:
         """Flush sessions.json, close SQLite and release the home lock (idempotent)."""

@@ -79,6 +79,7 @@ def test_setup_logging_is_idempotent_without_tagging_the_root_logger(tmp_path, m
     before = list(root.handlers)
     level = root.level
     monkeypatch.setattr(common, "_stderr_handler", None)
+    monkeypatch.setattr(common, "_file_handler", None)
     try:
         common.setup_logging(tmp_path / "home")
         common.setup_logging(tmp_path / "home")

@@ -1,0 +1,128 @@
+"""What a degraded run writes is merged into SQLite when state.db opens again (SPEC.md §0
+"nothing accepted is ever lost"; issue 3 "degraded mode"): end to end with the installed
+`hermes-gateway chat` as real subprocesses, and with real store instances."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+from hermes_core.model import SessionSource
+from hermes_core.settings import GatewayConfig
+from hermes_core.store import SessionStore
+from hermes_core.store.importer import DEGRADED_MARKER_NAME
+
+SCRIPT = str(Path(sys.executable).parent / "hermes-gateway")
+LOCAL_KEY = "agent:main:local:dm:terminal"
+
+
+def _env(home: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.upper().startswith("HERMES_")}
+    env["HERMES_HOME"] = str(home)
+    return env
+
+
+def _cli(home: Path, args: list[str], stdin: str = "") -> tuple[int, str, str]:
+    proc = subprocess.run([SCRIPT, *args], env=_env(home), cwd=home.parent, input=stdin,
+                          capture_output=True, text=True, timeout=60)
+    return proc.returncode, proc.stdout, proc.stderr
+
+
+def _corrupt(db: Path) -> None:
+    db.write_bytes(b"this is not an SQLite database" * 100)
+
+
+def test_chat_healthy_then_degraded_then_restored_keeps_every_turn(tmp_path):
+    home = tmp_path / "home"
+    assert _cli(home, ["chat"], "first\n")[:2] == (0, "echo: first\n")
+    saved = tmp_path / "saved.db"
+    shutil.copy(home / "state.db", saved)
+    first_sid = json.loads(_cli(home, ["sessions", "list", "--json"])[1])[0]["session_id"]
+
+    _corrupt(home / "state.db")
+    code, out, err = _cli(home, ["chat"], "second\n/new\nthird\n")
+    assert code == 0
+    assert out.splitlines()[0] == "echo: second"
+    assert out.splitlines()[2] == "echo: third"
+    new_sid = out.splitlines()[1].rsplit(" ", 1)[1]
+    assert err.splitlines() == [
+        f"hermes-gateway: ERROR: state.db {home / 'state.db'} cannot be opened: file is not a database; "
+        f"running DEGRADED on {home / 'sessions' / 'sessions.json'} + {{session_id}}.jsonl transcripts"]
+    assert (home / "sessions" / DEGRADED_MARKER_NAME).is_file()
+
+    shutil.copy(saved, home / "state.db")  # the operator restores the database
+    code, out, err = _cli(home, ["chat"], "fourth\n")
+    assert (code, out) == (0, "echo: fourth\n")
+    assert err == ("hermes-gateway: WARNING: state.db is back: merged 1 session(s) and 4 message(s) "
+                   "written while running degraded\n")
+    assert not (home / "sessions" / DEGRADED_MARKER_NAME).exists()
+
+    rows = json.loads(_cli(home, ["sessions", "list", "--json"])[1])
+    assert [(r["session_key"], r["session_id"]) for r in rows] == [(LOCAL_KEY, new_sid)]
+    old = json.loads(_cli(home, ["sessions", "show", first_sid, "--json"])[1])["messages"]
+    assert [m["content"] for m in old] == ["first", "echo: first", "second", "echo: second"]
+    new = json.loads(_cli(home, ["sessions", "show", new_sid, "--json"])[1])["messages"]
+    assert [m["content"] for m in new] == ["third", "echo: third", "fourth", "echo: fourth"]
+    # searchable like any message, and the next start does not merge again
+    hits = json.loads(_cli(home, ["sessions", "search", "third", "--json"])[1])
+    assert [h["session_id"] for h in hits] == [new_sid, new_sid]
+    # the degraded intake log is not a transcript: it is left where it was, not merged
+    assert (home / "sessions" / "inbound.jsonl").is_file()
+    code, out, err = _cli(home, ["chat"], "fifth\n")
+    assert (code, out, err) == (0, "echo: fifth\n", "")
+
+
+def _config(home: Path) -> GatewayConfig:
+    return GatewayConfig(home=home)
+
+
+async def test_merge_is_idempotent_and_skips_rewound_lines(tmp_path):
+    home = tmp_path / "home"
+    config = _config(home)
+    source = SessionSource(platform="telegram", chat_id="42", user_id="7")
+    async with SessionStore(config.sessions_dir, config) as store:
+        entry = await store.get_or_create_session(source)
+        await store.append_to_transcript(entry.session_id, {"role": "user", "content": "before",
+                                                            "timestamp": "2026-01-01T00:00:00+00:00"})
+    saved = tmp_path / "saved.db"
+    shutil.copy(config.db_path, saved)
+    _corrupt(config.db_path)
+    async with SessionStore(config.sessions_dir, config) as store:
+        assert store.degraded
+        again = await store.get_or_create_session(source)
+        assert again.session_id == entry.session_id
+        for text in ("kept one", "rewound one"):
+            await store.append_to_transcript(entry.session_id, {"role": "user", "content": text})
+        assert (await store.rewind_session(entry.session_id, 1)) is not None
+    shutil.copy(saved, config.db_path)
+    marker = config.sessions_dir / DEGRADED_MARKER_NAME
+    assert marker.is_file()
+    # crash after merging but before the marker was removed: the next open merges nothing twice
+    marker_text = marker.read_text()
+    async with SessionStore(config.sessions_dir, config) as store:
+        assert not store.degraded
+        assert [m["content"] for m in await store.load_transcript(entry.session_id)] == ["before", "kept one"]
+    assert not marker.exists()
+    assert (config.sessions_dir / f"{entry.session_id}.jsonl.merged").is_file()
+    assert not (config.sessions_dir / f"{entry.session_id}.jsonl").exists()
+    (config.sessions_dir / f"{entry.session_id}.jsonl.merged").rename(config.sessions_dir / f"{entry.session_id}.jsonl")
+    marker.write_text(marker_text)
+    async with SessionStore(config.sessions_dir, config) as store:
+        assert [m["content"] for m in await store.load_transcript(entry.session_id)] == ["before", "kept one"]
+    assert not marker.exists()
+
+
+async def test_read_only_open_neither_merges_nor_removes_the_marker(tmp_path):
+    home = tmp_path / "home"
+    config = _config(home)
+    async with SessionStore(config.sessions_dir, config) as store:
+        await store.get_or_create_session(SessionSource(platform="telegram", chat_id="1"))
+    marker = config.sessions_dir / DEGRADED_MARKER_NAME
+    marker.write_text("0\n")
+    async with SessionStore(config.sessions_dir, config, lock_home=False):
+        pass
+    assert marker.read_text() == "0\n"
