@@ -194,3 +194,41 @@ async def test_drain_interruption_is_counted_and_a_completed_turn_forgets_it(tmp
         assert not (tmp_path / "restart_counts.json").exists()
     finally:
         await app.stop()
+
+
+async def crashed_home(home, clock):
+    """The state a crash mid-turn leaves: a marked turn, no reply, no `.clean_shutdown`."""
+    from hermes_core.store import SessionStore
+
+    config = GatewayConfig(home=home, platforms={})
+    (home / ".clean_shutdown").unlink(missing_ok=True)  # the crashed run consumed it at its start
+    async with SessionStore(config.sessions_dir, config, clock=clock) as store:
+        entry = await store.get_or_create_session(dm())
+        await store.begin_turn(KEY, entry.session_id, {"role": "user", "content": "loop"})
+    assert not (home / ".clean_shutdown").exists()
+
+
+async def test_crash_interrupted_turn_counts_towards_the_stuck_loop(tmp_path):
+    clock = Clock()
+    await crashed_home(tmp_path, clock)
+    (tmp_path / "restart_counts.json").write_text(json.dumps({KEY: 1}))
+    app, adapter = await restart(tmp_path, clock)
+    try:
+        # Second consecutive interrupted run: counted (2), resumed, and the completed turn forgets it.
+        assert app.recovery.resumed == [KEY] and adapter.sent == [("100", "echo: loop", None)]
+        assert not (tmp_path / "restart_counts.json").exists()
+    finally:
+        await app.stop()
+
+    await crashed_home(tmp_path, clock)
+    (tmp_path / "restart_counts.json").write_text(json.dumps({KEY: 2}))
+    planner = Planner(None)
+    app, adapter = await restart(tmp_path, clock, planner)
+    try:
+        # Third: suspended instead of resumed (seed §7 "3+ restarts").
+        assert (app.recovery.suspended, app.recovery.resumed, adapter.sent) == ([KEY], [], [])
+        assert planner.told == [(KEY, "give_up", "active across 3+ restarts: suspended")]
+        assert (await app.store.get_entry(KEY)).suspended is True
+        assert not (tmp_path / "restart_counts.json").exists()
+    finally:
+        await app.stop()
