@@ -72,6 +72,7 @@ class GatewayRunner:
 
     Args:
         deps: the gateway's services (config, open store, plugin manager, agent, adapters).
+        paused: workers wait for `release()` before running any job (start-up recovery).
     """
 
     def __init__(self, deps: PipelineDeps, *, paused: bool = False) -> None:
@@ -98,9 +99,6 @@ class GatewayRunner:
         bad input; raises StoreError / sqlite3.Error / OSError only when the event cannot be
         persisted (the adapter must not acknowledge the platform then: nothing was accepted).
         """
-        if self._closed:
-            log.warning("event from %s arrived after shutdown began; not accepted", event.source.platform)
-            return
         text = event.text or ""
         if not text.strip() and not event.media:
             log.debug("empty message from %s ignored", event.source.platform)
@@ -113,6 +111,11 @@ class GatewayRunner:
         inbound_id = await self.deps.store.accept_inbound_event(key, event_to_dict(event))
         if inbound_id is None:
             log.info("duplicate message %s in %s ignored", event.message_id, key)
+            return
+        if self._closed:
+            # Durable but not run now: the adapter may acknowledge it, the next start replays it.
+            log.warning("message from %s arrived while shutting down; kept for the next start",
+                        event.source.platform)
             return
         self._enqueue(key, self._job_for(key, event, inbound_id))
 

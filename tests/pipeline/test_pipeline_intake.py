@@ -167,3 +167,18 @@ async def test_intake_rows_survive_reopen_in_order_and_are_pruned_after_seven_da
         async with SessionStore(config.sessions_dir, config, clock=clock) as store:
             # 7 days later the id is forgotten (module docstring of store.intake).
             assert await store.accept_inbound("telegram", "5", "m1") is True, degraded
+
+
+async def test_message_arriving_during_shutdown_is_kept_and_answered_at_the_next_start(tmp_path):
+    adapter = RecordingAdapter()
+    app = await start_app(tmp_path, adapter, EchoAgent())
+    assert await app.runner.drain(1.0) == []  # shutdown began: nothing runs any more
+    await app.runner.handle(MessageEvent(source=dm(), text="late", message_id="m5"))
+    await app.stop()
+    assert adapter.sent == []
+    app = await start_app(tmp_path, adapter, EchoAgent())
+    try:
+        await app.runner.join()
+        assert adapter.sent == [("100", "echo: late", "m5")]
+    finally:
+        await app.stop()
