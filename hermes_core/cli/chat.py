@@ -2,13 +2,16 @@
 
 Each line of stdin is one message. The command returns when input ends (end of file, `/quit`,
 `/exit`) and every message read has been answered, or on Ctrl-C / SIGTERM (the running turn is
-drained or marked for resumption). Because the local source is always the same, the next
+drained or marked for resumption; one line on stderr says so at once, and a second Ctrl-C
+quits immediately with exit code 130). Because the local source is always the same, the next
 `chat` continues the same session and transcript.
 """
 
 from __future__ import annotations
 
 import asyncio
+import os
+import signal
 import sys
 from typing import Any, Callable
 
@@ -32,6 +35,8 @@ async def run_chat(config: Any, *, install_signals: Callable[[asyncio.Event], No
     stop = asyncio.Event()
     if install_signals is not None:
         install_signals(stop)
+    else:
+        install_interrupt_handlers(stop, gateway)
     await gateway.start()
     try:
         if interactive:
@@ -47,6 +52,49 @@ async def run_chat(config: Any, *, install_signals: Callable[[asyncio.Event], No
         await gateway.stop()
 
 
+STOPPING_BUSY = ("Stopping… the running turn will be resumed at the next start "
+                 "(press Ctrl-C again to quit now)")
+STOPPING_IDLE = "Stopping…"
+FORCED_EXIT_CODE = 130  # 128 + SIGINT, what shells report for a Ctrl-C'd command
+
+
+def install_interrupt_handlers(stop: asyncio.Event, gateway: GatewayApp, *, stderr=None) -> None:
+    """Ctrl-C / SIGTERM in `chat`: the first one prints one line on stderr at once and starts the
+    graceful stop (`stop` is set: the running turn gets `[scheduler] drain_timeout_s`, then is
+    marked for resumption); a second Ctrl-C exits immediately with code 130. That is safe: every
+    accepted message and the turn marker are already committed to SQLite, so the next start
+    resumes the interrupted turn, and the kernel releases the home lock.
+
+    No-op where the loop cannot take signal handlers (not the main thread)."""
+    loop = asyncio.get_running_loop()
+    err = stderr or sys.stderr
+
+    def on_signal(signum: int) -> None:
+        if stop.is_set():
+            if signum == signal.SIGINT:
+                _force_exit()
+            return
+        busy = gateway.runner is not None and bool(gateway.runner.busy_sessions())
+        err.write((STOPPING_BUSY if busy else STOPPING_IDLE) + "\n")
+        err.flush()
+        stop.set()
+
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        try:
+            loop.add_signal_handler(signum, on_signal, signum)
+        except (NotImplementedError, RuntimeError):
+            pass
+
+
+def _force_exit() -> None:
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):
+            pass
+    os._exit(FORCED_EXIT_CODE)
+
+
 async def _input_finished(gateway: GatewayApp, adapter: LocalAdapter) -> None:
     await adapter.wait_closed()
     await gateway.runner.join()
@@ -59,7 +107,8 @@ async def _banner(gateway: GatewayApp, adapter: LocalAdapter, stdout) -> None:
         line = "hermes-gateway chat: new conversation. /help for commands, /quit to leave."
     else:
         turns = await gateway.store.count_turns(entry.session_id)
-        line = (f"hermes-gateway chat: continuing session {entry.session_id} ({turns} turns). "
+        line = (f"hermes-gateway chat: continuing session {entry.session_id} "
+                f"({turns} turn{'' if turns == 1 else 's'}). "
                 "/help for commands, /quit to leave.")
     stdout.write(line + "\n")
     stdout.flush()

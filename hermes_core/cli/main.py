@@ -62,7 +62,7 @@ def chat() -> None:
     from .chat import run_chat
 
     config = load_cli_config_or_exit()
-    run_async(lambda: run_chat(config, install_signals=_install_stop_signals))
+    run_async(lambda: run_chat(config))  # its own Ctrl-C handling: a line at once, twice quits
 
 
 @app.command()

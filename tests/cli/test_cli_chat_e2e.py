@@ -219,5 +219,5 @@ def test_interactive_terminal_shows_banner_prompt_and_continues(tmp_path):
     assert first.startswith("hermes-gateway chat: new conversation. /help for commands, /quit to leave.\n> ")
     assert "echo: hello\n> " in first
     second = _terminal_session(tmp_path, ["/quit"])
-    assert re.match(rf"hermes-gateway chat: continuing session {ID} \(1 turns\)\. "
+    assert re.match(rf"hermes-gateway chat: continuing session {ID} \(1 turn\)\. "
                     r"/help for commands, /quit to leave\.\n> ", second), second

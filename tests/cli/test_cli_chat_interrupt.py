@@ -1,0 +1,88 @@
+"""Ctrl-C in `hermes-gateway chat` during a long agent turn: the first one says at once what
+happens (one line on stderr), a second one quits immediately with exit code 130; either way the
+interrupted turn is answered at the next start. Real subprocesses of the console script, SIGINT,
+and the `openai` agent against a chat-completions server on 127.0.0.1 that never answers
+(`tests/cli/conftest.py`)."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import sys
+from pathlib import Path
+
+import pytest
+
+from hermes_core.cli.chat import STOPPING_BUSY
+
+pytestmark = pytest.mark.slow
+
+SCRIPT = str(Path(sys.executable).with_name("hermes-gateway"))
+
+
+def _env(home: Path, **extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.upper().startswith("HERMES_")}
+    env.update(HERMES_HOME=str(home), **extra)
+    return env
+
+
+async def _start_blocked_turn(home: Path, server, drain_timeout_s: str):
+    proc = await asyncio.create_subprocess_exec(
+        SCRIPT, "chat", stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        env=_env(home, HERMES_AGENT__BACKEND="openai", HERMES_AGENT__OPENAI__MAX_RETRIES="0",
+                 HERMES_AGENT__OPENAI__BASE_URL=server.base_url,
+                 HERMES_SCHEDULER__DRAIN_TIMEOUT_S=drain_timeout_s))
+    proc.stdin.write(b"a long question\n")
+    await proc.stdin.drain()
+    await asyncio.wait_for(server.started.wait(), 60)  # the turn is running, the server stalls
+    return proc
+
+
+async def _restart_answers(home: Path) -> str:
+    proc = await asyncio.create_subprocess_exec(
+        SCRIPT, "chat", stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE, env=_env(home))
+    out, _err = await asyncio.wait_for(proc.communicate(b""), 60)
+    assert proc.returncode == 0
+    return out.decode()
+
+
+def test_stopping_line_text():
+    assert STOPPING_BUSY == ("Stopping… the running turn will be resumed at the next start "
+                             "(press Ctrl-C again to quit now)")
+
+
+async def test_second_ctrl_c_quits_at_once_with_130(tmp_path, chat_completions_server):
+    # a drain of 10 minutes: only the second Ctrl-C can end this process within the test
+    proc = await _start_blocked_turn(tmp_path, chat_completions_server, "600")
+    try:
+        proc.send_signal(signal.SIGINT)
+        line = await asyncio.wait_for(proc.stderr.readline(), 30)
+        assert line.decode() == STOPPING_BUSY + "\n"
+        assert proc.returncode is None  # still draining the running turn
+        proc.send_signal(signal.SIGINT)
+        assert await asyncio.wait_for(proc.wait(), 30) == 130
+        assert await proc.stderr.read() == b""
+    finally:
+        if proc.returncode is None:
+            proc.kill()
+            await proc.wait()
+    # the promise of the line: the next start (echo agent) answers the interrupted turn
+    assert await _restart_answers(tmp_path) == "echo: a long question\n"
+
+
+async def test_one_ctrl_c_drains_then_marks_the_turn_for_resumption(tmp_path, chat_completions_server):
+    proc = await _start_blocked_turn(tmp_path, chat_completions_server, "0.5")
+    try:
+        proc.send_signal(signal.SIGINT)
+        line = await asyncio.wait_for(proc.stderr.readline(), 30)
+        assert line.decode() == STOPPING_BUSY + "\n"
+        assert await asyncio.wait_for(proc.wait(), 30) == 0
+        assert await proc.stdout.read() == b""
+    finally:
+        if proc.returncode is None:
+            proc.kill()
+            await proc.wait()
+    assert await _restart_answers(tmp_path) == "echo: a long question\n"
