@@ -400,11 +400,13 @@ def load_config(**overrides: Any) -> GatewayConfig:
         raise ConfigError(f"config file {path} cannot be read: it is not a regular file")
     try:
         return GatewayConfig(**overrides)
+    # `from exc`: the one-line message is complete on its own; the chained cause is what a
+    # debug traceback (HERMES_DEBUG=1) shows.
     except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"config file {path} is not valid TOML: {exc}") from None
+        raise ConfigError(f"config file {path} is not valid TOML: {exc}") from exc
     except OSError as exc:
-        raise ConfigError(f"config file {path} cannot be read: {exc.strerror or exc}") from None
+        raise ConfigError(f"config file {path} cannot be read: {exc.strerror or exc}") from exc
     except UnicodeDecodeError as exc:
-        raise ConfigError(f"config file {path} is not valid UTF-8 TOML: {exc.reason} at byte {exc.start}") from None
+        raise ConfigError(f"config file {path} is not valid UTF-8 TOML: {exc.reason} at byte {exc.start}") from exc
     except ValidationError as exc:
-        raise ConfigError(_describe_validation_error(exc, overrides, path)) from None
+        raise ConfigError(_describe_validation_error(exc, overrides, path)) from exc

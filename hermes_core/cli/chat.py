@@ -18,6 +18,7 @@ from typing import Any, Callable
 from ..app import GatewayApp
 from ..pipeline.deps import maybe_await
 from ..platforms.local import LocalAdapter
+from .common import held_terminal_log
 
 
 async def run_chat(config: Any, *, install_signals: Callable[[asyncio.Event], None] | None = None,
@@ -37,7 +38,8 @@ async def run_chat(config: Any, *, install_signals: Callable[[asyncio.Event], No
         install_signals(stop)
     else:
         install_interrupt_handlers(stop, gateway)
-    await gateway.start()
+    with held_terminal_log():  # a failed start prints one line, not the warnings leading to it
+        await gateway.start()
     try:
         if interactive:
             await _banner(gateway, adapter, stdout)

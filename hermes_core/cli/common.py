@@ -15,7 +15,8 @@ import os
 import sys
 from logging.handlers import RotatingFileHandler
 from pathlib import Path
-from typing import Any, Awaitable, Callable
+from contextlib import contextmanager
+from typing import Any, Awaitable, Callable, Iterator
 
 import typer
 
@@ -40,6 +41,18 @@ def one_line(exc: BaseException | str) -> str:
     if text or isinstance(exc, str):
         return text
     return type(exc).__name__
+
+
+def root_cause(exc: BaseException) -> BaseException:
+    """The innermost exception `exc` was raised from (following `__cause__`, then a context
+    hidden by `raise … from None`); `exc` itself when there is none."""
+    seen = {id(exc)}
+    while True:
+        inner = exc.__cause__ or exc.__context__
+        if inner is None or id(inner) in seen:
+            return exc
+        seen.add(id(inner))
+        exc = inner
 
 
 def fail(message: BaseException | str) -> typer.Exit:
@@ -70,6 +83,57 @@ class _OneLineFormatter(logging.Formatter):
         return " ".join(super().format(bare).split())
 
 
+class _StartupHold(logging.Filter):
+    """Filter on the terminal handler: while `held` is a list, records are kept there instead of
+    printed (see `held_terminal_log`)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.held: list[logging.LogRecord] | None = None
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if self.held is None:
+            return True
+        self.held.append(record)
+        return False
+
+
+_hold = _StartupHold()
+
+
+@contextmanager
+def held_terminal_log() -> Iterator[None]:
+    """Hold the terminal's log lines while a gateway starts (README: a failed start prints ONE
+    line on stderr and exits 2).
+
+    If the body raises, the held lines are dropped from the terminal (they are in gateway.log):
+    the error line says what stopped start-up, and e.g. "plugin X failed to load and is
+    skipped" must not precede "plugin X … is listed in [plugins] enabled". If it succeeds,
+    the held lines are printed once each, in order (a warning repeated during start-up by
+    several loaders is shown once)."""
+    if _hold.held is not None:  # nested: the outer hold decides
+        yield
+        return
+    _hold.held = []
+    try:
+        yield
+    except BaseException:
+        _hold.held = None
+        raise
+    records, _hold.held = _hold.held, None
+    handler = _stderr_handler
+    if handler is None or handler not in logging.getLogger().handlers:
+        return
+    seen: set[tuple[int, str]] = set()
+    for record in records:
+        key = (record.levelno, record.getMessage())
+        if key in seen:
+            continue
+        seen.add(key)
+        if record.levelno >= handler.level:
+            handler.handle(record)
+
+
 def quiet_terminal_logging() -> None:
     """For commands that print their own report (the `sessions` admin commands): without any
     handler, Python's last-resort handler would print bare WARNING lines on stderr, repeating
@@ -97,6 +161,7 @@ def setup_logging(home: Path, *, terminal: bool = True) -> None:
     stderr.setLevel(getattr(logging, level, logging.WARNING))
     stderr.setFormatter(_OneLineFormatter("hermes-gateway: %(levelname)s: %(message)s"))
     stderr.addFilter(lambda record: not getattr(record, "file_only", False))
+    stderr.addFilter(_hold)
     root_logger.addHandler(stderr)
     _stderr_handler = stderr
     _add_file_handler(root_logger, home)
@@ -132,7 +197,9 @@ def load_cli_config() -> Any:
     try:
         return load_gateway_config()
     except (StartupError, ConfigError) as exc:
-        raise CliError(one_line(exc)) from None
+        # HERMES_DEBUG=1 shows the traceback of what really failed (e.g. the TOML parser's
+        # error), not only of the one-line wrapper.
+        raise CliError(one_line(exc)) from (root_cause(exc) if os.environ.get("HERMES_DEBUG") else None)
 
 
 def load_cli_config_or_exit(*, logging_on: bool = True) -> Any:

@@ -24,6 +24,7 @@ from .common import (  # noqa: F401  (re-exported: the CLI's shared helpers)
     EXIT_ERROR,
     CliError,
     fail,
+    held_terminal_log,
     load_cli_config,
     load_cli_config_or_exit,
     run_async,
@@ -79,7 +80,8 @@ def run() -> None:
         gateway = GatewayApp(config)
         stop = asyncio.Event()
         _install_stop_signals(stop)
-        await gateway.start()
+        with held_terminal_log():  # a failed start prints one line, not the warnings leading to it
+            await gateway.start()
         typer.echo(f"hermes-gateway: running {', '.join(gateway.adapters) or 'no platforms'} "
                    "(Ctrl-C or SIGTERM to stop)", err=True)
         try:

@@ -16,7 +16,7 @@ from typing import Any, Optional
 
 import typer
 
-from .common import fail, load_cli_config_or_exit
+from .common import fail, load_cli_config_or_exit, quiet_terminal_logging
 
 plugins_app = typer.Typer(help="List installed plugins.", invoke_without_command=True)
 
@@ -86,6 +86,9 @@ def plugins_command(
 ) -> None:
     """List plugins: name, distribution, version, hooks, adapters, status and error."""
     config = load_cli_config_or_exit(logging_on=False)  # the CLI's one loader and error line
+    # The listing reports every plugin's warnings and error itself: the loaders' log lines
+    # would print each a second time (through Python's last-resort handler).
+    quiet_terminal_logging()
     rows = collect_plugin_rows(config, include_builtins=include_builtins)
     if as_json:
         typer.echo(json.dumps(rows, indent=2))

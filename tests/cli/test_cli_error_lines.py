@@ -1,0 +1,82 @@
+"""README: a failed start prints ONE line on stderr (`hermes-gateway: error: …`) and exits 2 —
+no warning before it that contradicts it, nothing printed twice; HERMES_DEBUG=1 shows the
+traceback of what really failed. Real subprocesses of the console script, with a broken plugin
+installed as a real distribution (dist-info + entry point) on PYTHONPATH."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+SCRIPT = str(Path(sys.executable).parent / "hermes-gateway")
+BROKEN_WARNING = ("hermes-gateway: WARNING: plugin broken failed to load and is skipped: "
+                  "ZeroDivisionError: division by zero\n")
+
+
+@pytest.fixture
+def site(tmp_path) -> Path:
+    """A folder holding the distribution `hermes-gateway-broken` whose hooks module raises."""
+    root = tmp_path / "site"
+    (root / "broken_pkg").mkdir(parents=True)
+    (root / "broken_pkg" / "__init__.py").write_text("")
+    (root / "broken_pkg" / "hooks.py").write_text("1 / 0\n")
+    info = root / "hermes_gateway_broken-0.1.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: hermes-gateway-broken\nVersion: 0.1\n")
+    (info / "entry_points.txt").write_text("[hermes_core.plugins]\nbroken = broken_pkg.hooks\n")
+    return root
+
+
+def _run(tmp_path: Path, args: list[str], site: Path | None = None, stdin: str = "hi\n",
+         **extra: str) -> tuple[int, str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.upper().startswith("HERMES_")}
+    env.update(HERMES_HOME=str(tmp_path / "home"), XDG_CACHE_HOME=str(tmp_path / "cache"), **extra)
+    if site is not None:
+        env["PYTHONPATH"] = str(site)
+    proc = subprocess.run([SCRIPT, *args], env=env, cwd=tmp_path, input=stdin, capture_output=True,
+                          text=True, timeout=60)
+    return proc.returncode, proc.stdout, proc.stderr
+
+
+def test_missing_override_module_is_one_line(tmp_path):
+    code, out, err = _run(tmp_path, ["chat"], HERMES_PLUGINS__OVERRIDES='["nonexistent_mod"]')
+    assert (code, out, err) == (2, "", "hermes-gateway: error: deployment override 'nonexistent_mod' failed: "
+                                       "ModuleNotFoundError: No module named 'nonexistent_mod'\n")
+
+
+def test_enabled_broken_plugin_is_one_line_without_a_skipped_warning(tmp_path, site):
+    code, out, err = _run(tmp_path, ["chat"], site, HERMES_PLUGINS__ENABLED='["broken"]')
+    assert (code, out, err) == (2, "", "hermes-gateway: error: plugin 'broken' failed to load and is listed in "
+                                       "[plugins] enabled: ZeroDivisionError: division by zero\n")
+    # the log file still has the loader's line
+    assert "plugin broken failed to load" in (tmp_path / "home" / "gateway.log").read_text()
+
+
+def test_optional_broken_plugin_is_warned_about_once_and_chat_goes_on(tmp_path, site):
+    code, out, err = _run(tmp_path, ["chat"], site)
+    assert (code, out, err) == (0, "echo: hi\n", BROKEN_WARNING)
+
+
+def test_plugins_listing_reports_a_broken_plugin_once(tmp_path, site):
+    code, out, err = _run(tmp_path, ["plugins"], site)
+    assert (code, err) == (0, "")
+    assert out.count("ZeroDivisionError: division by zero") == 1
+    assert "    error: ZeroDivisionError: division by zero\n" in out
+
+
+def test_bad_toml_debug_traceback_shows_the_parser_error(tmp_path):
+    (tmp_path / "home").mkdir()
+    (tmp_path / "home" / "hermes.toml").write_text("x = [\n")
+    line = (f"config file {tmp_path / 'home' / 'hermes.toml'} is not valid TOML: "
+            "Invalid value (at end of document)")
+    code, out, err = _run(tmp_path, ["chat"])
+    assert (code, out, err) == (2, "", f"hermes-gateway: error: {line}\n")
+    code, out, err = _run(tmp_path, ["chat"], HERMES_DEBUG="1")
+    assert code == 1
+    assert "Traceback (most recent call last):" in err
+    assert "tomllib.TOMLDecodeError: Invalid value (at end of document)\n" in err
+    assert err.endswith(f"hermes_core.cli.common.CliError: {line}\n")
