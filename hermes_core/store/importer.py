@@ -8,6 +8,8 @@ for sessions that have no transcript in the store yet.
 
 `merge_degraded_writes` reuses the same readers to bring what a degraded run wrote (SQLite
 unopenable: sessions.json + `{session_id}.jsonl`, SPEC.md §0) into SQLite once it opens again.
+Not merged: the degraded `delivery_ledger.json` (a reply recorded but not yet delivered while
+degraded is in the merged transcript, but SQLite's ledger does not owe it).
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..model import validate_session_id
+from .degraded import INTAKE_FILE_NAME, MARKERS_FILE_NAME
 from .mirror import SESSIONS_FILE_NAME, entries_from_data, load_sessions_json
 
 if TYPE_CHECKING:  # the store calls merge_degraded_writes at open: no import cycle at run time
@@ -133,6 +136,8 @@ class MergeReport:
 
     sessions: int = 0
     messages: int = 0
+    pending: int = 0   # accepted messages whose turn never began, handed to SQLite's intake
+    resumed: int = 0   # routes marked resume_pending for a turn the degraded run left running
     skipped: list[str] = field(default_factory=list)
 
 
@@ -217,7 +222,11 @@ async def merge_degraded_writes(store: SessionStore, since_ts: float) -> MergeRe
     * transcripts: every `{session_id}.jsonl` modified since `since_ts` (epoch seconds) is read
       and its active messages that SQLite does not hold yet (same role, content, timestamp,
       tool call id and platform message id) are appended in file order; the file is then
-      renamed `{session_id}.jsonl.merged` (kept for audit, never read again).
+      renamed `{session_id}.jsonl.merged` (kept for audit, never read again);
+    * intake: messages accepted while degraded whose turn never began are accepted again by
+      SQLite's intake (answered by the start-up replay); turns left running are marked
+      `resume_pending` (`_merge_intake`, `_merge_turn_markers`); both files are set aside as
+      `.merged`. The degraded delivery ledger is not merged (see the module docstring).
 
     Args:
         store: an open, non-degraded store (holding the home lock).
@@ -269,5 +278,75 @@ async def merge_degraded_writes(store: SessionStore, since_ts: float) -> MergeRe
         # Set aside (kept for audit): a later degraded run must start from an empty file, not
         # replay this one over a transcript that may have been rewound in SQLite since.
         os.replace(path, path.with_name(path.name + MERGED_SUFFIX))
+    await _merge_intake(store, sessions_dir / INTAKE_FILE_NAME, report)
+    await _merge_turn_markers(store, sessions_dir / MARKERS_FILE_NAME, report)
     return report
+
+
+def _open_intake_rows(path: Path, report: MergeReport) -> list[dict]:
+    """Replay the degraded intake log (`accept` / `start` / `finish` lines): the rows never
+    finished, in arrival order, as `{"id", "session_key", "state", "payload"}`."""
+    rows: dict[int, dict] = {}
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except FileNotFoundError:
+        return []
+    for number, line in enumerate(lines, 1):
+        try:
+            op = json.loads(line)
+            kind, ident = op["op"], int(op["id"])
+        except (ValueError, TypeError, KeyError) as exc:
+            report.skipped.append(f"{path.name} line {number}: {exc}")
+            continue
+        if kind == "accept":
+            rows[ident] = {"id": ident, "session_key": op.get("session_key"), "payload": op.get("payload"),
+                           "state": op.get("state") or "pending"}
+        elif kind == "start" and ident in rows:
+            rows[ident]["state"] = "running"
+        elif kind == "finish":
+            rows.pop(ident, None)
+    return [rows[i] for i in sorted(rows)]
+
+
+async def _merge_intake(store: SessionStore, path: Path, report: MergeReport) -> None:
+    """Messages accepted while degraded whose turn never began are accepted again by SQLite's
+    durable intake (SPEC.md §5), so the gateway's start-up replay answers them; a platform
+    message id already in SQLite is not accepted twice. 'running' rows are left to the turn
+    markers (`_merge_turn_markers`): their user message is already in the transcript."""
+    for row in _open_intake_rows(path, report):
+        if row["state"] != "pending":
+            continue
+        try:
+            event = json.loads(row["payload"])
+            if not isinstance(event, dict) or not row["session_key"]:
+                raise ValueError("not an inbound event")
+            if await store.accept_inbound_event(str(row["session_key"]), event) is not None:
+                report.pending += 1
+        except (TypeError, ValueError) as exc:
+            report.skipped.append(f"{path.name} row {row['id']}: {exc}")
+            log.warning("%s: intake row %s not merged: %s", path, row["id"], exc)
+    if path.exists():
+        # A later degraded run must not replay these rows a second time.
+        os.replace(path, path.with_name(path.name + MERGED_SUFFIX))
+
+
+async def _merge_turn_markers(store: SessionStore, path: Path, report: MergeReport) -> None:
+    """A turn that was running when a degraded run ended (crash, drain timeout) is marked
+    `resume_pending` ("restart_interrupted", seed §7) on its route when the route still points at
+    that session: the start-up recovery then answers its user message (and does nothing if the
+    transcript shows the reply was recorded)."""
+    try:
+        markers = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return
+    except (OSError, ValueError) as exc:
+        report.skipped.append(f"{path.name}: {exc}")
+        markers = {}
+    for key, marker in (markers.items() if isinstance(markers, dict) else ()):
+        entry = await store.get_entry(key)
+        if entry is None or not isinstance(marker, dict) or marker.get("session_id") != entry.session_id:
+            continue
+        if await store.mark_resume_pending(key, "restart_interrupted"):
+            report.resumed += 1
+    os.replace(path, path.with_name(path.name + MERGED_SUFFIX))
 

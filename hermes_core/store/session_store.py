@@ -131,7 +131,7 @@ class SessionStore(TurnOps, TranscriptOps):
             backend: StoreBackend = SqliteBackend(
                 self.config.db_path, self.config.storage.busy_timeout_s)
             try:
-                self.config.db_path.parent.mkdir(parents=True, exist_ok=True)
+                ensure_private_dir(self.config.db_path.parent)
                 await backend.open()
             except SchemaTooNewError:
                 raise
@@ -185,9 +185,12 @@ class SessionStore(TurnOps, TranscriptOps):
                       self.config.db_path, exc)
             return False
         (self.sessions_dir / DEGRADED_MARKER_NAME).unlink(missing_ok=True)
+        extra = "".join([
+            f", {report.pending} waiting message(s) requeued" if report.pending else "",
+            f", {report.resumed} interrupted turn(s) marked for resumption" if report.resumed else "",
+            f"; {len(report.skipped)} line(s) skipped, see the log" if report.skipped else ""])
         log.warning("state.db is back: merged %d session(s) and %d message(s) written while running "
-                    "degraded%s", report.sessions, report.messages,
-                    f"; {len(report.skipped)} line(s) skipped, see the log" if report.skipped else "")
+                    "degraded%s", report.sessions, report.messages, extra)
         return True
 
     async def close(self) -> None:

@@ -70,8 +70,11 @@ def test_chat_healthy_then_degraded_then_restored_keeps_every_turn(tmp_path):
     # searchable like any message, and the next start does not merge again
     hits = json.loads(_cli(home, ["sessions", "search", "third", "--json"])[1])
     assert [h["session_id"] for h in hits] == [new_sid, new_sid]
-    # the degraded intake log is not a transcript: it is left where it was, not merged
-    assert (home / "sessions" / "inbound.jsonl").is_file()
+    # the degraded intake log is not merged as a transcript; it is set aside once its waiting
+    # messages (none here: every turn finished) were handed over
+    assert sorted(p.name for p in (home / "sessions").glob("*.merged")) == sorted(
+        [f"{first_sid}.jsonl.merged", f"{new_sid}.jsonl.merged", "inbound.jsonl.merged",
+         "turn_markers.json.merged"])
     code, out, err = _cli(home, ["chat"], "fifth\n")
     assert (code, out, err) == (0, "echo: fifth\n", "")
 

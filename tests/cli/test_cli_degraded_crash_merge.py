@@ -1,0 +1,89 @@
+"""A gateway running degraded (state.db unopenable) is killed mid-turn with a second message
+waiting; the operator restores state.db; the next start merges the degraded run's writes and
+answers both messages exactly once, in order (SPEC.md §0 "nothing accepted is ever lost", §5,
+seed §7). Real subprocesses, SIGKILL, the `openai` agent against a never-answering server on
+127.0.0.1 (`tests/cli/conftest.py`), then the echo agent."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import shutil
+import signal
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.slow
+
+SCRIPT = str(Path(sys.executable).with_name("hermes-gateway"))
+
+
+def _env(home: Path, **extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.upper().startswith("HERMES_")}
+    env.update(HERMES_HOME=str(home), **extra)
+    return env
+
+
+async def _chat(home: Path, stdin: str) -> tuple[int, str, str]:
+    proc = await asyncio.create_subprocess_exec(
+        SCRIPT, "chat", stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE, env=_env(home))
+    out, err = await asyncio.wait_for(proc.communicate(stdin.encode()), 60)
+    return proc.returncode, out.decode(), err.decode()
+
+
+async def _intake_lines(path: Path, count: int) -> None:
+    for _ in range(600):
+        if path.exists() and len(path.read_text().splitlines()) >= count:
+            return
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"{path} never reached {count} lines")
+
+
+async def test_degraded_crash_then_restored_db_answers_both_messages_once(tmp_path, chat_completions_server):
+    home = tmp_path / "home"
+    assert (await _chat(home, "hello\n"))[:2] == (0, "echo: hello\n")
+    saved = tmp_path / "saved.db"
+    shutil.copy(home / "state.db", saved)
+    (home / "state.db").write_bytes(b"not a database" * 100)
+
+    proc = await asyncio.create_subprocess_exec(
+        SCRIPT, "chat", stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        env=_env(home, HERMES_AGENT__BACKEND="openai", HERMES_AGENT__OPENAI__MAX_RETRIES="0",
+                 HERMES_AGENT__OPENAI__BASE_URL=chat_completions_server.base_url))
+    try:
+        proc.stdin.write(b"first question\nsecond question\n")
+        await proc.stdin.drain()
+        await asyncio.wait_for(chat_completions_server.started.wait(), 60)
+        # accept(first), start(first), accept(second): both durable in the degraded intake log
+        await _intake_lines(home / "sessions" / "inbound.jsonl", 3)
+        proc.send_signal(signal.SIGKILL)
+        assert await asyncio.wait_for(proc.wait(), 30) == -signal.SIGKILL
+    finally:
+        if proc.returncode is None:
+            proc.kill()
+            await proc.wait()
+
+    shutil.copy(saved, home / "state.db")
+    code, out, err = await _chat(home, "third\n")
+    assert code == 0, err
+    assert out.splitlines() == ["echo: first question", "echo: second question", "echo: third"]
+    assert ("hermes-gateway: WARNING: state.db is back: merged 0 session(s) and 1 message(s) written while "
+            "running degraded, 1 waiting message(s) requeued, 1 interrupted turn(s) marked for resumption"
+            ) in err.splitlines()
+
+    # exactly once: a further start owes nothing, and the transcript holds each message once
+    code, out, err = await _chat(home, "")
+    assert (code, out) == (0, "")
+    proc = await asyncio.create_subprocess_exec(SCRIPT, "sessions", "show", "agent:main:local:dm:terminal",
+                                                "--json", stdout=asyncio.subprocess.PIPE, env=_env(home))
+    shown = json.loads((await proc.communicate())[0])
+    assert [(m["role"], m["content"]) for m in shown["messages"]] == [
+        ("user", "hello"), ("assistant", "echo: hello"),
+        ("user", "first question"), ("assistant", "echo: first question"),
+        ("user", "second question"), ("assistant", "echo: second question"),
+        ("user", "third"), ("assistant", "echo: third")]
