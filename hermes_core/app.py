@@ -32,7 +32,8 @@ from .pipeline.deps import PipelineDeps
 from .pipeline.recovery import RecoveryReport, load_restart_counts, restore_at_startup, save_restart_counts
 from .pipeline.runner import GatewayRunner
 from .plugin_system.dispatch import call_broadcast
-from .plugin_system.manager import create_plugin_manager, key_policy, session_key_for
+from .plugin_system.manager import create_plugin_manager, key_policy, session_key_for, session_shared_for
+from .plugin_system.redaction import install_log_redaction
 from .scheduler import Watcher
 from .settings import ConfigError, config_file_path, load_config
 
@@ -125,6 +126,7 @@ class GatewayApp:
         self.recovery: RecoveryReport | None = None
         self.restart_counts: dict[str, int] = {}
         self._crash_interrupted: dict[str, float] = {}
+        self._undo_log_redaction = None
         self._stopped = False
 
     @property
@@ -168,9 +170,16 @@ class GatewayApp:
         check_home(self.home)
         if self.pm is None:
             self.pm, self.report = create_plugin_manager(self.config)
+        if self.config.redaction.enabled:
+            # Opt-in like the LLM-context pseudonyms (SPEC.md §7): log lines pass the `log` rules.
+            self._undo_log_redaction = install_log_redaction(
+                self.pm, logging.getLogger(), platforms=self.config.enabled_platforms())
         policy = key_policy(self.pm, self.config)
+        # Every "which session / whose session" question goes through the hooks (SPEC.md §0).
         self.store = SessionStore(self.config.sessions_dir, self.config,
                                   key_fn=lambda source: session_key_for(self.pm, policy, source),
+                                  shared_fn=lambda source: session_shared_for(self.pm, policy, source),
+                                  canonical_fn=policy.canonicalize,
                                   clock=self.clock)
         await self.store.open()  # announces degraded mode itself when state.db cannot be opened
         await self._check_clean_shutdown()
@@ -307,6 +316,9 @@ class GatewayApp:
                 await self.store.close()
             except Exception:
                 log.exception("store failed to close")
+        if self._undo_log_redaction is not None:
+            self._undo_log_redaction()
+            self._undo_log_redaction = None
 
     async def _abort(self) -> None:
         self._stopped = True
