@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import select
 import sqlite3
 import stat
 import subprocess
@@ -205,6 +206,7 @@ def test_reindex_refuses_while_a_gateway_holds_the_home(tmp_path):
     try:
         holder.stdin.write("wait\n")
         holder.stdin.flush()
+        assert select.select([holder.stdout], [], [], 60)[0], "the gateway did not answer"
         assert holder.stdout.readline() == "echo: wait\n"  # the gateway is up and holds the lock
         code, out, err = _run(["sessions", "reindex"], _env(home), tmp_path)
         assert (code, out) == (2, "")
