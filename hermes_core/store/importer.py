@@ -216,6 +216,8 @@ async def merge_degraded_writes(store: SessionStore, since_ts: float) -> MergeRe
     Called by `SessionStore.open` when SQLite is healthy again and the degraded marker is there.
     Idempotent (a crash half-way is redone at the next open without doubling anything):
 
+    * session rows the degraded index kept (`_sessions`) that SQLite lacks are inserted, and an
+      end recorded while degraded (e.g. by `/new`) is copied (`SessionStore.merge_session_rows`);
     * routes: a degraded entry replaces the SQLite route when SQLite has none for its key or
       an older one (`updated_at`): the chat continues the session it used while degraded
       (e.g. after a `/new`), with its token counters;
@@ -239,11 +241,14 @@ async def merge_degraded_writes(store: SessionStore, since_ts: float) -> MergeRe
     report = MergeReport()
     sessions_dir = store.sessions_dir
     entries, extras = load_sessions_json(sessions_dir / SESSIONS_FILE_NAME, report.skipped)
+    degraded_sessions = extras.get("_sessions") if isinstance(extras.get("_sessions"), dict) else {}
+    # Session rows first: a session begun (and perhaps ended by /new) while degraded must exist
+    # in SQLite for `sessions show` / lookups, with its parent and end as the degraded run kept them.
+    await store.merge_session_rows([dict(row, session_id=str(sid)) for sid, row in degraded_sessions.items()
+                                    if isinstance(row, dict)])
     # Transcripts are the `.jsonl` files of sessions the degraded index knows (routes and its
     # `_sessions` rows) or SQLite knows; the degraded intake logs (`inbound*.jsonl`) are not.
-    known = {e.session_id for e in entries.values()}
-    if isinstance(extras.get("_sessions"), dict):
-        known.update(str(k) for k in extras["_sessions"])
+    known = {e.session_id for e in entries.values()} | {str(k) for k in degraded_sessions}
     newer = []
     for key, entry in entries.items():
         current = await store.get_entry(key)

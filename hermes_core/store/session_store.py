@@ -17,7 +17,7 @@ import time
 from collections import OrderedDict
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Iterable, Mapping
 
 from ..keys import Canonicalizer, build_session_key, default_canonical_identity, is_shared_multi_user_session
 from ..model import (
@@ -45,6 +45,11 @@ from .turns import TurnOps
 log = logging.getLogger(__name__)
 
 _CACHE_SIZE = 4096
+# Columns of the `sessions` table (migrations/0001) a merged degraded session row may carry.
+_SESSION_COLUMNS = ("session_id", "session_key", "origin", "platform", "chat_id", "participant_id", "chat_type",
+                    "display_name", "created_at", "updated_at", "ended_at", "end_reason", "parent_session_id",
+                    "input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens", "total_tokens",
+                    "estimated_cost_usd", "cost_status")
 RESUME_REASONS = ("restart_timeout", "shutdown_timeout", "restart_interrupted")
 
 
@@ -180,9 +185,9 @@ class SessionStore(TurnOps, TranscriptOps):
             return False
         try:
             report = await merge_degraded_writes(self, since)
-        except (sqlite3.Error, OSError, StoreError, TranscriptReadError) as exc:
-            log.error("merging the writes of a degraded run into %s failed (%s); retried at the next start",
-                      self.config.db_path, exc)
+        except Exception as exc:  # never blocks start-up: SQLite is healthy, the files stay
+            log.error("merging the writes of a degraded run into %s failed (%s: %s); retried at the next start",
+                      self.config.db_path, type(exc).__name__, exc, exc_info=exc)
             return False
         (self.sessions_dir / DEGRADED_MARKER_NAME).unlink(missing_ok=True)
         extra = "".join([
@@ -606,6 +611,42 @@ class SessionStore(TurnOps, TranscriptOps):
         if self._mirror is not None:
             self._mirror.mark_dirty()
         return result
+
+    async def merge_session_rows(self, rows: Iterable[Mapping[str, Any]]) -> int:
+        """Degraded-run merge (`importer.merge_degraded_writes`): insert the `sessions` rows
+        (column name → value, the degraded index's `_sessions` shape) that SQLite lacks, and copy
+        an end (`ended_at`, `end_reason`) recorded while degraded onto a row SQLite still has
+        open. Rows without session_id, session_key, created_at and updated_at, or with a
+        path-unsafe id, are skipped. One transaction. No-op (0) in degraded mode.
+
+        Returns:
+            The number of rows inserted.
+        Raises:
+            sqlite3.Error: the write failed (nothing of it is kept).
+        """
+        backend = self._b()
+        db = getattr(backend, "db", None)  # only the SQLite backend has a sessions table
+        if backend.degraded or db is None:
+            return 0
+        inserted = 0
+        async with db.write() as conn:
+            for row in rows:
+                try:
+                    validate_session_id(str(row.get("session_id") or ""))
+                except ValueError:
+                    continue
+                if not all(row.get(c) for c in ("session_key", "created_at", "updated_at")):
+                    continue
+                columns = [c for c in _SESSION_COLUMNS if row.get(c) is not None]
+                cur = await conn.execute(
+                    f"INSERT OR IGNORE INTO sessions ({', '.join(columns)}) "
+                    f"VALUES ({', '.join('?' for _ in columns)})", [row[c] for c in columns])
+                inserted += max(cur.rowcount, 0)
+                if row.get("ended_at"):
+                    await conn.execute(
+                        "UPDATE sessions SET ended_at = ?, end_reason = ? WHERE session_id = ? AND ended_at IS NULL",
+                        (row["ended_at"], row.get("end_reason"), row["session_id"]))
+        return inserted
 
     async def session_info(self, session_id: str) -> dict[str, Any] | None:
         """The stored session row (SQLite columns) or None."""

@@ -129,3 +129,28 @@ async def test_read_only_open_neither_merges_nor_removes_the_marker(tmp_path):
     async with SessionStore(config.sessions_dir, config, lock_home=False):
         pass
     assert marker.read_text() == "0\n"
+
+
+async def test_sessions_begun_and_ended_while_degraded_exist_in_sqlite_after_the_merge(tmp_path):
+    config = _config(tmp_path / "home")
+    source = SessionSource(platform="telegram", chat_id="42", user_id="7")
+    async with SessionStore(config.sessions_dir, config) as store:
+        first = await store.get_or_create_session(source)
+    saved = tmp_path / "saved.db"
+    shutil.copy(config.db_path, saved)
+    _corrupt(config.db_path)
+    async with SessionStore(config.sessions_dir, config) as store:
+        middle = await store.reset_session(first.session_key)
+        await store.append_to_transcript(middle.session_id, {"role": "user", "content": "in the middle"})
+        last = await store.reset_session(first.session_key)
+    shutil.copy(saved, config.db_path)
+    async with SessionStore(config.sessions_dir, config) as store:
+        assert (await store.get_entry(first.session_key)).session_id == last.session_id
+        info = await store.session_info(middle.session_id)
+        assert (info["session_key"], info["end_reason"], info["parent_session_id"]) == (
+            first.session_key, "reset", first.session_id)
+        assert (await store.session_info(first.session_id))["end_reason"] == "reset"
+        assert (await store.session_info(last.session_id))["ended_at"] is None
+        assert [m["content"] for m in await store.load_transcript(middle.session_id)] == ["in the middle"]
+        found = await store.lookup_by_session_id(middle.session_id)
+        assert found is not None and found.session_id == middle.session_id
