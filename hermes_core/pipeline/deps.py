@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from ..model.timeutil import Clock, utc_now
+from .agent_cache import AgentCache
 from .delivery import Deliverer
 
 
@@ -24,6 +25,8 @@ class PipelineDeps:
         clock: aware-UTC clock for message timestamps.
         on_turn_completed: `(session_key) -> None | awaitable`, called after a turn completed
             (the app forgets the session's stuck-loop count, SPEC.md §6).
+        agent_cache: the sessions' live transcripts across turns (seed §11); built from
+            `config` (`[agent.agent_cache]`) when omitted.
     """
 
     config: Any
@@ -34,8 +37,11 @@ class PipelineDeps:
     deliverer: Deliverer | None = None
     clock: Clock = utc_now
     on_turn_completed: Callable[[str], Any] | None = None
+    agent_cache: AgentCache | None = None
 
     def __post_init__(self) -> None:
+        if self.agent_cache is None:
+            self.agent_cache = AgentCache.from_config(self.config)
         if self.deliverer is None:
             self.deliverer = Deliverer(self.pm, hook_timeout_s=self.config.plugins.hook_timeout_s)
 

@@ -8,6 +8,12 @@ then 'delivered' / 'failed') → `clear_resume_pending` only when the turn reall
 A crash before the reply is recorded leaves a marked turn without a reply: start-up marks the
 session `resume_pending` and auto-continues it (`resume=True` here). A crash after it leaves an
 open obligation, which the start-up ledger sweep sends (seed §7).
+
+The history comes from the agent cache (seed §11, `agent_cache`), not from a reload of the whole
+transcript: a hit costs O(1) in the transcript's length; a miss (first turn, new session id,
+eviction) loads it once from the store. Each message the store records is appended to the live
+transcript; if a store write fails or the turn is cancelled, the entry is dropped so the next
+turn rebuilds from the store (the store is canonical, SPEC.md §0).
 """
 
 from __future__ import annotations
@@ -20,6 +26,8 @@ from ..agents.base import AgentError, AgentInterrupted
 from ..model.events import MessageEvent
 from ..model.timeutil import format_timestamp
 from ..store.ledger import text_owed
+from ..store.rows import normalize_message, row_to_message
+from .agent_cache import CachedSession
 from .context import build_session_context, build_session_context_prompt, sender_prefix, should_redact
 from .deps import PipelineDeps, maybe_await
 from .ledger import send_obligation
@@ -42,11 +50,9 @@ class TurnResult:
     reply: str
 
 
-def _without_trailing(transcript: list[dict], text: str) -> list[dict]:
-    """The history the agent sees: the transcript minus the user message just recorded."""
-    if transcript and transcript[-1].get("role") == "user" and transcript[-1].get("content") == text:
-        return transcript[:-1]
-    return transcript
+def _as_stored(message: dict, clock) -> dict:
+    """`message` exactly as `store.load_transcript` would return it once recorded."""
+    return row_to_message(normalize_message(message, clock))
 
 
 def _before_last_user(transcript: list[dict]) -> list[dict]:
@@ -74,17 +80,20 @@ async def run_turn(deps: PipelineDeps, key: str, event: MessageEvent, *, inbound
     adapter = deps.adapters[source.platform]
     entry = await store.get_or_create_session(source)
     context = build_session_context(source, deps.config, entry, pm=deps.pm)
+    cache = deps.agent_cache
     reply_to = event.message_id
     # A resumed turn answers the stored user message again: judged as a human turn.
     internal = event.is_internal and not resume
     if resume:
+        live = await cache.acquire(key, entry.session_id, store.load_transcript)
         last = await store.resume_turn(key, entry.session_id)
         if last is None:
             log.info("nothing to resume in %s (its last message has a reply)", key)
             await store.clear_resume_pending(key)
             return TurnResult(status="nothing_to_resume", session_id=entry.session_id, reply="")
         text, reply_to = last["content"], last["platform_message_id"]
-        history = _before_last_user(await store.load_transcript(entry.session_id))
+        cache.begin_turn(live)
+        recorded_user, history = None, _before_last_user(live.messages)
     else:
         text = event.text
         if context.shared_multi_user_session and not event.is_internal:
@@ -95,7 +104,47 @@ async def run_turn(deps: PipelineDeps, key: str, event: MessageEvent, *, inbound
             user_message["platform_message_id"] = event.message_id
         # Record the message (and the turn marker) before anything else can fail (SPEC.md §0).
         await store.begin_turn(key, entry.session_id, user_message, inbound_id=inbound_id)
-        history = _without_trailing(await store.load_transcript(entry.session_id), text)
+        recorded_user = _as_stored(user_message, deps.clock)
+        live = await _live_transcript(deps, key, entry.session_id, recorded_user)
+        cache.begin_turn(live)
+        # The agent gets the live list itself (no copy): the user message just recorded joins
+        # it after the agent has answered, so until then the list is exactly the history.
+        history = live.messages
+    try:
+        return await _answer(deps, key, source, entry, context, adapter, live, history, text,
+                             recorded_user, reply_to=reply_to, internal=internal)
+    except BaseException:
+        # A failed store write or a cancelled turn: the live transcript may no longer match
+        # the store; the next turn rebuilds it from there.
+        cache.discard(live)
+        raise
+    finally:
+        cache.end_turn(live)
+
+
+async def _live_transcript(deps: PipelineDeps, key: str, session_id: str, recorded_user: dict):
+    """The cache entry of the session, without the user message just recorded (seed §11: a hit
+    is reused as is; a miss loads the transcript once and leaves that message out, since it
+    joins the live list after the agent has answered)."""
+    cache = deps.agent_cache
+    live = cache.get(key, session_id)
+    if live is not None:
+        return live
+    loaded = await deps.store.load_transcript(session_id)
+    tail = loaded[-1] if loaded else {}
+    if tail.get("role") == "user" and tail.get("content") == recorded_user["content"]:
+        loaded.pop()
+        return cache.put(key, session_id, loaded)
+    # Not where it should be (a concurrent write?): answer from what was loaded, cache nothing.
+    log.warning("transcript of %s does not end with the message just recorded; not cached", session_id)
+    cache.invalidate(key)
+    return CachedSession(key, session_id, loaded, len(loaded), 0.0)
+
+
+async def _answer(deps: PipelineDeps, key: str, source, entry, context, adapter, live, history: list[dict],
+                  text: str, recorded_user: dict | None, *, reply_to: str | None, internal: bool) -> TurnResult:
+    """The rest of the turn once the user message is recorded: agent, reply, delivery."""
+    store, cache = deps.store, deps.agent_cache
     # From here until record_reply the turn marker is set; if anything raises or the task is
     # cancelled first, the marker stays so start-up recovery can finish the turn (seed §7).
     prompt = build_session_context_prompt(context, pm=deps.pm,
@@ -114,12 +163,17 @@ async def run_turn(deps: PipelineDeps, key: str, event: MessageEvent, *, inbound
     except AgentError as exc:
         log.error("agent failed in %s: %s", key, exc)
         status, reply_text = "failed", FAILED_TEXT.format(error=exc)
+    if recorded_user is not None:
+        cache.append(live, recorded_user, persisted=True)
     if status == "completed":
         owed = text_owed(reply_text, internal=internal)
         assistant = {"role": "assistant", "content": reply_text, "timestamp": format_timestamp(deps.clock())}
+        # In the live transcript first, counted as not yet persisted until the store has it.
+        cache.append(live, _as_stored(assistant, deps.clock), persisted=False)
         # Reply + obligation + end of the marker: one transaction (SPEC.md §6).
         ob_id = await store.record_reply(key, entry.session_id, assistant, origin=source, content=owed,
                                          internal=internal, reply_to=reply_to)
+        cache.mark_persisted(live)
         await store.update_session(key, last_prompt_tokens=usage.input_tokens, usage=usage)
     else:
         owed = reply_text

@@ -1,0 +1,361 @@
+"""The agent cache (seed §11; SPEC.md §8): each session's live transcript kept across turns.
+
+An LRU (`OrderedDict`) keyed by session key. An entry holds the session id and the live
+transcript (message dicts exactly as `store.load_transcript` returns them — the seed's
+`_session_messages`), how much of it is persisted (`last_flushed_idx`), whether a turn is running
+on it and when it was last used. A turn finds its history here in O(1) instead of reloading
+the whole transcript from the store each time.
+
+  * Hit (same session id) → `move_to_end`, reuse. Miss → load from the store once. A different
+    session id (`/new`, `/reset`, a switch, recovery) replaces the entry.
+  * At `max_size` (128) the least recently used idle entry goes (`popitem(last=False)` order).
+  * Housekeeping (`builtin.agent_cache_pressure`) applies the idle TTL (3600 s) and the
+    memory-pressure sweep (`memory_budget`): over budget, up to `max_evictions_per_pass` LRU
+    entries go, never the `protect_recent` most recent, never one with a turn running, never one
+    whose transcript is not persisted yet; then `malloc_trim(0)`.
+  * Eviction is a soft release: the transcript stays in SQLite and the next turn rebuilds it
+    from the store. Nothing here ends a transcript or a session (seed §10).
+
+A session id lives in at most one entry: writing to a session through one entry drops any
+other key's entry of the same session id (keys switched onto one session), so no stale copy
+survives. Code that rewrites a transcript outside a turn (`/undo`, `/compress`, an import) calls
+`invalidate(key)` or `invalidate_session(session_id)`.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from typing import Any, Awaitable, Callable
+
+from .memory_budget import MemoryProbe, MemoryReading, malloc_trim, parse_memory_high_mb
+
+log = logging.getLogger(__name__)
+
+MAX_SIZE = 128  # seed `_AGENT_CACHE_MAX_SIZE`
+
+
+@dataclass(slots=True, eq=False)
+class CachedSession:
+    """One cache entry.
+
+    Attributes:
+        session_key: the key it is cached under.
+        session_id: the session whose transcript `messages` is.
+        messages: the live transcript, oldest first (load_transcript dicts). Treated as
+            append-only: recorded messages are never edited in place.
+        last_flushed_idx: how many of `messages` are persisted in the store.
+        turns_running: turns currently using the entry (> 0 = mid-turn).
+        last_used: cache clock (seconds) of the last lookup or turn end.
+    """
+
+    session_key: str
+    session_id: str
+    messages: list[dict[str, Any]]
+    last_flushed_idx: int
+    last_used: float
+    turns_running: int = 0
+
+    @property
+    def mid_turn(self) -> bool:
+        return self.turns_running > 0
+
+    def transcript_persistence_caught_up(self) -> bool:
+        """True when every live message is in the store (seed: `_last_flushed_db_idx` vs
+        `len(_session_messages)`)."""
+        return self.last_flushed_idx >= len(self.messages)
+
+
+@dataclass(frozen=True, slots=True)
+class PressureReport:
+    """One pressure sweep: the reading (None when disabled), the evicted keys (LRU first),
+    the keys skipped because they were mid-turn or not persisted, and whether malloc_trim ran."""
+
+    reading: MemoryReading | None
+    evicted: tuple[str, ...] = ()
+    skipped: tuple[str, ...] = ()
+    trimmed: bool = False
+
+
+@dataclass
+class CacheStats:
+    """Counters since start: hits, misses (loads from the store) and evictions per reason
+    (`capacity`, `idle`, `pressure`, `invalidated`, `replaced`, `superseded`)."""
+
+    hits: int = 0
+    misses: int = 0
+    evictions: dict[str, int] = field(default_factory=dict)
+
+    def count(self, reason: str, n: int = 1) -> None:
+        self.evictions[reason] = self.evictions.get(reason, 0) + n
+
+
+Loader = Callable[[str], Awaitable[list[dict[str, Any]]]]
+
+
+class AgentCache:
+    """LRU of live transcripts keyed by session key (module docstring; seed §11).
+
+    Args:
+        max_size: entries kept (>= 1; `agent.agent_cache.max_size`, 128).
+        idle_ttl_secs: seconds unused before the housekeeping pass releases an entry
+            (`idle_ttl_secs`, 3600; 0 disables the TTL).
+        memory_high_mb: `"auto"`, MiB, or `0`/`"off"` (see `memory_budget.parse_memory_high_mb`).
+        max_evictions_per_pass: pressure evictions per sweep (16).
+        protect_recent: most recently used entries a sweep never touches (8).
+        clock: monotonic seconds (injectable for tests).
+        probe: reads the budget and anonymous memory; `MemoryProbe()` reads /sys and /proc.
+        trim: called after a sweep that evicted something (`malloc_trim`); returns bool.
+    Raises:
+        ValueError: a bad `memory_high_mb` or `max_size` < 1.
+    """
+
+    def __init__(self, max_size: int = MAX_SIZE, idle_ttl_secs: float = 3600, memory_high_mb: Any = "auto",
+                 max_evictions_per_pass: int = 16, protect_recent: int = 8, *,
+                 clock: Callable[[], float] = time.monotonic, probe: MemoryProbe | None = None,
+                 trim: Callable[[], bool] = malloc_trim) -> None:
+        if max_size < 1:
+            raise ValueError(f"agent.agent_cache.max_size must be >= 1; got {max_size}")
+        self.max_size = int(max_size)
+        self.idle_ttl_secs = float(idle_ttl_secs)
+        self.memory_high_mb = parse_memory_high_mb(memory_high_mb)
+        self.max_evictions_per_pass = max(0, int(max_evictions_per_pass))
+        self.protect_recent = max(0, int(protect_recent))
+        self.clock = clock
+        self.probe = probe or MemoryProbe()
+        self.trim = trim
+        self.stats = CacheStats()
+        self._entries: OrderedDict[str, CachedSession] = OrderedDict()
+        self._by_session: dict[str, set[str]] = {}
+        self._lock = threading.Lock()  # seed `_agent_cache_lock`: the sweep may run off-loop
+
+    @classmethod
+    def from_config(cls, config: Any, **kwargs: Any) -> "AgentCache":
+        """Build from a GatewayConfig's `[agent.agent_cache]`; `kwargs` as in the constructor."""
+        s = config.agent.agent_cache
+        return cls(s.max_size, s.idle_ttl_secs, s.memory_high_mb, s.max_evictions_per_pass,
+                   s.protect_recent, **kwargs)
+
+    # ---- lookup -------------------------------------------------------------------------------
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def __contains__(self, session_key: object) -> bool:
+        return session_key in self._entries
+
+    def keys(self) -> list[str]:
+        """Cached session keys, least recently used first."""
+        with self._lock:
+            return list(self._entries)
+
+    def peek(self, session_key: str) -> CachedSession | None:
+        """The entry of `session_key` without touching its LRU position."""
+        return self._entries.get(session_key)
+
+    def get(self, session_key: str, session_id: str) -> CachedSession | None:
+        """The entry of `session_key` if it caches `session_id` (a hit: moved to the MRU end);
+        an entry of another session id is dropped (`replaced`) and None returned."""
+        with self._lock:
+            entry = self._entries.get(session_key)
+            if entry is None:
+                return None
+            if entry.session_id != session_id:
+                self._remove_locked(session_key, "replaced")
+                return None
+            self._entries.move_to_end(session_key)
+            entry.last_used = self.clock()
+            self.stats.hits += 1
+            return entry
+
+    async def acquire(self, session_key: str, session_id: str, load: Loader) -> CachedSession:
+        """The entry of (`session_key`, `session_id`), loading the transcript with
+        `await load(session_id)` on a miss (seed §11 "Miss → create, store in cache").
+
+        Raises:
+            whatever `load` raises (e.g. TranscriptReadError); nothing is cached then.
+        """
+        entry = self.get(session_key, session_id)
+        if entry is not None:
+            return entry
+        messages = list(await load(session_id))
+        return self.put(session_key, session_id, messages)
+
+    def put(self, session_key: str, session_id: str, messages: list[dict[str, Any]]) -> CachedSession:
+        """Cache `messages` (all persisted) as the transcript of `session_id` under
+        `session_key`, replacing its entry and any other key's entry of the same session, and
+        evicting LRU idle entries beyond `max_size`. Returns the entry."""
+        with self._lock:
+            self.stats.misses += 1
+            current = self._entries.get(session_key)
+            if current is not None and current.session_id == session_id and current.mid_turn:
+                # A concurrent miss already cached it and a turn uses it: keep that one.
+                self._entries.move_to_end(session_key)
+                return current
+            if current is not None:
+                self._remove_locked(session_key, "replaced")
+            for other in list(self._by_session.get(session_id, ())):
+                self._remove_locked(other, "superseded")
+            entry = CachedSession(session_key, session_id, messages, len(messages), self.clock())
+            self._entries[session_key] = entry
+            self._by_session.setdefault(session_id, set()).add(session_key)
+            self._evict_capacity_locked()
+            return entry
+
+    # ---- turns --------------------------------------------------------------------------------
+
+    def begin_turn(self, entry: CachedSession) -> None:
+        """Mark `entry` mid-turn (no sweep releases it until `end_turn`)."""
+        with self._lock:
+            entry.turns_running += 1
+            entry.last_used = self.clock()
+
+    def end_turn(self, entry: CachedSession) -> None:
+        """The turn using `entry` ended (completed or not)."""
+        with self._lock:
+            entry.turns_running = max(0, entry.turns_running - 1)
+            entry.last_used = self.clock()
+
+    def append(self, entry: CachedSession, message: dict[str, Any], *, persisted: bool) -> None:
+        """Add one message (a load_transcript dict) to the live transcript. `persisted=False`
+        leaves it counted as not yet in the store until `mark_persisted`. Any other key's
+        entry of the same session id is dropped: it no longer matches the store."""
+        with self._lock:
+            entry.messages.append(message)
+            if persisted and entry.last_flushed_idx == len(entry.messages) - 1:
+                entry.last_flushed_idx = len(entry.messages)
+            self._drop_others_locked(entry)
+
+    def mark_persisted(self, entry: CachedSession) -> None:
+        """Every live message of `entry` is now in the store."""
+        with self._lock:
+            entry.last_flushed_idx = len(entry.messages)
+
+    def discard(self, entry: CachedSession) -> bool:
+        """Drop `entry` if it is still cached (its transcript may not match the store, e.g. a
+        store write failed or the turn was cancelled). Returns True when dropped."""
+        with self._lock:
+            if self._entries.get(entry.session_key) is entry:
+                self._remove_locked(entry.session_key, "invalidated")
+                return True
+            return False
+
+    # ---- invalidation -------------------------------------------------------------------------
+
+    def invalidate(self, session_key: str) -> bool:
+        """Forget the entry of `session_key` (its transcript was rewritten outside a turn, or the
+        session ended: `/new`, `/reset`). The next turn reloads from the store. Returns True
+        when there was one."""
+        with self._lock:
+            return self._remove_locked(session_key, "invalidated")
+
+    def invalidate_session(self, session_id: str) -> int:
+        """Forget every entry caching `session_id` (its transcript was rewritten, rewound or
+        imported into). Returns how many."""
+        with self._lock:
+            keys = list(self._by_session.get(session_id, ()))
+            for key in keys:
+                self._remove_locked(key, "invalidated")
+            return len(keys)
+
+    def clear(self) -> None:
+        """Forget everything (shutdown)."""
+        with self._lock:
+            self._entries.clear()
+            self._by_session.clear()
+
+    # ---- housekeeping -------------------------------------------------------------------------
+
+    def evict_idle(self, now: float | None = None) -> list[str]:
+        """Release entries unused for `idle_ttl_secs` or more (seed §10/§11 idle TTL), except
+        mid-turn or not-yet-persisted ones. `now` is cache-clock seconds (default `clock()`).
+        Returns the released keys, LRU first; [] when the TTL is 0 (disabled)."""
+        if self.idle_ttl_secs <= 0:
+            return []
+        now = self.clock() if now is None else now
+        released: list[str] = []
+        with self._lock:
+            for key, entry in list(self._entries.items()):
+                if now - entry.last_used < self.idle_ttl_secs:
+                    break  # LRU order: everything after this was used more recently
+                if entry.mid_turn or not entry.transcript_persistence_caught_up():
+                    continue
+                self._remove_locked(key, "idle")
+                released.append(key)
+        if released:
+            log.info("agent cache released %d idle session(s) (transcripts stay in the store)", len(released))
+        return released
+
+    def sweep_under_pressure(self) -> PressureReport:
+        """Seed `_sweep_agent_cache_under_pressure()`: when anonymous memory exceeds the budget,
+        release up to `max_evictions_per_pass` LRU entries — never the `protect_recent` most
+        recent, a mid-turn one or one not yet persisted — then `malloc_trim`.
+
+        Returns:
+            A PressureReport (reading None when disabled or no budget could be determined).
+        """
+        if self.memory_high_mb is None:
+            return PressureReport(reading=None)
+        reading = self.probe.read(self.memory_high_mb)
+        if reading is None or not reading.over_budget:
+            return PressureReport(reading=reading)
+        evicted: list[str] = []
+        skipped: list[str] = []
+        with self._lock:
+            keys = list(self._entries)
+            unprotected = keys[:max(0, len(keys) - self.protect_recent)]
+            for key in unprotected:
+                if len(evicted) >= self.max_evictions_per_pass:
+                    break
+                entry = self._entries[key]
+                if entry.mid_turn or not entry.transcript_persistence_caught_up():
+                    skipped.append(key)
+                    continue
+                self._remove_locked(key, "pressure")
+                evicted.append(key)
+        trimmed = bool(self.trim()) if evicted else False
+        log.warning("memory pressure: %d MiB anonymous (%s) over the %d MiB budget (%s); released %d "
+                    "cached transcript(s), skipped %d busy or unsaved", (reading.used_bytes or 0) // 2**20,
+                    reading.signal_source, reading.budget_bytes // 2**20, reading.budget_source,
+                    len(evicted), len(skipped))
+        return PressureReport(reading=reading, evicted=tuple(evicted), skipped=tuple(skipped), trimmed=trimmed)
+
+    # ---- internals ----------------------------------------------------------------------------
+
+    def _remove_locked(self, session_key: str, reason: str) -> bool:
+        entry = self._entries.pop(session_key, None)
+        if entry is None:
+            return False
+        keys = self._by_session.get(entry.session_id)
+        if keys is not None:
+            keys.discard(session_key)
+            if not keys:
+                del self._by_session[entry.session_id]
+        self.stats.count(reason)
+        return True
+
+    def _drop_others_locked(self, entry: CachedSession) -> None:
+        keys = self._by_session.get(entry.session_id)
+        if not keys or (len(keys) == 1 and self._entries.get(entry.session_key) is entry):
+            return
+        for key in list(keys):
+            if self._entries.get(key) is not entry:
+                self._remove_locked(key, "superseded")
+
+    def _evict_capacity_locked(self) -> None:
+        """LRU eviction beyond max_size; entries with a turn running are passed over (the turn
+        holds them; if every entry is busy the cache briefly exceeds max_size)."""
+        excess = len(self._entries) - self.max_size
+        if excess <= 0:
+            return
+        for key in list(self._entries):
+            if excess <= 0:
+                break
+            entry = self._entries[key]
+            if entry.mid_turn or not entry.transcript_persistence_caught_up():
+                continue
+            self._remove_locked(key, "capacity")
+            excess -= 1
