@@ -1,6 +1,6 @@
 """Builtin hook implementations: the core's defaults, registered first and marked `trylast`
 so every plugin and deployment override outranks them (CONVENTIONS.md §3)."""
 
-from . import delivery, fts_maintenance, housekeeping, recovery, redaction, session_keys
+from . import agent_cache_pressure, delivery, fts_maintenance, housekeeping, recovery, redaction, session_keys
 
-BUILTIN_MODULES = (session_keys, redaction, delivery, housekeeping, fts_maintenance, recovery)
+BUILTIN_MODULES = (session_keys, redaction, delivery, housekeeping, fts_maintenance, recovery, agent_cache_pressure)

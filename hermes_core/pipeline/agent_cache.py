@@ -211,13 +211,13 @@ class AgentCache:
         """Mark `entry` mid-turn (no sweep releases it until `end_turn`)."""
         with self._lock:
             entry.turns_running += 1
-            entry.last_used = self.clock()
+            self._touch_locked(entry)
 
     def end_turn(self, entry: CachedSession) -> None:
         """The turn using `entry` ended (completed or not)."""
         with self._lock:
             entry.turns_running = max(0, entry.turns_running - 1)
-            entry.last_used = self.clock()
+            self._touch_locked(entry)
 
     def append(self, entry: CachedSession, message: dict[str, Any], *, persisted: bool) -> None:
         """Add one message (a load_transcript dict) to the live transcript. `persisted=False`
@@ -324,6 +324,12 @@ class AgentCache:
         return PressureReport(reading=reading, evicted=tuple(evicted), skipped=tuple(skipped), trimmed=trimmed)
 
     # ---- internals ----------------------------------------------------------------------------
+
+    def _touch_locked(self, entry: CachedSession) -> None:
+        """Used now: most recent in the LRU (which keeps the order by `last_used`)."""
+        entry.last_used = self.clock()
+        if self._entries.get(entry.session_key) is entry:
+            self._entries.move_to_end(entry.session_key)
 
     def _remove_locked(self, session_key: str, reason: str) -> bool:
         entry = self._entries.pop(session_key, None)
