@@ -1,7 +1,11 @@
-"""Chat commands of the gateway (issue 2 item 8): `/new`, `/reset`, `/status`, `/help`.
+"""Chat commands of the gateway (issue 2 item 8; seed §6, §8; SPEC.md §5): `/new`, `/reset`,
+`/stop`, `/queue`, `/status`, `/help`.
 
 `/new` and `/reset` are the explicit conversation boundaries (seed §6): a new session id, the
-old transcript kept. Unknown commands get one short help line (issue 2 "bad input").
+old transcript kept. `/stop` marks the session `suspended` (seed §2). `/queue` and the queue
+clearing of `/new`, `/reset`, `/stop` are done by the runner (`runner.py`, `busy.py`), which
+calls `run_control` once the interrupted turn has ended. Unknown commands get one short help
+line (issue 2 "bad input").
 """
 
 from __future__ import annotations
@@ -10,11 +14,12 @@ import logging
 
 from ..model.events import MessageEvent
 from ..plugin_system.dispatch import call_broadcast
+from .busy import DROPPED_TEXT, NOTHING_TO_STOP_TEXT, STOPPED_TEXT
 from .deps import PipelineDeps, maybe_await
 
 log = logging.getLogger(__name__)
 
-COMMANDS = ("new", "reset", "status", "help")
+COMMANDS = ("new", "reset", "stop", "queue", "status", "help")
 HELP_TEXT = ("Commands: /new or /reset starts a new session (the old transcript is kept), "
              "/status shows the session key, session id, turns and tokens, /help shows this help.")
 UNKNOWN_TEXT = "Unknown command /{name}. Commands: /new, /reset, /status, /help."
@@ -25,21 +30,59 @@ def is_known(name: str) -> bool:
     return name in COMMANDS
 
 
-async def run_command(deps: PipelineDeps, key: str, event: MessageEvent) -> str:
+async def run_command(deps: PipelineDeps, key: str, event: MessageEvent, *, queue_depth: int = 0) -> str:
     """Execute the slash command in `event` for session `key` and return the text to send back.
 
+    Args:
+        queue_depth: messages waiting in the session's queue (shown by `/status`; seed §8).
     Raises:
         StoreError (from the store): the store failed; the worker reports it to the chat.
     """
     name, _arg = event.command()
-    if name in ("new", "reset"):
-        return await _new_session(deps, key, event, reason=name)
+    if name in ("new", "reset", "stop"):
+        return await run_control(deps, key, event)
     if name == "status":
-        return await status_text(deps, key)
+        return await status_text(deps, key, queued=queue_depth)
     if name == "help":
         return HELP_TEXT
     log.info("unknown command /%s in %s", name, key)
     return UNKNOWN_TEXT.format(name=name or "")
+
+
+async def run_control(deps: PipelineDeps, key: str, event: MessageEvent, *, stopped: bool = False,
+                      dropped: int = 0) -> str:
+    """`/new`, `/reset` or `/stop` after the runner interrupted the running turn and cleared the
+    queue (seed §8 "clearing"). Returns the reply text.
+
+    Args:
+        stopped: `/stop` only — a turn was interrupted or a follow-up dropped; then the session is
+            marked `suspended` (seed §2: the next message starts a new session id) and the reply is
+            "Stopped. Your next message starts a new session."; otherwise "No active task to stop."
+            and nothing changes.
+        dropped: queued human messages cleared; when > 0 the reply gains a line
+            "Dropped N queued message(s)."
+    Raises:
+        StoreError (from the store): the store failed; the worker reports it to the chat.
+    """
+    name, _arg = event.command()
+    if name == "stop":
+        if not stopped:
+            return NOTHING_TO_STOP_TEXT
+        await store_suspend(deps, key)
+        text = STOPPED_TEXT
+    else:
+        text = await _new_session(deps, key, event, reason=name)
+    if dropped:
+        text += "\n" + DROPPED_TEXT.format(count=dropped)
+    return text
+
+
+async def store_suspend(deps: PipelineDeps, key: str) -> None:
+    """Mark `key` suspended (seed §2 `/stop`); a key without a session yet has nothing to mark."""
+    if not await deps.store.suspend_session(key):
+        log.info("/stop in %s: no session to suspend", key)
+    else:
+        log.info("/stop: session %s suspended", key)
 
 
 async def _new_session(deps: PipelineDeps, key: str, event: MessageEvent, *, reason: str) -> str:
@@ -55,15 +98,17 @@ async def _new_session(deps: PipelineDeps, key: str, event: MessageEvent, *, rea
     return f"Started a new session. Session id: {entry.session_id}"
 
 
-async def status_text(deps: PipelineDeps, key: str) -> str:
-    """The `/status` answer: session key, session id, turns and tokens, one per line."""
+async def status_text(deps: PipelineDeps, key: str, *, queued: int = 0) -> str:
+    """The `/status` answer: session key, session id, turns and tokens, one per line, and
+    "Queued: N" (the queue depth, seed §8) when N > 0."""
+    queued_line = [f"Queued: {queued}"] if queued > 0 else []
     entry = await maybe_await(deps.store.get_entry(key))
     if entry is None:
-        return f"Session key: {key}\nNo session yet: send a message to start one."
+        return "\n".join([f"Session key: {key}", "No session yet: send a message to start one."] + queued_line)
     turns = await deps.store.count_turns(entry.session_id)
     return "\n".join([
         f"Session key: {entry.session_key}",
         f"Session id: {entry.session_id}",
         f"Turns: {turns}",
         f"Tokens: {entry.total_tokens} (input {entry.input_tokens}, output {entry.output_tokens})",
-    ])
+    ] + queued_line)

@@ -2,39 +2,70 @@
 SPEC.md §0, §5).
 
 `handle(event)` validates one inbound MessageEvent, persists it durably (the whole event, in the
-same write as its dedupe id: `store.accept_inbound_event`) and queues it on its session's
-worker; it returns once the message is durable, so an adapter may acknowledge the platform.
-Each session key has at most one worker task, which runs that session's jobs strictly in order:
-one turn at a time per session, different sessions concurrently, and an exception in one job is
-reported to its chat and logged without stopping that worker or any other. When a job ends
-(turn completed, failed, or the message refused) its intake row is finished; a job that never
-ran (process killed, drain timed out) stays in the intake and is replayed at the next start,
-in arrival order per session (`restore_intake`).
+same write as its dedupe id: `store.accept_inbound_event`) and places it in its session's queue
+(`busy.SessionQueue`); it returns once the message is durable, so an adapter may acknowledge the
+platform. Each session key has at most one worker task, which runs that session's jobs one at a
+time: different sessions run concurrently, and an exception in one job is reported to its chat
+and logged without stopping that worker or any other. When a job ends (turn completed, failed,
+interrupted, or the message refused) its intake rows are finished; a job that never ran
+(process killed, drain timed out) stays in the intake and is replayed at the next start, in
+arrival order per session (`restore_intake`).
 
 Bad input (issue 2): an empty or whitespace-only message is ignored; a message id already
 accepted for the same platform and chat is not answered again — checked first, so a
 redelivered over-long message gets no second notice —; a message longer than
 `[core] max_input_chars` (for a command: its argument) is refused with a notice stating the limit.
 
+Busy input (seed §8, SPEC.md §5) — a message for a session whose worker is running a job:
+
+* `[core] busy_input_mode = "interrupt"` (default): a plain follow-up opens a burst in the slot
+  and interrupts the running turn (`Agent.interrupt(session_key)`) when that turn is itself an
+  interruptible plain turn and nothing else waits ahead; the chat gets "Interrupting the current
+  reply…" once per burst. Further follow-ups merge into the waiting burst (no second notice);
+  the merged burst runs as one turn: texts joined with "\n", media appended. A follow-up that
+  cannot interrupt (the running job is a `/queue` turn, a resumed turn, a command, or other work
+  waits ahead) waits and gets "Queued (position N)." once per burst.
+  The interrupted turn keeps its user message in the transcript; its partial reply is not
+  delivered, and `turn.run_turn` sends its own notice "The turn was interrupted before the agent
+  answered." (recorded in the ledger like every notice).
+* `"queue"`: every plain follow-up waits silently as its own turn, FIFO (as before this mode
+  existed); commands behave as in interrupt mode.
+* `"sequential"` — only as an adapter's override (`adapter.busy_input_mode`, e.g. the local
+  terminal reading piped lines, which are a script): everything, commands included, waits in
+  arrival order; no interrupts, no acknowledgements, no clearing.
+* `/queue <text>` (both modes): one full turn per call, FIFO, never merged and never
+  interrupted by a follow-up; "Queued (position N)." when it waits. `/queue` with no text and
+  no media → "Nothing to queue: write /queue followed by your message (or attach a file)."
+* `/new`, `/reset`: interrupt the running turn, clear the session's queued human messages
+  (their intake rows are finished, never replayed) and run right after the interrupted turn.
+  `/stop`: interrupts the running turn, drops the one-slot follow-up and marks the session
+  `suspended` (the next message starts a new session id): "Stopped. Your next message starts a
+  new session.", or "No active task to stop." when nothing ran or waited. Internal wake-ups
+  survive all three and run right after the command.
+* `/status`, `/help` and unknown commands are answered at once, without waiting for the
+  running turn; `/status` adds "Queued: N" (the queue depth) when N > 0.
+
+Durability: every queued message is an intake row. A merged burst is written down
+(`store.merge_inbound`) just before its turn starts; bursts still waiting at a crash are merged
+again at the replay, because the replay places the pending rows through the same rules.
+
 Start-up (seed §7): the app creates the runner `paused`, queues the recovery jobs
 (`enqueue_redelivery`, `enqueue_resume`, `restore_intake`) before any adapter starts, then
 `release()`s it: per session, recovered work runs before new input.
-
-Busy input: a message arriving while its session's turn runs waits for that turn (FIFO). The
-seed §8 / SPEC.md §5 policies (interrupt-and-merge, `/queue`) replace `_enqueue`/`_drain` in the
-queueing issue; `Agent.interrupt(session_key)` and `busy_sessions()` are the hooks for it.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections import deque
-from dataclasses import dataclass
+from dataclasses import replace
 from typing import Any
 
-from ..model.events import INTERNAL, MessageEvent
+from ..model.events import INTERNAL as INTERNAL_KIND
+from ..model.events import MessageEvent
 from . import commands
+from .busy import (BURST, COMMAND, CONTROL, CONTROL_COMMANDS, INTERNAL, INTERRUPTING_TEXT, QUEUE_EMPTY_TEXT,
+                   QUEUED_TEXT, TURN, Job, SessionQueue)
 from .deps import PipelineDeps, maybe_await
 from .intake import event_from_dict, event_to_dict
 from .ledger import redeliver
@@ -45,39 +76,51 @@ log = logging.getLogger(__name__)
 TOO_LONG_TEXT = ("Message refused: it is {length} characters long and the limit is {limit} characters "
                  "(core.max_input_chars). Please shorten it.")
 ERROR_TEXT = "Sorry, this message could not be processed: {error}"
-
-
-@dataclass(slots=True)
-class _Job:
-    event: MessageEvent | None
-    notice: str | None = None  # set: send this notice instead of running the event
-    inbound_id: int | None = None  # the durable intake row, finished when the job ends
-    resume: bool = False  # auto-continue of an interrupted turn (seed §7)
-    obligation: dict[str, Any] | None = None  # set: re-send this open ledger obligation
+# Busy-input modes (`[core] busy_input_mode`, or an adapter's `busy_input_mode` attribute).
+INTERRUPT, QUEUE, SEQUENTIAL = "interrupt", "queue", "sequential"
+# Key added to a merged burst's intake payload: the rows it stands for (sealed at a replay).
+MERGED_FROM = "merged_from"
 
 
 class _Worker:
-    """The FIFO of one session key and the task draining it."""
+    """The queue of one session key, the job it is running and the task draining it."""
 
-    __slots__ = ("jobs", "task", "busy")
+    __slots__ = ("queue", "task", "current")
 
     def __init__(self) -> None:
-        self.jobs: deque[_Job] = deque()
+        self.queue = SessionQueue()
         self.task: asyncio.Task | None = None
-        self.busy = False
+        self.current: Job | None = None
+
+    @property
+    def busy(self) -> bool:
+        return self.current is not None
+
+
+def _is_agent_turn(job: Job | None) -> bool:
+    """True for a job that runs the agent (what `/new`, `/reset`, `/stop` interrupt)."""
+    return (job is not None and job.event is not None and job.obligation is None and job.notice is None
+            and job.kind in (BURST, TURN, INTERNAL))
 
 
 class GatewayRunner:
-    """Routes inbound events to per-session workers.
+    """Routes inbound events to per-session queues and workers (module docstring).
 
     Args:
         deps: the gateway's services (config, open store, plugin manager, agent, adapters).
         paused: workers wait for `release()` before running any job (start-up recovery).
     """
 
+    # Seconds between retries of an interrupt that found no agent call running yet (the turn was
+    # still recording its user message): the interrupt must not be lost in that window.
+    INTERRUPT_RETRY_S = 0.02
+
     def __init__(self, deps: PipelineDeps, *, paused: bool = False) -> None:
         self.deps = deps
         self._workers: dict[str, _Worker] = {}
+        # Acknowledgements, immediate command answers, interrupt retries: tracked so `join()`
+        # and `drain()` wait for (or cancel) them too.
+        self._side: set[asyncio.Task] = set()
         self._idle = asyncio.Event()
         self._idle.set()
         self._closed = False
@@ -95,9 +138,11 @@ class GatewayRunner:
     async def handle(self, event: MessageEvent) -> None:
         """Accept one inbound event (the adapters' `on_message` handler).
 
-        Returns after the event is durable and queued (or ignored/refused). Never raises for
-        bad input; raises StoreError / sqlite3.Error / OSError only when the event cannot be
-        persisted (the adapter must not acknowledge the platform then: nothing was accepted).
+        Returns after the event is durable and placed in its session's queue (or ignored /
+        refused); acknowledgements and immediate command answers are sent by background tasks.
+        Never raises for bad input; raises StoreError / sqlite3.Error / OSError only when the
+        event cannot be persisted (the adapter must not acknowledge the platform then: nothing
+        was accepted).
         """
         text = event.text or ""
         if not text.strip() and not event.media:
@@ -117,28 +162,119 @@ class GatewayRunner:
             log.warning("message from %s arrived while shutting down; kept for the next start",
                         event.source.platform)
             return
-        self._enqueue(key, self._job_for(key, event, inbound_id))
+        await self._place(key, event, inbound_id, live=True)
 
-    def _job_for(self, key: str, event: MessageEvent, inbound_id: int | None) -> _Job:
+    def _too_long(self, key: str, event: MessageEvent) -> str | None:
         limit = self.deps.config.core.max_input_chars
         # A command is measured by its argument (the part that may reach the agent).
         measured = event.command()[1] if event.is_command else (event.text or "")
         if len(measured) > limit:
             log.info("message of %d characters refused in %s (limit %d)", len(measured), key, limit)
-            return _Job(event, notice=TOO_LONG_TEXT.format(length=len(measured), limit=limit),
-                        inbound_id=inbound_id)
-        return _Job(event, inbound_id=inbound_id)
+            return TOO_LONG_TEXT.format(length=len(measured), limit=limit)
+        return None
+
+    async def _place(self, key: str, event: MessageEvent, inbound_id: int | None, *, live: bool,
+                     sealed: bool = False) -> None:
+        """Put one accepted event into `key`'s queue by the busy-input rules (module docstring).
+
+        Args:
+            live: a message arriving now (may interrupt, acknowledge, answer at once); False for
+                the start-up replay, which only rebuilds the queue in arrival order.
+            sealed: a burst that was already merged before a restart (never merged again).
+        """
+        worker = self._workers.get(key)
+        if worker is None:
+            worker = self._workers[key] = _Worker()
+        queue, running = worker.queue, worker.current
+        mode = self._mode(event)
+        # "Busy": this message cannot run right now because its session is doing something.
+        busy = live and self._gate.is_set() and (running is not None or len(queue) > 0)
+        notice = self._too_long(key, event)
+        if notice is not None:
+            queue.append(Job(event, kind=COMMAND, notice=notice, inbound_id=inbound_id))
+        elif event.is_internal:
+            queue.append(Job(event, kind=INTERNAL, inbound_id=inbound_id))
+        elif mode == SEQUENTIAL:
+            # A script of lines: each waits for the previous answer, commands included.
+            kind = COMMAND if event.is_command and event.command()[0] != "queue" else TURN
+            if kind == TURN and event.is_command:
+                event = replace(event, text=event.command()[1])
+            if kind == TURN and not event.text and not event.media:
+                queue.append(Job(event, kind=COMMAND, notice=QUEUE_EMPTY_TEXT, inbound_id=inbound_id))
+            else:
+                queue.append(Job(event, kind=kind, inbound_id=inbound_id))
+        elif event.is_command:
+            name, arg = event.command()
+            if name in CONTROL_COMMANDS:
+                removed = self._place_control(key, worker, event, inbound_id, name, live=live)
+                self._start(key, worker)
+                await self._finish_ids([i for job in removed for i in job.inbound_ids])
+                return
+            if name == "queue":
+                if not arg and not event.media:
+                    log.info("empty /queue in %s rejected", key)
+                    queue.append(Job(event, kind=COMMAND, notice=QUEUE_EMPTY_TEXT, inbound_id=inbound_id))
+                else:
+                    position = queue.append(Job(replace(event, text=arg), kind=TURN, inbound_id=inbound_id))
+                    if busy:
+                        self._side_task(self._notify(key, event, QUEUED_TEXT.format(position=position)))
+            elif busy:
+                # Read-only answers need not wait for the running turn (and /status shows the queue).
+                self._side_task(self._answer_now(key, event, inbound_id))
+                return
+            else:
+                queue.append(Job(event, kind=COMMAND, inbound_id=inbound_id))
+        elif mode == QUEUE:
+            # "As before": each follow-up waits silently for its own turn, in arrival order.
+            queue.append(Job(event, kind=TURN, inbound_id=inbound_id))
+        elif sealed:
+            queue.append(Job(event, kind=BURST, inbound_id=inbound_id, sealed=True))
+        else:
+            _, merged = queue.add_follow_up(event, inbound_id)
+            if busy and not merged:
+                if len(queue) == 1 and running is not None and running.kind == BURST and _is_agent_turn(running):
+                    self._interrupt(key, worker)
+                    self._side_task(self._notify(key, event, INTERRUPTING_TEXT))
+                else:
+                    self._side_task(self._notify(key, event, QUEUED_TEXT.format(position=len(queue))))
+        self._start(key, worker)
+
+    def _mode(self, event: MessageEvent) -> str:
+        """The busy-input mode for `event`: its adapter's `busy_input_mode` attribute when set
+        ("interrupt", "queue" or "sequential"), else `[core] busy_input_mode`."""
+        adapter = self.deps.adapters.get(event.source.platform)
+        override = getattr(adapter, "busy_input_mode", None)
+        if override in (INTERRUPT, QUEUE, SEQUENTIAL):
+            return override
+        return self.deps.config.core.busy_input_mode
+
+    def _place_control(self, key: str, worker: _Worker, event: MessageEvent, inbound_id: int | None,
+                       name: str, *, live: bool) -> list[Job]:
+        """`/new`, `/reset`, `/stop` (seed §8 `_interrupt_and_clear_session`): clear or drop the
+        queued human messages, interrupt the running turn, and queue the command ahead of the
+        rest. Returns the removed jobs (the caller finishes their intake rows)."""
+        queue = worker.queue
+        removed = queue.drop_slot_follow_up() if name == "stop" else queue.clear_human()
+        interrupted = live and _is_agent_turn(worker.current) and self._interrupt(key, worker)
+        job = Job(event, kind=CONTROL, inbound_id=inbound_id, dropped=len(removed),
+                  stopped=bool(interrupted or removed))
+        queue.add_control(job)
+        if removed:
+            log.info("/%s in %s cleared %d queued message(s)", name, key, len(removed))
+        return removed
 
     async def restore_intake(self, rows: list[dict[str, Any]]) -> int:
         """Queue the intake rows a previous run accepted but never finished (seed §7 start-up;
-        SPEC.md §5), in the order given (`store.pending_inbound()`: arrival order).
+        SPEC.md §5), in the order given (`store.pending_inbound()`: arrival order), through the
+        same busy-input rules as live messages (a waiting burst merges again, a `/new` clears
+        what preceded it) but without interrupts or acknowledgements.
 
         A 'running' row's turn already began (its user message is in the transcript): turn-marker
         recovery owns it (resume or ledger), so it is finished here, not replayed. A row whose
         platform has no running adapter is kept for a later start.
 
         Returns:
-            The number of messages queued for replay.
+            The number of rows queued for replay.
         """
         queued = 0
         for row in rows:
@@ -156,37 +292,83 @@ class GatewayRunner:
                             row["id"], event.source.platform)
                 continue
             key = row.get("session_key") or self.deps.store.session_key(event.source)
-            self._enqueue(key, self._job_for(key, event, row["id"]))
+            await self._place(key, event, row["id"], live=False,
+                              sealed=bool(row["event"].get(MERGED_FROM)))
             queued += 1
         return queued
 
     def enqueue_resume(self, key: str, entry: Any) -> None:
         """Queue the auto-continue of `entry`'s interrupted turn (seed §7): an internal event
         from the stored origin, processed once."""
-        event = MessageEvent(source=entry.origin, text="", kind=INTERNAL)
-        self._enqueue(key, _Job(event, resume=True))
+        event = MessageEvent(source=entry.origin, text="", kind=INTERNAL_KIND)
+        self._append(key, Job(event, kind=INTERNAL, resume=True))
 
     def enqueue_redelivery(self, obligation: dict[str, Any]) -> None:
         """Queue the re-send of one open ledger obligation (`store.open_obligations()` item)."""
-        self._enqueue(obligation["session_key"], _Job(None, obligation=obligation))
+        self._append(obligation["session_key"], Job(None, kind=INTERNAL, obligation=obligation))
 
-    def _enqueue(self, key: str, job: _Job) -> None:
+    def _append(self, key: str, job: Job) -> None:
         worker = self._workers.get(key)
         if worker is None:
             worker = self._workers[key] = _Worker()
-        worker.jobs.append(job)
+        worker.queue.append(job)
+        self._start(key, worker)
+
+    def _start(self, key: str, worker: _Worker) -> None:
         self._idle.clear()
         if worker.task is None:
             worker.task = asyncio.create_task(self._drain(key, worker), name=f"session-worker:{key}")
+
+    # ---- interrupts, acknowledgements, immediate answers ---------------------------------------
+
+    def _interrupt(self, key: str, worker: _Worker) -> bool:
+        """Interrupt `worker`'s running turn. If the agent call has not started yet (the turn is
+        still recording its user message), keep retrying until it starts or the job ends."""
+        job = worker.current
+        if job is None:
+            return False
+        if not self.deps.agent.interrupt(key):
+            self._side_task(self._keep_interrupting(key, worker, job))
+        log.info("running turn in %s interrupted", key)
+        return True
+
+    async def _keep_interrupting(self, key: str, worker: _Worker, job: Job) -> None:
+        while worker.current is job and not self.deps.agent.interrupt(key):
+            await asyncio.sleep(self.INTERRUPT_RETRY_S)
+
+    def _side_task(self, coro: Any) -> None:
+        task = asyncio.create_task(coro)
+        self._side.add(task)
+        self._idle.clear()
+        task.add_done_callback(self._side_done)
+
+    def _side_done(self, task: asyncio.Task) -> None:
+        self._side.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            log.error("background task failed: %r", task.exception())
+        self._update_idle()
+
+    def _update_idle(self) -> None:
+        if not self._workers and not self._side:
+            self._idle.set()
+
+    async def _answer_now(self, key: str, event: MessageEvent, inbound_id: int | None) -> None:
+        try:
+            answer = await commands.run_command(self.deps, key, event, queue_depth=self.queue_depth(key))
+        except Exception as exc:  # isolation: report like a failed job
+            log.exception("command failed in %s", key)
+            answer = ERROR_TEXT.format(error=f"{type(exc).__name__}: {exc}")
+        await self._notify(key, event, answer)
+        await self._finish_ids([inbound_id] if inbound_id is not None else [])
 
     # ---- workers -----------------------------------------------------------------------------
 
     async def _drain(self, key: str, worker: _Worker) -> None:
         try:
             await self._gate.wait()
-            while worker.jobs:
-                job = worker.jobs.popleft()
-                worker.busy = True
+            while worker.queue:
+                job = worker.queue.popleft()
+                worker.current = job
                 try:
                     await self._run_job(key, job)
                 except asyncio.CancelledError:
@@ -196,27 +378,25 @@ class GatewayRunner:
                     log.exception("job failed in %s", key)
                     if job.event is not None:
                         await self._notify(key, job.event, ERROR_TEXT.format(error=f"{type(exc).__name__}: {exc}"))
-                    await self._finish(job)
+                    await self._finish_ids(job.inbound_ids)
                 else:
-                    await self._finish(job)
+                    await self._finish_ids(job.inbound_ids)
                 finally:
-                    worker.busy = False
+                    worker.current = None
         finally:
             # No await between the emptiness check above and this removal, so no job is stranded.
             if self._workers.get(key) is worker:
                 del self._workers[key]
-            if not self._workers:
-                self._idle.set()
+            self._update_idle()
 
-    async def _finish(self, job: _Job) -> None:
-        if job.inbound_id is None:
-            return
-        try:
-            await self.deps.store.finish_inbound(job.inbound_id)
-        except Exception:  # the job ran; at worst it is replayed once more after a restart
-            log.exception("could not finish inbound row %s", job.inbound_id)
+    async def _finish_ids(self, inbound_ids: list[int]) -> None:
+        for inbound_id in inbound_ids:
+            try:
+                await self.deps.store.finish_inbound(inbound_id)
+            except Exception:  # the job ran; at worst it is replayed once more after a restart
+                log.exception("could not finish inbound row %s", inbound_id)
 
-    async def _run_job(self, key: str, job: _Job) -> None:
+    async def _run_job(self, key: str, job: Job) -> None:
         event = job.event
         if job.obligation is not None:
             await redeliver(self.deps, job.obligation)
@@ -224,11 +404,22 @@ class GatewayRunner:
             await self._notify(key, event, job.notice)
         elif job.resume:
             await run_turn(self.deps, key, event, resume=True)
-        elif event.is_command and not event.is_internal:
-            answer = await commands.run_command(self.deps, key, event)
+        elif job.kind == CONTROL:
+            answer = await commands.run_control(self.deps, key, event, stopped=job.stopped, dropped=job.dropped)
+            await self._notify(key, event, answer)
+        elif job.kind == COMMAND:
+            answer = await commands.run_command(self.deps, key, event, queue_depth=self.queue_depth(key))
             await self._notify(key, event, answer)
         else:
-            await run_turn(self.deps, key, event, inbound_id=job.inbound_id)
+            turn_event = job.merged_event()
+            if job.parts and job.inbound_id is not None:
+                # Written down before the turn starts: a crash from here on replays the merged
+                # event once (the absorbed rows are finished in the same write).
+                data = event_to_dict(turn_event)
+                data[MERGED_FROM] = job.inbound_ids
+                await self.deps.store.merge_inbound(job.inbound_id, data, [i for _, i in job.parts if i is not None])
+                log.info("%d follow-ups merged into one turn in %s", len(job.parts) + 1, key)
+            await run_turn(self.deps, key, turn_event, inbound_id=job.inbound_id)
 
     async def _notify(self, key: str, event: MessageEvent, text: str) -> None:
         adapter = self.deps.adapters.get(event.source.platform)
@@ -248,13 +439,26 @@ class GatewayRunner:
         """Keys whose worker is running a job right now."""
         return [key for key, worker in self._workers.items() if worker.busy]
 
+    def queue_depth(self, session_key: str) -> int:
+        """Jobs waiting for `session_key` behind the running one (seed §8 `_queue_depth`: overflow
+        + 1 if the slot is occupied; a merged burst counts once)."""
+        worker = self._workers.get(session_key)
+        return worker.queue.depth if worker is not None else 0
+
     def pending(self) -> int:
         """Jobs queued or running, over all sessions."""
-        return sum(len(w.jobs) + (1 if w.busy else 0) for w in self._workers.values())
+        return sum(len(w.queue) + (1 if w.busy else 0) for w in self._workers.values())
 
     async def join(self) -> None:
-        """Wait until every queued job has run (the CLI waits for this before quitting)."""
-        await self._idle.wait()
+        """Wait until every queued job and every acknowledgement has run (the CLI waits for this
+        before quitting)."""
+        while True:
+            await self._idle.wait()
+            # A side task may have finished just as a worker started; re-check before returning.
+            if not self._workers and not self._side:
+                return
+            self._idle.clear()
+            self._update_idle()
 
     async def drain(self, timeout: float) -> list[str]:
         """Stop accepting events, wait up to `timeout` seconds for queued jobs, then cancel the rest.
@@ -266,15 +470,15 @@ class GatewayRunner:
         self._closed = True
         try:
             async with asyncio.timeout(timeout):
-                await self._idle.wait()
+                await self.join()
             return []
         except TimeoutError:
             interrupted = self.busy_sessions()
             for key, worker in self._workers.items():
-                if worker.jobs:
+                if worker.queue:
                     log.warning("shutdown: %d queued message(s) in %s were not processed; they stay "
-                                "in the intake and run at the next start", len(worker.jobs), key)
-            tasks = [w.task for w in self._workers.values() if w.task is not None]
+                                "in the intake and run at the next start", len(worker.queue), key)
+            tasks = [w.task for w in self._workers.values() if w.task is not None] + list(self._side)
             for task in tasks:
                 task.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)

@@ -80,6 +80,16 @@ class LocalAdapter(BaseAdapter):
         return SessionSource("local", "terminal", chat_type="dm", user_id=self.user, user_name=self.user)
 
     @property
+    def busy_input_mode(self) -> str | None:
+        """The runner's busy-input override (`pipeline.runner`): "sequential" when the input is
+        not a terminal — piped lines are a script, each waits for the previous answer, commands
+        included —; None on a terminal (the gateway's `[core] busy_input_mode` applies)."""
+        try:
+            return None if self.stdin.isatty() else "sequential"
+        except (AttributeError, ValueError, OSError):  # closed or unusual stream: treat as a script
+            return "sequential"
+
+    @property
     def stdin(self) -> TextIO:
         return self._stdin if self._stdin is not None else sys.stdin
 

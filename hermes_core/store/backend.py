@@ -125,6 +125,10 @@ class StoreBackend(Protocol):
     async def intake_prune(self, before_ts: float) -> int:
         """Delete 'done' rows accepted before `before_ts`; returns how many."""
 
+    async def intake_merge(self, target_id: int, payload: str, absorbed_ids: list[int], now_ts: float) -> None:
+        """One atomic write: row `target_id` (still 'pending') takes `payload` (the merged event)
+        and the `absorbed_ids` rows become 'done' (busy-input burst merge, SPEC.md §5)."""
+
     async def record_reply(self, session_key: str, session_id: str, row: dict[str, Any] | None,
                            obligation: dict[str, Any] | None) -> tuple[int | None, int | None]:
         """Append the assistant `row` (if any), record `obligation` (if any; keys session_key,

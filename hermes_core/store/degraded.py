@@ -437,6 +437,22 @@ class DegradedBackend:
             await self._intake_log({"op": "finish", "id": inbound_id, "ts": now_ts})
             row.update(state="done", payload=None)
 
+    async def intake_merge(self, target_id: int, payload: str, absorbed_ids: list[int], now_ts: float) -> None:
+        # Expressed with the ops every reader of this log knows (a repeated `accept` line replaces
+        # the row, importer included), written with one append: a torn tail line is skipped.
+        async with self._io:
+            row = self.intake.get(target_id)
+            if row is None or row["state"] != "pending":
+                return
+            merged = dict(row, payload=payload)
+            lines = [json.dumps(dict(merged, op="accept"), ensure_ascii=False)]
+            lines += [json.dumps({"op": "finish", "id": i, "ts": now_ts}) for i in absorbed_ids if i in self.intake]
+            await asyncio.to_thread(_append_line, self.dir / INTAKE_FILE_NAME, "\n".join(lines) + "\n")
+            self.intake[target_id] = merged
+            for ident in absorbed_ids:
+                if ident in self.intake:
+                    self.intake[ident].update(state="done", payload=None)
+
     async def intake_open(self) -> list[dict[str, Any]]:
         return [{"id": r["id"], "session_key": r["session_key"], "payload": r["payload"], "state": r["state"]}
                 for r in sorted(self.intake.values(), key=lambda r: r["id"]) if r["state"] != "done"]

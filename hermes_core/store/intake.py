@@ -5,7 +5,9 @@ is durable: it lives in the inbound table and survives a restart in order"). Mix
 Life of an intake row: `accept_inbound_event` persists the whole event as 'pending' in the same
 write as its dedupe id, before the adapter acknowledges the platform; `begin_turn(...,
 inbound_id=)` moves it to 'running' in the transaction that records the user message;
-`finish_inbound` marks it 'done' (payload dropped) when its job ended. At start-up
+`finish_inbound` marks it 'done' (payload dropped) when its job ended, or when its queued
+message was cleared (`/new`, `/reset`, `/stop`); `merge_inbound` folds a burst of follow-ups
+into its first row before their merged turn starts. At start-up
 `pending_inbound` returns what was never finished, in arrival order.
 
 Retention (housekeeping, `prune_inbound`): finished rows are kept `INBOUND_RETENTION_DAYS` (7)
@@ -71,6 +73,23 @@ class IntakeOps:
         The payload is dropped; the dedupe id stays until pruned. None is a no-op."""
         if inbound_id is not None:
             await self._b().intake_finish(int(inbound_id), self._now().timestamp())
+
+    async def merge_inbound(self, target_id: int, event: Mapping[str, Any], absorbed_ids: list[int]) -> None:
+        """Record a busy-input burst merge durably (SPEC.md §5, seed §8): intake row `target_id`
+        (still 'pending') now holds `event` (the merged event, same JSON shape as
+        `accept_inbound_event`'s), and the rows `absorbed_ids` are finished, in one atomic write.
+        After a restart the merged event replays once, in the target's arrival position.
+
+        Raises:
+            ValueError: `event` is not JSON data.
+            sqlite3.Error / OSError: the write failed (nothing changed).
+        """
+        try:
+            payload = json.dumps(dict(event), ensure_ascii=False, separators=(",", ":"))
+        except (TypeError, ValueError) as exc:
+            raise ValueError(f"merged inbound event is not JSON data: {exc}") from None
+        await self._b().intake_merge(int(target_id), payload, [int(i) for i in absorbed_ids],
+                                     self._now().timestamp())
 
     async def pending_inbound(self) -> list[dict[str, Any]]:
         """Intake rows not finished, in arrival order: `[{"id", "session_key", "state"

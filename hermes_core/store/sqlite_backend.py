@@ -312,6 +312,15 @@ class SqliteBackend:
         cur = await self.db.write_one("DELETE FROM inbound WHERE state = 'done' AND accepted_ts < ?", (before_ts,))
         return cur.rowcount
 
+    async def intake_merge(self, target_id: int, payload: str, absorbed_ids: list[int], now_ts: float) -> None:
+        # One transaction: a crash leaves either the separate rows or the merged one, never half.
+        async with self.db.write() as conn:
+            await conn.execute("UPDATE inbound SET payload = ? WHERE id = ? AND state = 'pending'",
+                               (payload, target_id))
+            for ident in absorbed_ids:
+                await conn.execute("UPDATE inbound SET state = 'done', payload = NULL, finished_ts = ? WHERE id = ?",
+                                   (now_ts, ident))
+
     # ---- delivery ledger (SPEC.md §6) ------------------------------------------------------
 
     _OB_COLS = ("id", "session_key", "session_id", "origin", "content", "state", "attempts", "internal",

@@ -81,7 +81,8 @@ async def test_redelivered_over_long_message_gets_one_notice_also_after_restart(
 
 async def test_drain_timeout_keeps_running_and_queued_messages_and_answers_them_in_order(tmp_path):
     agent = BlockingAgent()
-    app = await start_app(tmp_path, RecordingAdapter(), agent, scheduler={"drain_timeout_s": 0.2})
+    app = await start_app(tmp_path, RecordingAdapter(), agent, scheduler={"drain_timeout_s": 0.2},
+                          core={"busy_input_mode": "queue"})  # FIFO: "second" waits for "first"
     await app.runner.handle(MessageEvent(source=dm(), text="first", message_id="m1"))
     await app.runner.handle(MessageEvent(source=dm(), text="second", message_id="m2"))
     async with asyncio.timeout(10):

@@ -191,7 +191,8 @@ async def _until(predicate):
 
 async def test_one_turn_at_a_time_per_session_sessions_concurrent(tmp_path):
     agent = GatedAgent()
-    app, adapter = await make_app(tmp_path, agent=agent)
+    # queue mode: a2 waits for a1 (interrupt mode is covered by test_pipeline_busy_*).
+    app, adapter = await make_app(tmp_path, agent=agent, core={"busy_input_mode": "queue"})
     try:
         a, b = dm("1", "u1"), dm("2", "u2")
         for source, text in ((a, "a1"), (a, "a2"), (b, "b1")):

@@ -1,0 +1,178 @@
+"""Busy input: the per-session queue of work waiting behind the running job (seed §8; SPEC.md §5).
+
+The seed keeps a one-event "next-up" slot (`_pending_messages`) and a FIFO overflow
+(`_queued_events`). Here both live in one ordered deque of `Job`s per session key: the head is
+the slot, the rest the overflow, so the queue depth is `len(queue)` =
+`len(overflow) + (1 if slot occupied else 0)` (seed §8 "queue depth"). No I/O happens here; the
+runner (`runner.py`) persists, interrupts and acknowledges.
+
+Kinds of queued jobs (`Job.kind`):
+
+* `BURST` — human follow-ups in `busy_input_mode = "interrupt"`. A follow-up arriving while the
+  last queued item is an *open* burst from the same sender is merged into it (texts joined in
+  order with "\\n", media appended: "burst collapse" never discards a message). A burst is
+  sealed when it starts running; the next follow-up opens a new one.
+* `TURN` — one full turn that is never merged: each `/queue <text>`, and each plain message in
+  `busy_input_mode = "queue"`.
+* `INTERNAL` — gateway-made work (internal wake-ups, resumed turns, ledger re-sends). Survives
+  `/new`, `/reset` and `/stop` (seed §8 "clearing").
+* `CONTROL` — `/new`, `/reset`, `/stop`: placed ahead of everything else (after earlier control
+  commands), so they run right after the interrupted turn and the surviving internal wake-ups
+  right after them.
+* `COMMAND` — other commands and notices (refusals), run in arrival order.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Any, Iterable
+
+from ..model.events import USER, MessageEvent
+
+BURST = "burst"
+TURN = "turn"
+INTERNAL = "internal"
+CONTROL = "control"
+COMMAND = "command"
+
+# Commands that end or replace the running turn (seed §8 `_interrupt_and_clear_session`).
+CONTROL_COMMANDS = ("new", "reset", "stop")
+
+# Acknowledgements (SPEC.md §5 "acknowledgements are truthful").
+INTERRUPTING_TEXT = "Interrupting the current reply…"
+QUEUED_TEXT = "Queued (position {position})."
+QUEUE_EMPTY_TEXT = "Nothing to queue: write /queue followed by your message (or attach a file)."
+STOPPED_TEXT = "Stopped. Your next message starts a new session."
+NOTHING_TO_STOP_TEXT = "No active task to stop."
+DROPPED_TEXT = "Dropped {count} queued message(s)."
+
+
+@dataclass(slots=True)
+class Job:
+    """One unit of work of a session worker.
+
+    Attributes:
+        event: the inbound event (None for a ledger re-send). For a merged burst: the first part.
+        kind: BURST, TURN, INTERNAL, CONTROL or COMMAND (module docstring).
+        notice: set: send this notice instead of running the event (refusals).
+        inbound_id: the durable intake row of `event`, finished when the job ends.
+        resume: auto-continue of an interrupted turn (seed §7).
+        obligation: set: re-send this open ledger obligation (seed §7).
+        parts: further `(event, inbound_id)` merged into this burst, in arrival order.
+        sealed: a burst that accepts no more merges (it ran, or was merged before a restart).
+        stopped: for `/stop`: a turn was interrupted or a follow-up dropped when it arrived.
+        dropped: for `/new`, `/reset`, `/stop`: queued human messages cleared when it arrived.
+    """
+
+    event: MessageEvent | None
+    kind: str = COMMAND
+    notice: str | None = None
+    inbound_id: int | None = None
+    resume: bool = False
+    obligation: dict[str, Any] | None = None
+    parts: list[tuple[MessageEvent, int | None]] = field(default_factory=list)
+    sealed: bool = False
+    stopped: bool = False
+    dropped: int = 0
+
+    @property
+    def human(self) -> bool:
+        """A queued human message for the agent (what `/new`, `/reset` and `/stop` clear)."""
+        return self.kind in (BURST, TURN)
+
+    @property
+    def inbound_ids(self) -> list[int]:
+        """Every durable intake row this job stands for (a merged burst has several)."""
+        ids = [self.inbound_id] + [i for _, i in self.parts]
+        return [i for i in ids if i is not None]
+
+    def can_merge(self, event: MessageEvent) -> bool:
+        """True when `event` may join this burst: open, and from the same sender (a shared chat
+        must not attribute one person's words to another through the merge)."""
+        return (self.kind == BURST and not self.sealed and self.event is not None
+                and self.event.source.user_id == event.source.user_id)
+
+    def merged_event(self) -> MessageEvent:
+        """The event the turn answers: one event for a single message; for a burst the texts
+        joined in order with "\\n" (empty texts of media-only messages skipped), the media
+        appended in order, and the last part's message id, sender and time (the reply answers
+        the latest message)."""
+        assert self.event is not None
+        if not self.parts:
+            return self.event
+        events = [self.event] + [e for e, _ in self.parts]
+        last = events[-1]
+        return MessageEvent(source=last.source, text="\n".join(e.text for e in events if e.text),
+                            message_id=last.message_id,
+                            media=[m for e in events for m in (e.media or [])],
+                            kind=USER, received_at=last.received_at)
+
+
+class SessionQueue:
+    """The jobs waiting for one session key (head = slot, rest = overflow; seed §8)."""
+
+    __slots__ = ("jobs",)
+
+    def __init__(self) -> None:
+        self.jobs: deque[Job] = deque()
+
+    def __len__(self) -> int:
+        return len(self.jobs)
+
+    @property
+    def depth(self) -> int:
+        """Queued items: `len(overflow) + (1 if slot occupied else 0)` (seed §8 `_queue_depth`)."""
+        return len(self.jobs)
+
+    def popleft(self) -> Job:
+        """Take the slot (the next job to run); a burst is sealed from now on."""
+        job = self.jobs.popleft()
+        job.sealed = True
+        return job
+
+    def append(self, job: Job) -> int:
+        """Add `job` at the tail (`_enqueue_fifo`). Returns its 1-based position."""
+        self.jobs.append(job)
+        return len(self.jobs)
+
+    def add_follow_up(self, event: MessageEvent, inbound_id: int | None) -> tuple[Job, bool]:
+        """Interrupt-mode follow-up: merge into the open burst at the tail, or open a new one.
+
+        Returns:
+            `(burst, merged)`: the burst holding the event, and True when it joined an existing one.
+        """
+        tail = self.jobs[-1] if self.jobs else None
+        if tail is not None and tail.can_merge(event):
+            tail.parts.append((event, inbound_id))
+            return tail, True
+        job = Job(event, kind=BURST, inbound_id=inbound_id)
+        self.jobs.append(job)
+        return job, False
+
+    def add_control(self, job: Job) -> None:
+        """Place a `/new`, `/reset` or `/stop` job ahead of everything except earlier ones."""
+        index = 0
+        while index < len(self.jobs) and self.jobs[index].kind == CONTROL:
+            index += 1
+        self.jobs.insert(index, job)
+
+    def clear_human(self) -> list[Job]:
+        """`/new`, `/reset`: remove every queued human message (slot and overflow); internal
+        wake-ups, commands and notices stay in order. Returns the removed jobs."""
+        return self._remove(j for j in self.jobs if j.human)
+
+    def drop_slot_follow_up(self) -> list[Job]:
+        """`/stop`: remove the one-slot follow-up — the first queued human message, the one that
+        would have run next — and keep everything else (an overflow item moves up to the slot).
+        Returns the removed jobs ([] or one)."""
+        for job in self.jobs:
+            if job.human:
+                return self._remove([job])
+        return []
+
+    def _remove(self, doomed: Iterable[Job]) -> list[Job]:
+        doomed = list(doomed)
+        ids = {id(j) for j in doomed}
+        self.jobs = deque(j for j in self.jobs if id(j) not in ids)
+        return doomed
