@@ -227,8 +227,10 @@ def import_cmd(
 def reindex_cmd(
     as_json: bool = typer.Option(False, "--json", help="machine-readable output"),
 ) -> None:
-    """Check the full-text index (FTS5 integrity-check, rank = 1) and rebuild it from the
-    stored messages if it is damaged. No message is changed. Refused while a gateway runs."""
+    """Check the full-text index; rebuild it if damaged. Refused while a gateway runs.
+
+    FTS5 `integrity-check` in its rank = 1 form (it also compares the index with the stored
+    messages); a damaged index is rebuilt from the messages, none of which is changed."""
     async def work(store: SessionStore) -> bool:
         if store.degraded:
             raise StoreError(store.degraded_reason or "state.db cannot be opened; nothing to reindex")
