@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import sqlite3
 import statistics
 import tempfile
 import time
@@ -35,6 +36,8 @@ from hermes_core.settings import GatewayConfig
 from hermes_core.types import AdapterSpec
 
 WARM_UP = 20
+CACHED, DROPPED, RAW = "turn (agent cache)", "turn (cache dropped each turn)", "raw append_to_transcript"
+VARIANTS = (CACHED, DROPPED, RAW)
 
 
 class NullChat(BaseAdapter):
@@ -98,32 +101,37 @@ async def time_appends(app: GatewayApp, session_id: str, n: int) -> list[float]:
     return times
 
 
-async def run(turns: int, lengths: list[int]) -> dict[tuple[str, int], list[float]]:
-    results: dict[tuple[str, int], list[float]] = {}
+async def measure(variant: str, length: int, turns: int) -> list[float]:
+    """One variant at one length, in a fresh home: fill, checkpoint the WAL (so every row starts
+    from the same journal state whatever the fill wrote), then time."""
     with tempfile.TemporaryDirectory() as tmp:
         config = GatewayConfig(home=Path(tmp) / "home", platforms={})
         app = GatewayApp(config, adapters={"benchchat": NullChat()}, agent=EchoAgent(), watcher=False)
         await app.start()
         try:
-            n = 0
-            for length in lengths:
-                for variant, drop in (("turn (agent cache)", False), ("turn (cache dropped each turn)", True)):
-                    n += 1
-                    key, _sid = await fill(app, source(n), length)
-                    results[(variant, length)] = await time_turns(app, source(n), key, turns, drop_cache=drop)
-                n += 1
-                _key, sid = await fill(app, source(n), length)
-                results[("raw append_to_transcript", length)] = await time_appends(app, sid, turns)
+            key, sid = await fill(app, source(1), length)
+            with sqlite3.connect(config.db_path) as conn:
+                conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            if variant == RAW:
+                return await time_appends(app, sid, turns)
+            return await time_turns(app, source(1), key, turns, drop_cache=variant == DROPPED)
         finally:
             await app.stop()
+
+
+async def run(turns: int, lengths: list[int]) -> dict[tuple[str, int], list[float]]:
+    results: dict[tuple[str, int], list[float]] = {}
+    for length in lengths:
+        for variant in VARIANTS:
+            results[(variant, length)] = await measure(variant, length, turns)
     return results
 
 
 def report(results: dict[tuple[str, int], list[float]], lengths: list[int]) -> None:
     small, large = lengths[0], lengths[-1]
-    base = {length: statistics.fmean(results[("raw append_to_transcript", length)]) for length in lengths}
+    base = {length: statistics.fmean(results[(RAW, length)]) for length in lengths}
     print(f"{'variant':34} {'length':>7} {'mean ms':>9} {'p50 ms':>8} {'p99 ms':>8} {'/ raw append':>13}")
-    for variant in ("turn (agent cache)", "turn (cache dropped each turn)", "raw append_to_transcript"):
+    for variant in VARIANTS:
         for length in lengths:
             t = sorted(results[(variant, length)])
             mean = statistics.fmean(t)
@@ -131,11 +139,10 @@ def report(results: dict[tuple[str, int], list[float]], lengths: list[int]) -> N
             print(f"{variant:34} {length:>7} {mean * 1e3:>9.3f} {statistics.median(t) * 1e3:>8.3f} "
                   f"{p99 * 1e3:>8.3f} {mean / base[length]:>12.2f}×")
     print()
-    for variant in ("turn (agent cache)", "turn (cache dropped each turn)", "raw append_to_transcript"):
+    for variant in VARIANTS:
         ratio = statistics.fmean(results[(variant, large)]) / statistics.fmean(results[(variant, small)])
         print(f"{variant:34} mean at {large} / mean at {small}: {ratio:.2f}×")
-    ratio = statistics.fmean(results[("turn (agent cache)", large)]) / statistics.fmean(
-        results[("turn (agent cache)", small)])
+    ratio = statistics.fmean(results[(CACHED, large)]) / statistics.fmean(results[(CACHED, small)])
     verdict = "met" if ratio <= 1.5 else "NOT met"
     print(f"target: turn (agent cache) at {large} within 1.5× of at {small}: {ratio:.2f}× — {verdict}")
 
