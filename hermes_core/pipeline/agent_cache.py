@@ -317,7 +317,8 @@ class AgentCache:
                 self._remove_locked(key, "pressure")
                 evicted.append(key)
         trimmed = bool(self.trim()) if evicted else False
-        log.warning("memory pressure: %d MiB anonymous (%s) over the %d MiB budget (%s); released %d "
+        # Loud when something was released; every tick while all entries are protected is routine.
+        (log.warning if evicted else log.info)("memory pressure: %d MiB anonymous (%s) over the %d MiB budget (%s); released %d "
                     "cached transcript(s), skipped %d busy or unsaved", (reading.used_bytes or 0) // 2**20,
                     reading.signal_source, reading.budget_bytes // 2**20, reading.budget_source,
                     len(evicted), len(skipped))

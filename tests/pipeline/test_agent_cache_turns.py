@@ -6,7 +6,10 @@ manager and watcher, the echo agent; a recording adapter stands in for the chat.
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
+
+import pytest
 
 from hermes_core.agents import EchoAgent
 from hermes_core.agents.base import AgentError
@@ -15,6 +18,7 @@ from hermes_core.app import GatewayApp
 from hermes_core.model import MessageEvent, SessionSource
 from hermes_core.pipeline.agent_cache import AgentCache
 from hermes_core.pipeline.memory_budget import MemoryProbe
+from hermes_core.pipeline.turn import run_turn
 from hermes_core.scheduler import Watcher
 from hermes_core.sdk.adapter import BaseAdapter, SendResult
 from hermes_core.settings import GatewayConfig
@@ -231,3 +235,38 @@ def test_echo_counts_only_what_was_appended_since_the_previous_turn():
     assert agent.history_tokens("k", reloaded) == sum(count_tokens(m["content"]) for m in reloaded) == 14
     assert agent.history_tokens("k", []) == 0
     assert agent.history_tokens("other", history[:2]) == 6 + 4
+
+
+class BlockingEcho(HistoryEcho):
+    """Blocks on the message "wait" until cancelled."""
+
+    def __init__(self):
+        super().__init__()
+        self.started = asyncio.Event()
+
+    async def _generate(self, context, history, message, system_context):
+        if message == "wait":
+            self.started.set()
+            await asyncio.Event().wait()
+        return await super()._generate(context, history, message, system_context)
+
+
+async def test_a_cancelled_turn_drops_the_entry_and_the_next_turn_rebuilds_from_the_store(tmp_path):
+    agent = BlockingEcho()
+    app, cache = await start(tmp_path, agent)
+    try:
+        await say(app, "first")
+        task = asyncio.create_task(run_turn(app.runner.deps, KEY, MessageEvent(source=dm(), text="wait")))
+        await asyncio.wait_for(agent.started.wait(), 10)
+        assert cache.peek(KEY).mid_turn
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        assert KEY not in cache and cache.stats.evictions == {"invalidated": 1}
+        await say(app, "next")
+        # "wait" was recorded before the agent ran; the rebuilt history has it.
+        assert agent.seen[-1] == [("user", "first"), ("assistant", "echo: first"), ("user", "wait")]
+        _entry, transcript = await stored(app)
+        assert cache.peek(KEY).messages == transcript
+    finally:
+        await app.stop()
