@@ -21,7 +21,6 @@ Every start-up failure raises `StartupError` whose text is one line naming what 
 from __future__ import annotations
 
 import logging
-import os
 import tempfile
 from pathlib import Path
 from typing import Any, Mapping
@@ -35,7 +34,8 @@ from .plugin_system.dispatch import call_broadcast
 from .plugin_system.manager import create_plugin_manager, key_policy, session_key_for, session_shared_for
 from .plugin_system.redaction import install_log_redaction
 from .scheduler import Watcher
-from .settings import ConfigError, config_file_path, load_config
+from .settings import ConfigError, config_file_path, ensure_private_dir, env_home, load_config
+from .store.mirror import write_atomic
 
 log = logging.getLogger(__name__)
 
@@ -59,7 +59,7 @@ def load_gateway_config(**overrides: Any) -> Any:
         StartupError: the config file is not a regular file, cannot be read, is not valid
             (UTF-8) TOML, or holds a bad value; the line names the file and the key.
     """
-    home = overrides.get("home") or os.environ.get("HERMES_HOME") or None
+    home = overrides.get("home") or env_home()
     path = config_file_path(home)
     if path.exists() and not path.is_file():
         # pydantic-settings would silently skip it: say so instead of running on defaults.
@@ -79,7 +79,7 @@ def check_home(home: Path) -> None:
         StartupError: it cannot be created, is not a directory, or is not writable.
     """
     try:
-        home.mkdir(parents=True, exist_ok=True)
+        ensure_private_dir(home)
     except FileExistsError:
         raise StartupError(f"HERMES_HOME {home} exists and is not a directory") from None
     except OSError as exc:
@@ -297,7 +297,7 @@ class GatewayApp:
 
     def _write_clean_shutdown(self) -> None:
         try:
-            (self.home / CLEAN_SHUTDOWN).write_text(self.clock().isoformat() + "\n")
+            write_atomic(self.home / CLEAN_SHUTDOWN, self.clock().isoformat() + "\n")
         except OSError as exc:
             log.error("could not write %s: %s", CLEAN_SHUTDOWN, exc)
 

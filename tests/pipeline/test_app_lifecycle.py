@@ -105,3 +105,12 @@ def test_load_gateway_config_errors_are_startup_errors(tmp_path):
     assert str(info.value).endswith(f"(config file {tmp_path / 'hermes.toml'})")
     (tmp_path / "hermes.toml").write_text("[core]\nmax_input_chars = 7\n")
     assert load_gateway_config(home=tmp_path).core.max_input_chars == 7
+
+
+async def test_app_creates_a_private_home_and_marker(tmp_path):
+    """HERMES_HOME holds transcripts: a home the app creates is 0700, `.clean_shutdown` 0600."""
+    home = tmp_path / "new-home"
+    app = await _one_turn(home)
+    await app.stop()
+    assert oct(home.stat().st_mode & 0o777) == "0o700"
+    assert oct((home / ".clean_shutdown").stat().st_mode & 0o777) == "0o600"
