@@ -198,7 +198,10 @@ def load_entry_point_plugins(pm, config, report: LoadReport, *, raise_on_fatal: 
                 log.debug("plugin %s skipped, a module is not installed: %s", name, exc)
             else:
                 record.error = f"{type(exc).__name__}: {exc}"
-                log.warning("plugin %s failed to load and is skipped: %s", name, record.error)
+                if _fatal(record, config, settings.strict):  # the start-up error says the rest
+                    log.error("plugin %s failed to load: %s", name, record.error)
+                else:
+                    log.warning("plugin %s failed to load and is skipped: %s", name, record.error)
                 log.debug("traceback of plugin %s", name, exc_info=exc)
         elif name not in loaded:
             record.error = "entry point disappeared while loading"
