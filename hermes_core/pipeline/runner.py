@@ -213,6 +213,9 @@ class GatewayRunner:
             if name == "queue":
                 if not arg and not event.media:
                     log.info("empty /queue in %s rejected", key)
+                    if busy:  # the rejection need not wait for the running turn
+                        self._side_task(self._answer_now(key, event, inbound_id, text=QUEUE_EMPTY_TEXT))
+                        return
                     queue.append(Job(event, kind=COMMAND, notice=QUEUE_EMPTY_TEXT, inbound_id=inbound_id))
                 else:
                     position = queue.append(Job(replace(event, text=arg), kind=TURN, inbound_id=inbound_id))
@@ -352,12 +355,17 @@ class GatewayRunner:
         if not self._workers and not self._side:
             self._idle.set()
 
-    async def _answer_now(self, key: str, event: MessageEvent, inbound_id: int | None) -> None:
-        try:
-            answer = await commands.run_command(self.deps, key, event, queue_depth=self.queue_depth(key))
-        except Exception as exc:  # isolation: report like a failed job
-            log.exception("command failed in %s", key)
-            answer = ERROR_TEXT.format(error=f"{type(exc).__name__}: {exc}")
+    async def _answer_now(self, key: str, event: MessageEvent, inbound_id: int | None,
+                          text: str | None = None) -> None:
+        """Answer `event` (a read-only command, or with `text`) without waiting for the running
+        job, then finish its intake row."""
+        answer = text
+        if answer is None:
+            try:
+                answer = await commands.run_command(self.deps, key, event, queue_depth=self.queue_depth(key))
+            except Exception as exc:  # isolation: report like a failed job
+                log.exception("command failed in %s", key)
+                answer = ERROR_TEXT.format(error=f"{type(exc).__name__}: {exc}")
         await self._notify(key, event, answer)
         await self._finish_ids([inbound_id] if inbound_id is not None else [])
 

@@ -1,0 +1,318 @@
+"""Busy input (seed §8, SPEC.md §5) end to end in-process: real GatewayApp, real SQLite store,
+a recording adapter for the chat and an agent whose turns the test opens (and whose interrupted
+turns the test lets end), so every interleaving below is forced, not timed.
+
+Literal texts: the acknowledgements and command replies chosen in `hermes_core.pipeline.busy`,
+the interrupted-turn notice of `pipeline.turn`."""
+
+from __future__ import annotations
+
+import asyncio
+
+from hermes_core.agents.base import Agent, AgentReply
+from hermes_core.app import GatewayApp
+from hermes_core.model import MessageEvent, SessionSource, TokenUsage
+from hermes_core.model.events import INTERNAL
+from hermes_core.sdk.adapter import BaseAdapter, SendResult
+from hermes_core.settings import GatewayConfig
+from hermes_core.types import AdapterSpec
+
+KEY = "agent:main:testchat:dm:100"
+INTERRUPTED_NOTICE = "The turn was interrupted before the agent answered."
+
+
+class ChatAdapter(BaseAdapter):
+    """Collects every send as (text, reply_to)."""
+
+    spec = AdapterSpec(name="testchat", label="Test chat", pii_safe=True, max_message_length=4000)
+
+    def __init__(self):
+        super().__init__(None)
+        self.sent: list[tuple[str, str | None]] = []
+
+    async def start(self):
+        return None
+
+    async def stop(self):
+        return None
+
+    async def send(self, target, text, *, reply_to=None, metadata=None):
+        self.sent.append((text, reply_to))
+        return SendResult(message_id=str(len(self.sent)))
+
+    def texts(self) -> list[str]:
+        return [t for t, _ in self.sent]
+
+
+class HeldAgent(Agent):
+    """Each turn waits for its message's gate. An interrupted turn records itself and then waits
+    for `let_interrupted_end` before it really ends, so the test decides when the next turn may
+    start (follow-ups sent meanwhile are certain to find the interrupted turn still running)."""
+
+    def __init__(self):
+        super().__init__()
+        self.gates: dict[str, asyncio.Event] = {}
+        self.started: list[str] = []
+        self.interrupted: list[str] = []
+        self.let_interrupted_end = asyncio.Event()
+
+    def gate(self, message: str) -> asyncio.Event:
+        return self.gates.setdefault(message, asyncio.Event())
+
+    def open(self, *messages: str) -> None:
+        for message in messages:
+            self.gate(message).set()
+
+    async def _generate(self, context, history, message, system_context):
+        self.started.append(message)
+        try:
+            await self.gate(message).wait()
+        except asyncio.CancelledError:
+            self.interrupted.append(message)
+            await self.let_interrupted_end.wait()
+            raise
+        return AgentReply("ok " + message, TokenUsage(input_tokens=1, output_tokens=2))
+
+
+def dm(user="u100"):
+    return SessionSource("testchat", "100", chat_type="dm", user_id=user, user_name="Ann")
+
+
+async def make_app(tmp_path, agent, **config):
+    cfg = GatewayConfig(home=tmp_path, platforms={}, **config)
+    adapter = ChatAdapter()
+    app = GatewayApp(cfg, adapters={"testchat": adapter}, agent=agent, watcher=False)
+    await app.start()
+    return app, adapter
+
+
+async def send(app, text, message_id=None, **kw):
+    await app.runner.handle(MessageEvent(source=dm(), text=text, message_id=message_id, **kw))
+
+
+async def until(predicate):
+    async with asyncio.timeout(10):
+        while not predicate():
+            await asyncio.sleep(0.005)
+
+
+async def test_burst_interrupts_the_running_turn_and_merges_into_one_turn(tmp_path):
+    agent = HeldAgent()
+    app, adapter = await make_app(tmp_path, agent)
+    try:
+        await send(app, "A", "m1")
+        await until(lambda: agent.started == ["A"])
+        await send(app, "B", "m2")
+        await until(lambda: agent.interrupted == ["A"])
+        await send(app, "C", "m3")
+        assert app.runner.queue_depth(KEY) == 1  # one burst in the slot
+        agent.open("B\nC")
+        agent.let_interrupted_end.set()
+        await app.runner.join()
+
+        assert agent.started == ["A", "B\nC"]
+        # Once per burst: B got the notice, C (merged) none; the interrupted turn says so itself.
+        assert sorted(adapter.sent[:2]) == sorted([("Interrupting the current reply…", "m2"),
+                                                   (INTERRUPTED_NOTICE, "m1")])
+        assert adapter.sent[2:] == [("ok B\nC", "m3")]
+        entry = await app.store.get_entry(KEY)
+        assert [(m["role"], m["content"]) for m in await app.store.load_transcript(entry.session_id)] == [
+            ("user", "A"), ("user", "B\nC"), ("assistant", "ok B\nC")]
+        assert await app.store.pending_inbound() == []
+    finally:
+        await app.stop()
+
+
+async def test_burst_from_two_media_messages_appends_media_and_skips_empty_text(tmp_path):
+    agent = HeldAgent()
+    app, adapter = await make_app(tmp_path, agent)
+    try:
+        await send(app, "A", "m1")
+        await until(lambda: agent.started == ["A"])
+        photo1, photo2 = {"path": "/tmp/p1.jpg", "mime_type": "image/jpeg"}, {"path": "/tmp/p2.jpg"}
+        await send(app, "", "m2", media=[photo1])
+        await until(lambda: agent.interrupted == ["A"])
+        await send(app, "look", "m3", media=[photo2])
+        seen = []
+        original = app.runner._run_job
+
+        async def spy(key, job):
+            if job.event is not None and not job.event.is_command:
+                seen.append(job.merged_event().media)
+            return await original(key, job)
+
+        app.runner._run_job = spy
+        agent.open("look")
+        agent.let_interrupted_end.set()
+        await app.runner.join()
+        assert agent.started == ["A", "look"]
+        assert seen == [[photo1, photo2]]
+    finally:
+        await app.stop()
+
+
+async def test_queue_command_three_times_gives_three_turns_in_order(tmp_path):
+    agent = HeldAgent()
+    app, adapter = await make_app(tmp_path, agent)
+    try:
+        await send(app, "A", "m1")
+        await until(lambda: agent.started == ["A"])
+        for n in (1, 2, 3):
+            await send(app, f"/queue q{n}", f"q{n}")
+        await until(lambda: len(adapter.sent) == 3)
+        assert sorted(adapter.sent) == [("Queued (position 1).", "q1"), ("Queued (position 2).", "q2"),
+                                        ("Queued (position 3).", "q3")]
+        assert agent.interrupted == []  # /queue never interrupts
+        agent.open("A", "q1", "q2", "q3")
+        await app.runner.join()
+        assert agent.started == ["A", "q1", "q2", "q3"]
+        assert adapter.sent[3:] == [("ok A", "m1"), ("ok q1", "q1"), ("ok q2", "q2"), ("ok q3", "q3")]
+    finally:
+        await app.stop()
+
+
+async def test_follow_up_during_a_queued_turn_waits_instead_of_interrupting(tmp_path):
+    agent = HeldAgent()
+    app, adapter = await make_app(tmp_path, agent)
+    try:
+        await send(app, "/queue Q", "m1")
+        await until(lambda: agent.started == ["Q"])
+        await send(app, "B", "m2")
+        await send(app, "C", "m3")
+        await until(lambda: len(adapter.sent) == 1)
+        assert adapter.sent == [("Queued (position 1).", "m2")]  # once per burst, truthful
+        agent.open("Q", "B\nC")
+        await app.runner.join()
+        assert agent.interrupted == [] and agent.started == ["Q", "B\nC"]
+        assert adapter.texts()[1:] == ["ok Q", "ok B\nC"]
+    finally:
+        await app.stop()
+
+
+async def test_empty_queue_command_is_rejected_idle_and_busy(tmp_path):
+    agent = HeldAgent()
+    app, adapter = await make_app(tmp_path, agent)
+    rejection = "Nothing to queue: write /queue followed by your message (or attach a file)."
+    try:
+        await send(app, "/queue", "m1")
+        await app.runner.join()
+        assert adapter.sent == [(rejection, "m1")]
+        await send(app, "A", "m2")
+        await until(lambda: agent.started == ["A"])
+        await send(app, "/queue   ", "m3")
+        await until(lambda: len(adapter.sent) == 2)
+        assert adapter.sent[1] == (rejection, "m3")
+        assert app.runner.queue_depth(KEY) == 0
+        agent.open("A")
+        await app.runner.join()
+        assert agent.started == ["A"]
+        assert await app.store.pending_inbound() == []
+    finally:
+        await app.stop()
+
+
+async def test_new_clears_queued_human_messages_but_the_internal_wake_up_runs_after_it(tmp_path):
+    agent = HeldAgent()
+    agent.let_interrupted_end.set()
+    app, adapter = await make_app(tmp_path, agent)
+    try:
+        await send(app, "A", "m1")
+        await until(lambda: agent.started == ["A"])
+        first = (await app.store.get_entry(KEY)).session_id
+        await send(app, "wake: job done", kind=INTERNAL)
+        await send(app, "/queue X", "m2")
+        await send(app, "/queue Y", "m3")
+        await until(lambda: len(adapter.sent) == 2)  # the two "Queued" acknowledgements
+        agent.open("wake: job done")
+        await send(app, "/new", "m4")
+        await app.runner.join()
+
+        assert agent.started == ["A", "wake: job done"]  # X and Y never reach the agent
+        second = (await app.store.get_entry(KEY)).session_id
+        assert second != first
+        assert adapter.texts()[2:] == [INTERRUPTED_NOTICE,
+                                       f"Started a new session. Session id: {second}\nDropped 2 queued message(s).",
+                                       "ok wake: job done"]
+        # The wake-up ran in the new session, right after the command.
+        assert [m["content"] for m in await app.store.load_transcript(second)] == [
+            "wake: job done", "ok wake: job done"]
+        assert [m["content"] for m in await app.store.load_transcript(first)] == ["A"]
+        assert await app.store.pending_inbound() == []  # the cleared rows are finished
+    finally:
+        await app.stop()
+
+
+async def test_stop_suspends_and_drops_the_follow_up(tmp_path):
+    agent = HeldAgent()
+    app, adapter = await make_app(tmp_path, agent)
+    try:
+        await send(app, "/stop", "s0")
+        await app.runner.join()
+        assert adapter.sent == [("No active task to stop.", "s0")]
+        await send(app, "A", "m1")
+        await until(lambda: agent.started == ["A"])
+        first = (await app.store.get_entry(KEY)).session_id
+        await send(app, "B", "m2")  # interrupts A, waits in the slot …
+        await until(lambda: agent.interrupted == ["A"])
+        await send(app, "/stop", "m3")  # … and is dropped
+        assert app.runner.queue_depth(KEY) == 1  # only the /stop itself
+        agent.let_interrupted_end.set()
+        await app.runner.join()
+        assert (await app.store.get_entry(KEY)).suspended is True
+        assert agent.started == ["A"]
+        assert ("Stopped. Your next message starts a new session.\nDropped 1 queued message(s).", "m3") \
+            in adapter.sent
+
+        agent.open("C")
+        await send(app, "C", "m4")
+        await app.runner.join()
+        entry = await app.store.get_entry(KEY)
+        assert entry.session_id != first
+        assert (entry.suspended, entry.was_auto_reset, entry.auto_reset_reason) == (False, True, "suspended")
+        assert agent.started == ["A", "C"]
+        assert adapter.sent[-1] == ("ok C", "m4")
+        assert await app.store.pending_inbound() == []
+    finally:
+        await app.stop()
+
+
+async def test_queue_mode_keeps_fifo_one_turn_each_without_notices(tmp_path):
+    agent = HeldAgent()
+    app, adapter = await make_app(tmp_path, agent, core={"busy_input_mode": "queue"})
+    try:
+        await send(app, "A", "m1")
+        await until(lambda: agent.started == ["A"])
+        await send(app, "B", "m2")
+        await send(app, "C", "m3")
+        assert app.runner.queue_depth(KEY) == 2
+        agent.open("A", "B", "C")
+        await app.runner.join()
+        assert agent.interrupted == []
+        assert agent.started == ["A", "B", "C"]
+        assert adapter.sent == [("ok A", "m1"), ("ok B", "m2"), ("ok C", "m3")]
+    finally:
+        await app.stop()
+
+
+async def test_status_reports_the_queue_depth_while_a_turn_runs(tmp_path):
+    agent = HeldAgent()
+    app, adapter = await make_app(tmp_path, agent)
+    try:
+        await send(app, "/queue q1", "q1")  # runs at once: nothing to wait for, no acknowledgement
+        await until(lambda: agent.started == ["q1"])
+        await send(app, "B", "m2")
+        await send(app, "C", "m3")
+        await send(app, "/queue q2", "q2")
+        await until(lambda: len(adapter.sent) == 2)
+        assert sorted(adapter.sent) == [("Queued (position 1).", "m2"), ("Queued (position 2).", "q2")]
+        sid = (await app.store.get_entry(KEY)).session_id
+        await send(app, "/status", "st")  # answered now, not after the running turn
+        await until(lambda: len(adapter.sent) == 3)
+        assert adapter.sent[2] == (f"Session key: {KEY}\nSession id: {sid}\nTurns: 1\n"
+                                   "Tokens: 0 (input 0, output 0)\nQueued: 2", "st")
+        agent.open("q1", "B\nC", "q2")
+        await app.runner.join()
+        assert agent.started == ["q1", "B\nC", "q2"]
+        assert app.runner.queue_depth(KEY) == 0
+    finally:
+        await app.stop()
