@@ -63,6 +63,7 @@ class Job:
         sealed: a burst that accepts no more merges (it ran, or was merged before a restart).
         stopped: for `/stop`: a turn was interrupted or a follow-up dropped when it arrived.
         dropped: for `/new`, `/reset`, `/stop`: queued human messages cleared when it arrived.
+        from_queue: a TURN made by `/queue <text>` (`event.text` is the argument).
     """
 
     event: MessageEvent | None
@@ -75,6 +76,7 @@ class Job:
     sealed: bool = False
     stopped: bool = False
     dropped: int = 0
+    from_queue: bool = False
 
     @property
     def human(self) -> bool:
@@ -170,6 +172,33 @@ class SessionQueue:
             if job.human:
                 return self._remove([job])
         return []
+
+    def find(self, chat_id: str, message_id: str) -> tuple[Job, int] | None:
+        """The queued human message with platform `message_id` in chat `chat_id`:
+        `(job, index)` with index -1 for the job's own event, else its position in `job.parts`;
+        None when it is not queued (already running or done, or unknown)."""
+        for job in self.jobs:
+            if not job.human or job.event is None:
+                continue
+            if job.event.message_id == message_id and job.event.source.chat_id == chat_id:
+                return job, -1
+            for index, (event, _) in enumerate(job.parts):
+                if event.message_id == message_id and event.source.chat_id == chat_id:
+                    return job, index
+        return None
+
+    def withdraw(self, job: Job, index: int) -> int | None:
+        """Remove one queued message (a deletion, SPEC.md §5): a part of a burst, or the burst's
+        own event (the next part takes its place), or the whole job when it was its only message.
+        Returns the intake id to finish."""
+        if index >= 0:
+            return job.parts.pop(index)[1]
+        gone = job.inbound_id
+        if job.parts:
+            job.event, job.inbound_id = job.parts.pop(0)
+        else:
+            self._remove([job])
+        return gone
 
     def _remove(self, doomed: Iterable[Job]) -> list[Job]:
         doomed = list(doomed)

@@ -197,12 +197,13 @@ class GatewayRunner:
         elif mode == SEQUENTIAL:
             # A script of lines: each waits for the previous answer, commands included.
             kind = COMMAND if event.is_command and event.command()[0] != "queue" else TURN
-            if kind == TURN and event.is_command:
+            from_queue = kind == TURN and event.is_command
+            if from_queue:
                 event = replace(event, text=event.command()[1])
             if kind == TURN and not event.text and not event.media:
                 queue.append(Job(event, kind=COMMAND, notice=QUEUE_EMPTY_TEXT, inbound_id=inbound_id))
             else:
-                queue.append(Job(event, kind=kind, inbound_id=inbound_id))
+                queue.append(Job(event, kind=kind, inbound_id=inbound_id, from_queue=from_queue))
         elif event.is_command:
             name, arg = event.command()
             if name in CONTROL_COMMANDS:
@@ -218,7 +219,8 @@ class GatewayRunner:
                         return
                     queue.append(Job(event, kind=COMMAND, notice=QUEUE_EMPTY_TEXT, inbound_id=inbound_id))
                 else:
-                    position = queue.append(Job(replace(event, text=arg), kind=TURN, inbound_id=inbound_id))
+                    position = queue.append(Job(replace(event, text=arg), kind=TURN, inbound_id=inbound_id,
+                                                from_queue=True))
                     if busy:
                         self._side_task(self._notify(key, event, QUEUED_TEXT.format(position=position)))
             elif busy:
@@ -299,6 +301,63 @@ class GatewayRunner:
                               sealed=bool(row["event"].get(MERGED_FROM)))
             queued += 1
         return queued
+
+    async def edit_queued(self, source: Any, message_id: str, text: str) -> bool:
+        """An edit of a message that is still queued (SPEC.md §5): its queued text becomes
+        `text`, same position (a `/queue` message keeps being one turn: "/queue new text" or
+        just "new text" both replace its argument). Written to its intake row, so a restart
+        replays the edited text.
+
+        Args:
+            source: the SessionSource of the edited message (routes it to its session).
+            message_id: the platform id of the edited message.
+            text: the new full text.
+        Returns:
+            True when a queued message was edited; False when it is not queued (already running,
+            answered, or unknown): the adapter then applies its platform's edit policy
+            (`edits_as_turns`).
+        """
+        key = self.deps.store.session_key(source)
+        worker = self._workers.get(key)
+        found = worker.queue.find(source.chat_id, message_id) if worker is not None else None
+        if found is None:
+            return False
+        job, index = found
+        old, inbound_id = (job.event, job.inbound_id) if index < 0 else job.parts[index]
+        # The intake row keeps the message as sent (a /queue message stays a /queue command, so a
+        # replay rebuilds the same job); the job keeps what the agent will get.
+        turn_text = row_text = text
+        if job.from_queue:
+            name, arg = replace(old, text=text).command()
+            turn_text, row_text = (arg, text) if name == "queue" else (text, "/queue " + text)
+        if not turn_text.strip() and not old.media:
+            return await self.withdraw_queued(source, message_id)
+        new = replace(old, text=turn_text)
+        if index < 0:
+            job.event = new
+        else:
+            job.parts[index] = (new, inbound_id)
+        if inbound_id is not None:
+            await self.deps.store.merge_inbound(inbound_id, event_to_dict(replace(old, text=row_text)), [])
+        log.info("queued message %s in %s edited", message_id, key)
+        return True
+
+    async def withdraw_queued(self, source: Any, message_id: str) -> bool:
+        """A deletion of a message that is still queued (SPEC.md §5): it is withdrawn (its
+        intake row finished, never replayed; a burst keeps its other messages).
+
+        Returns:
+            True when a queued message was withdrawn; False when it is not queued.
+        """
+        key = self.deps.store.session_key(source)
+        worker = self._workers.get(key)
+        found = worker.queue.find(source.chat_id, message_id) if worker is not None else None
+        if found is None:
+            return False
+        inbound_id = worker.queue.withdraw(*found)
+        await self._finish_ids([inbound_id] if inbound_id is not None else [])
+        log.info("queued message %s in %s withdrawn", message_id, key)
+        return True
 
     def enqueue_resume(self, key: str, entry: Any) -> None:
         """Queue the auto-continue of `entry`'s interrupted turn (seed §7): an internal event

@@ -1,4 +1,4 @@
-"""Busy input (seed §8, SPEC.md §5) end to end in-process: real GatewayApp, real SQLite store,
+"""Busy input (seed §8, SPEC.md §5; edits and deletions of queued messages) end to end in-process: real GatewayApp, real SQLite store,
 a recording adapter for the chat and an agent whose turns the test opens (and whose interrupted
 turns the test lets end), so every interleaving below is forced, not timed.
 
@@ -314,5 +314,62 @@ async def test_status_reports_the_queue_depth_while_a_turn_runs(tmp_path):
         await app.runner.join()
         assert agent.started == ["q1", "B\nC", "q2"]
         assert app.runner.queue_depth(KEY) == 0
+    finally:
+        await app.stop()
+
+
+# ---- edits and deletions of still-queued messages (SPEC.md §5 last bullet) -----------------------
+
+async def test_edit_and_delete_of_queued_messages(tmp_path):
+    agent = HeldAgent()
+    app, adapter = await make_app(tmp_path, agent)
+    runner = app.runner
+    try:
+        await send(app, "A", "m1")
+        await until(lambda: agent.started == ["A"])
+        await send(app, "B", "m2")
+        await until(lambda: agent.interrupted == ["A"])
+        await send(app, "C", "m3")
+        await send(app, "D", "m4")
+        await send(app, "/queue q1", "m5")
+        assert await runner.edit_queued(dm(), "m1", "A2") is False  # running already: not queued
+        assert await runner.edit_queued(dm(), "m9", "?") is False  # unknown
+        assert await runner.edit_queued(dm(), "m2", "B edited") is True
+        assert await runner.withdraw_queued(dm(), "m3") is True
+        assert await runner.withdraw_queued(dm(), "m3") is False  # already withdrawn
+        assert await runner.edit_queued(dm(), "m5", "/queue q1 fixed") is True
+        # Durable: the intake holds the edited texts, the withdrawn row is finished.
+        pending = [r["event"]["text"] for r in await app.store.pending_inbound()]
+        assert pending == ["A", "B edited", "D", "/queue q1 fixed"]
+        assert runner.queue_depth(KEY) == 2  # the burst (B, D) and q1
+
+        agent.open("B edited\nD", "q1 fixed")
+        agent.let_interrupted_end.set()
+        await runner.join()
+        assert agent.started == ["A", "B edited\nD", "q1 fixed"]
+        assert adapter.texts()[-2:] == ["ok B edited\nD", "ok q1 fixed"]
+        assert await app.store.pending_inbound() == []
+    finally:
+        await app.stop()
+
+
+async def test_withdrawing_the_first_message_of_a_burst_keeps_the_rest(tmp_path):
+    agent = HeldAgent()
+    app, adapter = await make_app(tmp_path, agent)
+    try:
+        await send(app, "A", "m1")
+        await until(lambda: agent.started == ["A"])
+        await send(app, "B", "m2")
+        await until(lambda: agent.interrupted == ["A"])
+        await send(app, "C", "m3")
+        assert await app.runner.withdraw_queued(dm(), "m2") is True
+        assert await app.runner.edit_queued(dm(), "m3", "") is True  # emptied: withdrawn too
+        assert app.runner.queue_depth(KEY) == 0
+        await app.runner.handle(MessageEvent(source=dm(), text="E", message_id="m6"))
+        agent.open("E")
+        agent.let_interrupted_end.set()
+        await app.runner.join()
+        assert agent.started == ["A", "E"]
+        assert await app.store.pending_inbound() == []
     finally:
         await app.stop()
