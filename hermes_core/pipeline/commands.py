@@ -21,8 +21,11 @@ log = logging.getLogger(__name__)
 
 COMMANDS = ("new", "reset", "stop", "queue", "status", "help")
 HELP_TEXT = ("Commands: /new or /reset starts a new session (the old transcript is kept), "
-             "/status shows the session key, session id, turns and tokens, /help shows this help.")
-UNKNOWN_TEXT = "Unknown command /{name}. Commands: /new, /reset, /status, /help."
+             "/stop stops the current reply (your next message starts a new session), "
+             "/queue <message> runs a message as its own turn after the current one, "
+             "/status shows the session key, session id, turns, tokens and queued messages, "
+             "/help shows this help.")
+UNKNOWN_TEXT = "Unknown command /{name}. Commands: /new, /reset, /stop, /queue, /status, /help."
 
 
 def is_known(name: str) -> bool:

@@ -1,6 +1,7 @@
-"""Busy input (seed §8, SPEC.md §5; edits and deletions of queued messages) end to end in-process: real GatewayApp, real SQLite store,
-a recording adapter for the chat and an agent whose turns the test opens (and whose interrupted
-turns the test lets end), so every interleaving below is forced, not timed.
+"""Busy input (seed §8, SPEC.md §5, including edits and deletions of queued messages) end to end
+in-process: real GatewayApp, real SQLite store, a recording adapter for the chat and an agent
+whose turns the test opens (and whose interrupted turns the test lets end), so every
+interleaving below is forced, not timed.
 
 Literal texts: the acknowledgements and command replies chosen in `hermes_core.pipeline.busy`,
 the interrupted-turn notice of `pipeline.turn`."""

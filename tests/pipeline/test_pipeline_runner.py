@@ -104,9 +104,12 @@ async def test_status_help_unknown_and_new(tmp_path):
         await say(app, dm(), "/help")
         assert adapter.texts()[-1] == (
             "Commands: /new or /reset starts a new session (the old transcript is kept), "
-            "/status shows the session key, session id, turns and tokens, /help shows this help.")
+            "/stop stops the current reply (your next message starts a new session), "
+            "/queue <message> runs a message as its own turn after the current one, "
+            "/status shows the session key, session id, turns, tokens and queued messages, "
+            "/help shows this help.")
         await say(app, dm(), "/frobnicate now")
-        assert adapter.texts()[-1] == "Unknown command /frobnicate. Commands: /new, /reset, /status, /help."
+        assert adapter.texts()[-1] == "Unknown command /frobnicate. Commands: /new, /reset, /stop, /queue, /status, /help."
         await say(app, dm(), "/new")
         second = (await app.store.get_entry("agent:main:testchat:dm:100")).session_id
         assert second != first
