@@ -44,6 +44,10 @@ Busy input (seed §8, SPEC.md §5) — a message for a session whose worker is r
   survive all three and run right after the command.
 * `/status`, `/help` and unknown commands are answered at once, without waiting for the
   running turn; `/status` adds "Queued: N" (the queue depth) when N > 0.
+* Edits and deletions of still-queued messages (SPEC.md §5): adapters call `edit_queued` /
+  `withdraw_queued`; the queued text is replaced in place, or the message withdrawn, in the
+  queue and in its intake row. A message no longer queued is not touched (False is returned;
+  the adapter applies its `edits_as_turns` policy).
 
 Durability: every queued message is an intake row. A merged burst is written down
 (`store.merge_inbound`) just before its turn starts; bursts still waiting at a crash are merged
