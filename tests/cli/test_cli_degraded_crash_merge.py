@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import re
 import shutil
 import signal
 import sys
@@ -72,9 +73,15 @@ async def test_degraded_crash_then_restored_db_answers_both_messages_once(tmp_pa
     code, out, err = await _chat(home, "third\n")
     assert code == 0, err
     assert out.splitlines() == ["echo: first question", "echo: second question", "echo: third"]
-    assert ("hermes-gateway: WARNING: state.db is back: merged 0 session(s) and 1 message(s) written while "
-            "running degraded, 1 waiting message(s) requeued, 1 interrupted turn(s) marked for resumption"
-            ) in err.splitlines()
+    # The session count is 0 or 1: whether the degraded run's debounced sessions.json rewrite
+    # (an `updated_at` bump of the same session id) landed before SIGKILL depends on timing, and
+    # either way nothing is lost. Every other figure is fixed.
+    merge_lines = [line for line in err.splitlines() if "state.db is back" in line]
+    assert len(merge_lines) == 1, err
+    assert re.fullmatch(
+        r"hermes-gateway: WARNING: state\.db is back: merged [01] session\(s\) and 1 message\(s\) written "
+        r"while running degraded, 1 waiting message\(s\) requeued, 1 interrupted turn\(s\) marked for "
+        r"resumption", merge_lines[0]), merge_lines[0]
 
     # exactly once: a further start owes nothing, and the transcript holds each message once
     code, out, err = await _chat(home, "")
