@@ -61,7 +61,8 @@ class Agent(abc.ABC):
             context: the SessionContext of the session (seed §9).
             history: earlier transcript messages, oldest first: dicts with `role`
                 (`user`/`assistant`/`system`/`tool`) and `content`, optionally `tool_call_id`,
-                `tool_name`, `tool_calls`. The new message is not included.
+                `tool_name`, `tool_calls`. The new message is not included. This is the agent
+                cache's live list (seed §11): read it, never keep or modify it.
             message: the new user message, exactly as the agent should see it (shared sessions
                 already carry the `[sender name]` prefix).
             system_context: the `## Current Session Context` prompt section built by the pipeline

@@ -26,8 +26,8 @@ Busy input (seed §8, SPEC.md §5) — a message for a session whose worker is r
   cannot interrupt (the running job is a `/queue` turn, a resumed turn, a command, or other work
   waits ahead) waits and gets "Queued (position N)." once per burst.
   The interrupted turn keeps its user message in the transcript; its partial reply is not
-  delivered, and `turn.run_turn` sends its own notice "The turn was interrupted before the agent
-  answered." (recorded in the ledger like every notice).
+  delivered and it owes the chat nothing more (the acknowledgement above, or the /stop and /new
+  replies, already tell the user).
 * `"queue"`: every plain follow-up waits silently as its own turn, FIFO (as before this mode
   existed); commands behave as in interrupt mode.
 * `"sequential"` — only as an adapter's override (`adapter.busy_input_mode`, e.g. the local

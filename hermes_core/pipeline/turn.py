@@ -34,7 +34,6 @@ from .ledger import send_obligation
 
 log = logging.getLogger(__name__)
 
-INTERRUPTED_TEXT = "The turn was interrupted before the agent answered."
 TIMEOUT_TEXT = "The agent did not answer within {seconds} seconds; the turn was stopped."
 FAILED_TEXT = "The agent failed to answer: {error}"
 
@@ -156,7 +155,9 @@ async def _answer(deps: PipelineDeps, key: str, source, entry, context, adapter,
             reply = await deps.agent.run_turn(context, history, text, system_context=prompt)
         reply_text, usage = reply.text, reply.usage
     except AgentInterrupted:
-        status, reply_text = "interrupted", INTERRUPTED_TEXT
+        # Only the runner interrupts (a follow-up, /stop, /new), and it answers the chat itself:
+        # the interrupted turn owes nothing, so the chat hears about it once.
+        status, reply_text = "interrupted", ""
     except TimeoutError:
         deps.agent.interrupt(key)
         status, reply_text = "timeout", TIMEOUT_TEXT.format(seconds=timeout)
