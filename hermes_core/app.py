@@ -5,7 +5,7 @@ the `hermes_session_key` hook) → unclean-shutdown check (`.clean_shutdown` con
 it, marked turns are promoted by `store.recover_interrupted_turns`: no saved reply →
 `resume_pending`, saved reply → delivery ledger; with it, leftover turn markers are discarded)
 → agent → runner created paused → enabled adapters resolved (entry points) → start-up recovery
-queued on the runner (`pipeline.recovery.restore_at_startup`: stuck loops, ledger sweep,
+queued on the runner (`recovery.restore_at_startup`: stuck loops, ledger sweep,
 auto-continue, intake replay) → adapters started → runner released → watcher started →
 `hermes_startup` broadcast.
 Stop: adapters stopped (no new input) → runner drained (`[scheduler] drain_timeout_s`; turns still
@@ -28,7 +28,7 @@ from typing import Any, Mapping
 from .agents import create_agent
 from .model.timeutil import Clock, parse_timestamp, utc_now
 from .pipeline.deps import PipelineDeps
-from .pipeline.recovery import RecoveryReport, load_restart_counts, restore_at_startup, save_restart_counts
+from .recovery import RecoveryReport, load_restart_counts, restore_at_startup, save_restart_counts
 from .pipeline.runner import GatewayRunner
 from .plugin_system.dispatch import call_broadcast
 from .plugin_system.manager import create_plugin_manager, key_policy, session_key_for, session_shared_for
