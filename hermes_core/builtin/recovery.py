@@ -3,11 +3,8 @@
 from __future__ import annotations
 
 from ..markers import hookimpl
+from ..model.entry import AUTO_RESUME_REASONS  # resumes once; repeats are bounded by the stuck-loop count
 from ..types import RecoveryPlan
-
-# The seed's `_AUTO_RESUME_REASONS`: a turn cut off by a restart or a drain resumes once,
-# automatically; a repeat is bounded by the stuck-loop counter (3 restarts → suspended).
-AUTO_RESUME_REASONS = frozenset({"restart_timeout", "shutdown_timeout", "restart_interrupted"})
 
 
 def default_recovery_plan(failure: str) -> RecoveryPlan:

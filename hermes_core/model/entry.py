@@ -11,6 +11,10 @@ from .timeutil import format_timestamp, parse_timestamp
 
 _DATETIME_FIELDS = ("created_at", "updated_at", "last_resume_marked_at")
 
+# The seed's `_AUTO_RESUME_REASONS` (§7): why an entry was marked `resume_pending`. A turn cut off
+# by a restart drain, a shutdown drain or a crash resumes once at start-up.
+AUTO_RESUME_REASONS = frozenset({"restart_timeout", "shutdown_timeout", "restart_interrupted"})
+
 
 @dataclass(slots=True)
 class SessionEntry:

@@ -33,7 +33,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..builtin.recovery import AUTO_RESUME_REASONS, default_recovery_plan
+from ..builtin.recovery import default_recovery_plan
+from ..model.entry import AUTO_RESUME_REASONS
 from ..plugin_system.dispatch import call_broadcast
 from ..store.mirror import write_atomic
 from ..types import RecoveryPlan

@@ -7,6 +7,6 @@ cannot be opened the store runs degraded on sessions.json + `{session_id}.jsonl`
 from .db import SchemaTooNewError, StoreError
 from .home_lock import HomeLockedError
 from .rows import TranscriptReadError
-from .session_store import RESUME_REASONS, SessionStore
+from .session_store import SessionStore
 
-__all__ = ["HomeLockedError", "RESUME_REASONS", "SchemaTooNewError", "SessionStore", "StoreError", "TranscriptReadError"]
+__all__ = ["HomeLockedError", "SchemaTooNewError", "SessionStore", "StoreError", "TranscriptReadError"]

@@ -50,8 +50,6 @@ _SESSION_COLUMNS = ("session_id", "session_key", "origin", "platform", "chat_id"
                     "display_name", "created_at", "updated_at", "ended_at", "end_reason", "parent_session_id",
                     "input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens", "total_tokens",
                     "estimated_cost_usd", "cost_status")
-RESUME_REASONS = ("restart_timeout", "shutdown_timeout", "restart_interrupted")
-
 
 class SessionStore(TurnOps, TranscriptOps):
     """Routes session keys to sessions and stores transcripts (seed §3).
