@@ -3,62 +3,15 @@ restart in order"; issue 2 "bad input"): real store (SQLite and degraded), real 
 
 from __future__ import annotations
 
-import asyncio
 from datetime import datetime, timedelta, timezone
 
+from pipeline_helpers import KEY, BlockingAgent, Clock, RecordingAdapter, dm, start_app, until
+
 from hermes_core.agents import EchoAgent
-from hermes_core.agents.base import Agent, AgentReply
-from hermes_core.app import GatewayApp
-from hermes_core.model import MessageEvent, SessionSource, TokenUsage
+from hermes_core.model import MessageEvent, SessionSource
 from hermes_core.pipeline.intake import event_from_dict, event_to_dict
-from hermes_core.sdk.adapter import BaseAdapter, SendResult
 from hermes_core.settings import GatewayConfig
 from hermes_core.store import SessionStore
-from hermes_core.types import AdapterSpec
-
-KEY = "agent:main:testchat:dm:100"
-
-
-class RecordingAdapter(BaseAdapter):
-    spec = AdapterSpec(name="testchat", label="Test chat", pii_safe=True, max_message_length=4000)
-
-    def __init__(self):
-        super().__init__(None)
-        self.sent: list[tuple[str, str, str | None]] = []
-
-    async def start(self):
-        return None
-
-    async def stop(self):
-        return None
-
-    async def send(self, target, text, *, reply_to=None, metadata=None):
-        self.sent.append((target.chat_id, text, reply_to))
-        return SendResult(message_id=str(len(self.sent)))
-
-
-class BlockingAgent(Agent):
-    """Never answers: every turn runs until it is cancelled."""
-
-    def __init__(self):
-        super().__init__()
-        self.started: list[str] = []
-
-    async def _generate(self, context, history, message, system_context):
-        self.started.append(message)
-        await asyncio.Event().wait()
-        return AgentReply("unreachable", TokenUsage())
-
-
-def dm():
-    return SessionSource("testchat", "100", chat_type="dm", user_id="u100", user_name="Ann")
-
-
-async def start_app(home, adapter, agent, **config):
-    cfg = GatewayConfig(home=home, platforms={}, **config)
-    app = GatewayApp(cfg, adapters={"testchat": adapter}, agent=agent, watcher=False)
-    await app.start()
-    return app
 
 
 async def test_redelivered_over_long_message_gets_one_notice_also_after_restart(tmp_path):
@@ -85,9 +38,7 @@ async def test_drain_timeout_keeps_running_and_queued_messages_and_answers_them_
                           core={"busy_input_mode": "queue"})  # FIFO: "second" waits for "first"
     await app.runner.handle(MessageEvent(source=dm(), text="first", message_id="m1"))
     await app.runner.handle(MessageEvent(source=dm(), text="second", message_id="m2"))
-    async with asyncio.timeout(10):
-        while agent.started != ["first"]:
-            await asyncio.sleep(0.005)
+    await until(lambda: agent.started == ["first"])
     await app.stop()  # the drain times out: "first" is cut off, "second" never started
     assert (tmp_path / ".clean_shutdown").is_file()
 
@@ -119,14 +70,6 @@ def test_event_round_trips_through_the_intake_encoding():
     back = event_from_dict(data)
     assert (back.source, back.text, back.message_id, back.media, back.kind, back.received_at) == (
         event.source, "hi", "55", [{"url": "file:1", "mime": "image/png", "size": 3}], "user", event.received_at)
-
-
-class Clock:
-    def __init__(self):
-        self.now = datetime(2026, 3, 1, 12, 0, tzinfo=timezone.utc)
-
-    def __call__(self):
-        return self.now
 
 
 async def intake_cycle(store, clock):
