@@ -5,56 +5,15 @@ backends (SQLite and the degraded files). Real GatewayApp, real stores."""
 
 from __future__ import annotations
 
-import asyncio
-
 import pytest
+from pipeline_helpers import KEY, BlockingAgent, ChatAdapter, dm, until
+from pipeline_helpers import start_app as start_gateway
 
 from hermes_core.agents import EchoAgent
-from hermes_core.agents.base import Agent, AgentReply
-from hermes_core.app import GatewayApp
-from hermes_core.model import MessageEvent, SessionSource, TokenUsage
+from hermes_core.model import MessageEvent
 from hermes_core.pipeline.intake import event_to_dict
-from hermes_core.sdk.adapter import BaseAdapter, SendResult
 from hermes_core.settings import GatewayConfig
 from hermes_core.store import SessionStore
-from hermes_core.types import AdapterSpec
-
-KEY = "agent:main:testchat:dm:100"
-
-
-class ChatAdapter(BaseAdapter):
-    spec = AdapterSpec(name="testchat", label="Test chat", pii_safe=True, max_message_length=4000)
-
-    def __init__(self):
-        super().__init__(None)
-        self.sent: list[tuple[str, str | None]] = []
-
-    async def start(self):
-        return None
-
-    async def stop(self):
-        return None
-
-    async def send(self, target, text, *, reply_to=None, metadata=None):
-        self.sent.append((text, reply_to))
-        return SendResult(message_id=str(len(self.sent)))
-
-
-class NeverAnswers(Agent):
-    """Every turn runs until it is cancelled (the drain timeout cuts it off)."""
-
-    def __init__(self):
-        super().__init__()
-        self.started: list[str] = []
-
-    async def _generate(self, context, history, message, system_context):
-        self.started.append(message)
-        await asyncio.Event().wait()
-        return AgentReply("unreachable", TokenUsage())
-
-
-def dm():
-    return SessionSource("testchat", "100", chat_type="dm", user_id="u100", user_name="Ann")
 
 
 def make_home(tmp_path, degraded):
@@ -66,23 +25,14 @@ def make_home(tmp_path, degraded):
 
 
 async def start_app(home, agent, adapter=None, **config):
-    cfg = GatewayConfig(home=home, platforms={}, **config)
     adapter = adapter or ChatAdapter()
-    app = GatewayApp(cfg, adapters={"testchat": adapter}, agent=agent, watcher=False)
-    await app.start()
-    return app, adapter
-
-
-async def until(predicate):
-    async with asyncio.timeout(10):
-        while not predicate():
-            await asyncio.sleep(0.005)
+    return await start_gateway(home, adapter, agent, **config), adapter
 
 
 @pytest.mark.parametrize("degraded", [False, True], ids=["sqlite", "degraded"])
 async def test_queued_messages_and_waiting_burst_replay_in_order_exactly_once(tmp_path, degraded):
     home = make_home(tmp_path, degraded)
-    agent = NeverAnswers()
+    agent = BlockingAgent()
     app, adapter = await start_app(home, agent, scheduler={"drain_timeout_s": 0.2})
     assert app.store.degraded is degraded
     for text, mid in (("/queue A", "m1"), ("B", "m2"), ("C", "m3"), ("/queue q1", "m4"), ("D", "m5")):
@@ -154,7 +104,7 @@ async def test_messages_cleared_by_new_are_never_replayed(tmp_path):
     """A /new that cleared queued messages finished their intake rows at once: however the
     process ends, a restart does not bring them back, and the /new is answered exactly once."""
     home = make_home(tmp_path, False)
-    agent = NeverAnswers()
+    agent = BlockingAgent()
     app, first_adapter = await start_app(home, agent, scheduler={"drain_timeout_s": 0.2})
     await app.runner.handle(MessageEvent(source=dm(), text="/queue A", message_id="m1"))
     await until(lambda: agent.started == ["A"])

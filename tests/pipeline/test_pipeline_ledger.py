@@ -14,46 +14,15 @@ from datetime import timedelta
 from pathlib import Path
 
 import pytest
+from pipeline_helpers import KEY, RecordingAdapter, dm, say
 
 from hermes_core.agents import EchoAgent
 from hermes_core.agents.base import Agent, AgentReply
 from hermes_core.app import GatewayApp
-from hermes_core.model import MessageEvent, SessionSource, TokenUsage
-from hermes_core.sdk.adapter import BaseAdapter, SendResult
+from hermes_core.model import MessageEvent, TokenUsage
 from hermes_core.settings import GatewayConfig
-from hermes_core.types import AdapterSpec
-
-
-class RecordingAdapter(BaseAdapter):
-    """Collects every send as (chat_id, text, reply_to)."""
-
-    spec = AdapterSpec(name="testchat", label="Test chat", pii_safe=True, max_message_length=4000)
-
-    def __init__(self):
-        super().__init__(None)
-        self.sent: list[tuple[str, str, str | None]] = []
-
-    async def start(self):
-        return None
-
-    async def stop(self):
-        return None
-
-    async def send(self, target, text, *, reply_to=None, metadata=None):
-        self.sent.append((target.chat_id, text, reply_to))
-        return SendResult(message_id=str(len(self.sent)))
-
-
-def dm():
-    return SessionSource("testchat", "100", chat_type="dm", user_id="u100", user_name="Ann")
-
-
-async def say(app, source, text, message_id=None):
-    await app.runner.handle(MessageEvent(source=source, text=text, message_id=message_id))
-    await app.runner.join()
 
 SCRIPT = str(Path(__file__).with_name("crash_gateway_script.py"))
-KEY = "agent:main:testchat:dm:100"
 
 
 async def run_script(home: Path, mode: str, *messages: str) -> tuple[int, list[dict], str]:

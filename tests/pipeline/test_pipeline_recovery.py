@@ -6,48 +6,16 @@ Real store, real plugin manager, real GatewayApp."""
 from __future__ import annotations
 
 import json
-from datetime import datetime, timedelta, timezone
+from datetime import timedelta
+
+from pipeline_helpers import KEY, Clock, RecordingAdapter, dm, until
 
 from hermes_core import hookimpl
 from hermes_core.agents import EchoAgent
 from hermes_core.app import GatewayApp
-from hermes_core.model import SessionSource
 from hermes_core.plugin_system import create_plugin_manager
-from hermes_core.sdk.adapter import BaseAdapter, SendResult
 from hermes_core.settings import GatewayConfig
-from hermes_core.types import AdapterSpec, RecoveryPlan
-
-KEY = "agent:main:testchat:dm:100"
-
-
-class RecordingAdapter(BaseAdapter):
-    spec = AdapterSpec(name="testchat", label="Test chat", pii_safe=True, max_message_length=4000)
-
-    def __init__(self):
-        super().__init__(None)
-        self.sent: list[tuple[str, str, str | None]] = []
-
-    async def start(self):
-        return None
-
-    async def stop(self):
-        return None
-
-    async def send(self, target, text, *, reply_to=None, metadata=None):
-        self.sent.append((target.chat_id, text, reply_to))
-        return SendResult(message_id=str(len(self.sent)))
-
-
-def dm():
-    return SessionSource("testchat", "100", chat_type="dm", user_id="u100", user_name="Ann")
-
-
-class Clock:
-    def __init__(self):
-        self.now = datetime(2026, 3, 1, 12, 0, tzinfo=timezone.utc)
-
-    def __call__(self):
-        return self.now
+from hermes_core.types import RecoveryPlan
 
 
 class Planner:
@@ -183,9 +151,7 @@ async def test_drain_interruption_is_counted_and_a_completed_turn_forgets_it(tmp
     await app.start()
     from hermes_core.model import MessageEvent
     await app.runner.handle(MessageEvent(source=dm(), text="stuck"))
-    async with asyncio.timeout(10):
-        while not app.runner.busy_sessions():
-            await asyncio.sleep(0.005)
+    await until(lambda: app.runner.busy_sessions())
     await app.stop()
     assert json.loads((tmp_path / "restart_counts.json").read_text()) == {KEY: 1}
     app, adapter = await restart(tmp_path, clock)
