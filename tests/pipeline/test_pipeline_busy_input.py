@@ -10,38 +10,11 @@ from __future__ import annotations
 
 import asyncio
 
+from pipeline_helpers import KEY, ChatAdapter, dm, start_app, until
+
 from hermes_core.agents.base import Agent, AgentReply
-from hermes_core.app import GatewayApp
-from hermes_core.model import MessageEvent, SessionSource, TokenUsage
+from hermes_core.model import MessageEvent, TokenUsage
 from hermes_core.model.events import INTERNAL
-from hermes_core.sdk.adapter import BaseAdapter, SendResult
-from hermes_core.settings import GatewayConfig
-from hermes_core.types import AdapterSpec
-
-KEY = "agent:main:testchat:dm:100"
-
-
-class ChatAdapter(BaseAdapter):
-    """Collects every send as (text, reply_to)."""
-
-    spec = AdapterSpec(name="testchat", label="Test chat", pii_safe=True, max_message_length=4000)
-
-    def __init__(self):
-        super().__init__(None)
-        self.sent: list[tuple[str, str | None]] = []
-
-    async def start(self):
-        return None
-
-    async def stop(self):
-        return None
-
-    async def send(self, target, text, *, reply_to=None, metadata=None):
-        self.sent.append((text, reply_to))
-        return SendResult(message_id=str(len(self.sent)))
-
-    def texts(self) -> list[str]:
-        return [t for t, _ in self.sent]
 
 
 class HeldAgent(Agent):
@@ -74,26 +47,13 @@ class HeldAgent(Agent):
         return AgentReply("ok " + message, TokenUsage(input_tokens=1, output_tokens=2))
 
 
-def dm(user="u100"):
-    return SessionSource("testchat", "100", chat_type="dm", user_id=user, user_name="Ann")
-
-
 async def make_app(tmp_path, agent, **config):
-    cfg = GatewayConfig(home=tmp_path, platforms={}, **config)
     adapter = ChatAdapter()
-    app = GatewayApp(cfg, adapters={"testchat": adapter}, agent=agent, watcher=False)
-    await app.start()
-    return app, adapter
+    return await start_app(tmp_path, adapter, agent, **config), adapter
 
 
 async def send(app, text, message_id=None, **kw):
     await app.runner.handle(MessageEvent(source=dm(), text=text, message_id=message_id, **kw))
-
-
-async def until(predicate):
-    async with asyncio.timeout(10):
-        while not predicate():
-            await asyncio.sleep(0.005)
 
 
 async def test_burst_interrupts_the_running_turn_and_merges_into_one_turn(tmp_path):

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+from pipeline_helpers import RecordingAdapter, dm, say, until
 
 from hermes_core import hookimpl
 from hermes_core.agents import EchoAgent
@@ -14,39 +15,7 @@ from hermes_core.app import GatewayApp
 from hermes_core.model import MessageEvent, SessionSource, TokenUsage
 from hermes_core.pipeline.commands import HELP_TEXT
 from hermes_core.plugin_system import create_plugin_manager
-from hermes_core.sdk.adapter import BaseAdapter, SendResult
 from hermes_core.settings import GatewayConfig
-from hermes_core.types import AdapterSpec
-
-
-class RecordingAdapter(BaseAdapter):
-    """Collects every send as (chat_id, text, reply_to)."""
-
-    spec = AdapterSpec(name="testchat", label="Test chat", pii_safe=True, max_message_length=4000)
-
-    def __init__(self, limit: int | None = None):
-        super().__init__(None)
-        if limit is not None:
-            self.spec = AdapterSpec(name="testchat", label="Test chat", max_message_length=limit)
-        self.sent: list[tuple[str, str, str | None]] = []
-        self.started = self.stopped = False
-
-    async def start(self):
-        self.started = True
-
-    async def stop(self):
-        self.stopped = True
-
-    async def send(self, target, text, *, reply_to=None, metadata=None):
-        self.sent.append((target.chat_id, text, reply_to))
-        return SendResult(message_id=str(len(self.sent)))
-
-    def texts(self, chat_id: str | None = None) -> list[str]:
-        return [t for c, t, _ in self.sent if chat_id is None or c == chat_id]
-
-
-def dm(chat_id="100", user="u100", name="Ann"):
-    return SessionSource("testchat", chat_id, chat_type="dm", user_id=user, user_name=name)
 
 
 def group(user, name):
@@ -64,11 +33,6 @@ async def make_app(tmp_path, agent=None, limit=None, **config):
     app = GatewayApp(cfg, adapters={"testchat": adapter}, agent=agent or EchoAgent(), watcher=False)
     await app.start()
     return app, adapter
-
-
-async def say(app, source, text, message_id=None):
-    await app.runner.handle(MessageEvent(source=source, text=text, message_id=message_id))
-    await app.runner.join()
 
 
 async def test_turn_records_transcript_usage_and_delivers(tmp_path):
@@ -186,12 +150,6 @@ class GatedAgent(Agent):
         return AgentReply("ok " + message, TokenUsage(input_tokens=1, output_tokens=2))
 
 
-async def _until(predicate):
-    async with asyncio.timeout(10):
-        while not predicate():
-            await asyncio.sleep(0.005)
-
-
 async def test_one_turn_at_a_time_per_session_sessions_concurrent(tmp_path):
     agent = GatedAgent()
     # queue mode: a2 waits for a1 (interrupt mode is covered by test_pipeline_busy_*).
@@ -200,13 +158,13 @@ async def test_one_turn_at_a_time_per_session_sessions_concurrent(tmp_path):
         a, b = dm("1", "u1"), dm("2", "u2")
         for source, text in ((a, "a1"), (a, "a2"), (b, "b1")):
             await app.runner.handle(MessageEvent(source=source, text=text))
-        await _until(lambda: set(agent.started) == {"a1", "b1"})
+        await until(lambda: set(agent.started) == {"a1", "b1"})
         assert "a2" not in agent.started  # a2 waits for a1: same session
         agent.gate("b1").set()
-        await _until(lambda: adapter.texts("2") == ["ok b1"])
+        await until(lambda: adapter.texts("2") == ["ok b1"])
         assert "a2" not in agent.started
         agent.gate("a1").set()
-        await _until(lambda: "a2" in agent.started)
+        await until(lambda: "a2" in agent.started)
         agent.gate("a2").set()
         await app.runner.join()
         assert adapter.texts("1") == ["ok a1", "ok a2"]
@@ -241,7 +199,7 @@ async def test_drain_timeout_marks_running_turn_resume_pending(tmp_path):
     agent = GatedAgent()
     app, adapter = await make_app(tmp_path, agent=agent, scheduler={"drain_timeout_s": 0.05})
     await app.runner.handle(MessageEvent(source=dm(), text="slow"))
-    await _until(lambda: agent.started == ["slow"])
+    await until(lambda: agent.started == ["slow"])
     await app.stop()
     assert (tmp_path / ".clean_shutdown").is_file()
     # Reopen the store alone: the interrupted session is marked for resumption.
