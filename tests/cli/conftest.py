@@ -4,9 +4,15 @@ agent turn that blocks, for crash tests) unless `answer` is set."""
 from __future__ import annotations
 
 import asyncio
+import sys
+from pathlib import Path
 
 import pytest
 from aiohttp import web
+
+# The CLI tests share `cli_helpers` from this folder (tests are imported with
+# --import-mode=importlib, so their folder is not on sys.path by itself).
+sys.path.insert(0, str(Path(__file__).parent))
 
 
 class ChatCompletionsServer:

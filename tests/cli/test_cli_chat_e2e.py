@@ -6,23 +6,16 @@ from __future__ import annotations
 import os
 import re
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from cli_helpers import SCRIPT, gateway_env
 
 from hermes_core import __version__
 
 pytestmark = pytest.mark.slow
 
-SCRIPT = str(Path(sys.executable).with_name("hermes-gateway"))
 ID = r"\d{8}_\d{6}_[0-9a-f]{8}"
-
-
-def gateway_env(home: Path, **extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("HERMES_")}
-    env.update(HERMES_HOME=str(home), **extra)
-    return env
 
 
 def run_cli(home: Path, *args: str, stdin: str = "", **extra: str) -> subprocess.CompletedProcess:

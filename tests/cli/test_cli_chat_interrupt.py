@@ -7,33 +7,24 @@ and the `openai` agent against a chat-completions server on 127.0.0.1 that never
 from __future__ import annotations
 
 import asyncio
-import os
 import signal
-import sys
 from pathlib import Path
 
 import pytest
+from cli_helpers import SCRIPT, chat, gateway_env
 
 from hermes_core.cli.chat import STOPPING_BUSY
 
 pytestmark = pytest.mark.slow
-
-SCRIPT = str(Path(sys.executable).with_name("hermes-gateway"))
-
-
-def _env(home: Path, **extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.upper().startswith("HERMES_")}
-    env.update(HERMES_HOME=str(home), **extra)
-    return env
 
 
 async def _start_blocked_turn(home: Path, server, drain_timeout_s: str):
     proc = await asyncio.create_subprocess_exec(
         SCRIPT, "chat", stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
-        env=_env(home, HERMES_AGENT__BACKEND="openai", HERMES_AGENT__OPENAI__MAX_RETRIES="0",
-                 HERMES_AGENT__OPENAI__BASE_URL=server.base_url,
-                 HERMES_SCHEDULER__DRAIN_TIMEOUT_S=drain_timeout_s))
+        env=gateway_env(home, HERMES_AGENT__BACKEND="openai", HERMES_AGENT__OPENAI__MAX_RETRIES="0",
+                        HERMES_AGENT__OPENAI__BASE_URL=server.base_url,
+                        HERMES_SCHEDULER__DRAIN_TIMEOUT_S=drain_timeout_s))
     proc.stdin.write(b"a long question\n")
     await proc.stdin.drain()
     await asyncio.wait_for(server.started.wait(), 60)  # the turn is running, the server stalls
@@ -41,12 +32,9 @@ async def _start_blocked_turn(home: Path, server, drain_timeout_s: str):
 
 
 async def _restart_answers(home: Path) -> str:
-    proc = await asyncio.create_subprocess_exec(
-        SCRIPT, "chat", stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE, env=_env(home))
-    out, _err = await asyncio.wait_for(proc.communicate(b""), 60)
-    assert proc.returncode == 0
-    return out.decode()
+    code, out, _err = await chat(home, "")
+    assert code == 0
+    return out
 
 
 def test_stopping_line_text():

@@ -5,37 +5,21 @@ subprocesses of the installed console script."""
 from __future__ import annotations
 
 import logging
-import os
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
+from cli_helpers import gateway_env, run
 
 from hermes_core.cli import common
 
-SCRIPT = str(Path(sys.executable).parent / "hermes-gateway")
 COMMANDS = [["chat"], ["run"], ["sessions", "list"], ["sessions", "show", "x"],
             ["sessions", "search", "x"], ["sessions", "export", "x"], ["sessions", "prune", "--days", "1"],
             ["sessions", "import", "/nonexistent/sessions.json"], ["plugins"]]
 
 
-def _env(home: Path, **extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.upper().startswith("HERMES_")}
-    env.update(HERMES_HOME=str(home), **extra)
-    return env
-
-
-def _run(args: list[str], env: dict[str, str], cwd: Path) -> tuple[int, str, str]:
-    proc = subprocess.run([SCRIPT, *args], env=env, cwd=cwd, stdin=subprocess.DEVNULL,
-                          capture_output=True, text=True, timeout=60)
-    return proc.returncode, proc.stdout, proc.stderr
-
-
 @pytest.mark.parametrize("args", COMMANDS, ids=" ".join)
 def test_bad_env_value_same_line_for_every_command(tmp_path, args):
     home = tmp_path / "home"  # no config file anywhere: the line must not blame one
-    code, out, err = _run(args, _env(home, HERMES_AGENT__GATEWAY_TIMEOUT="abc"), tmp_path)
+    code, out, err = run(args, gateway_env(home, HERMES_AGENT__GATEWAY_TIMEOUT="abc"), tmp_path)
     assert (code, out, err) == (2, "", (
         "hermes-gateway: error: invalid config value for 'agent.gateway_timeout': Input should be a "
         "valid integer, unable to parse string as an integer, got 'abc' "
@@ -46,7 +30,7 @@ def test_bad_env_value_same_line_for_every_command(tmp_path, args):
 def test_directory_named_hermes_toml_is_refused_by_every_command(tmp_path, args):
     home = tmp_path / "home"
     (home / "hermes.toml").mkdir(parents=True)
-    code, out, err = _run(args, _env(home), tmp_path)
+    code, out, err = run(args, gateway_env(home), tmp_path)
     assert (code, out, err) == (2, "", (
         f"hermes-gateway: error: config file {home / 'hermes.toml'} cannot be read: it is not a regular file\n"))
 
@@ -55,7 +39,7 @@ def test_bad_value_in_file_names_the_file(tmp_path):
     home = tmp_path / "home"
     home.mkdir()
     (home / "hermes.toml").write_text("session_store_max_age_days = \"week\"\n")
-    code, out, err = _run(["sessions", "list"], _env(home), tmp_path)
+    code, out, err = run(["sessions", "list"], gateway_env(home), tmp_path)
     assert (code, err) == (2, (
         "hermes-gateway: error: invalid config value for 'session_store_max_age_days': Input should be a "
         f"valid integer, unable to parse string as an integer, got 'week' (config file {home / 'hermes.toml'})\n"))
@@ -63,13 +47,13 @@ def test_bad_value_in_file_names_the_file(tmp_path):
 
 def test_sessions_errors_use_the_same_prefix_and_code(tmp_path):
     home = tmp_path / "home"
-    assert _run(["chat"], _env(home), tmp_path)[0] == 0  # a home with state, no sessions
-    code, out, err = _run(["sessions", "show", "nothing-here"], _env(home), tmp_path)
+    assert run(["chat"], gateway_env(home), tmp_path)[0] == 0  # a home with state, no sessions
+    code, out, err = run(["sessions", "show", "nothing-here"], gateway_env(home), tmp_path)
     assert (code, out, err) == (2, "", "hermes-gateway: error: no session with key or id 'nothing-here'\n")
 
 
 def test_new_plugin_error_uses_the_same_prefix_and_code(tmp_path):
-    code, out, err = _run(["new-plugin", "Bad Name!", "--dir", str(tmp_path)], _env(tmp_path / "home"), tmp_path)
+    code, out, err = run(["new-plugin", "Bad Name!", "--dir", str(tmp_path)], gateway_env(tmp_path / "home"), tmp_path)
     assert code == 2 and out == ""
     assert err.startswith("hermes-gateway: error: ") and err.count("\n") == 1
 

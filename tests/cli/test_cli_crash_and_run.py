@@ -5,36 +5,20 @@ SIGTERM / SIGINT."""
 from __future__ import annotations
 
 import asyncio
-import os
 import re
 import signal
 import sqlite3
-import sys
 from pathlib import Path
 
 import pytest
+from cli_helpers import SCRIPT, chat, gateway_env
 
 from hermes_core.settings import GatewayConfig
 from hermes_core.store import SessionStore
 
 pytestmark = pytest.mark.slow
 
-SCRIPT = str(Path(sys.executable).with_name("hermes-gateway"))
 KEY = "agent:main:local:dm:terminal"
-
-
-def gateway_env(home: Path, **extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("HERMES_")}
-    env.update(HERMES_HOME=str(home), **extra)
-    return env
-
-
-async def chat(home: Path, stdin: str, **extra: str) -> tuple[int, str, str]:
-    proc = await asyncio.create_subprocess_exec(
-        SCRIPT, "chat", stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE, env=gateway_env(home, **extra))
-    out, err = await asyncio.wait_for(proc.communicate(stdin.encode()), 60)
-    return proc.returncode, out.decode(), err.decode()
 
 
 async def read_entry(home: Path):

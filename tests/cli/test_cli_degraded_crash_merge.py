@@ -8,32 +8,15 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import re
 import shutil
 import signal
-import sys
 from pathlib import Path
 
 import pytest
+from cli_helpers import SCRIPT, chat, gateway_env
 
 pytestmark = pytest.mark.slow
-
-SCRIPT = str(Path(sys.executable).with_name("hermes-gateway"))
-
-
-def _env(home: Path, **extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.upper().startswith("HERMES_")}
-    env.update(HERMES_HOME=str(home), **extra)
-    return env
-
-
-async def _chat(home: Path, stdin: str) -> tuple[int, str, str]:
-    proc = await asyncio.create_subprocess_exec(
-        SCRIPT, "chat", stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE, env=_env(home))
-    out, err = await asyncio.wait_for(proc.communicate(stdin.encode()), 60)
-    return proc.returncode, out.decode(), err.decode()
 
 
 async def _intake_lines(path: Path, count: int) -> None:
@@ -46,7 +29,7 @@ async def _intake_lines(path: Path, count: int) -> None:
 
 async def test_degraded_crash_then_restored_db_answers_both_messages_once(tmp_path, chat_completions_server):
     home = tmp_path / "home"
-    assert (await _chat(home, "hello\n"))[:2] == (0, "echo: hello\n")
+    assert (await chat(home, "hello\n"))[:2] == (0, "echo: hello\n")
     saved = tmp_path / "saved.db"
     shutil.copy(home / "state.db", saved)
     (home / "state.db").write_bytes(b"not a database" * 100)
@@ -54,8 +37,8 @@ async def test_degraded_crash_then_restored_db_answers_both_messages_once(tmp_pa
     proc = await asyncio.create_subprocess_exec(
         SCRIPT, "chat", stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
-        env=_env(home, HERMES_AGENT__BACKEND="openai", HERMES_AGENT__OPENAI__MAX_RETRIES="0",
-                 HERMES_AGENT__OPENAI__BASE_URL=chat_completions_server.base_url))
+        env=gateway_env(home, HERMES_AGENT__BACKEND="openai", HERMES_AGENT__OPENAI__MAX_RETRIES="0",
+                        HERMES_AGENT__OPENAI__BASE_URL=chat_completions_server.base_url))
     try:
         proc.stdin.write(b"first question\nsecond question\n")
         await proc.stdin.drain()
@@ -70,7 +53,7 @@ async def test_degraded_crash_then_restored_db_answers_both_messages_once(tmp_pa
             await proc.wait()
 
     shutil.copy(saved, home / "state.db")
-    code, out, err = await _chat(home, "third\n")
+    code, out, err = await chat(home, "third\n")
     assert code == 0, err
     assert out.splitlines() == ["echo: first question", "echo: second question", "echo: third"]
     # The session count is 0 or 1: whether the degraded run's debounced sessions.json rewrite
@@ -84,10 +67,10 @@ async def test_degraded_crash_then_restored_db_answers_both_messages_once(tmp_pa
         r"resumption", merge_lines[0]), merge_lines[0]
 
     # exactly once: a further start owes nothing, and the transcript holds each message once
-    code, out, err = await _chat(home, "")
+    code, out, err = await chat(home, "")
     assert (code, out) == (0, "")
     proc = await asyncio.create_subprocess_exec(SCRIPT, "sessions", "show", "agent:main:local:dm:terminal",
-                                                "--json", stdout=asyncio.subprocess.PIPE, env=_env(home))
+                                                "--json", stdout=asyncio.subprocess.PIPE, env=gateway_env(home))
     shown = json.loads((await proc.communicate())[0])
     assert [(m["role"], m["content"]) for m in shown["messages"]] == [
         ("user", "hello"), ("assistant", "echo: hello"),

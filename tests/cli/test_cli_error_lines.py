@@ -5,14 +5,12 @@ installed as a real distribution (dist-info + entry point) on PYTHONPATH."""
 
 from __future__ import annotations
 
-import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from cli_helpers import SCRIPT, gateway_env
 
-SCRIPT = str(Path(sys.executable).parent / "hermes-gateway")
 BROKEN_WARNING = ("hermes-gateway: WARNING: plugin broken failed to load and is skipped: "
                   "ZeroDivisionError: division by zero\n")
 
@@ -33,8 +31,7 @@ def site(tmp_path) -> Path:
 
 def _run(tmp_path: Path, args: list[str], site: Path | None = None, stdin: str = "hi\n",
          **extra: str) -> tuple[int, str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.upper().startswith("HERMES_")}
-    env.update(HERMES_HOME=str(tmp_path / "home"), XDG_CACHE_HOME=str(tmp_path / "cache"), **extra)
+    env = gateway_env(tmp_path / "home", XDG_CACHE_HOME=str(tmp_path / "cache"), **extra)
     if site is not None:
         env["PYTHONPATH"] = str(site)
     proc = subprocess.run([SCRIPT, *args], env=env, cwd=tmp_path, input=stdin, capture_output=True,

@@ -10,28 +10,10 @@ import select
 import sqlite3
 import stat
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-
-SCRIPT = str(Path(sys.executable).parent / "hermes-gateway")
-
-
-def _env(home: Path | str | None, **extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.upper().startswith("HERMES_")}
-    if home is not None:
-        env["HERMES_HOME"] = str(home)
-    env.update(extra)
-    return env
-
-
-def _run(args: list[str], env: dict[str, str], cwd: Path, stdin: str | None = None) -> tuple[int, str, str]:
-    proc = subprocess.run([SCRIPT, *args], env=env, cwd=cwd, input=stdin,
-                          stdin=None if stdin is not None else subprocess.DEVNULL,
-                          capture_output=True, text=True, timeout=60)
-    return proc.returncode, proc.stdout, proc.stderr
-
+from cli_helpers import SCRIPT, gateway_env, run
 
 def _mode(path: Path) -> int:
     return stat.S_IMODE(path.stat().st_mode)
@@ -44,13 +26,13 @@ def test_empty_hermes_home_means_default_home_not_the_current_folder(tmp_path):
     fake_user_home.mkdir()
     cwd = tmp_path / "cwd"
     cwd.mkdir()
-    code, out, err = _run(["chat"], _env("", HOME=str(fake_user_home)), cwd, stdin="hello\n")
+    code, out, err = run(["chat"], gateway_env("", HOME=str(fake_user_home)), cwd, stdin="hello\n")
     assert (code, out, err) == (0, "echo: hello\n", "")
     assert sorted(p.name for p in cwd.iterdir()) == []  # nothing written into the current folder
     assert (fake_user_home / ".hermes" / "state.db").is_file()
     # the config file is looked up in the same home: a bad value there is reported from it
     (fake_user_home / ".hermes" / "hermes.toml").write_text("group_sessions_per_user = \"maybe\"\n")
-    code, out, err = _run(["sessions", "list"], _env("", HOME=str(fake_user_home)), cwd)
+    code, out, err = run(["sessions", "list"], gateway_env("", HOME=str(fake_user_home)), cwd)
     assert code == 2
     assert err.endswith(f"(config file {fake_user_home / '.hermes' / 'hermes.toml'})\n")
 
@@ -72,13 +54,13 @@ def test_empty_hermes_home_in_process_agrees_with_config_path(tmp_path, monkeypa
 @pytest.mark.parametrize("args", [["chat"], ["run"], ["sessions", "list"], ["plugins"]], ids=" ".join)
 def test_missing_explicit_config_file_stops_start_up(tmp_path, args):
     missing = tmp_path / "nonexistent.toml"
-    code, out, err = _run(args, _env(tmp_path / "home", HERMES_CONFIG=str(missing)), tmp_path)
+    code, out, err = run(args, gateway_env(tmp_path / "home", HERMES_CONFIG=str(missing)), tmp_path)
     assert (code, out, err) == (2, "", f"hermes-gateway: error: config file {missing} (HERMES_CONFIG) does not exist\n")
     assert not (tmp_path / "home").exists()
 
 
 def test_absent_default_config_file_is_fine(tmp_path):
-    code, out, err = _run(["chat"], _env(tmp_path / "home"), tmp_path, stdin="hi\n")
+    code, out, err = run(["chat"], gateway_env(tmp_path / "home"), tmp_path, stdin="hi\n")
     assert (code, out, err) == (0, "echo: hi\n", "")
 
 
@@ -89,12 +71,12 @@ def test_absent_default_config_file_is_fine(tmp_path):
                                   ["sessions", "reindex"]], ids=" ".join)
 def test_admin_commands_on_a_home_without_state_create_nothing(tmp_path, args):
     home = tmp_path / "typo"
-    code, out, err = _run(args, _env(home), tmp_path)
+    code, out, err = run(args, gateway_env(home), tmp_path)
     assert (code, out, err) == (2, "", f"hermes-gateway: error: no gateway state at {home} "
                                        f"(state.db not found at {home / 'state.db'})\n")
     assert not home.exists()
     home.mkdir()  # an existing but empty folder stays empty too
-    assert _run(args, _env(home), tmp_path)[0] == 2
+    assert run(args, gateway_env(home), tmp_path)[0] == 2
     assert list(home.iterdir()) == []
 
 
@@ -102,7 +84,7 @@ def test_admin_commands_on_a_home_without_state_create_nothing(tmp_path, args):
 
 def test_new_home_and_its_files_are_owner_only(tmp_path):
     home = tmp_path / "new" / "home"
-    code, out, err = _run(["chat"], _env(home), tmp_path, stdin="hello\n")
+    code, out, err = run(["chat"], gateway_env(home), tmp_path, stdin="hello\n")
     assert (code, err) == (0, "")
     assert _mode(home) == 0o700
     assert _mode(home / "sessions") == 0o700
@@ -131,7 +113,7 @@ def test_existing_home_keeps_its_mode(tmp_path):
     home = tmp_path / "home"
     home.mkdir()
     os.chmod(home, 0o750)
-    assert _run(["chat"], _env(home), tmp_path, stdin="hi\n")[0] == 0
+    assert run(["chat"], gateway_env(home), tmp_path, stdin="hi\n")[0] == 0
     assert _mode(home) == 0o750
 
 
@@ -158,17 +140,17 @@ def _old_gateway_dir(tmp_path: Path) -> Path:
 def test_import_accepts_the_folder_and_warns_about_a_key_mismatch(tmp_path):
     home = tmp_path / "home"
     old = _old_gateway_dir(tmp_path)
-    code, out, err = _run(["sessions", "import", str(old)], _env(home), tmp_path)
+    code, out, err = run(["sessions", "import", str(old)], gateway_env(home), tmp_path)
     assert (code, err) == (0, "")
     assert out.splitlines() == [
         "imported 2 session(s), kept 0 existing, 1 message(s) from 1 legacy transcript(s)",
         "warning agent:main:telegram:dm:2: inner session_key 'agent:main:telegram:dm:999' differs from "
         "its key; imported under 'agent:main:telegram:dm:2'"]
-    code, out, err = _run(["sessions", "list", "--json"], _env(home), tmp_path)
+    code, out, err = run(["sessions", "list", "--json"], gateway_env(home), tmp_path)
     assert sorted((r["session_key"], r["session_id"]) for r in json.loads(out)) == [
         ("agent:main:telegram:dm:1", "20250101_000000_aaaaaaa1"),
         ("agent:main:telegram:dm:2", "20250101_000000_aaaaaaa2")]
-    code, out, err = _run(["sessions", "import", str(old), "--json"], _env(home), tmp_path)
+    code, out, err = run(["sessions", "import", str(old), "--json"], gateway_env(home), tmp_path)
     report = json.loads(out)
     assert (report["imported"], report["skipped_existing"], report["warnings"]) == (0, 2, [
         "agent:main:telegram:dm:2: inner session_key 'agent:main:telegram:dm:999' differs from its key; "
@@ -178,37 +160,37 @@ def test_import_accepts_the_folder_and_warns_about_a_key_mismatch(tmp_path):
 def test_import_of_a_folder_without_sessions_json_names_the_file(tmp_path):
     empty = tmp_path / "empty"
     empty.mkdir()
-    code, out, err = _run(["sessions", "import", str(empty)], _env(tmp_path / "home"), tmp_path)
+    code, out, err = run(["sessions", "import", str(empty)], gateway_env(tmp_path / "home"), tmp_path)
     assert (code, out, err) == (2, "", f"hermes-gateway: error: no sessions.json at {empty / 'sessions.json'}\n")
 
 
 def test_reindex_reports_healthy_then_rebuilds_a_damaged_index(tmp_path):
     home = tmp_path / "home"
-    assert _run(["chat"], _env(home), tmp_path, stdin="the lighthouse keeper\n")[0] == 0
-    code, out, err = _run(["sessions", "reindex"], _env(home), tmp_path)
+    assert run(["chat"], gateway_env(home), tmp_path, stdin="the lighthouse keeper\n")[0] == 0
+    code, out, err = run(["sessions", "reindex"], gateway_env(home), tmp_path)
     assert (code, out, err) == (0, "full-text index is healthy: no rebuild needed\n", "")
 
     with sqlite3.connect(home / "state.db") as conn:  # damage the index's shadow table
         conn.execute("DELETE FROM messages_fts_data WHERE id > 10")
-    code, out, err = _run(["sessions", "reindex", "--json"], _env(home), tmp_path)
+    code, out, err = run(["sessions", "reindex", "--json"], gateway_env(home), tmp_path)
     assert (code, out) == (0, '{"rebuilt": true}\n')
-    code, out, err = _run(["sessions", "reindex"], _env(home), tmp_path)
+    code, out, err = run(["sessions", "reindex"], gateway_env(home), tmp_path)
     assert (code, out) == (0, "full-text index is healthy: no rebuild needed\n")
-    code, out, err = _run(["sessions", "search", "lighthouse", "--json"], _env(home), tmp_path)
+    code, out, err = run(["sessions", "search", "lighthouse", "--json"], gateway_env(home), tmp_path)
     assert [r["snippet"] for r in json.loads(out)] == ["the [lighthouse] keeper", "echo: the [lighthouse] keeper"]
 
 
 def test_reindex_refuses_while_a_gateway_holds_the_home(tmp_path):
     home = tmp_path / "home"
-    assert _run(["chat"], _env(home), tmp_path, stdin="hi\n")[0] == 0
-    holder = subprocess.Popen([SCRIPT, "chat"], env=_env(home), cwd=tmp_path, stdin=subprocess.PIPE,
+    assert run(["chat"], gateway_env(home), tmp_path, stdin="hi\n")[0] == 0
+    holder = subprocess.Popen([SCRIPT, "chat"], env=gateway_env(home), cwd=tmp_path, stdin=subprocess.PIPE,
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         holder.stdin.write("wait\n")
         holder.stdin.flush()
         assert select.select([holder.stdout], [], [], 60)[0], "the gateway did not answer"
         assert holder.stdout.readline() == "echo: wait\n"  # the gateway is up and holds the lock
-        code, out, err = _run(["sessions", "reindex"], _env(home), tmp_path)
+        code, out, err = run(["sessions", "reindex"], gateway_env(home), tmp_path)
         assert (code, out) == (2, "")
         assert err == (f"hermes-gateway: error: a gateway is running on HERMES_HOME {home} "
                        f"(pid {holder.pid}); stop it first\n")

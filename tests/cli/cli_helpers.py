@@ -1,0 +1,42 @@
+"""Shared pieces of the CLI subprocess tests: the installed `hermes-gateway` script, an
+environment that isolates it from the caller's HERMES_* settings, and ways to run it."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+SCRIPT = str(Path(sys.executable).with_name("hermes-gateway"))
+"""The console script of the venv running the tests."""
+
+
+def gateway_env(home: Path | str | None, **extra: str) -> dict[str, str]:
+    """The caller's environment without any HERMES_* variable (in any case), with HERMES_HOME =
+    `home` (left unset when None) and then `extra` (variable name -> value) added."""
+    env = {k: v for k, v in os.environ.items() if not k.upper().startswith("HERMES_")}
+    if home is not None:
+        env["HERMES_HOME"] = str(home)
+    env.update(extra)
+    return env
+
+
+def run(args: list[str], env: dict[str, str], cwd: Path, stdin: str | None = None) -> tuple[int, str, str]:
+    """Run `hermes-gateway *args` to its end (60 s at most) in `cwd` with `env`; `stdin` is the
+    text fed to it (None: no input at all). Returns (exit code, stdout, stderr)."""
+    proc = subprocess.run([SCRIPT, *args], env=env, cwd=cwd, input=stdin,
+                          stdin=None if stdin is not None else subprocess.DEVNULL,
+                          capture_output=True, text=True, timeout=60)
+    return proc.returncode, proc.stdout, proc.stderr
+
+
+async def chat(home: Path, stdin: str, **extra: str) -> tuple[int, str, str]:
+    """Run `hermes-gateway chat` on `home` with `stdin` typed in, to its end (60 s at most);
+    `extra` are more environment variables. Returns (exit code, stdout, stderr)."""
+    proc = await asyncio.create_subprocess_exec(
+        SCRIPT, "chat", stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE, env=gateway_env(home, **extra))
+    out, err = await asyncio.wait_for(proc.communicate(stdin.encode()), 60)
+    return proc.returncode, out.decode(), err.decode()
