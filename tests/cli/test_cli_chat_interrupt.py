@@ -11,7 +11,7 @@ import signal
 from pathlib import Path
 
 import pytest
-from cli_helpers import SCRIPT, chat, gateway_env
+from cli_helpers import chat, start_openai_chat
 
 from hermes_core.cli.chat import STOPPING_BUSY
 
@@ -19,12 +19,7 @@ pytestmark = pytest.mark.slow
 
 
 async def _start_blocked_turn(home: Path, server, drain_timeout_s: str):
-    proc = await asyncio.create_subprocess_exec(
-        SCRIPT, "chat", stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-        env=gateway_env(home, HERMES_AGENT__BACKEND="openai", HERMES_AGENT__OPENAI__MAX_RETRIES="0",
-                        HERMES_AGENT__OPENAI__BASE_URL=server.base_url,
-                        HERMES_SCHEDULER__DRAIN_TIMEOUT_S=drain_timeout_s))
+    proc = await start_openai_chat(home, server.base_url, HERMES_SCHEDULER__DRAIN_TIMEOUT_S=drain_timeout_s)
     proc.stdin.write(b"a long question\n")
     await proc.stdin.drain()
     await asyncio.wait_for(server.started.wait(), 60)  # the turn is running, the server stalls

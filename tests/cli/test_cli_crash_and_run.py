@@ -11,7 +11,7 @@ import sqlite3
 from pathlib import Path
 
 import pytest
-from cli_helpers import SCRIPT, chat, gateway_env
+from cli_helpers import SCRIPT, chat, gateway_env, start_openai_chat
 
 from hermes_core.settings import GatewayConfig
 from hermes_core.store import SessionStore
@@ -46,11 +46,7 @@ async def wait_for_inbound_rows(home: Path, count: int) -> None:
 
 
 async def test_sigkill_mid_turn_then_restart_answers_both_messages_once_in_order(tmp_path, chat_completions_server):
-    proc = await asyncio.create_subprocess_exec(
-        SCRIPT, "chat", stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-        env=gateway_env(tmp_path, HERMES_AGENT__BACKEND="openai", HERMES_AGENT__OPENAI__MAX_RETRIES="0",
-                        HERMES_AGENT__OPENAI__BASE_URL=chat_completions_server.base_url))
+    proc = await start_openai_chat(tmp_path, chat_completions_server.base_url)
     try:
         proc.stdin.write(b"first question\nsecond question\n")
         await proc.stdin.drain()

@@ -14,7 +14,7 @@ import signal
 from pathlib import Path
 
 import pytest
-from cli_helpers import SCRIPT, chat, gateway_env
+from cli_helpers import SCRIPT, chat, gateway_env, start_openai_chat
 
 pytestmark = pytest.mark.slow
 
@@ -34,11 +34,7 @@ async def test_degraded_crash_then_restored_db_answers_both_messages_once(tmp_pa
     shutil.copy(home / "state.db", saved)
     (home / "state.db").write_bytes(b"not a database" * 100)
 
-    proc = await asyncio.create_subprocess_exec(
-        SCRIPT, "chat", stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-        env=gateway_env(home, HERMES_AGENT__BACKEND="openai", HERMES_AGENT__OPENAI__MAX_RETRIES="0",
-                        HERMES_AGENT__OPENAI__BASE_URL=chat_completions_server.base_url))
+    proc = await start_openai_chat(home, chat_completions_server.base_url)
     try:
         proc.stdin.write(b"first question\nsecond question\n")
         await proc.stdin.drain()
