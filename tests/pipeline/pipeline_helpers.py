@@ -91,13 +91,24 @@ class BlockingAgent(Agent):
 
 
 class Clock:
-    """A clock the test moves by assigning `now` (aware UTC; starts 2026-03-01 12:00)."""
+    """A clock the test moves by assigning `now` (an aware UTC datetime; 2026-03-01 12:00 unless
+    `now` is given). Call it for the current time."""
 
-    def __init__(self):
-        self.now = datetime(2026, 3, 1, 12, 0, tzinfo=timezone.utc)
+    def __init__(self, now: datetime | None = None):
+        self.now = now or datetime(2026, 3, 1, 12, 0, tzinfo=timezone.utc)
 
     def __call__(self):
         return self.now
+
+
+class SecondsClock:
+    """A clock in plain seconds (float) for the agent cache; the test sets `t` by hand."""
+
+    def __init__(self, t: float = 0.0):
+        self.t = t
+
+    def __call__(self):
+        return self.t
 
 
 def dm(chat_id="100", user="u100", name="Ann"):

@@ -7,20 +7,13 @@ from __future__ import annotations
 import platform
 
 import pytest
+from pipeline_helpers import SecondsClock
 
 from hermes_core.pipeline.agent_cache import AgentCache
 from hermes_core.pipeline.memory_budget import MemoryProbe, malloc_trim, parse_memory_high_mb
 from hermes_core.settings import GatewayConfig
 
 MiB = 1024 * 1024
-
-
-class FakeClock:
-    def __init__(self, t=0.0):
-        self.t = t
-
-    def __call__(self):
-        return self.t
 
 
 class Trim:
@@ -59,7 +52,7 @@ def cgroup_v2(tmp_path, *, high="max", maximum="max", anon=None, rss_kib=None):
 # ---- LRU -------------------------------------------------------------------------------------
 
 def test_lru_order_hit_moves_to_end_and_max_size_evicts_least_recent():
-    cache = AgentCache(max_size=3, clock=FakeClock())
+    cache = AgentCache(max_size=3, clock=SecondsClock())
     for key in ("a", "b", "c"):
         cache.put(key, "sid-" + key, msgs(key))
     assert cache.get("a", "sid-a").messages == msgs("a")  # hit → most recent
@@ -72,7 +65,7 @@ def test_lru_order_hit_moves_to_end_and_max_size_evicts_least_recent():
 
 
 def test_capacity_eviction_passes_over_an_entry_mid_turn():
-    cache = AgentCache(max_size=2, clock=FakeClock())
+    cache = AgentCache(max_size=2, clock=SecondsClock())
     a = cache.put("a", "sid-a", msgs("a"))
     cache.put("b", "sid-b", msgs("b"))
     cache.begin_turn(a)
@@ -96,7 +89,7 @@ async def test_acquire_loads_once_and_a_new_session_id_replaces_the_entry():
         loads.append(session_id)
         return msgs("from " + session_id)
 
-    cache = AgentCache(clock=FakeClock())
+    cache = AgentCache(clock=SecondsClock())
     first = await cache.acquire("k", "s1", load)
     again = await cache.acquire("k", "s1", load)
     assert first is again and loads == ["s1"]
@@ -109,7 +102,7 @@ async def test_acquire_loads_once_and_a_new_session_id_replaces_the_entry():
 
 
 def test_invalidate_and_invalidate_session():
-    cache = AgentCache(clock=FakeClock())
+    cache = AgentCache(clock=SecondsClock())
     cache.put("a", "s1", msgs("x"))
     cache.put("b", "s2", msgs("y"))
     assert cache.invalidate("a") is True
@@ -121,7 +114,7 @@ def test_invalidate_and_invalidate_session():
 
 def test_one_session_id_has_one_live_copy():
     """Two keys switched onto one session: caching or writing through one drops the other."""
-    cache = AgentCache(clock=FakeClock())
+    cache = AgentCache(clock=SecondsClock())
     cache.put("k1", "shared", msgs("one"))
     k2 = cache.put("k2", "shared", msgs("one"))
     assert cache.keys() == ["k2"]
@@ -133,7 +126,7 @@ def test_one_session_id_has_one_live_copy():
 
 
 def test_append_tracks_persistence():
-    cache = AgentCache(clock=FakeClock())
+    cache = AgentCache(clock=SecondsClock())
     entry = cache.put("k", "s", msgs("a"))
     cache.append(entry, msgs("b")[0], persisted=False)
     assert (entry.last_flushed_idx, len(entry.messages)) == (1, 2)
@@ -145,7 +138,7 @@ def test_append_tracks_persistence():
 # ---- idle TTL --------------------------------------------------------------------------------
 
 def test_idle_ttl_on_a_fake_clock_spares_mid_turn_and_unsaved_entries():
-    clock = FakeClock(0.0)
+    clock = SecondsClock(0.0)
     cache = AgentCache(idle_ttl_secs=3600, clock=clock)
     cache.put("a", "sa", msgs("a"))
     clock.t = 100.0
@@ -172,7 +165,7 @@ def test_idle_ttl_on_a_fake_clock_spares_mid_turn_and_unsaved_entries():
 
 
 def test_idle_ttl_zero_disables_it():
-    clock = FakeClock(0.0)
+    clock = SecondsClock(0.0)
     cache = AgentCache(idle_ttl_secs=0, clock=clock)
     cache.put("a", "sa", msgs("a"))
     clock.t = 10 ** 9
@@ -267,7 +260,7 @@ def _six_entries(cache):
 def test_pressure_sweep_respects_protect_recent_max_evictions_mid_turn_and_unsaved(tmp_path):
     trim = Trim()
     probe = cgroup_v2(tmp_path, high=str(100 * MiB), anon=150 * MiB)
-    cache = AgentCache(protect_recent=2, max_evictions_per_pass=2, clock=FakeClock(), probe=probe, trim=trim)
+    cache = AgentCache(protect_recent=2, max_evictions_per_pass=2, clock=SecondsClock(), probe=probe, trim=trim)
     _six_entries(cache)
     report = cache.sweep_under_pressure()
     assert report.evicted == ("k2", "k3")
@@ -284,19 +277,19 @@ def test_pressure_sweep_respects_protect_recent_max_evictions_mid_turn_and_unsav
 def test_pressure_sweep_does_nothing_under_budget_or_when_disabled(tmp_path):
     trim = Trim()
     probe = cgroup_v2(tmp_path, high=str(100 * MiB), anon=99 * MiB)
-    under = AgentCache(protect_recent=0, clock=FakeClock(), probe=probe, trim=trim)
+    under = AgentCache(protect_recent=0, clock=SecondsClock(), probe=probe, trim=trim)
     _six_entries(under)
     report = under.sweep_under_pressure()
     assert report.reading.used_bytes == 99 * MiB and report.evicted == ()
     write(tmp_path / "cg/system.slice/hermes.service/memory.stat", f"anon {200 * MiB}\n")
     for setting in ("off", 0):
-        disabled = AgentCache(memory_high_mb=setting, protect_recent=0, clock=FakeClock(), probe=probe, trim=trim)
+        disabled = AgentCache(memory_high_mb=setting, protect_recent=0, clock=SecondsClock(), probe=probe, trim=trim)
         _six_entries(disabled)
         assert disabled.sweep_under_pressure().reading is None
         assert len(disabled) == 6
     assert trim.calls == 0
     # The same cache with pressure on: the 4 idle, saved entries go (16 per pass allowed).
-    on = AgentCache(protect_recent=0, clock=FakeClock(), probe=probe, trim=trim)
+    on = AgentCache(protect_recent=0, clock=SecondsClock(), probe=probe, trim=trim)
     _six_entries(on)
     assert on.sweep_under_pressure().evicted == ("k2", "k3", "k4", "k5")
 

@@ -10,6 +10,7 @@ import asyncio
 from typing import Any
 
 import pytest
+from pipeline_helpers import SecondsClock
 
 from hermes_core.agents import EchoAgent
 from hermes_core.agents.base import AgentError
@@ -59,14 +60,6 @@ class HistoryEcho(EchoAgent):
         if message == self.fail_on:
             raise AgentError("backend down")
         return await super()._generate(context, history, message, system_context)
-
-
-class FakeClock:
-    def __init__(self, t=0.0):
-        self.t = t
-
-    def __call__(self):
-        return self.t
 
 
 def dm():
@@ -180,7 +173,7 @@ async def test_a_failed_turn_keeps_the_user_message_in_the_live_transcript(tmp_p
 
 
 async def test_housekeeping_tick_applies_the_idle_ttl_and_the_pressure_sweep(tmp_path):
-    clock = FakeClock(0.0)
+    clock = SecondsClock(0.0)
     cache = AgentCache(idle_ttl_secs=3600, memory_high_mb="off", clock=clock)
     app, cache = await start(tmp_path, HistoryEcho(), cache)
     watcher = Watcher(app.pm, app.config, app.store, app=app)

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta, timezone
 
+from pipeline_helpers import Clock
+
 from hermes_core.model import SessionSource
 from hermes_core.plugin_system import create_plugin_manager
 from hermes_core.scheduler import Watcher
@@ -14,20 +16,12 @@ from hermes_core.store import SessionStore
 T0 = datetime(2026, 3, 1, 12, 0, 0, tzinfo=timezone.utc)
 
 
-class FakeClock:
-    def __init__(self, now):
-        self.now = now
-
-    def __call__(self):
-        return self.now
-
-
 OLD = SessionSource("telegram", "1", chat_type="dm", user_id="1")
 FRESH = SessionSource("telegram", "2", chat_type="dm", user_id="2")
 
 
 async def _setup(tmp_path, days):
-    clock = FakeClock(T0)
+    clock = Clock(T0)
     config = GatewayConfig(home=tmp_path, session_store_max_age_days=days)
     store = SessionStore(config.sessions_dir, config, clock=clock)
     await store.open()

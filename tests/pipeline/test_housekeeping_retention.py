@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta, timezone
 
+from pipeline_helpers import Clock
+
 from hermes_core.model import SessionSource
 from hermes_core.plugin_system import create_plugin_manager
 from hermes_core.scheduler import Watcher
@@ -17,16 +19,8 @@ EVENT = {"source": DM.to_dict(), "text": "hi", "message_id": "m1", "media": [], 
          "received_at": "2026-03-01T12:00:00+00:00"}
 
 
-class FakeClock:
-    def __init__(self, now):
-        self.now = now
-
-    def __call__(self):
-        return self.now
-
-
 async def test_tick_forgets_finished_rows_after_seven_days_and_keeps_owed_ones(tmp_path):
-    clock = FakeClock(T0)
+    clock = Clock(T0)
     config = GatewayConfig(home=tmp_path, session_store_max_age_days=0)
     store = SessionStore(config.sessions_dir, config, clock=clock)
     await store.open()
