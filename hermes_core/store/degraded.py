@@ -22,7 +22,7 @@ from typing import Any, Callable, Iterable
 
 from ..model import SessionEntry, SessionSource, TokenUsage, format_timestamp
 from .mirror import SESSIONS_FILE_NAME, load_sessions_json, render_from_json_texts, write_atomic
-from .rows import TranscriptReadError, row_to_message
+from .rows import TranscriptReadError, jsonl_message_rows, row_to_message
 
 log = logging.getLogger(__name__)
 
@@ -257,19 +257,8 @@ class DegradedBackend:
                 return []
             except (OSError, UnicodeDecodeError) as exc:
                 raise TranscriptReadError(f"transcript {path} could not be read: {exc}") from exc
-            rows = []
-            for number, line in enumerate(text.splitlines(), 1):
-                if not line.strip():
-                    continue
-                try:
-                    row = json.loads(line)
-                    if not isinstance(row, dict) or "role" not in row:
-                        raise ValueError("not a message object")
-                except ValueError as exc:
-                    log.warning("%s line %d skipped: %s", path, number, exc)
-                    continue
-                rows.append(row)
-            return rows
+            return jsonl_message_rows(
+                text, lambda number, exc: log.warning("%s line %d skipped: %s", path, number, exc))
         return await asyncio.to_thread(read)
 
     async def _append_lines(self, session_id: str, rows: list[dict[str, Any]]) -> None:

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING
 from ..model import validate_session_id
 from .degraded import INTAKE_FILE_NAME, MARKERS_FILE_NAME
 from .mirror import SESSIONS_FILE_NAME, entries_from_data, load_sessions_json
+from .rows import jsonl_message_rows
 
 if TYPE_CHECKING:  # the store calls merge_degraded_writes at open: no import cycle at run time
     from .session_store import SessionStore
@@ -182,18 +183,12 @@ def _message_key(message: dict) -> tuple:
 def _degraded_rows(path: Path, report: MergeReport) -> list[dict]:
     """Active messages of one degraded `{session_id}.jsonl` (the DegradedBackend's row shape:
     `rows.normalize_message` plus `id` and `active`), as `load_transcript` returns them."""
+    def bad_line(number: int, exc: ValueError) -> None:
+        report.skipped.append(f"{path.name} line {number}: {exc}")
+        log.warning("%s line %d not merged: %s", path, number, exc)
+
     rows = []
-    for number, line in enumerate(path.read_text(encoding="utf-8", errors="replace").splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            row = json.loads(line)
-            if not isinstance(row, dict) or "role" not in row:
-                raise ValueError("not a message object")
-        except ValueError as exc:
-            report.skipped.append(f"{path.name} line {number}: {exc}")
-            log.warning("%s line %d not merged: %s", path, number, exc)
-            continue
+    for row in jsonl_message_rows(path.read_text(encoding="utf-8", errors="replace"), bad_line):
         if not row.get("active", 1):
             continue  # rewound while degraded
         message = {k: row.get(k) for k in ("role", "content", "timestamp", "platform_message_id",

@@ -76,3 +76,24 @@ def row_to_message(row: Mapping[str, Any]) -> dict[str, Any]:
                 raise TranscriptReadError(f"stored tool_calls are not JSON: {exc}") from None
         out[key] = value
     return out
+
+
+def jsonl_message_rows(text: str, on_bad_line: Callable[[int, ValueError], None]) -> list[dict[str, Any]]:
+    """Parse a `{session_id}.jsonl` transcript (one JSON message object per line).
+
+    Blank lines are passed over; a line that is not a JSON object with a `role` is reported to
+    `on_bad_line(line_number, error)` (1-based) and skipped, so one bad line loses nothing else.
+    """
+    rows = []
+    for number, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+            if not isinstance(row, dict) or "role" not in row:
+                raise ValueError("not a message object")
+        except ValueError as exc:
+            on_bad_line(number, exc)
+            continue
+        rows.append(row)
+    return rows
