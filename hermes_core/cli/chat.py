@@ -54,16 +54,18 @@ async def run_chat(config: Any, *, install_signals: Callable[[asyncio.Event], No
         await gateway.stop()
 
 
-STOPPING_BUSY = ("Stopping… the running turn will be resumed at the next start "
-                 "(press Ctrl-C again to quit now)")
+# The drain gives the running reply `[scheduler] drain_timeout_s` seconds to finish; only a turn
+# still running after that is marked for resumption (seed §7 "drain timeout marking").
+STOPPING_BUSY = ("Stopping… the running reply has {seconds:g} s to finish, otherwise it resumes at the "
+                 "next start (press Ctrl-C again to quit now)")
 STOPPING_IDLE = "Stopping…"
 FORCED_EXIT_CODE = 130  # 128 + SIGINT, what shells report for a Ctrl-C'd command
 
 
 def install_interrupt_handlers(stop: asyncio.Event, gateway: GatewayApp, *, stderr=None) -> None:
     """Ctrl-C / SIGTERM in `chat`: the first one prints one line on stderr at once and starts the
-    graceful stop (`stop` is set: the running turn gets `[scheduler] drain_timeout_s`, then is
-    marked for resumption); a second Ctrl-C exits immediately with code 130. That is safe: every
+    graceful stop (`stop` is set: the running turn gets `[scheduler] drain_timeout_s` to
+    finish, then is marked for resumption); a second Ctrl-C exits immediately with code 130. That is safe: every
     accepted message and the turn marker are already committed to SQLite, so the next start
     resumes the interrupted turn, and the kernel releases the home lock.
 
@@ -77,7 +79,8 @@ def install_interrupt_handlers(stop: asyncio.Event, gateway: GatewayApp, *, stde
                 _force_exit()
             return
         busy = gateway.runner is not None and bool(gateway.runner.busy_sessions())
-        err.write((STOPPING_BUSY if busy else STOPPING_IDLE) + "\n")
+        seconds = gateway.config.scheduler.drain_timeout_s
+        err.write((STOPPING_BUSY.format(seconds=seconds) if busy else STOPPING_IDLE) + "\n")
         err.flush()
         stop.set()
 

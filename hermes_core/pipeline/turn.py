@@ -187,6 +187,8 @@ async def _answer(deps: PipelineDeps, key: str, source, entry, context, adapter,
         await store.clear_resume_pending(key)
         if deps.on_turn_completed is not None:
             await maybe_await(deps.on_turn_completed(key))
+    elif status == "interrupted":  # asked for by the runner (a follow-up, /stop, /new)
+        log.info("turn in %s ended interrupted", key)
     else:
         log.warning("turn in %s ended %s", key, status)
     return TurnResult(status=status, session_id=entry.session_id, reply=owed or "")

@@ -33,8 +33,9 @@ async def _restart_answers(home: Path) -> str:
 
 
 def test_stopping_line_text():
-    assert STOPPING_BUSY == ("Stopping… the running turn will be resumed at the next start "
-                             "(press Ctrl-C again to quit now)")
+    assert STOPPING_BUSY.format(seconds=10.0) == (
+        "Stopping… the running reply has 10 s to finish, otherwise it resumes at the next start "
+        "(press Ctrl-C again to quit now)")
 
 
 async def test_second_ctrl_c_quits_at_once_with_130(tmp_path, chat_completions_server):
@@ -43,7 +44,7 @@ async def test_second_ctrl_c_quits_at_once_with_130(tmp_path, chat_completions_s
     try:
         proc.send_signal(signal.SIGINT)
         line = await asyncio.wait_for(proc.stderr.readline(), 30)
-        assert line.decode() == STOPPING_BUSY + "\n"
+        assert line.decode() == STOPPING_BUSY.format(seconds=600) + "\n"
         assert proc.returncode is None  # still draining the running turn
         proc.send_signal(signal.SIGINT)
         assert await asyncio.wait_for(proc.wait(), 30) == 130
@@ -61,7 +62,7 @@ async def test_one_ctrl_c_drains_then_marks_the_turn_for_resumption(tmp_path, ch
     try:
         proc.send_signal(signal.SIGINT)
         line = await asyncio.wait_for(proc.stderr.readline(), 30)
-        assert line.decode() == STOPPING_BUSY + "\n"
+        assert line.decode() == STOPPING_BUSY.format(seconds=0.5) + "\n"
         assert await asyncio.wait_for(proc.wait(), 30) == 0
         assert await proc.stdout.read() == b""
     finally:
