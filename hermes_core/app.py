@@ -35,7 +35,7 @@ from .plugin_system.manager import create_plugin_manager, key_policy, session_ke
 from .plugin_system.redaction import install_log_redaction
 from .scheduler import Watcher
 from .settings import ConfigError, config_file_path, ensure_private_dir, env_home, load_config
-from .store.mirror import write_atomic
+from .store.files import write_atomic
 
 log = logging.getLogger(__name__)
 

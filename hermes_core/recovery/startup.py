@@ -36,7 +36,7 @@ from typing import Any
 from ..builtin.recovery import default_recovery_plan
 from ..model.entry import AUTO_RESUME_REASONS
 from ..plugin_system.dispatch import call_broadcast
-from ..store.mirror import write_atomic
+from ..store.files import read_json_object, write_atomic
 from ..types import RecoveryPlan
 
 log = logging.getLogger(__name__)
@@ -48,16 +48,7 @@ STUCK_LOOP_THRESHOLD = 3
 def load_restart_counts(home: Path) -> dict[str, int]:
     """`{session_key: count}` from `restart_counts.json`; missing or corrupt → `{}` (logged)."""
     path = Path(home) / RESTART_COUNTS_FILE
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        return {}
-    except (OSError, ValueError) as exc:
-        log.warning("%s unreadable (%s); stuck-loop counts start from zero", path, exc)
-        return {}
-    if not isinstance(data, dict):
-        log.warning("%s is not a JSON object; ignored", path)
-        return {}
+    data = read_json_object(path)  # missing or corrupt: stuck-loop counts start from zero
     out = {}
     for key, value in data.items():
         if isinstance(value, int) and not isinstance(value, bool) and value > 0:

@@ -21,7 +21,8 @@ from pathlib import Path
 from typing import Any, Callable, Iterable
 
 from ..model import SessionEntry, SessionSource, TokenUsage, format_timestamp
-from .mirror import SESSIONS_FILE_NAME, load_sessions_json, render_from_json_texts, write_atomic
+from .files import read_json_object, read_lines, write_atomic
+from .mirror import SESSIONS_FILE_NAME, load_sessions_json, render_from_json_texts
 from .rows import TranscriptReadError, jsonl_message_rows, row_to_message
 
 log = logging.getLogger(__name__)
@@ -43,14 +44,7 @@ def _append_line(path: Path, line: str) -> None:
 def _load_intake(path: Path) -> dict[int, dict[str, Any]]:
     """Replay the intake log: `{id: row}` in arrival order; bad lines are skipped (logged)."""
     rows: dict[int, dict[str, Any]] = {}
-    try:
-        lines = path.read_text(encoding="utf-8").splitlines()
-    except FileNotFoundError:
-        return rows
-    except (OSError, UnicodeDecodeError) as exc:
-        log.warning("%s unreadable (%s); ignored", path, exc)
-        return rows
-    for number, line in enumerate(lines, 1):
+    for number, line in enumerate(read_lines(path), 1):
         try:
             op = json.loads(line)
             kind, ident = op["op"], int(op["id"])
@@ -69,26 +63,12 @@ def _load_intake(path: Path) -> dict[int, dict[str, Any]]:
 
 def _load_json_dict(path: Path) -> dict[str, dict[str, Any]]:
     """Lenient: a missing or corrupt file is `{}` (logged); non-dict values are skipped."""
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        return {}
-    except (OSError, ValueError) as exc:
-        log.warning("%s unreadable (%s); ignored", path, exc)
-        return {}
-    return {k: v for k, v in data.items() if isinstance(v, dict)} if isinstance(data, dict) else {}
+    return {k: v for k, v in read_json_object(path).items() if isinstance(v, dict)}
 
 
 def _load_inbound(path: Path) -> dict[str, None]:
     seen: dict[str, None] = {}
-    try:
-        lines = path.read_text(encoding="utf-8").splitlines()
-    except FileNotFoundError:
-        return seen
-    except (OSError, UnicodeDecodeError) as exc:
-        log.warning("%s unreadable (%s); ignored", path, exc)
-        return seen
-    for number, line in enumerate(lines, 1):
+    for number, line in enumerate(read_lines(path), 1):
         try:
             platform, chat_id, message_id = json.loads(line)
         except (ValueError, TypeError):

@@ -13,12 +13,12 @@ import asyncio
 import json
 import logging
 import os
-import tempfile
 import time
 from pathlib import Path
 from typing import Any, Awaitable, Callable
 
 from ..model import SessionEntry, validate_session_id
+from .files import write_atomic
 
 log = logging.getLogger(__name__)
 
@@ -46,40 +46,6 @@ def flush_gap(debounce_s: float, last_duration_s: float, cost_factor: float = CO
     """Seconds to wait after a rewrite that took `last_duration_s` before the next one:
     `max(debounce_s, cost_factor * last_duration_s)` (see the cost bound above)."""
     return max(debounce_s, cost_factor * max(0.0, last_duration_s))
-
-
-def write_atomic(path: Path, text: str, mode: int = 0o600) -> None:
-    """Write `text` to `path` atomically: temp file beside it, fsync, chmod, rename, fsync dir.
-
-    Raises:
-        OSError: the directory is not writable or the disk is full (the old file is untouched).
-    """
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.chmod(tmp, mode)
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
-    try:
-        dir_fd = os.open(path.parent, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(dir_fd)
-    except OSError:
-        pass
-    finally:
-        os.close(dir_fd)
 
 
 def file_signature(path: Path) -> str | None:

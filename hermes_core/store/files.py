@@ -1,0 +1,76 @@
+"""Small file primitives of the store and its neighbours: the atomic write every state file uses
+(sessions.json, degraded transcripts, `.clean_shutdown`, `restart_counts.json`) and the lenient
+readers that treat a missing or unreadable file as empty, logging why (SPEC.md §3: a corrupt file
+never crashes start-up)."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+log = logging.getLogger(__name__)
+
+
+def write_atomic(path: Path, text: str, mode: int = 0o600) -> None:
+    """Write `text` to `path` atomically: temp file beside it, fsync, chmod, rename, fsync dir.
+
+    Raises:
+        OSError: the directory is not writable or the disk is full (the old file is untouched).
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.chmod(tmp, mode)
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+    try:
+        dir_fd = os.open(path.parent, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(dir_fd)
+    except OSError:
+        pass
+    finally:
+        os.close(dir_fd)
+
+
+def read_lines(path: Path) -> list[str]:
+    """The lines of a UTF-8 text file; `[]` when it is missing or unreadable (logged)."""
+    try:
+        return Path(path).read_text(encoding="utf-8").splitlines()
+    except FileNotFoundError:
+        return []
+    except (OSError, UnicodeDecodeError) as exc:
+        log.warning("%s unreadable (%s); ignored", path, exc)
+        return []
+
+
+def read_json_object(path: Path) -> dict[str, Any]:
+    """A JSON object file as a dict; `{}` when it is missing, unreadable, not JSON or not an
+    object (logged, except when missing)."""
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return {}
+    except (OSError, ValueError) as exc:
+        log.warning("%s unreadable (%s); ignored", path, exc)
+        return {}
+    if not isinstance(data, dict):
+        log.warning("%s is not a JSON object; ignored", path)
+        return {}
+    return data
