@@ -59,16 +59,12 @@ def load_gateway_config(**overrides: Any) -> Any:
         StartupError: the config file is not a regular file, cannot be read, is not valid
             (UTF-8) TOML, or holds a bad value; the line names the file and the key.
     """
-    home = overrides.get("home") or env_home()
-    path = config_file_path(home)
-    if path.exists() and not path.is_file():
-        # pydantic-settings would silently skip it: say so instead of running on defaults.
-        raise StartupError(f"config file {path} cannot be read: it is not a regular file")
     try:
-        return load_config(**overrides)
+        return load_config(**overrides)  # checks the file itself (missing, not a file, bad TOML)
     except ConfigError as exc:
         raise StartupError(one_line(exc)) from None
     except Exception as exc:  # any other loader failure is still one line
+        path = config_file_path(overrides.get("home") or env_home())
         raise StartupError(f"config file {path} cannot be loaded: {type(exc).__name__}: {one_line(exc)}") from None
 
 
