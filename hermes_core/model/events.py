@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import Any, Mapping
 
 from .source import SessionSource
-from .timeutil import utc_now
+from .timeutil import format_timestamp, parse_timestamp, utc_now
 
 # Event kinds. "user" is a human message; "internal" is a wake-up the gateway made itself
 # (background-task completion, scheduled notify+wake, recovery auto-continue). Internal wake-ups
@@ -76,3 +76,27 @@ class MessageEvent:
             return "", self.text
         head, _, rest = self.text[1:].partition(" ")
         return head.split("@", 1)[0].lower(), rest.strip()
+
+
+def event_to_dict(event: MessageEvent) -> dict[str, Any]:
+    """The JSON data the durable intake keeps for `event` (SPEC.md §0, §5):
+    `{"source", "text", "message_id", "media", "kind", "received_at"}`. `raw` (the platform
+    payload) is never persisted."""
+    return {"source": event.source.to_dict(), "text": event.text or "", "message_id": event.message_id,
+            "media": list(event.media or []), "kind": event.kind,
+            "received_at": format_timestamp(event.received_at)}
+
+
+def event_from_dict(data: Mapping[str, Any]) -> MessageEvent:
+    """Rebuild the event written by `event_to_dict`.
+
+    Raises:
+        SourceError / ValueError: the source or the timestamp is malformed (the message names it).
+    """
+    received = parse_timestamp(data.get("received_at")) if data.get("received_at") else None
+    kwargs: dict[str, Any] = {}
+    if received is not None:
+        kwargs["received_at"] = received
+    return MessageEvent(source=SessionSource.from_dict(data["source"]), text=data.get("text") or "",
+                        message_id=data.get("message_id"), media=list(data.get("media") or []),
+                        kind=data.get("kind") or USER, **kwargs)

@@ -66,12 +66,11 @@ from dataclasses import replace
 from typing import Any
 
 from ..model.events import INTERNAL as INTERNAL_KIND
-from ..model.events import MessageEvent
+from ..model.events import MessageEvent, event_from_dict, event_to_dict
 from . import commands
 from .busy import (BURST, COMMAND, CONTROL, CONTROL_COMMANDS, INTERNAL, INTERRUPTING_TEXT, QUEUE_EMPTY_TEXT,
                    QUEUED_TEXT, TURN, Job, SessionQueue)
 from .deps import PipelineDeps, maybe_await
-from .intake import event_from_dict, event_to_dict
 from .ledger import redeliver
 from .turn import run_turn
 

@@ -11,7 +11,7 @@ from pipeline_helpers import start_app as start_gateway
 
 from hermes_core.agents import EchoAgent
 from hermes_core.model import MessageEvent
-from hermes_core.pipeline.intake import event_to_dict
+from hermes_core.model.events import event_to_dict
 from hermes_core.settings import GatewayConfig
 from hermes_core.store import SessionStore
 

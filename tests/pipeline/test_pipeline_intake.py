@@ -9,7 +9,7 @@ from pipeline_helpers import KEY, BlockingAgent, Clock, RecordingAdapter, dm, st
 
 from hermes_core.agents import EchoAgent
 from hermes_core.model import MessageEvent, SessionSource
-from hermes_core.pipeline.intake import event_from_dict, event_to_dict
+from hermes_core.model.events import event_from_dict, event_to_dict
 from hermes_core.settings import GatewayConfig
 from hermes_core.store import SessionStore
 
