@@ -1,4 +1,4 @@
-"""Benchmark of the session store (issue 3): per-message cost at 1,000 and 100,000 sessions,
+"""Benchmark of the session store: per-message cost at 1,000 and 100,000 sessions,
 sessions.json mirror rewrites included, against a raw aiosqlite baseline measured in the same
 run; and the time to open a store with 100,000 sessions and rebuild its mirror.
 

@@ -1,4 +1,4 @@
-"""Benchmark of a turn's cost against the transcript's length (seed §11 agent cache; SPEC.md §8).
+"""Benchmark of a turn's cost against the transcript's length (seed §11 agent cache; docs/behaviour.md §8).
 
 Per turn the gateway runs `pipeline.turn.run_turn` with the echo agent on a real store: the
 session lookup, the user message + turn marker (one transaction), the history, the agent, the

@@ -1,4 +1,4 @@
-"""GatewayApp: start-up and shutdown of one gateway (issue 2 items 8, 9; seed §7; CONVENTIONS.md §6).
+"""GatewayApp: start-up and shutdown of one gateway (seed §7; docs/architecture.md §6).
 
 Start: HERMES_HOME created and checked writable → plugins loaded → store opened (key function =
 the `hermes_session_key` hook) → unclean-shutdown check (`.clean_shutdown` consumed once; without
@@ -11,7 +11,7 @@ auto-continue, intake replay) → adapters started → runner released → watch
 Stop: adapters stopped (no new input) → runner drained (`[scheduler] drain_timeout_s`; turns still
 running are marked `resume_pending`, reason `shutdown_timeout`, and counted in
 `restart_counts.json`; queued messages stay in the durable intake) → `.clean_shutdown` written
-right after the drain (SPEC.md §6) → watcher stopped → `hermes_shutdown` broadcast → agent
+right after the drain (docs/behaviour.md §6) → watcher stopped → `hermes_shutdown` broadcast → agent
 closed → store closed.
 
 Every start-up failure raises `StartupError` whose text is one line naming what is wrong
@@ -167,11 +167,11 @@ class GatewayApp:
         if self.pm is None:
             self.pm, self.report = create_plugin_manager(self.config)
         if self.config.redaction.enabled:
-            # Opt-in like the LLM-context pseudonyms (SPEC.md §7): log lines pass the `log` rules.
+            # Opt-in like the LLM-context pseudonyms (docs/behaviour.md §7): log lines pass the `log` rules.
             self._undo_log_redaction = install_log_redaction(
                 self.pm, logging.getLogger(), platforms=self.config.enabled_platforms())
         policy = key_policy(self.pm, self.config)
-        # Every "which session / whose session" question goes through the hooks (SPEC.md §0).
+        # Every "which session / whose session" question goes through the hooks (docs/behaviour.md §0).
         self.store = SessionStore(self.config.sessions_dir, self.config,
                                   key_fn=lambda source: session_key_for(self.pm, policy, source),
                                   shared_fn=lambda source: session_shared_for(self.pm, policy, source),
@@ -222,7 +222,7 @@ class GatewayApp:
 
     def _consume_clean_marker(self) -> bool:
         """True when the last run shut down cleanly: `.clean_shutdown` exists and holds the
-        timestamp `stop()` wrote. The marker is consumed (SPEC.md §6); one that cannot be removed
+        timestamp `stop()` wrote. The marker is consumed (docs/behaviour.md §6); one that cannot be removed
         is overwritten with `invalid`, so a later crash cannot look clean."""
         marker = self.home / CLEAN_SHUTDOWN
         try:
@@ -280,14 +280,14 @@ class GatewayApp:
                 except Exception:
                     log.exception("could not mark %s for resumption", key)
             if self.started:
-                # SPEC.md §6: {key: old + 1} for the sessions the drain interrupted, others dropped.
+                # docs/behaviour.md §6: {key: old + 1} for the sessions the drain interrupted, others dropped.
                 save_restart_counts(self.home, {k: self.restart_counts.get(k, 0) + 1 for k in interrupted})
         if self.started:
             self._write_clean_shutdown()
         await self._teardown()
 
     def _turn_completed(self, session_key: str) -> None:
-        """A completed turn ends its session's stuck-loop count (SPEC.md §6)."""
+        """A completed turn ends its session's stuck-loop count (docs/behaviour.md §6)."""
         if self.restart_counts.pop(session_key, None) is not None:
             save_restart_counts(self.home, self.restart_counts)
 

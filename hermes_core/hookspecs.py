@@ -1,4 +1,4 @@
-"""Hook specifications of hermes_core (CONVENTIONS.md §2), in lifecycle order.
+"""Hook specifications of hermes_core (docs/architecture.md §2), in lifecycle order.
 
 Every docstring is a contract with four fixed lines:
 
@@ -68,7 +68,7 @@ def hermes_canonical_identity(platform, kind, value):
     Args: platform (str), kind (`"chat"` or `"user"`), value (raw id str).
     Kind: FIRSTRESULT, SYNC ONLY.
     Returns: the canonical str, or None to defer. Core default (trylast) normalises WhatsApp ids
-    (SPEC.md §4). Never used for delivery (delivery keeps raw ids).
+    (docs/behaviour.md §4). Never used for delivery (delivery keeps raw ids).
     Wrap: allowed (e.g. a deployment alias store post-processing the result).
     Timeout: none.
     """
@@ -149,7 +149,7 @@ def hermes_pseudonymize(platform, kind, value):
 
     Kind: FIRSTRESULT, SYNC ONLY.
     Returns: the pseudonym str, or None to defer. Core default (trylast): `user_<sha256[:12]>`
-    for users; `<prefix>:<12hex>` or `<12hex>` for chats (SPEC.md §7), of the id canonicalised by
+    for users; `<prefix>:<12hex>` or `<12hex>` for chats (docs/behaviour.md §7), of the id canonicalised by
     `hermes_canonical_identity`. Applied to the user and chat ids of the session-context prompt
     only where the adapter's spec says `pii_safe=True` and `[redaction] enabled` (so never for
     Discord). Routing, keys and adapters always use raw ids.

@@ -1,8 +1,8 @@
-"""Session keys and the multi-user isolation rule (seed §4, §5; SPEC.md §4).
+"""Session keys and the multi-user isolation rule (seed §4, §5; docs/behaviour.md §4).
 
 One rule drives both `build_session_key` and `is_shared_multi_user_session`; the builtin
 `hermes_session_key` / `hermes_session_shared` hookimpls call these functions, and the rest of the
-gateway only ever asks the hooks. Keys are opaque: never split one to route (SPEC.md §0).
+gateway only ever asks the hooks. Keys are opaque: never split one to route (docs/behaviour.md §0).
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ def normalize_whatsapp_id(value: str) -> str:
 
 
 def canonical_whatsapp_identifier(value: str, aliases: Iterable[str] = ()) -> str:
-    """Canonical WhatsApp id for keys and pseudonyms (seed §4 "special case", SPEC.md §4).
+    """Canonical WhatsApp id for keys and pseudonyms (seed §4 "special case", docs/behaviour.md §4).
 
     Args:
         value: a raw JID, phone number or LID (`"+1 555…"`, `"123:4@s.whatsapp.net"`, `"…@lid"`).
@@ -87,7 +87,7 @@ def build_session_key(source: SessionSource, group_sessions_per_user: bool = Tru
                       thread_sessions_per_user: bool = False,
                       canonicalize: Canonicalizer | None = None) -> str:
     """Build the session key `agent:main:{platform}:{chat_type}[:{chat_id}][:{thread_id}][:{participant}]`
-    (seed §4; SPEC.md §4 table).
+    (seed §4; docs/behaviour.md §4 table).
 
     Args:
         source: the message's origin (raw ids).

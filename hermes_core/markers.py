@@ -1,4 +1,4 @@
-"""Hook markers and the plugin API version (CONVENTIONS.md §1).
+"""Hook markers and the plugin API version (docs/architecture.md §1).
 
 `hookimpl` is for plugins; `override` is the deployment layer's marker (a `tryfirst` hookimpl):
 deployment overrides are registered last and consulted first, so they win over plugins, which

@@ -1,4 +1,4 @@
-"""The housekeeping watcher (seed §10; CONVENTIONS.md §6) under APScheduler 3's AsyncIOScheduler.
+"""The housekeeping watcher (seed §10; docs/architecture.md §6) under APScheduler 3's AsyncIOScheduler.
 
 This is the only module that imports apscheduler. Every tick broadcasts
 `hermes_housekeeping(ctx)` (isolated and time-limited per plugin); the core's own housekeeping

@@ -1,4 +1,4 @@
-"""Gateway configuration (pydantic-settings; CONVENTIONS.md §5; seed appendix).
+"""Gateway configuration (pydantic-settings; docs/architecture.md §5; seed appendix).
 
 Sources, strongest first: keyword arguments > `HERMES_*` environment variables (nested with
 `__`, e.g. `HERMES_AGENT__AGENT_CACHE__MAX_SIZE=64`) > `.env` > `/run/secrets` > the TOML file
@@ -101,7 +101,7 @@ class RedactionSettings(_Section):
 
 
 class PluginsSettings(_Section):
-    """`[plugins]` (CONVENTIONS.md §3)."""
+    """`[plugins]` (docs/architecture.md §3)."""
 
     enabled: list[str] = Field(default_factory=list)
     allow: list[str] | None = None
@@ -164,7 +164,7 @@ def config_file_path(home: Path | str | None = None) -> Path:
 
 
 class GatewayConfig(BaseSettings):
-    """Root settings of one gateway (seed appendix; CONVENTIONS.md §5).
+    """Root settings of one gateway (seed appendix; docs/architecture.md §5).
 
     Construct in code with keyword overrides (`GatewayConfig(home=tmp, group_sessions_per_user=False)`)
     or through `load_config()`, which turns every failure into a one-line `ConfigError`.
@@ -193,7 +193,7 @@ class GatewayConfig(BaseSettings):
     redaction: RedactionSettings = Field(default_factory=RedactionSettings)
     plugins: PluginsSettings = Field(default_factory=PluginsSettings)
     # Raw per-platform tables; validated into each plugin's own model after plugins load
-    # (CONVENTIONS.md §5). repr=False keeps tokens out of logs.
+    # (docs/architecture.md §5). repr=False keeps tokens out of logs.
     platforms: dict[str, dict[str, Any]] = Field(
         default_factory=lambda: {"local": {"enabled": True}}, repr=False)
 
@@ -236,7 +236,7 @@ class GatewayConfig(BaseSettings):
 
 
 def _drop_plugin_allowlist_env(env_settings: PydanticBaseSettingsSource) -> None:
-    """`HERMES_PLUGINS=telegram,slack` is the loader's plugin allowlist (CONVENTIONS.md §3), not
+    """`HERMES_PLUGINS=telegram,slack` is the loader's plugin allowlist (docs/architecture.md §3), not
     the `[plugins]` table: hide it from the env source unless it is a JSON object."""
     env_vars = getattr(env_settings, "env_vars", None)
     if not env_vars:

@@ -1,4 +1,4 @@
-"""Typed records exchanged through hooks (CONVENTIONS.md §2; conda's `types.py`).
+"""Typed records exchanged through hooks (docs/architecture.md §2; conda's `types.py`).
 
 Hooks return these records instead of performing side effects, so the core decides when and
 how to act on them.
@@ -34,7 +34,7 @@ class KeyPolicy:
 
 @dataclass(frozen=True, slots=True)
 class AdapterSpec:
-    """What a platform adapter declares about itself (CONVENTIONS.md §2).
+    """What a platform adapter declares about itself (docs/architecture.md §2).
 
     Attributes:
         name: platform id (`"telegram"`), equal to the adapter entry-point name.

@@ -1,4 +1,4 @@
-"""SessionSource, SessionEntry and ids (seed §1, §2; SPEC.md §1, §2)."""
+"""SessionSource, SessionEntry and ids (seed §1, §2; docs/behaviour.md §1, §2)."""
 
 import dataclasses
 import json

@@ -1,4 +1,4 @@
-"""Every row of the seed's §4 key tables and SPEC.md §4's table, through both the pure function
+"""Every row of the seed's §4 key tables and docs/behaviour.md §4's table, through both the pure function
 and the hook chain (the builtin hookimpls)."""
 
 import pytest
@@ -14,7 +14,7 @@ from hermes_core.settings import GatewayConfig
 
 S = SessionSource
 
-# (source, kwargs, expected key) — SPEC.md §4 table.
+# (source, kwargs, expected key) — docs/behaviour.md §4 table.
 SPEC_ROWS = [
     (S("telegram", "12345", chat_type="dm"), {}, "agent:main:telegram:dm:12345"),
     (S("telegram", "12345", chat_type="dm", thread_id="678", user_id="9"), {},
@@ -80,7 +80,7 @@ def test_hook_chain_gives_the_same_key(source, kwargs, expected):
         (S("telegram", "-1", chat_type="group", user_id="u"), False, False, True),
         (S("discord", "1", chat_type="group", thread_id="7", user_id="u"), True, False, True),
         (S("discord", "1", chat_type="group", thread_id="7", user_id="u"), True, True, False),
-        # SPEC.md §4: group_sessions_per_user=False does not switch per-user threads off.
+        # docs/behaviour.md §4: group_sessions_per_user=False does not switch per-user threads off.
         (S("discord", "1", chat_type="group", thread_id="7", user_id="u"), False, True, False),
         (S("slack", "C1", chat_type="channel", user_id="U"), True, False, False),
     ],

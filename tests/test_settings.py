@@ -1,5 +1,5 @@
-"""Config errors name the key and the real source of the bad value (issue 2 item 5, "Bad input":
-one clear line; CONVENTIONS.md §5 source order)."""
+"""Config errors name the key and the real source of the bad value (bad input gets
+one clear line; docs/architecture.md §5 source order)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Agent backends (issue 2 item 7): the `Agent` interface, `echo` (default) and `openai`."""
+"""Agent backends: the `Agent` interface, `echo` (default) and `openai`."""
 
 from __future__ import annotations
 

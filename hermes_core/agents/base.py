@@ -1,4 +1,4 @@
-"""The Agent interface (issue 2 item 7; seed §11 "AIAgent", §9 context injection).
+"""The Agent interface (seed §11 "AIAgent", §9 context injection).
 
 An agent turns (session context, history, new user message) into a reply plus token usage.
 `run_turn` runs the backend's `_generate` as its own task so that `interrupt()` can end a running

@@ -1,4 +1,4 @@
-"""The `echo` agent: the embedded, deterministic, offline default (issue 2 item 7).
+"""The `echo` agent: the embedded, deterministic, offline default.
 
 Reply rule: `"echo: " + message`.
 Usage rule (deterministic, so tests can assert literal counts): a "token" is a run of

@@ -1,5 +1,5 @@
 """The `openai` agent: any OpenAI-compatible chat-completions server through the official
-`openai` client (issue 2 item 7; settings `[agent.openai]`).
+`openai` client (settings `[agent.openai]`).
 
 Request: `messages = [system] + history + [user message]`, where the system message is
 `[agent.openai] system_prompt`, a blank line, then the session-context prompt (seed §9).

@@ -1,5 +1,5 @@
 """Builtin hook implementations: the core's defaults, registered first and marked `trylast`
-so every plugin and deployment override outranks them (CONVENTIONS.md §3)."""
+so every plugin and deployment override outranks them (docs/architecture.md §3)."""
 
 from . import agent_cache_pressure, delivery, fts_maintenance, housekeeping, recovery, redaction, session_keys
 

@@ -1,4 +1,4 @@
-"""Agent-cache housekeeping as a builtin pass (seed §10, §11; SPEC.md §8).
+"""Agent-cache housekeeping as a builtin pass (seed §10, §11; docs/behaviour.md §8).
 
 Every watcher tick: release cached transcripts idle for `agent.agent_cache.idle_ttl_secs`, then
 run the memory-pressure sweep (`AgentCache.sweep_under_pressure`: anonymous memory against

@@ -1,4 +1,4 @@
-"""FTS index maintenance as a builtin housekeeping pass ("State DB and FTS recovery"; SPEC.md §3).
+"""FTS index maintenance as a builtin housekeeping pass ("State DB and FTS recovery"; docs/behaviour.md §3).
 
 `messages_fts` is derived from `messages`: every `[storage] fts_check_interval_s` seconds a
 watcher tick runs the index's integrity check (rank=1 form) and rebuilds a damaged index from

@@ -1,10 +1,10 @@
-"""Core housekeeping as a builtin plugin (seed §10; CONVENTIONS.md §2 "Housekeeping").
+"""Core housekeeping as a builtin plugin (seed §10; docs/architecture.md §2 "Housekeeping").
 
 Route pruning: at most once an hour (seed §10 "every hour"), `store.prune_old_entries(days)` with
-`session_store_max_age_days`; `<= 0` disables it (SPEC.md §2). Only routes go; transcripts stay.
+`session_store_max_age_days`; `<= 0` disables it (docs/behaviour.md §2). Only routes go; transcripts stay.
 Nothing here ends a transcript for idleness or the time of day.
 
-Intake and ledger retention (SPEC.md §5, §6): hourly too, finished inbound rows older than
+Intake and ledger retention (docs/behaviour.md §5, §6): hourly too, finished inbound rows older than
 `store.intake.INBOUND_RETENTION_DAYS` (7 days: dedupe ids outlive any platform's redelivery
 window) and delivered/abandoned delivery obligations older than
 `store.ledger.LEDGER_RETENTION_DAYS` (7 days) are deleted. Rows still owed or still queued are

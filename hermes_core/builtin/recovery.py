@@ -1,4 +1,4 @@
-"""Default recovery planning (seed §7; SPEC.md §6): what to do with a failed or interrupted turn."""
+"""Default recovery planning (seed §7; docs/behaviour.md §6): what to do with a failed or interrupted turn."""
 
 from __future__ import annotations
 

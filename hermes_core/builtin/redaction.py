@@ -1,4 +1,4 @@
-"""Default PII handling (seed §9, SPEC.md §7): deterministic pseudonyms of canonical ids, and
+"""Default PII handling (seed §9, docs/behaviour.md §7): deterministic pseudonyms of canonical ids, and
 text rules that keep contact details and raw platform ids out of logs, the LLM context and the
 search index.
 

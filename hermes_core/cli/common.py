@@ -1,5 +1,5 @@
 """What every `hermes-gateway` command shares: one config loader, one error printer, one logging
-set-up (issue 2 "Bad input": one clear line, never a traceback).
+set-up: one clear line, never a traceback.
 
 Every command (chat, run, sessions *, plugins, new-plugin) reports a failure the same way:
 `hermes-gateway: error: <one line>` on stderr and exit code 2 (`HERMES_DEBUG=1` re-raises to

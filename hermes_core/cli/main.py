@@ -1,4 +1,4 @@
-"""`hermes-gateway`: the command line (typer; issue 2 item 9).
+"""`hermes-gateway`: the command line (typer).
 
 Commands: `chat` (terminal chat on the local platform; piped stdin works, one message a line),
 `run` (every enabled platform plus the watcher until Ctrl-C / SIGTERM), `sessions …`,

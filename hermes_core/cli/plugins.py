@@ -2,7 +2,7 @@
 
 `plugins` loads the plugins the way `run` would (same config, allow/deny lists, overrides) but
 never stops at a broken one: it reports every plugin's name, distribution, version, hooks,
-adapters, status and error (datasette / llm `plugins` commands; CONVENTIONS.md §3).
+adapters, status and error (datasette / llm `plugins` commands; docs/architecture.md §3).
 
 Wiring (in `cli/main.py`): `app.add_typer(plugins_app, name="plugins")` and
 `app.command("new-plugin")(new_plugin_command)`.

@@ -1,4 +1,4 @@
-"""`hermes-gateway sessions …`: inspect and manage stored sessions (issue 3 admin CLI).
+"""`hermes-gateway sessions …`: inspect and manage stored sessions.
 
 Read-only commands (list, show, search, export) open the store without the home lock, so they
 work beside a running gateway. Writing commands (prune, import, reindex) take the lock and refuse

@@ -1,4 +1,4 @@
-"""SessionContext: what the agent is told about the current session (seed §9, SPEC.md §7)."""
+"""SessionContext: what the agent is told about the current session (seed §9, docs/behaviour.md §7)."""
 
 from __future__ import annotations
 
@@ -35,7 +35,7 @@ class SessionContext:
 
 def neutralize_untrusted(text: str | None, max_chars: int = UNTRUSTED_MAX_CHARS) -> str:
     """Make peer-controlled metadata (display names, chat names, topics) safe for a prompt
-    (SPEC.md §7): control characters and newlines collapse to one space, the length is capped
+    (docs/behaviour.md §7): control characters and newlines collapse to one space, the length is capped
     at `max_chars` characters (an ellipsis marks the cut), and the result is double-quoted."""
     if text is None:
         return '""'

@@ -79,7 +79,7 @@ class MessageEvent:
 
 
 def event_to_dict(event: MessageEvent) -> dict[str, Any]:
-    """The JSON data the durable intake keeps for `event` (SPEC.md §0, §5):
+    """The JSON data the durable intake keeps for `event` (docs/behaviour.md §0, §5):
     `{"source", "text", "message_id", "media", "kind", "received_at"}`. `raw` (the platform
     payload) is never persisted."""
     return {"source": event.source.to_dict(), "text": event.text or "", "message_id": event.message_id,

@@ -1,4 +1,4 @@
-"""Session ids and path-safety checks (seed §2, SPEC.md §2)."""
+"""Session ids and path-safety checks (seed §2, docs/behaviour.md §2)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""SessionSource: where a message came from (seed §1, SPEC.md §1)."""
+"""SessionSource: where a message came from (seed §1, docs/behaviour.md §1)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from typing import Any, Mapping
 
 
 class Platform:
-    """Well-known platform names. Platforms are an open set (SPEC.md §0): any non-empty string
+    """Well-known platform names. Platforms are an open set (docs/behaviour.md §0): any non-empty string
     is a valid platform, so plugins add platforms without touching the core."""
 
     LOCAL = "local"
@@ -26,11 +26,11 @@ class Platform:
 
 CHAT_TYPES = ("dm", "group", "channel", "thread")
 
-# Serialised always, in this order, after `platform` (SPEC.md §1).
+# Serialised always, in this order, after `platform` (docs/behaviour.md §1).
 _ALWAYS = ("chat_id", "chat_name", "chat_type", "user_id", "user_name", "thread_id", "chat_topic")
 # Serialised only when truthy.
 _OPTIONAL = ("user_id_alt", "chat_id_alt", "guild_id", "parent_chat_id", "message_id")
-# Never serialised: a peer must not be able to forge them (SPEC.md §1).
+# Never serialised: a peer must not be able to forge them (docs/behaviour.md §1).
 _NEVER = ("is_bot", "role_authorized")
 
 
@@ -71,7 +71,7 @@ class SessionSource:
     def __post_init__(self) -> None:
         if not isinstance(self.platform, str) or not self.platform:
             raise SourceError("SessionSource.platform must be a non-empty string")
-        # The name is kept verbatim (SPEC.md §1: an unknown platform name is "kept as a
+        # The name is kept verbatim (docs/behaviour.md §1: an unknown platform name is "kept as a
         # string"); folding case here would silently re-key a plugin's sessions.
         object.__setattr__(self, "chat_id", "" if self.chat_id is None else str(self.chat_id))
         for name in ("user_id", "thread_id", "user_id_alt", "chat_id_alt", "guild_id",
@@ -89,7 +89,7 @@ class SessionSource:
 
     @property
     def description(self) -> str:
-        """Human-readable summary (SPEC.md §1), e.g. `DM with Alice`, `group: Dev, thread: 7`."""
+        """Human-readable summary (docs/behaviour.md §1), e.g. `DM with Alice`, `group: Dev, thread: 7`."""
         if self.platform == Platform.LOCAL:
             text = "CLI terminal"
         elif self.chat_type == "dm":

@@ -1,4 +1,4 @@
-"""Time helpers: every timestamp in hermes_core is timezone-aware UTC (SPEC.md §0).
+"""Time helpers: every timestamp in hermes_core is timezone-aware UTC (docs/behaviour.md §0).
 
 Naive timestamps found in old files are read as *host local time* and converted to UTC, as the
 seed's §7 says for markers written by older builds.

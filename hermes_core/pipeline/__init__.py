@@ -1,4 +1,4 @@
-"""The gateway pipeline: key → session → transcript → agent → transcript → delivery (issue 2 item 8)."""
+"""The gateway pipeline: key → session → transcript → agent → transcript → delivery ."""
 
 from .context import build_session_context, build_session_context_prompt, should_redact
 from .deps import PipelineDeps

@@ -1,4 +1,4 @@
-"""The agent cache (seed §11; SPEC.md §8): each session's live transcript kept across turns.
+"""The agent cache (seed §11; docs/behaviour.md §8): each session's live transcript kept across turns.
 
 An LRU (`OrderedDict`) keyed by session key. An entry holds the session id and the live
 transcript (message dicts exactly as `store.load_transcript` returns them — the seed's

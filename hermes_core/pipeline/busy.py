@@ -1,4 +1,4 @@
-"""Busy input: the per-session queue of work waiting behind the running job (seed §8; SPEC.md §5).
+"""Busy input: the per-session queue of work waiting behind the running job (seed §8; docs/behaviour.md §5).
 
 The seed keeps a one-event "next-up" slot (`_pending_messages`) and a FIFO overflow
 (`_queued_events`). Here both live in one ordered deque of `Job`s per session key: the head is
@@ -39,7 +39,7 @@ COMMAND = "command"
 # Commands that end or replace the running turn (seed §8 `_interrupt_and_clear_session`).
 CONTROL_COMMANDS = ("new", "reset", "stop")
 
-# Acknowledgements (SPEC.md §5 "acknowledgements are truthful").
+# Acknowledgements (docs/behaviour.md §5 "acknowledgements are truthful").
 INTERRUPTING_TEXT = "Interrupting the current reply…"
 QUEUED_TEXT = "Queued (position {position})."
 QUEUE_EMPTY_TEXT = "Nothing to queue: write /queue followed by your message (or attach a file)."
@@ -188,7 +188,7 @@ class SessionQueue:
         return None
 
     def withdraw(self, job: Job, index: int) -> int | None:
-        """Remove one queued message (a deletion, SPEC.md §5): a part of a burst, or the burst's
+        """Remove one queued message (a deletion, docs/behaviour.md §5): a part of a burst, or the burst's
         own event (the next part takes its place), or the whole job when it was its only message.
         Returns the intake id to finish."""
         if index >= 0:

@@ -1,11 +1,11 @@
-"""Chat commands of the gateway (issue 2 item 8; seed §6, §8; SPEC.md §5): `/new`, `/reset`,
+"""Chat commands of the gateway (seed §6, §8; docs/behaviour.md §5): `/new`, `/reset`,
 `/stop`, `/queue`, `/status`, `/help`.
 
 `/new` and `/reset` are the explicit conversation boundaries (seed §6): a new session id, the
 old transcript kept. `/stop` marks the session `suspended` (seed §2). `/queue` and the queue
 clearing of `/new`, `/reset`, `/stop` are done by the runner (`runner.py`, `busy.py`), which
 calls `run_control` once the interrupted turn has ended. Unknown commands get one short help
-line (issue 2 "bad input").
+line.
 """
 
 from __future__ import annotations

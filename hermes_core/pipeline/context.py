@@ -1,4 +1,4 @@
-"""Session context injection (seed §9; SPEC.md §7).
+"""Session context injection (seed §9; docs/behaviour.md §7).
 
 `build_session_context` gathers what the agent should know about the current session;
 `build_session_context_prompt` renders the dynamic `## Current Session Context` section of the
@@ -66,7 +66,7 @@ def _id_text(pm: Any, platform: str, kind: str, value: str | None, redact: bool)
 
 
 def _untrusted(pm: Any, platform: str, text: str, redact: bool) -> str:
-    """Peer-controlled `text`, neutralised (SPEC.md §7) and, when redacting, through the
+    """Peer-controlled `text`, neutralised (docs/behaviour.md §7) and, when redacting, through the
     `llm_context` rules. The rules see the whole text with control characters and newlines
     already collapsed (so a number split by a newline is still caught) and before the length
     cap (so a cut cannot leave half a number behind unmatched)."""

@@ -1,5 +1,5 @@
 """Delivery of replies and notices: plan through the hook, send through the adapter
-(CONVENTIONS.md §2 "plan synchronously in hooks, execute asynchronously in the core").
+(docs/architecture.md §2 "plan synchronously in hooks, execute asynchronously in the core").
 
 The plan comes from the `hermes_plan_delivery` hook chain (builtin default chunks to the
 adapter's limit; plugins and deployments may wrap it to re-format, redact or veto). The chunks

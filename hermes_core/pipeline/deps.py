@@ -24,7 +24,7 @@ class PipelineDeps:
         deliverer: sends replies and notices (built from `pm` when omitted).
         clock: aware-UTC clock for message timestamps.
         on_turn_completed: `(session_key) -> None | awaitable`, called after a turn completed
-            (the app forgets the session's stuck-loop count, SPEC.md §6).
+            (the app forgets the session's stuck-loop count, docs/behaviour.md §6).
         agent_cache: the sessions' live transcripts across turns (seed §11); built from
             `config` (`[agent.agent_cache]`) when omitted.
     """

@@ -1,4 +1,4 @@
-"""Sending what the delivery ledger owes (SPEC.md §6; seed §7).
+"""Sending what the delivery ledger owes (docs/behaviour.md §6; seed §7).
 
 `send_obligation` is the one path from a recorded obligation to the chat: 'attempting' before
 the send, 'delivered' / 'failed' after. `redeliver` is the start-up sweep's step for one

@@ -1,5 +1,5 @@
 """The memory budget and signal of the agent cache's pressure pass (seed §11 "memory-pressure
-eviction"; SPEC.md §8).
+eviction"; docs/behaviour.md §8).
 
 Budget (`agent.agent_cache.memory_high_mb`):
   * `auto`: the limit of the cgroup the gateway runs in — cgroup v2 `memory.high`, then

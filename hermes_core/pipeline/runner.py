@@ -1,5 +1,5 @@
-"""GatewayRunner: the inbound handler of every adapter (issue 2 item 8; seed §3, §7, §8;
-SPEC.md §0, §5).
+"""GatewayRunner: the inbound handler of every adapter (seed §3, §7, §8;
+docs/behaviour.md §0, §5).
 
 `handle(event)` validates one inbound MessageEvent, persists it durably (the whole event, in the
 same write as its dedupe id: `store.accept_inbound_event`) and places it in its session's queue
@@ -11,12 +11,12 @@ interrupted, or the message refused) its intake rows are finished; a job that ne
 (process killed, drain timed out) stays in the intake and is replayed at the next start, in
 arrival order per session (`restore_intake`).
 
-Bad input (issue 2): an empty or whitespace-only message is ignored; a message id already
+Bad input: an empty or whitespace-only message is ignored; a message id already
 accepted for the same platform and chat is not answered again — checked first, so a
 redelivered over-long message gets no second notice —; a message longer than
 `[core] max_input_chars` (for a command: its argument) is refused with a notice stating the limit.
 
-Busy input (seed §8, SPEC.md §5) — a message for a session whose worker is running a job:
+Busy input (seed §8, docs/behaviour.md §5) — a message for a session whose worker is running a job:
 
 * `[core] busy_input_mode = "interrupt"` (default): a plain follow-up opens a burst in the slot
   and interrupts the running turn (`Agent.interrupt(session_key)`) when that turn is itself an
@@ -44,7 +44,7 @@ Busy input (seed §8, SPEC.md §5) — a message for a session whose worker is r
   survive all three and run right after the command.
 * `/status`, `/help` and unknown commands are answered at once, without waiting for the
   running turn; `/status` adds "Queued: N" (the queue depth) when N > 0.
-* Edits and deletions of still-queued messages (SPEC.md §5): adapters call `edit_queued` /
+* Edits and deletions of still-queued messages (docs/behaviour.md §5): adapters call `edit_queued` /
   `withdraw_queued`; the queued text is replaced in place, or the message withdrawn, in the
   queue and in its intake row. A message no longer queued is not touched (False is returned;
   the adapter applies its `edits_as_turns` policy).
@@ -273,7 +273,7 @@ class GatewayRunner:
 
     async def restore_intake(self, rows: list[dict[str, Any]]) -> int:
         """Queue the intake rows a previous run accepted but never finished (seed §7 start-up;
-        SPEC.md §5), in the order given (`store.pending_inbound()`: arrival order), through the
+        docs/behaviour.md §5), in the order given (`store.pending_inbound()`: arrival order), through the
         same busy-input rules as live messages (a waiting burst merges again, a `/new` clears
         what preceded it) but without interrupts or acknowledgements.
 
@@ -306,7 +306,7 @@ class GatewayRunner:
         return queued
 
     async def edit_queued(self, source: Any, message_id: str, text: str) -> bool:
-        """An edit of a message that is still queued (SPEC.md §5): its queued text becomes
+        """An edit of a message that is still queued (docs/behaviour.md §5): its queued text becomes
         `text`, same position (a `/queue` message keeps being one turn: "/queue new text" or
         just "new text" both replace its argument). Written to its intake row, so a restart
         replays the edited text.
@@ -346,7 +346,7 @@ class GatewayRunner:
         return True
 
     async def withdraw_queued(self, source: Any, message_id: str) -> bool:
-        """A deletion of a message that is still queued (SPEC.md §5): it is withdrawn (its
+        """A deletion of a message that is still queued (docs/behaviour.md §5): it is withdrawn (its
         intake row finished, never replayed; a burst keeps its other messages).
 
         Returns:

@@ -1,4 +1,4 @@
-"""One agent turn (issue 2 item 8; seed §2, §7, §9; SPEC.md §6):
+"""One agent turn (seed §2, §7, §9; docs/behaviour.md §6):
 
 key → session → transcript (user message + turn marker + intake row 'running', one transaction)
 → agent (history from the transcript) → transcript (assistant reply) + delivery obligation +
@@ -13,7 +13,7 @@ The history comes from the agent cache (seed §11, `agent_cache`), not from a re
 transcript: a hit costs O(1) in the transcript's length; a miss (first turn, new session id,
 eviction) loads it once from the store. Each message the store records is appended to the live
 transcript; if a store write fails or the turn is cancelled, the entry is dropped so the next
-turn rebuilds from the store (the store is canonical, SPEC.md §0).
+turn rebuilds from the store (the store is canonical, docs/behaviour.md §0).
 """
 
 from __future__ import annotations
@@ -101,7 +101,7 @@ async def run_turn(deps: PipelineDeps, key: str, event: MessageEvent, *, inbound
         user_message = {"role": "user", "content": text, "timestamp": format_timestamp(deps.clock())}
         if event.message_id:
             user_message["platform_message_id"] = event.message_id
-        # Record the message (and the turn marker) before anything else can fail (SPEC.md §0).
+        # Record the message (and the turn marker) before anything else can fail (docs/behaviour.md §0).
         await store.begin_turn(key, entry.session_id, user_message, inbound_id=inbound_id)
         recorded_user = _as_stored(user_message, deps.clock)
         live = await _live_transcript(deps, key, entry.session_id, recorded_user)
@@ -171,7 +171,7 @@ async def _answer(deps: PipelineDeps, key: str, source, entry, context, adapter,
         assistant = {"role": "assistant", "content": reply_text, "timestamp": format_timestamp(deps.clock())}
         # In the live transcript first, counted as not yet persisted until the store has it.
         cache.append(live, _as_stored(assistant, deps.clock), persisted=False)
-        # Reply + obligation + end of the marker: one transaction (SPEC.md §6).
+        # Reply + obligation + end of the marker: one transaction (docs/behaviour.md §6).
         ob_id = await store.record_reply(key, entry.session_id, assistant, origin=source, content=owed,
                                          internal=internal, reply_to=reply_to)
         cache.mark_persisted(live)

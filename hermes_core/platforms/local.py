@@ -1,4 +1,4 @@
-"""The `local` platform: a chat in the terminal (issue 2 items 8, 9).
+"""The `local` platform: a chat in the terminal.
 
 Every line read from the input stream is one message; replies are written to the output stream,
 one reply per block. `/quit` and `/exit` end the input (like end-of-file). The source is always

@@ -1,8 +1,8 @@
-"""Adapter classes from the `hermes_core.adapters` entry points (CONVENTIONS.md §1).
+"""Adapter classes from the `hermes_core.adapters` entry points (docs/architecture.md §1).
 
 Only the enabled platforms' entry points are imported, so heavy SDKs load only when used.
 `[platforms.<id>] adapter = "pkg.mod:Class"` swaps the class of one platform without touching
-the plugin that provides it (OTel's distro selection; CONVENTIONS.md §3).
+the plugin that provides it (OTel's distro selection; docs/architecture.md §3).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Async dispatch of broadcast hooks (CONVENTIONS.md §4).
+"""Async dispatch of broadcast hooks (docs/architecture.md §4).
 
 pluggy calls implementations synchronously and stops at the first exception, which would skip
 the remaining plugins and leave coroutines un-awaited. Broadcast hooks (observers such as

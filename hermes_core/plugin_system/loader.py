@@ -1,4 +1,4 @@
-"""Entry-point and deployment-override loading (CONVENTIONS.md §3).
+"""Entry-point and deployment-override loading (docs/architecture.md §3).
 
 Order, and why:
 1. builtins (registered by `manager.create_plugin_manager`, their defaults `trylast`);
@@ -171,7 +171,7 @@ def load_entry_point_plugins(pm, config, report: LoadReport, *, raise_on_fatal: 
         values = ", ".join(sorted({ep.value for ep in by_name[name]}))
         record = PluginRecord(name, PLUGINS_GROUP, FAILED, f"duplicate entry point name: {values}")
         report.add(record)
-        if (reason := _fatal(record, config, settings.strict)):
+        if (reason:= _fatal(record, config, settings.strict)):
             fatal.append(reason)
     selected = [n for n in selected if n not in duplicates]
     for name in sorted(set(settings.enabled) - set(names)):
@@ -219,7 +219,7 @@ def load_entry_point_plugins(pm, config, report: LoadReport, *, raise_on_fatal: 
             else:
                 log.warning("plugin %s rejected: %s", name, record.error)
         report.add(record)
-        if record.status in (FAILED, MISSING) and (reason := _fatal(record, config, settings.strict)):
+        if record.status in (FAILED, MISSING) and (reason:= _fatal(record, config, settings.strict)):
             fatal.append(reason)
     if fatal and raise_on_fatal:
         raise PluginLoadError("; ".join(fatal))

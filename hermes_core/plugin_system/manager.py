@@ -1,4 +1,4 @@
-"""Per-application plugin manager (CONVENTIONS.md §3).
+"""Per-application plugin manager (docs/architecture.md §3).
 
 Registration order (pluggy calls LIFO, so the last registered is consulted first within a band):
 builtins → entry-point plugins (sorted by name) → deployment overrides. Builtins are `trylast`
@@ -65,7 +65,7 @@ def _trace_enabled() -> bool:
 
 def _install_tracing(pm) -> None:
     """`HERMES_TRACE_PLUGINS=1`: log hook and plugin names and argument *types* only, never
-    values (message bodies and phone numbers must not reach logs; CONVENTIONS.md §4)."""
+    values (message bodies and phone numbers must not reach logs; docs/architecture.md §4)."""
 
     def before(hook_name, hook_impls, kwargs):
         log.info("hook %s -> [%s] (%s)", hook_name, ", ".join(i.plugin_name for i in hook_impls),

@@ -1,4 +1,4 @@
-"""Which installed distribution provides a plugin module, and its version (CONVENTIONS.md §3, §10).
+"""Which installed distribution provides a plugin module, and its version (docs/architecture.md §3, §10).
 
 stevedore's entry points carry no `dist`, so the loader maps a module's top-level package to
 its distribution with `importlib.metadata.packages_distributions()`. That scan costs ~0.1 s, so

@@ -1,4 +1,4 @@
-"""Per-plugin policy checks run at load and by the contract kit (CONVENTIONS.md §2, §3).
+"""Per-plugin policy checks run at load and by the contract kit (docs/architecture.md §2, §3).
 
 * API fence: a plugin's `HERMES_API` major must equal the core's `HERMES_PLUGIN_API`
   (Prefect's version fence, without a runtime `packaging` dependency).

@@ -1,4 +1,4 @@
-"""Apply the union of redaction rules (seed §9; CONVENTIONS.md §2 `hermes_redaction_rules`).
+"""Apply the union of redaction rules (seed §9; docs/architecture.md §2 `hermes_redaction_rules`).
 
 Every plugin's rules for a platform are collected and applied in a fixed order (rule name),
 so the outcome does not depend on registration order, and a rule can only remove text: no

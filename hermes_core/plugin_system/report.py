@@ -1,4 +1,4 @@
-"""What the loader did, for `hermes-gateway plugins` and the start-up checks (CONVENTIONS.md §3).
+"""What the loader did, for `hermes-gateway plugins` and the start-up checks (docs/architecture.md §3).
 
 `LoadReport` holds one `PluginRecord` per plugin, adapter or override seen, and the
 `DistributionIndex` the loader used to name their distributions, so one load (one report) sees

@@ -1,4 +1,4 @@
-"""Per-plugin settings (CONVENTIONS.md §5): validate `[platforms.<id>]` tables into each
+"""Per-plugin settings (docs/architecture.md §5): validate `[platforms.<id>]` tables into each
 plugin's own pydantic model after the plugins have loaded.
 
 The root `GatewayConfig.platforms` keeps the raw tables (`repr=False`); this module turns each into
@@ -86,7 +86,7 @@ def validate_section(section: str, model: type[BaseModel], table: Mapping[str, A
 
 def validate_plugin_settings(pm, config, *, adapter_classes: Mapping[str, type] | None = None,
                              installed_adapters: Iterable[str] | None = None) -> dict[str, BaseModel]:
-    """Validate every `[platforms.<id>]` table into its plugin's settings model (CONVENTIONS.md §5).
+    """Validate every `[platforms.<id>]` table into its plugin's settings model (docs/architecture.md §5).
 
     Args:
         pm: the application's plugin manager (after loading).

@@ -1,4 +1,4 @@
-"""Restart and crash recovery (seed §7; SPEC.md §6): what a gateway does at start-up with the
+"""Restart and crash recovery (seed §7; docs/behaviour.md §6): what a gateway does at start-up with the
 turns, replies and messages a previous run left behind. It queues work on the runner; the
 pipeline itself never imports this package (app → recovery → pipeline's public runner API)."""
 

@@ -1,4 +1,4 @@
-"""Start-up recovery of a gateway (seed §7 "startup recovery sequence"; SPEC.md §6).
+"""Start-up recovery of a gateway (seed §7 "startup recovery sequence"; docs/behaviour.md §6).
 
 Runs after the store is open and the unclean-shutdown check promoted marked turns, before any
 adapter starts; it only queues work on the (paused) runner, so per session the order is:

@@ -1,4 +1,4 @@
-"""The adapter contract every platform implements (CONVENTIONS.md §2 "Adapters are not hooks").
+"""The adapter contract every platform implements (docs/architecture.md §2 "Adapters are not hooks").
 
 An adapter class is published through the `hermes_core.adapters` entry point (name = platform
 id) and carries a class-level `spec: AdapterSpec`. The gateway constructs it with the validated
@@ -35,7 +35,7 @@ class BaseAdapter(abc.ABC):
     Args:
         settings: the validated `[platforms.<name>]` model (`spec.settings_model`), or None.
         on_message: async callable the adapter awaits for every inbound `MessageEvent`; it
-            returns once the message is durably accepted (SPEC.md §0), so an adapter may
+            returns once the message is durably accepted (docs/behaviour.md §0), so an adapter may
             acknowledge the platform after it returns.
     """
 

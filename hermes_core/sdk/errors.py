@@ -1,4 +1,4 @@
-"""Errors adapters raise so the shared send helpers can react uniformly (platforms.md §0.4)."""
+"""Errors adapters raise so the shared send helpers can react uniformly (docs/platforms.md §0.4)."""
 
 from __future__ import annotations
 
@@ -40,7 +40,7 @@ class RetryAfter(Exception):
 
 class RetryAfterExceeded(SendError):
     """The server asked for a longer wait than the cap, or kept asking past the attempt limit:
-    the delivery is reported failed instead of blocking the chat forever (platforms.md §0.4).
+    the delivery is reported failed instead of blocking the chat forever (docs/platforms.md §0.4).
 
     Attributes:
         retry_after: the last wait the server asked for, in seconds.

@@ -1,4 +1,4 @@
-"""The session store (seed §3, "State DB and FTS recovery"; SPEC.md §0, §2, §3, §6).
+"""The session store (seed §3, "State DB and FTS recovery"; docs/behaviour.md §0, §2, §3, §6).
 
 SQLite (`state.db`, WAL, FTS5) is canonical; `sessions.json` is its atomic mirror; when SQLite
 cannot be opened the store runs degraded on sessions.json + `{session_id}.jsonl`.

@@ -1,5 +1,5 @@
 """The persistence interface behind `SessionStore` (seed §3), implemented by `SqliteBackend`
-(canonical, SPEC.md §0) and `DegradedBackend` (sessions.json + JSONL when SQLite cannot open).
+(canonical, docs/behaviour.md §0) and `DegradedBackend` (sessions.json + JSONL when SQLite cannot open).
 
 The state machine never talks to SQLite or files directly; it calls these methods. Each method is
 atomic on its own. Times are aware UTC; `*_ts` values are epoch seconds; `*_iso` values are
@@ -103,7 +103,7 @@ class StoreBackend(Protocol):
         """Deactivate the active rows and append `rows`, all or nothing."""
 
     async def rewind(self, session_id: str, n: int) -> dict[str, Any] | None:
-        """Deactivate from the n-th last active user row on (n >= 1); SPEC.md §2 return value."""
+        """Deactivate from the n-th last active user row on (n >= 1); docs/behaviour.md §2 return value."""
 
     # intake, search, mirror, meta, import ------------------------------------------------
 
@@ -127,7 +127,7 @@ class StoreBackend(Protocol):
 
     async def intake_merge(self, target_id: int, payload: str, absorbed_ids: list[int], now_ts: float) -> None:
         """One atomic write: row `target_id` (still 'pending') takes `payload` (the merged event)
-        and the `absorbed_ids` rows become 'done' (busy-input burst merge, SPEC.md §5)."""
+        and the `absorbed_ids` rows become 'done' (busy-input burst merge, docs/behaviour.md §5)."""
 
     async def record_reply(self, session_key: str, session_id: str, row: dict[str, Any] | None,
                            obligation: dict[str, Any] | None) -> tuple[int | None, int | None]:

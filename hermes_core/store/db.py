@@ -1,4 +1,4 @@
-"""The single writer connection to `state.db` (CONVENTIONS.md §7; SPEC.md §0, §3).
+"""The single writer connection to `state.db` (docs/architecture.md §7; docs/behaviour.md §0, §3).
 
 One aiosqlite connection per store, opened with `isolation_level=None` so that transactions are
 explicit: every write goes through `async with db.write():` (`BEGIN IMMEDIATE` … `COMMIT`, or

@@ -1,5 +1,5 @@
 """Degraded backend: sessions.json is the index, transcripts are `{session_id}.jsonl`
-(seed §3 "falls back to JSONL"; SPEC.md §0). Used only when state.db cannot be opened.
+(seed §3 "falls back to JSONL"; docs/behaviour.md §0). Used only when state.db cannot be opened.
 
 Same operations as `SqliteBackend`. Session rows are kept under the `_sessions` key of
 sessions.json (loaders of the seed's format skip `_` keys). Per-message state never rewrites the
@@ -380,7 +380,7 @@ class DegradedBackend:
         await asyncio.to_thread(append)
         return True
 
-    # ---- durable intake (SPEC.md §0, §5) ----------------------------------------------------
+    # ---- durable intake (docs/behaviour.md §0, §5) ----------------------------------------------------
 
     async def _intake_log(self, op: dict[str, Any]) -> None:
         line = json.dumps(op, ensure_ascii=False) + "\n"
@@ -441,7 +441,7 @@ class DegradedBackend:
             await asyncio.to_thread(write_atomic, self.dir / INTAKE_FILE_NAME, text)
             return len(doomed)
 
-    # ---- delivery ledger (SPEC.md §6) ------------------------------------------------------
+    # ---- delivery ledger (docs/behaviour.md §6) ------------------------------------------------------
 
     async def _persist_ledger(self) -> None:
         text = json.dumps({str(k): v for k, v in self.ledger.items()}, ensure_ascii=False)

@@ -1,6 +1,6 @@
 """Small file primitives of the store and its neighbours: the atomic write every state file uses
 (sessions.json, degraded transcripts, `.clean_shutdown`, `restart_counts.json`) and the lenient
-readers that treat a missing or unreadable file as empty, logging why (SPEC.md §3: a corrupt file
+readers that treat a missing or unreadable file as empty, logging why (docs/behaviour.md §3: a corrupt file
 never crashes start-up)."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The derived full-text index `messages_fts` (seed "State DB and FTS recovery"; SPEC.md §3).
+"""The derived full-text index `messages_fts` (seed "State DB and FTS recovery"; docs/behaviour.md §3).
 
 `messages_fts` is an FTS5 external-content table over `messages`. It holds no canonical data, so
 damage is repaired by `'rebuild'` from `messages` and no message is ever lost. Damage is detected

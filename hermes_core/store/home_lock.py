@@ -1,4 +1,4 @@
-"""One gateway per `HERMES_HOME` (SPEC.md §3): an exclusive `fcntl` lock on `<home>/gateway.lock`.
+"""One gateway per `HERMES_HOME` (docs/behaviour.md §3): an exclusive `fcntl` lock on `<home>/gateway.lock`.
 
 The lock belongs to the open file description, so it is released by the kernel when the holder
 exits or is killed; a stale file left behind by a crash never blocks the next start.

@@ -2,12 +2,12 @@
 (`hermes-gateway sessions import PATH`).
 
 The seed's entries are read leniently: legacy/unknown fields are ignored, naive timestamps are
-host local time (SPEC.md §0), `_`-prefixed keys and bad entries are skipped one at a time and
+host local time (docs/behaviour.md §0), `_`-prefixed keys and bad entries are skipped one at a time and
 reported. Legacy `{session_id}.jsonl` transcripts beside the file (seed §3 "legacy") are imported
 for sessions that have no transcript in the store yet.
 
 `merge_degraded_writes` reuses the same readers to bring what a degraded run wrote (SQLite
-unopenable: sessions.json + `{session_id}.jsonl`, SPEC.md §0) into SQLite once it opens again.
+unopenable: sessions.json + `{session_id}.jsonl`, docs/behaviour.md §0) into SQLite once it opens again.
 Not merged: the degraded `delivery_ledger.json` (a reply recorded but not yet delivered while
 degraded is in the merged transcript, but SQLite's ledger does not owe it).
 """
@@ -123,7 +123,7 @@ async def _import_legacy_lines(store: SessionStore, session_id: str, legacy: Pat
     return count
 
 
-# ---- merging what a degraded run wrote (SPEC.md §0 "nothing accepted is ever lost") ---------
+# ---- merging what a degraded run wrote (docs/behaviour.md §0 "nothing accepted is ever lost") ---------
 
 DEGRADED_MARKER_NAME = ".degraded-since"
 MERGED_SUFFIX = ".merged"
@@ -310,7 +310,7 @@ def _open_intake_rows(path: Path, report: MergeReport) -> list[dict]:
 
 async def _merge_intake(store: SessionStore, path: Path, report: MergeReport) -> None:
     """Messages accepted while degraded whose turn never began are accepted again by SQLite's
-    durable intake (SPEC.md §5), so the gateway's start-up replay answers them; a platform
+    durable intake (docs/behaviour.md §5), so the gateway's start-up replay answers them; a platform
     message id already in SQLite is not accepted twice. 'running' rows are left to the turn
     markers (`_merge_turn_markers`): their user message is already in the transcript."""
     for row in _open_intake_rows(path, report):

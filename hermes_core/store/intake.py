@@ -1,4 +1,4 @@
-"""Durable intake of inbound messages (SPEC.md §0 "nothing accepted is ever lost", §5 "the queue
+"""Durable intake of inbound messages (docs/behaviour.md §0 "nothing accepted is ever lost", §5 "the queue
 is durable: it lives in the inbound table and survives a restart in order"). Mixed into
 `SessionStore` through `TurnOps`.
 
@@ -38,7 +38,7 @@ class IntakeOps:
     """Durable intake methods. Relies on the SessionStore attributes `_b()` and `_now()`."""
 
     async def accept_inbound_event(self, session_key: str, event: Mapping[str, Any]) -> int | None:
-        """Persist one accepted inbound event with its dedupe record, in one write (SPEC.md §5).
+        """Persist one accepted inbound event with its dedupe record, in one write (docs/behaviour.md §5).
 
         Args:
             session_key: the session the event is routed to.
@@ -75,7 +75,7 @@ class IntakeOps:
             await self._b().intake_finish(int(inbound_id), self._now().timestamp())
 
     async def merge_inbound(self, target_id: int, event: Mapping[str, Any], absorbed_ids: list[int]) -> None:
-        """Record a busy-input burst merge durably (SPEC.md §5, seed §8): intake row `target_id`
+        """Record a busy-input burst merge durably (docs/behaviour.md §5, seed §8): intake row `target_id`
         (still 'pending') now holds `event` (the merged event, same JSON shape as
         `accept_inbound_event`'s), and the rows `absorbed_ids` are finished, in one atomic write.
         After a restart the merged event replays once, in the target's arrival position.

@@ -1,4 +1,4 @@
-"""The delivery ledger (SPEC.md §6; seed §7 "record_delivery_obligation"). Mixed into
+"""The delivery ledger (docs/behaviour.md §6; seed §7 "record_delivery_obligation"). Mixed into
 `SessionStore` through `TurnOps`.
 
 An obligation is a text the gateway owes a chat. States: pending → attempting → delivered |
@@ -9,7 +9,7 @@ the assistant message, and that transaction also clears the turn marker; the sen
 'failed' ones plainly; a 'delivered' one never. An obligation is abandoned after
 `MAX_ATTEMPTS` (3) attempts or `MAX_AGE_S` (24 h).
 
-Silence (SPEC.md §6): a reply that is only a silence marker (`[SILENT]`, `SILENT`, `NO_REPLY`,
+Silence (docs/behaviour.md §6): a reply that is only a silence marker (`[SILENT]`, `SILENT`, `NO_REPLY`,
 `NO REPLY`, any case, surrounding blanks ignored) owes nothing for an internal turn and
 `SILENT_NOTICE` for a human turn.
 """
@@ -64,7 +64,7 @@ class LedgerOps:
                            reply_to: str | None = None) -> int | None:
         """End a turn durably: append `message` (the assistant reply; None for a notice-only
         turn), record the obligation to send `content` (None: nothing is owed) and clear the turn
-        marker — one transaction on SQLite (SPEC.md §6).
+        marker — one transaction on SQLite (docs/behaviour.md §6).
 
         Args:
             origin: the chat to deliver to (the stored origin, raw ids).

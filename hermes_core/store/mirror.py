@@ -1,4 +1,4 @@
-"""`sessions.json`: the seed's routing index file (seed §3 layout; SPEC.md §0, §3).
+"""`sessions.json`: the seed's routing index file (seed §3 layout; docs/behaviour.md §0, §3).
 
 With SQLite open it is a *mirror* of the `routes` table, rebuilt from SQLite (so deleting or
 corrupting it loses nothing). In degraded mode it is the index itself. Writes are atomic (temp
@@ -28,7 +28,7 @@ MIRROR_README = (
     "state.db is the source of truth; this file is rewritten from it and may be deleted safely "
     "while the gateway is stopped."
 )
-# Cost bound of the mirror (issue 3: O(1) per message at 100k sessions). A rewrite renders the
+# Cost bound of the mirror (O(1) per message at 100k sessions; docs/behaviour.md §3). A rewrite renders the
 # whole file (the seed's format is one atomic JSON object), so its duration d grows with the
 # number of routes: ~8 ms at 1k sessions, ~0.6 s idle and ~1.2 s under load at 100k (2 cores, as
 # benchmarks/bench_store.py measures). After a rewrite

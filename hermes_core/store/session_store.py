@@ -1,5 +1,5 @@
 """SessionStore: the seed's §3 store on SQLite, with a degraded JSONL mode (seed §2, §3, §7;
-SPEC.md §0, §2, §3, §6).
+docs/behaviour.md §0, §2, §3, §6).
 
 The state machine (suspended → resume_pending → existing) lives here; persistence is delegated to
 `SqliteBackend` (canonical) or, when SQLite cannot be opened, `DegradedBackend`, both
@@ -175,7 +175,7 @@ class SessionStore(TurnOps, TranscriptOps):
                       self.sessions_dir, exc)
 
     async def _merge_degraded_run(self) -> bool:
-        """SQLite is healthy: merge what earlier degraded runs wrote (SPEC.md §0 "nothing accepted
+        """SQLite is healthy: merge what earlier degraded runs wrote (docs/behaviour.md §0 "nothing accepted
         is ever lost"), then remove the marker. A failed merge keeps the marker (retried at the
         next open, never doubling a message) and the store opens anyway. Returns True if merged."""
         since = read_degraded_marker(self.sessions_dir)
@@ -327,7 +327,7 @@ class SessionStore(TurnOps, TranscriptOps):
     async def get_or_create_session(self, source: SessionSource, force_new: bool = False) -> SessionEntry:
         """Return the session entry for `source`, creating or auto-resetting it (seed §2, §3).
 
-        Priority (SPEC.md §2): suspended → new session id with `was_auto_reset=True`,
+        Priority (docs/behaviour.md §2): suspended → new session id with `was_auto_reset=True`,
         `auto_reset_reason="suspended"`, `reset_had_activity` = the old session had a turn;
         else resume_pending → same id, flag kept; else the existing entry with `updated_at`
         bumped. No entry, or `force_new=True` → a fresh entry (force_new ends the previous SQLite
@@ -462,7 +462,7 @@ class SessionStore(TurnOps, TranscriptOps):
         return True
 
     async def clear_resume_pending(self, session_key: str) -> bool:
-        """Clear `resume_pending` after a turn that really completed (SPEC.md §2). Returns True
+        """Clear `resume_pending` after a turn that really completed (docs/behaviour.md §2). Returns True
         when a flag was cleared."""
         async with self._lock:
             entry = await self._load(session_key)
@@ -513,7 +513,7 @@ class SessionStore(TurnOps, TranscriptOps):
         """The entry for a stored session id (seed §3): the route pointing at it, else an entry
         rebuilt from its SQLite session row (an ended session). With `owner`, only a session of
         the same platform and user (or, in a shared chat, the same chat) is returned
-        (SPEC.md §2 owner scoping).
+        (docs/behaviour.md §2 owner scoping).
 
         Raises:
             ValueError: `session_id` is not path-safe.
@@ -545,7 +545,7 @@ class SessionStore(TurnOps, TranscriptOps):
         return self._canonical_fn(platform, kind, value) or value
 
     def _owned_by(self, origin: SessionSource | None, owner: SessionSource) -> bool:
-        """SPEC.md §2 owner scoping: same platform and the same person (canonical participant
+        """docs/behaviour.md §2 owner scoping: same platform and the same person (canonical participant
         ids, so `+1555…` and `1555…:12@s.whatsapp.net` are one user), or, when the owner's chat
         is shared, the same (canonical) chat."""
         if origin is None or origin.platform != owner.platform:
@@ -565,7 +565,7 @@ class SessionStore(TurnOps, TranscriptOps):
 
     async def prune_old_entries(self, max_age_days: float | None = None) -> int:
         """Remove routes idle longer than `max_age_days` (default `session_store_max_age_days`),
-        measured from `updated_at` (seed §3, SPEC.md §2). `<= 0` disables. Suspended entries and
+        measured from `updated_at` (seed §3, docs/behaviour.md §2). `<= 0` disables. Suspended entries and
         keys for which `has_active_processes_fn(key)` is true or raises are kept. Only the route
         goes; the SQLite session and transcript stay.
 

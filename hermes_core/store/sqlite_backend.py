@@ -1,4 +1,4 @@
-"""SQLite backend of the session store: canonical routes, sessions and transcripts (SPEC.md §0, §3).
+"""SQLite backend of the session store: canonical routes, sessions and transcripts (docs/behaviour.md §0, §3).
 
 Every method is one short transaction on the single writer connection and touches a bounded
 number of rows (primary-key or indexed lookups), so per-message cost does not grow with the
@@ -288,7 +288,7 @@ class SqliteBackend:
             "VALUES (?, ?, ?, ?, ?, 'done')", (platform, chat_id, message_id, now_iso, now_ts))
         return cur.rowcount == 1
 
-    # ---- durable intake (SPEC.md §0, §5) ----------------------------------------------------
+    # ---- durable intake (docs/behaviour.md §0, §5) ----------------------------------------------------
 
     async def intake_accept(self, platform: str, chat_id: str, message_id: str, session_key: str,
                             payload: str, now_iso: str, now_ts: float) -> int | None:
@@ -321,7 +321,7 @@ class SqliteBackend:
                 await conn.execute("UPDATE inbound SET state = 'done', payload = NULL, finished_ts = ? WHERE id = ?",
                                    (now_ts, ident))
 
-    # ---- delivery ledger (SPEC.md §6) ------------------------------------------------------
+    # ---- delivery ledger (docs/behaviour.md §6) ------------------------------------------------------
 
     _OB_COLS = ("id", "session_key", "session_id", "origin", "content", "state", "attempts", "internal",
                 "last_error", "message_id", "reply_to", "created_ts", "updated_ts")

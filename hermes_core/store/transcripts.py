@@ -1,5 +1,5 @@
 """Transcript operations of the session store: append, load, rewrite, rewind and full-text
-search (seed §3, "State DB and FTS recovery"; SPEC.md §2, §3). Mixed into `SessionStore`."""
+search (seed §3, "State DB and FTS recovery"; docs/behaviour.md §2, §3). Mixed into `SessionStore`."""
 
 from __future__ import annotations
 
@@ -66,7 +66,7 @@ class TranscriptOps:
         await self._b().rewrite(session_id, rows)
 
     async def rewind_session(self, session_id: str, n: int = 1) -> dict[str, Any] | None:
-        """Undo the last `n` user turns by soft delete (seed §3; SPEC.md §2).
+        """Undo the last `n` user turns by soft delete (seed §3; docs/behaviour.md §2).
 
         Returns:
             `{"rewound_count": rows deactivated, "turns_undone": k, "target_text": text of the
@@ -78,12 +78,12 @@ class TranscriptOps:
 
     async def search_transcripts(self, query: str, *, limit: int = 20, owner: SessionSource | None = None
                                  ) -> list[dict[str, Any]]:
-        """Full-text search of active messages (FTS5; SPEC.md §3).
+        """Full-text search of active messages (FTS5; docs/behaviour.md §3).
 
         Args:
             query: free text; every word must match (quotes and operators are neutralised).
             limit: maximum results.
-            owner: restrict to sessions owned by this source (SPEC.md §2 scoping).
+            owner: restrict to sessions owned by this source (docs/behaviour.md §2 scoping).
         Returns:
             `[{"session_id", "message_id", "snippet"}]`, best match first.
         """

@@ -1,5 +1,5 @@
 """Turn markers, crash recovery and durable inbound dedupe of the session store (seed §7;
-SPEC.md §5, §6). Mixed into `SessionStore`; brings in the durable intake (`intake.IntakeOps`)
+docs/behaviour.md §5, §6). Mixed into `SessionStore`; brings in the durable intake (`intake.IntakeOps`)
 and the delivery ledger (`ledger.LedgerOps`)."""
 
 from __future__ import annotations
@@ -63,7 +63,7 @@ class TurnOps(IntakeOps, LedgerOps):
     async def recover_interrupted_turns(self, max_age_seconds: float) -> list[str]:
         """Crash recovery (seed §7): promote each persisted turn marker whose turn has no
         persisted reply to `resume_pending=True`, `resume_reason="restart_interrupted"`, and
-        clear the marker. A marker older than `max_age_seconds` (SPEC.md §6:
+        clear the marker. A marker older than `max_age_seconds` (docs/behaviour.md §6:
         `max(3600, 2 × agent_timeout)`) is cleared without resuming; a suspended entry is not
         marked (marker cleared). A marked turn whose reply was persisted is not resumed: when the
         ledger has no obligation for that reply, one is recorded ('pending', judged like a
@@ -110,7 +110,7 @@ class TurnOps(IntakeOps, LedgerOps):
             await backend.end_turn(key)
 
     async def accept_inbound(self, platform: str, chat_id: str, message_id: str) -> bool:
-        """Dedupe-only record of `(platform, chat_id, message_id)` (SPEC.md §5), without the
+        """Dedupe-only record of `(platform, chat_id, message_id)` (docs/behaviour.md §5), without the
         event: for callers that persist the message elsewhere. The gateway runner uses
         `accept_inbound_event`, which also makes the message durable.
 

@@ -1,4 +1,4 @@
-"""Test kit for hermes_core and its plugins (CONVENTIONS.md §8).
+"""Test kit for hermes_core and its plugins (docs/architecture.md §8).
 
 Fixtures come from the `pytest11` entry point (`hermes_core.testing.pytest_plugin`); the
 contract suites are imported from here and subclassed in a plugin's tests::

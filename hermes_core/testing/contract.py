@@ -1,4 +1,4 @@
-"""Contract suites a plugin author subclasses (CONVENTIONS.md §8; fsspec / langchain-tests style).
+"""Contract suites a plugin author subclasses (docs/architecture.md §8; fsspec / langchain-tests style).
 
 The classes are not named `Test*`, so pytest collects them only through a subclass in the
 plugin's own tests::
@@ -320,7 +320,7 @@ class AdapterContract:
 # ---- SessionKeyContract ----------------------------------------------------------------------
 
 class SessionKeyContract:
-    """Checks the session-key and shared-session hooks for one platform (seed §4, §5; SPEC.md §4).
+    """Checks the session-key and shared-session hooks for one platform (seed §4, §5; docs/behaviour.md §4).
 
     Fixtures: `platform` (required); `key_plugin` (the plugin module or object whose key hooks are
     tested; default None = the core builtins only).

@@ -1,4 +1,4 @@
-"""pytest11 entry point of the hermes_core test kit (CONVENTIONS.md §8).
+"""pytest11 entry point of the hermes_core test kit (docs/architecture.md §8).
 
 Installed with the core, so a plugin's tests get these fixtures with no conftest:
 

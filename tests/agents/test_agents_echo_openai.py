@@ -1,4 +1,4 @@
-"""Agents (issue 2 item 7): echo's deterministic rule, interruption, and the openai agent
+"""Agents: echo's deterministic rule, interruption, and the openai agent
 against a fake chat-completions server on 127.0.0.1."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
-"""`hermes-gateway` end to end in subprocesses with HERMES_HOME=tmp_path (issue 2 items 9 and
-"bad input", "done means"). The console script itself is run, as a user would."""
+"""`hermes-gateway` end to end in subprocesses with HERMES_HOME=tmp_path, bad input
+included. The console script itself is run, as a user would."""
 
 from __future__ import annotations
 

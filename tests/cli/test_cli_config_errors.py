@@ -1,5 +1,5 @@
 """Every `hermes-gateway` command loads its config through one loader and reports a failure as
-one line `hermes-gateway: error: …` with exit code 2 (issue 2 "Bad input"), run as real
+one line `hermes-gateway: error: …` with exit code 2 , run as real
 subprocesses of the installed console script."""
 
 from __future__ import annotations

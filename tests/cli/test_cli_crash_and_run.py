@@ -66,7 +66,7 @@ async def test_sigkill_mid_turn_then_restart_answers_both_messages_once_in_order
 
     # Restart on the echo agent: the crash is reported; the interrupted turn is continued
     # (seed §7 auto-continue) and the waiting message is replayed from the durable intake
-    # (SPEC.md §5) before the new input — each answered exactly once, in order.
+    # (docs/behaviour.md §5) before the new input — each answered exactly once, in order.
     code, out, err = await chat(tmp_path, "/status\n")
     assert code == 0, err
     assert ("hermes-gateway: WARNING: the previous run did not shut down cleanly; "

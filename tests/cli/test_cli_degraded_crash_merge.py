@@ -1,6 +1,6 @@
 """A gateway running degraded (state.db unopenable) is killed mid-turn with a second message
 waiting; the operator restores state.db; the next start merges the degraded run's writes and
-answers both messages exactly once, in order (SPEC.md §0 "nothing accepted is ever lost", §5,
+answers both messages exactly once, in order (docs/behaviour.md §0 "nothing accepted is ever lost", §5,
 seed §7). Real subprocesses, SIGKILL, the `openai` agent against a never-answering server on
 127.0.0.1 (`tests/cli/conftest.py`), then the echo agent."""
 

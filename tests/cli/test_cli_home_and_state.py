@@ -1,6 +1,6 @@
 """HERMES_HOME / HERMES_CONFIG handling, owner-only file modes, admin commands on a home without
 state, `sessions import DIR` and `sessions reindex` — each through the installed console script
-as a real subprocess (issue 2 "Bad input"; issue 3 "Admin CLI"; SPEC.md §0)."""
+as a real subprocess (docs/behaviour.md §0)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The agent cache (seed §11; SPEC.md §8): LRU order and size, session-id replacement, idle TTL
+"""The agent cache (seed §11; docs/behaviour.md §8): LRU order and size, session-id replacement, idle TTL
 on a fake clock, the memory-pressure sweep against a cgroup tree written in tmp_path, and the
 `memory_high_mb` setting."""
 

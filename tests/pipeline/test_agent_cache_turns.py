@@ -1,4 +1,4 @@
-"""The agent cache in running turns (seed §10, §11; SPEC.md §8): turns reuse the live transcript
+"""The agent cache in running turns (seed §10, §11; docs/behaviour.md §8): turns reuse the live transcript
 instead of reloading it, an evicted session's next turn rebuilds its full history from the store,
 /new gives a fresh history, the live transcript always equals the stored one, and the
 housekeeping tick applies the idle TTL and the pressure sweep. Real store (SQLite), real plugin

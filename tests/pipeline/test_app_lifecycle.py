@@ -1,4 +1,4 @@
-"""GatewayApp start-up and shutdown (seed §7 `.clean_shutdown`; SPEC.md §6)."""
+"""GatewayApp start-up and shutdown (seed §7 `.clean_shutdown`; docs/behaviour.md §6)."""
 
 from __future__ import annotations
 

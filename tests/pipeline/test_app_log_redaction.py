@@ -1,5 +1,5 @@
 """`[redaction] enabled` routes the gateway's log lines through the `log`-scope redaction rules
-while the app runs (SPEC.md §7; CONVENTIONS.md §4: logs must not carry message PII)."""
+while the app runs (docs/behaviour.md §7; docs/architecture.md §4: logs must not carry message PII)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Core housekeeping builtin (seed §10, SPEC.md §2): a watcher tick prunes routes older than
+"""Core housekeeping builtin (seed §10, docs/behaviour.md §2): a watcher tick prunes routes older than
 `session_store_max_age_days`, at most hourly, keeping transcripts; 0 disables it."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Intake and ledger retention as a housekeeping pass (SPEC.md §5, §6): a real watcher tick
+"""Intake and ledger retention as a housekeeping pass (docs/behaviour.md §5, §6): a real watcher tick
 forgets finished inbound ids and settled obligations older than 7 days, keeps what is owed."""
 
 from __future__ import annotations

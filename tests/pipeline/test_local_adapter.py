@@ -1,4 +1,4 @@
-"""The local platform adapter (issue 2 item 9) driven through injected streams."""
+"""The local platform adapter  driven through injected streams."""
 
 from __future__ import annotations
 
@@ -24,7 +24,7 @@ async def _collect(text: str, **kw):
 
 async def test_lines_become_events_in_order_until_quit():
     adapter, events = await _collect("first\r\n\n   \nsecond line\n/quit\nnever\n")
-    # Blank lines are ignored (issue 2) by the adapter itself, which just prompts again.
+    # Blank lines are ignored  by the adapter itself, which just prompts again.
     assert [e.text for e in events] == ["first", "second line"]
     source = events[0].source
     assert (source.platform, source.chat_id, source.chat_type, source.user_id) == ("local", "terminal", "dm", "alice")

@@ -1,4 +1,4 @@
-"""Busy input (seed §8, SPEC.md §5, including edits and deletions of queued messages) end to end
+"""Busy input (seed §8, docs/behaviour.md §5, including edits and deletions of queued messages) end to end
 in-process: real GatewayApp, real SQLite store, a recording adapter for the chat and an agent
 whose turns the test opens (and whose interrupted turns the test lets end), so every
 interleaving below is forced, not timed.
@@ -275,7 +275,7 @@ async def test_status_reports_the_queue_depth_while_a_turn_runs(tmp_path):
         await app.stop()
 
 
-# ---- edits and deletions of still-queued messages (SPEC.md §5 last bullet) -----------------------
+# ---- edits and deletions of still-queued messages (docs/behaviour.md §5 last bullet) -----------------------
 
 async def test_edit_and_delete_of_queued_messages(tmp_path):
     agent = HeldAgent()

@@ -1,4 +1,4 @@
-"""The busy-input queue is durable (SPEC.md §5 "the queue is durable: it lives in the inbound
+"""The busy-input queue is durable (docs/behaviour.md §5 "the queue is durable: it lives in the inbound
 table and survives a restart in order"; seed §8): queued messages, waiting bursts and bursts
 merged just before a crash replay after a restart in order, exactly once, on both store
 backends (SQLite and the degraded files). Real GatewayApp, real stores."""

@@ -1,4 +1,4 @@
-"""Session context and its prompt (seed §9, SPEC.md §7): literal prompts, shared sessions,
+"""Session context and its prompt (seed §9, docs/behaviour.md §7): literal prompts, shared sessions,
 pseudonymisation of canonical ids, neutralised metadata."""
 
 from __future__ import annotations
@@ -151,7 +151,7 @@ def test_platform_notes_are_appended(tmp_path, pm):
                                                           pm=pm, redact=False)
 
 
-# ---- llm_context redaction rules on the prompt's free text (seed §9; SPEC.md §7) --------------
+# ---- llm_context redaction rules on the prompt's free text (seed §9; docs/behaviour.md §7) --------------
 
 def _pii_source():
     return SessionSource("telegram", "12345", chat_type="dm", user_id="12345",

@@ -1,5 +1,5 @@
-"""Durable intake (SPEC.md §0 "nothing accepted is ever lost", §5 "the queue is durable … survives a
-restart in order"; issue 2 "bad input"): real store (SQLite and degraded), real GatewayApp."""
+"""Durable intake (docs/behaviour.md §0 "nothing accepted is ever lost", §5 "the queue is durable … survives a
+restart in order"): real store (SQLite and degraded), real GatewayApp."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The delivery ledger across crashes (SPEC.md §6; seed §7 "crash recovery"): a reply saved but
+"""The delivery ledger across crashes (docs/behaviour.md §6; seed §7 "crash recovery"): a reply saved but
 not confirmed as sent is re-sent exactly once, with the literal prefix when the send may have
 happened; 'delivered' is never re-sent; silence markers; give-up rules; the sweep clears
 resume_pending. Real store (SQLite), real subprocess killed with SIGKILL."""

@@ -1,4 +1,4 @@
-"""Start-up recovery (seed §7 "startup recovery sequence", "stuck-loop detection"; SPEC.md §6):
+"""Start-up recovery (seed §7 "startup recovery sequence", "stuck-loop detection"; docs/behaviour.md §6):
 the `hermes_recovery_plan` hook decides, `hermes_on_session_recovered` hears about it, only fresh
 interruptions auto-continue, and `restart_counts.json` suspends a session stuck across 3 restarts.
 Real store, real plugin manager, real GatewayApp."""

@@ -1,4 +1,4 @@
-"""The gateway runner end to end in-process (issue 2 item 8 and "bad input"): real store
+"""The gateway runner end to end in-process (and bad input): real store
 (SQLite), real plugin manager, echo agent; a recording adapter stands in for the chat."""
 
 from __future__ import annotations

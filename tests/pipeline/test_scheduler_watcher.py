@@ -1,4 +1,4 @@
-"""The housekeeping watcher (CONVENTIONS.md §6): tick with a fake clock, isolation, tick timeout,
+"""The housekeeping watcher (docs/architecture.md §6): tick with a fake clock, isolation, tick timeout,
 and one real APScheduler run with a 50 ms interval."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""call_broadcast (CONVENTIONS.md §4): pluggy order, subset args, isolation, timeout.
+"""call_broadcast (docs/architecture.md §4): pluggy order, subset args, isolation, timeout.
 
 Tests named `test_hook_<hook>` are the per-hook tests the hookspec coverage test looks for.
 """

@@ -1,5 +1,5 @@
 """One test per hook (`test_hook_<name>`), plus the datasette-style check that every hookspec is
-documented and tested. Expected values come from SPEC.md §4, §6, §7 and CONVENTIONS.md §2."""
+documented and tested. Expected values come from docs/behaviour.md §4, §6, §7 and docs/architecture.md §2."""
 
 import ast
 import asyncio
@@ -88,7 +88,7 @@ def test_hook_hermes_configure(tmp_path, monkeypatch):
 
 def test_hook_hermes_canonical_identity():
     pm = _pm()
-    # Builtin: WhatsApp ids normalised (SPEC.md §4), other platforms unchanged.
+    # Builtin: WhatsApp ids normalised (docs/behaviour.md §4), other platforms unchanged.
     assert pm.hook.hermes_canonical_identity(platform="whatsapp", kind="user",
                                              value="+15551234567:12@s.whatsapp.net") == "15551234567"
     assert pm.hook.hermes_canonical_identity(platform="signal", kind="user", value="+4915112345678") == "+4915112345678"
@@ -170,7 +170,7 @@ def test_hook_hermes_redaction_rules():
 
 def test_hook_hermes_pseudonymize():
     pm = _pm()
-    # SPEC.md §7: user → user_<sha256[:12]>, chat → <prefix>:<12hex> or <12hex>.
+    # docs/behaviour.md §7: user → user_<sha256[:12]>, chat → <prefix>:<12hex> or <12hex>.
     assert pm.hook.hermes_pseudonymize(platform="telegram", kind="user", value="123456789") == "user_15e2b0d3c338"
     assert pm.hook.hermes_pseudonymize(platform="telegram", kind="chat", value="123456789") == "15e2b0d3c338"
     assert pm.hook.hermes_pseudonymize(platform="signal", kind="chat", value="group:AbC+/=") == "group:ffba54febd55"

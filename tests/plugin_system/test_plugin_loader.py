@@ -1,4 +1,4 @@
-"""Loader (CONVENTIONS.md §3) through real entry points: tiny distributions on sys.path are found
+"""Loader (docs/architecture.md §3) through real entry points: tiny distributions on sys.path are found
 by importlib.metadata and stevedore exactly like pip-installed ones."""
 
 import logging

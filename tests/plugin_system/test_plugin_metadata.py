@@ -1,4 +1,4 @@
-"""Distribution names and versions in load reports (CONVENTIONS.md §3 listing, §10 pitfall
+"""Distribution names and versions in load reports (docs/architecture.md §3 listing, §10 pitfall
 "versions missing"): one fresh snapshot per load, never a stale process-wide cache."""
 
 import importlib.metadata

@@ -1,4 +1,4 @@
-"""The `log` redaction scope at runtime (seed §9; CONVENTIONS.md §2 `hermes_redaction_rules`):
+"""The `log` redaction scope at runtime (seed §9; docs/architecture.md §2 `hermes_redaction_rules`):
 `RedactionLogFilter` / `install_log_redaction` and redacted plugin errors in `call_broadcast`."""
 
 import io

@@ -1,4 +1,4 @@
-"""Per-plugin settings (CONVENTIONS.md §5): validated into the plugin's own model."""
+"""Per-plugin settings (docs/architecture.md §5): validated into the plugin's own model."""
 
 import logging
 

@@ -1,4 +1,4 @@
-"""`hermes-gateway plugins [--json] [--all]` (CONVENTIONS.md §3 listing) over real entry points."""
+"""`hermes-gateway plugins [--json] [--all]` (docs/architecture.md §3 listing) over real entry points."""
 
 import json
 

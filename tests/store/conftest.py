@@ -51,7 +51,7 @@ def dm() -> SessionSource:
 @pytest.fixture(autouse=True)
 def no_leaked_sqlite_threads():
     """Every store a test opens must be closed: no aiosqlite worker thread may outlive the test
-    (CONVENTIONS.md §7: an unclosed connection is how a gateway hangs at exit)."""
+    (docs/architecture.md §7: an unclosed connection is how a gateway hangs at exit)."""
     import threading
 
     before = set(threading.enumerate())

@@ -1,4 +1,4 @@
-"""Seed §7 / SPEC.md §6: a gateway killed with SIGKILL mid-turn; the persisted turn marker makes
+"""Seed §7 / docs/behaviour.md §6: a gateway killed with SIGKILL mid-turn; the persisted turn marker makes
 recover_interrupted_turns mark the session resume_pending ("restart_interrupted")."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""SPEC.md §0 / seed §3: degraded mode (sessions.json index + {session_id}.jsonl) when SQLite
+"""docs/behaviour.md §0 / seed §3: degraded mode (sessions.json index + {session_id}.jsonl) when SQLite
 cannot be opened; same API; a failed transcript read raises."""
 
 from __future__ import annotations

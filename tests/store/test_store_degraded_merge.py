@@ -1,5 +1,5 @@
-"""What a degraded run writes is merged into SQLite when state.db opens again (SPEC.md §0
-"nothing accepted is ever lost"; issue 3 "degraded mode"): end to end with the installed
+"""What a degraded run writes is merged into SQLite when state.db opens again (docs/behaviour.md §0
+"nothing accepted is ever lost"): end to end with the installed
 `hermes-gateway chat` as real subprocesses, and with real store instances."""
 
 from __future__ import annotations

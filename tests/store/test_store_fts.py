@@ -1,4 +1,4 @@
-"""Seed "State DB and FTS recovery", SPEC.md §3: the derived FTS5 index, its check and rebuild."""
+"""Seed "State DB and FTS recovery", docs/behaviour.md §3: the derived FTS5 index, its check and rebuild."""
 
 from __future__ import annotations
 

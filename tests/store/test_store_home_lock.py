@@ -1,4 +1,4 @@
-"""SPEC.md §3: one gateway per HERMES_HOME."""
+"""docs/behaviour.md §3: one gateway per HERMES_HOME."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Issue 3: `hermes-gateway sessions import PATH` (seed §3 sessions.json with legacy fields and
+"""`hermes-gateway sessions import PATH` (seed §3 sessions.json with legacy fields and
 naive timestamps) and the admin CLI (list/show/search/export/prune, --json, lock refusal)."""
 
 from __future__ import annotations

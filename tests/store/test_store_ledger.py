@@ -1,4 +1,4 @@
-"""Delivery ledger and resumed-turn store operations on both backends (SPEC.md §6; seed §7):
+"""Delivery ledger and resumed-turn store operations on both backends (docs/behaviour.md §6; seed §7):
 obligations survive a reopen with their state, an orphaned saved reply is adopted by crash
 recovery once, `resume_turn` finds the unanswered user message."""
 

@@ -1,4 +1,4 @@
-"""Schema versioning with PRAGMA user_version and forward migrations at open (issue 3)."""
+"""Schema versioning with PRAGMA user_version and forward migrations at open ."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""SPEC.md §0/§3 and seed §3: sessions.json is an atomic, lenient mirror rebuilt from SQLite."""
+"""docs/behaviour.md §0/§3 and seed §3: sessions.json is an atomic, lenient mirror rebuilt from SQLite."""
 
 from __future__ import annotations
 

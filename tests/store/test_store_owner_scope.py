@@ -1,6 +1,6 @@
 """Owner scoping of `lookup_by_session_id(owner=…)` and `search_transcripts(owner=…)` goes
-through the store's shared-session predicate and canonical ids (SPEC.md §2 owner scoping, §4
-canonical ids; seed §5), and platform names are kept verbatim (SPEC.md §1)."""
+through the store's shared-session predicate and canonical ids (docs/behaviour.md §2 owner scoping, §4
+canonical ids; seed §5), and platform names are kept verbatim (docs/behaviour.md §1)."""
 
 from __future__ import annotations
 

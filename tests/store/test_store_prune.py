@@ -1,4 +1,4 @@
-"""SPEC.md §2 / seed §3, §10: prune_old_entries."""
+"""docs/behaviour.md §2 / seed §3, §10: prune_old_entries."""
 
 from __future__ import annotations
 

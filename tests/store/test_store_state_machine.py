@@ -1,4 +1,4 @@
-"""SPEC.md §2 / seed §2: the get_or_create_session priorities, reset, switch (CAS), flags, usage."""
+"""docs/behaviour.md §2 / seed §2: the get_or_create_session priorities, reset, switch (CAS), flags, usage."""
 
 from __future__ import annotations
 

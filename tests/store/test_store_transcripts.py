@@ -1,4 +1,4 @@
-"""Seed §3 transcripts; SPEC.md §2 rewind values, load_transcript and rewrite atomicity."""
+"""Seed §3 transcripts; docs/behaviour.md §2 rewind values, load_transcript and rewrite atomicity."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""SPEC.md §5 (durable inbound dedupe) and §6 / seed §7 (turn markers, recover_interrupted_turns)."""
+"""docs/behaviour.md §5 (durable inbound dedupe) and §6 / seed §7 (turn markers, recover_interrupted_turns)."""
 
 from __future__ import annotations
 

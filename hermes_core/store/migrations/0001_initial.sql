@@ -1,4 +1,4 @@
--- Schema version 1 of state.db (SPEC.md §3). SQLite is canonical; sessions.json is a mirror of `routes`.
+-- Schema version 1 of state.db (docs/behaviour.md §3). SQLite is canonical; sessions.json is a mirror of `routes`.
 
 -- One row per session id (one incarnation of a conversation).
 CREATE TABLE IF NOT EXISTS sessions (
@@ -47,7 +47,7 @@ CREATE TABLE IF NOT EXISTS routes (
     entry               TEXT NOT NULL,
     updated_ts          REAL NOT NULL,     -- epoch seconds of entry.updated_at (ordering, pruning)
     suspended           INTEGER NOT NULL DEFAULT 0,
-    turn_session_id     TEXT,              -- turn marker (SPEC.md §6): set with the user message
+    turn_session_id     TEXT,              -- turn marker (docs/behaviour.md §6): set with the user message
     turn_message_id     INTEGER,
     turn_started_ts     REAL               -- epoch seconds, UTC
 );
@@ -55,7 +55,7 @@ CREATE INDEX IF NOT EXISTS routes_by_session_id ON routes(session_id);
 CREATE INDEX IF NOT EXISTS routes_by_updated ON routes(updated_ts);
 CREATE INDEX IF NOT EXISTS routes_with_turn ON routes(turn_started_ts) WHERE turn_started_ts IS NOT NULL;
 
--- Durable intake and dedupe of inbound platform messages (SPEC.md §5).
+-- Durable intake and dedupe of inbound platform messages (docs/behaviour.md §5).
 CREATE TABLE IF NOT EXISTS inbound (
     platform            TEXT NOT NULL,
     chat_id             TEXT NOT NULL,
@@ -67,7 +67,7 @@ CREATE TABLE IF NOT EXISTS inbound (
     PRIMARY KEY (platform, chat_id, message_id)
 );
 
--- Delivery ledger (SPEC.md §6): pending -> attempting -> delivered | failed | abandoned.
+-- Delivery ledger (docs/behaviour.md §6): pending -> attempting -> delivered | failed | abandoned.
 CREATE TABLE IF NOT EXISTS delivery_obligations (
     id                  INTEGER PRIMARY KEY,
     session_key         TEXT,

@@ -1,4 +1,4 @@
--- Schema version 3: durable intake (SPEC.md §0, §5) and the delivery ledger (SPEC.md §6).
+-- Schema version 3: durable intake (docs/behaviour.md §0, §5) and the delivery ledger (docs/behaviour.md §6).
 --
 -- `inbound` gets an explicit INTEGER PRIMARY KEY: the arrival order of the durable queue must not
 -- depend on implicit rowids (VACUUM may renumber those). The dedupe key stays unique. `state` is

@@ -1,4 +1,4 @@
-"""Group → supergroup migration aliases (platforms.md §1.3, trap TG-T6).
+"""Group → supergroup migration aliases (docs/platforms.md §1.3, trap TG-T6).
 
 When a basic group becomes a supergroup its `chat.id` changes (`-4…` → `-100…`). Sessions are
 keyed on the chat id, so without help every conversation in the group would silently restart.
@@ -8,7 +8,7 @@ store's `switch_session` moves a key to another session id, not a session to ano
 plugin keeps the *first* chat id as the canonical one: the `hermes_canonical_identity` hookimpl
 maps a migrated chat's new id to its original id for `kind == "chat"`, and the key built for a
 message in the new supergroup is the old key — the same session continues, transcript intact.
-Delivery never uses canonical ids (SPEC.md §4): the adapter sends to `current(chat_id)`, the
+Delivery never uses canonical ids (docs/behaviour.md §4): the adapter sends to `current(chat_id)`, the
 newest id, so replies routed from an old stored origin still reach the supergroup.
 
 The aliases live in a small JSON file, `<HERMES_HOME>/telegram/chat_aliases.json`, written

@@ -3,7 +3,7 @@
 * `hermes_settings_schema`: the `[platforms.telegram]` table → `TelegramSettings`.
 * `hermes_configure`: remembers HERMES_HOME, where the migration alias file lives.
 * `hermes_canonical_identity`: a migrated supergroup's new chat id → the group's original id
-  (platforms.md TG-T6; design in `aliases.py`), so its sessions keep their key. Returns None
+  (docs/platforms.md TG-T6; design in `aliases.py`), so its sessions keep their key. Returns None
   (defer to the core) for everything else. No `tryfirst`: that is reserved for deployments.
 * `hermes_platform_notes`: Telegram lines for the session-context prompt (seed §9).
 """

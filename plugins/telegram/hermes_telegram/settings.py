@@ -1,4 +1,4 @@
-"""The `[platforms.telegram]` settings table (CONVENTIONS.md §5 "Per-plugin sections").
+"""The `[platforms.telegram]` settings table (docs/architecture.md §5 "Per-plugin sections").
 
 Validated by the core into `TelegramSettings` (the model returned from this plugin's
 `hermes_settings_schema` hookimpl). The bot token is a `SecretStr`: it never appears in a repr,
@@ -35,7 +35,7 @@ class TelegramSettings(BaseModel):
         webhook_listen / webhook_port / webhook_path: the local aiohttp listener
             (`webhook_port=0` picks a free port; see `TelegramAdapter.webhook_address`).
         webhook_secret: checked against `X-Telegram-Bot-Api-Secret-Token` (`SecretStr`).
-        edits_as_turns: when True an edited message starts a new turn (platforms.md TG-T10);
+        edits_as_turns: when True an edited message starts a new turn (docs/platforms.md TG-T10);
             by default edits are ignored and logged.
         parse_mode: `"MarkdownV2"` (code fences and inline code rendered, everything else
             escaped) or `"plain"`. A refused formatted text is resent as plain text.

@@ -67,7 +67,7 @@ async def test_sigkill_then_restart_answers_pending_updates_once(tg, tmp_path):
     try:
         await tg.push(load("t1_private_dm"))
         await tg.wait_for(lambda: len(tg.sent) == 1, timeout=30)
-        # Kill only once the delivery ledger recorded the reply as delivered (SPEC.md §6): a kill
+        # Kill only once the delivery ledger recorded the reply as delivered (docs/behaviour.md §6): a kill
         # while the send is still unconfirmed rightly re-sends it with the "Recovered reply"
         # prefix (tested in tests/pipeline/test_pipeline_ledger.py); this test is about dedupe.
         await wait_for_delivered(home, 1)

@@ -1,6 +1,6 @@
 """End to end: fake Telegram Bot API → real PTB client → TelegramAdapter → GatewayApp (real
 plugin loading through the installed entry points, real SQLite store, echo agent) → reply back
-at the fake server (issue 5 "Common to every platform plugin").
+at the fake server.
 """
 
 from __future__ import annotations

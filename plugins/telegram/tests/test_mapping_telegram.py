@@ -1,6 +1,6 @@
-"""Fixture tests of `map_update` (platforms.md §1.0, §1.1 samples T1–T7, traps TG-T1…TG-T10).
+"""Fixture tests of `map_update` (docs/platforms.md §1.0, §1.1 samples T1–T7, traps TG-T1…TG-T10).
 
-Every expected SessionSource field and session key below is copied literally from platforms.md.
+Every expected SessionSource field and session key below is copied literally from docs/platforms.md.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ def load(name: str) -> dict:
     return json.loads((FIXTURES / f"{name}.json").read_text())
 
 
-# (fixture, expected SessionSource fields, text handed to the gateway, session key) — platforms.md §1.1
+# (fixture, expected SessionSource fields, text handed to the gateway, session key) — docs/platforms.md §1.1
 SAMPLES = [
     ("t1_private_dm",
      {"platform": "telegram", "chat_id": "111222333", "chat_name": "Alice Ng", "chat_type": "dm",
