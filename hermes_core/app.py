@@ -4,8 +4,8 @@ Start: HERMES_HOME created and checked writable → plugins loaded → store ope
 the `hermes_session_key` hook) → unclean-shutdown check (`.clean_shutdown` consumed once; without
 it, marked turns are promoted by `store.recover_interrupted_turns`: no saved reply →
 `resume_pending`, saved reply → delivery ledger; with it, leftover turn markers are discarded)
-→ agent → runner created paused → enabled adapters resolved (entry points) → start-up recovery
-queued on the runner (`recovery.restore_at_startup`: stuck loops, ledger sweep,
+→ agent → runner created paused → enabled adapters resolved (entry points), each given its data
+directory `HERMES_HOME/<platform>/` (0700) → start-up recovery queued on the runner (`recovery.restore_at_startup`: stuck loops, ledger sweep,
 auto-continue, intake replay) → adapters started → runner released → watcher started →
 `hermes_startup` broadcast.
 Stop: adapters stopped (no new input) → runner drained (`[scheduler] drain_timeout_s`; turns still
@@ -31,7 +31,8 @@ from .pipeline.deps import PipelineDeps
 from .recovery import RecoveryReport, load_restart_counts, restore_at_startup, save_restart_counts
 from .pipeline.runner import GatewayRunner
 from .plugin_system.dispatch import call_broadcast
-from .plugin_system.manager import create_plugin_manager, key_policy, session_key_for, session_shared_for
+from .plugin_system.manager import (attach_identity_aliases, create_plugin_manager, key_policy, session_key_for,
+                                    session_shared_for)
 from .plugin_system.redaction import install_log_redaction
 from .scheduler import Watcher
 from .settings import ConfigError, config_file_path, ensure_private_dir, env_home, load_config
@@ -113,6 +114,8 @@ class GatewayApp:
         self.runner: GatewayRunner | None = None
         self.watcher: Watcher | None = None
         self.platform_settings: dict[str, Any] = {}
+        # `{platform: PlatformSettings}`: the common keys of every `[platforms.<id>]` table.
+        self.common_platform_settings: dict[str, Any] = {}
         self._given_adapters = adapters
         self._use_watcher = watcher
         self.adapters: dict[str, Any] = {}
@@ -178,6 +181,8 @@ class GatewayApp:
                                   canonical_fn=policy.canonicalize,
                                   clock=self.clock)
         await self.store.open()  # announces degraded mode itself when state.db cannot be opened
+        # Keys, pseudonyms and owner scoping fold ids by the stored aliases (docs/behaviour.md §4).
+        attach_identity_aliases(self.pm, self.store.resolve_identity)
         await self._check_clean_shutdown()
         if self.agent is None:
             self.agent = create_agent(self.config)
@@ -193,7 +198,7 @@ class GatewayApp:
             now_ts=self.clock().timestamp(), counts=self.restart_counts,
             crash_interrupted=self._crash_interrupted)
         for name, adapter in self.adapters.items():
-            adapter.bind(self.runner.handle)
+            adapter.bind(self.runner.handle, record_aliases=self.store.record_aliases)
             await adapter.start()
             log.info("platform %s started", name)
         self.runner.release()
@@ -247,18 +252,41 @@ class GatewayApp:
         return valid
 
     def _build_adapters(self) -> None:
+        from .plugin_system.settings import common_platform_settings
+
         given = self._given_adapters
         if given is not None:
             items = given.items() if isinstance(given, Mapping) else ((a.spec.name, a) for a in given)
             self.adapters.update(items)
-            return
-        from .plugin_system.adapters import resolve_adapter_classes
-        from .plugin_system.settings import validate_plugin_settings
+        else:
+            from .plugin_system.adapters import resolve_adapter_classes
+            from .plugin_system.settings import validate_plugin_settings
 
-        classes = resolve_adapter_classes(self.config.enabled_platforms(), self.report, config=self.config)
-        self.platform_settings = validate_plugin_settings(self.pm, self.config, adapter_classes=classes)
-        for name, cls in classes.items():
-            self.adapters[name] = cls(self.platform_settings.get(name))
+            classes = resolve_adapter_classes(self.config.enabled_platforms(), self.report, config=self.config)
+            self.platform_settings = validate_plugin_settings(self.pm, self.config, adapter_classes=classes)
+            for name, cls in classes.items():
+                self.adapters[name] = cls(self.platform_settings.get(name))
+        self.common_platform_settings = common_platform_settings(self.config, self.platform_settings)
+        for name, adapter in self.adapters.items():
+            if getattr(adapter, "data_dir", None) is None:
+                adapter.data_dir = self._adapter_dir(name)
+
+    def _adapter_dir(self, platform: str) -> Path:
+        """`HERMES_HOME/<platform>/`, created 0700: the adapter's own place for files.
+
+        Raises:
+            StartupError: the platform name is not a plain directory name, or the directory
+                cannot be created.
+        """
+        if platform in ("", ".", "..", "sessions") or "/" in platform or "\\" in platform or "\0" in platform:
+            raise StartupError(f"platform name {platform!r} cannot be used as a directory under HERMES_HOME")
+        path = self.home / platform
+        try:
+            return ensure_private_dir(path)
+        except FileExistsError:
+            raise StartupError(f"{path} exists and is not a directory (platform {platform} keeps its files there)") from None
+        except OSError as exc:
+            raise StartupError(f"{path} cannot be created for platform {platform}: {exc.strerror or exc}") from None
 
     # ---- stop ----------------------------------------------------------------------------------
 
@@ -308,6 +336,8 @@ class GatewayApp:
             except Exception:
                 log.exception("agent failed to close")
         if self.store is not None:
+            if self.pm is not None:
+                attach_identity_aliases(self.pm, None)
             try:
                 await self.store.close()
             except Exception:

@@ -58,6 +58,26 @@ def default_canonical_identity(platform: str, kind: str, value: str) -> str:
     return value
 
 
+def canonical_with_aliases(platform: str, kind: str, value: str,
+                           resolve: Callable[[str, str], str] | None) -> str:
+    """`value` folded by stored identity aliases, then normalised (docs/behaviour.md §4).
+
+    Args:
+        platform / kind / value: as for `hermes_canonical_identity`.
+        resolve: `(platform, id) -> canonical id` following stored aliases (the store's
+            `resolve_identity`), or None when no store is attached.
+
+    The raw id is looked up first, then its normalised form (a WhatsApp JID and its bare number
+    are one id); the result is normalised again, so an alias may point at any form.
+    """
+    if resolve is not None and value:
+        resolved = resolve(platform, value)
+        if resolved == value:
+            resolved = resolve(platform, default_canonical_identity(platform, kind, value))
+        value = resolved
+    return default_canonical_identity(platform, kind, value)
+
+
 def _participant(source: SessionSource, canonicalize: Canonicalizer) -> str | None:
     pid = source.participant_id
     return canonicalize(source.platform, "user", pid) if pid else None

@@ -15,6 +15,19 @@ from .keys import Canonicalizer
 
 Capability = Literal["edit", "threads", "typing", "media", "reactions", "webhook"]
 
+# Capability names an adapter lists in `AdapterSpec.capabilities` (docs/architecture.md §8).
+CAP_EDIT = "edit"            # can edit a message it sent
+CAP_THREADS = "threads"      # threads / topics are addressable (SessionSource.thread_id)
+CAP_TYPING = "typing"        # implements `send_typing(target)`; the core refreshes it while a turn runs
+CAP_MEDIA = "media"          # receives (and may send) attachments
+CAP_REACTIONS = "reactions"  # can react to a message
+CAP_WEBHOOK = "webhook"      # can receive through an HTTP webhook
+CAPABILITIES = frozenset({CAP_EDIT, CAP_THREADS, CAP_TYPING, CAP_MEDIA, CAP_REACTIONS, CAP_WEBHOOK})
+
+# `AdapterSpec.ingress`: may several gateway replicas receive for one bot account at once?
+INGRESS_SINGLE_RECEIVER = "single_receiver"  # long polling, one socket per bot: only one replica receives
+INGRESS_SHARED = "shared"                    # webhooks, Slack Socket Mode: any replica may receive
+
 
 @dataclass(frozen=True, slots=True)
 class KeyPolicy:
@@ -46,6 +59,11 @@ class AdapterSpec:
         settings_model: pydantic model of the `[platforms.<name>]` table, or None.
         required_env: env vars the adapter needs to connect (documentation only).
         install_hint: how to install the plugin (`pip install hermes-gateway-telegram`).
+        ingress: `"single_receiver"` (default: only one process may receive for one bot, e.g.
+            Telegram long polling) or `"shared"` (several replicas may receive: webhooks, Slack
+            Socket Mode); docs/platforms.md §6.
+        busy_input_mode: this platform's override of `[core] busy_input_mode` (`"interrupt"`,
+            `"queue"` or `"sequential"`), or None to follow the core setting (docs/behaviour.md §5).
     """
 
     name: str
@@ -57,6 +75,8 @@ class AdapterSpec:
     settings_model: type[BaseModel] | None = None
     required_env: tuple[str, ...] = ()
     install_hint: str = ""
+    ingress: Literal["single_receiver", "shared"] = INGRESS_SINGLE_RECEIVER
+    busy_input_mode: Literal["interrupt", "queue", "sequential"] | None = None
 
 
 @dataclass(frozen=True, slots=True)

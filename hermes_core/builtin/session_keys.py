@@ -1,15 +1,10 @@
-"""Default key-building hookimpls (seed §4, §5): one rule for the key and the shared predicate."""
+"""Default key-building hookimpls (seed §4, §5): one rule for the key and the shared predicate.
+The default `hermes_canonical_identity` (stored aliases) is in `builtin/identity.py`."""
 
 from __future__ import annotations
 
-from ..keys import build_session_key, default_canonical_identity, is_shared_multi_user_session
+from ..keys import build_session_key, is_shared_multi_user_session
 from ..markers import hookimpl
-
-
-@hookimpl(trylast=True)
-def hermes_canonical_identity(platform, kind, value):
-    """Core default: WhatsApp normalisation, identity elsewhere."""
-    return default_canonical_identity(platform, kind, value)
 
 
 @hookimpl(trylast=True)

@@ -57,7 +57,8 @@ def collect_plugin_rows(config: Any, *, include_builtins: bool = False) -> list[
                                     distribution=dist, version=version, adapters=[ep.name]))
     if include_builtins:
         dist, version = distribution_of("hermes_core")
-        builtins = [PluginRecord(name, "builtin", "loaded", module=plugin.__name__, distribution=dist,
+        builtins = [PluginRecord(name, "builtin", "loaded", module=getattr(plugin, "__name__", None) or type(plugin).__module__,
+                                 distribution=dist,
                                  version=version, hooks=sorted(c.name for c in pm.get_hookcallers(plugin) or ()))
                     for name, plugin in sorted(pm.list_name_plugin(), key=lambda item: item[0])
                     if name.startswith("builtin:")]

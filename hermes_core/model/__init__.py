@@ -3,13 +3,14 @@
 from .context import SessionContext, neutralize_untrusted
 from .entry import SessionEntry
 from .events import INTERNAL, USER, MessageEvent
+from .identity import AliasError, IdentityAlias
 from .ids import new_session_id, validate_session_id
 from .source import CHAT_TYPES, Platform, SessionSource, SourceError
 from .timeutil import format_timestamp, parse_timestamp, utc_now
 from .usage import TokenUsage
 
 __all__ = [
-    "CHAT_TYPES", "INTERNAL", "USER", "MessageEvent", "Platform", "SessionContext", "SessionEntry",
+    "AliasError", "CHAT_TYPES", "INTERNAL", "IdentityAlias", "USER", "MessageEvent", "Platform", "SessionContext", "SessionEntry",
     "SessionSource", "SourceError", "TokenUsage", "format_timestamp", "neutralize_untrusted", "new_session_id",
     "parse_timestamp", "utc_now", "validate_session_id",
 ]

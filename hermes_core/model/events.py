@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Mapping
 
+from .identity import IdentityAlias
 from .source import SessionSource
 from .timeutil import format_timestamp, parse_timestamp, utc_now
 
@@ -14,6 +15,10 @@ from .timeutil import format_timestamp, parse_timestamp, utc_now
 # survive /new, /reset and /stop (seed §8 "clearing").
 USER = "user"
 INTERNAL = "internal"
+
+# Optional string facts a platform may know about a message beyond its text.
+_OPTIONAL_IDS = ("reply_to_message_id", "reply_to_text", "reply_to_author_id", "reply_to_author_name",
+                 "platform_update_id")
 
 
 def clean_text(text: str | None) -> str:
@@ -44,6 +49,17 @@ class MessageEvent:
         kind: `"user"` or `"internal"`.
         received_at: aware UTC time the gateway accepted it.
         raw: the platform payload, kept only in memory for adapters (never persisted).
+        reply_to_message_id / reply_to_text / reply_to_author_id / reply_to_author_name: the
+            message this one replies to (platform id, its text, its author's id and display
+            name), when the platform says so. Untrusted: it reaches the agent only as a
+            neutralised quoted prefix of the user message, never the system prompt.
+        platform_update_id: the platform's own id of the delivery that carried the message
+            (Telegram `update_id`, Slack `event_id`), for logs and redelivery diagnosis.
+        channel_context: recent messages of the channel, `[{"author": str, "text": str}]`, that a
+            platform backfills for the first turn in a busy channel (oldest first).
+        aliases: identity aliases the mapping learned from the payload; the core records them in
+            the store before it builds the session key (docs/behaviour.md §4). Not persisted
+            with the event: they are recorded when it is accepted.
     """
 
     source: SessionSource
@@ -53,9 +69,22 @@ class MessageEvent:
     kind: str = USER
     received_at: datetime = field(default_factory=utc_now)
     raw: Any = field(default=None, repr=False, compare=False)
+    reply_to_message_id: str | None = None
+    reply_to_text: str | None = None
+    reply_to_author_id: str | None = None
+    reply_to_author_name: str | None = None
+    platform_update_id: str | None = None
+    channel_context: list[dict[str, Any]] = field(default_factory=list)
+    aliases: list[IdentityAlias] = field(default_factory=list, compare=False)
 
     def __post_init__(self) -> None:
         self.text = clean_text(self.text)
+        for name in _OPTIONAL_IDS:
+            value = getattr(self, name)
+            if value is not None and not isinstance(value, str):
+                setattr(self, name, str(value))
+        if self.reply_to_text is not None:
+            self.reply_to_text = clean_text(self.reply_to_text)
 
     @property
     def is_internal(self) -> bool:
@@ -80,11 +109,19 @@ class MessageEvent:
 
 def event_to_dict(event: MessageEvent) -> dict[str, Any]:
     """The JSON data the durable intake keeps for `event` (docs/behaviour.md §0, §5):
-    `{"source", "text", "message_id", "media", "kind", "received_at"}`. `raw` (the platform
-    payload) is never persisted."""
-    return {"source": event.source.to_dict(), "text": event.text or "", "message_id": event.message_id,
-            "media": list(event.media or []), "kind": event.kind,
-            "received_at": format_timestamp(event.received_at)}
+    `{"source", "text", "message_id", "media", "kind", "received_at"}` plus, when set, the
+    reply context, `platform_update_id` and `channel_context`. `raw` (the platform payload) and
+    `aliases` (recorded at acceptance) are never persisted."""
+    data: dict[str, Any] = {"source": event.source.to_dict(), "text": event.text or "",
+                            "message_id": event.message_id, "media": list(event.media or []),
+                            "kind": event.kind, "received_at": format_timestamp(event.received_at)}
+    for name in _OPTIONAL_IDS:
+        value = getattr(event, name)
+        if value is not None:
+            data[name] = value
+    if event.channel_context:
+        data["channel_context"] = [dict(item) for item in event.channel_context]
+    return data
 
 
 def event_from_dict(data: Mapping[str, Any]) -> MessageEvent:
@@ -97,6 +134,12 @@ def event_from_dict(data: Mapping[str, Any]) -> MessageEvent:
     kwargs: dict[str, Any] = {}
     if received is not None:
         kwargs["received_at"] = received
+    for name in _OPTIONAL_IDS:
+        if data.get(name) is not None:
+            kwargs[name] = data[name]
+    context = data.get("channel_context")
+    if isinstance(context, list):
+        kwargs["channel_context"] = [dict(item) for item in context if isinstance(item, Mapping)]
     return MessageEvent(source=SessionSource.from_dict(data["source"]), text=data.get("text") or "",
                         message_id=data.get("message_id"), media=list(data.get("media") or []),
                         kind=data.get("kind") or USER, **kwargs)

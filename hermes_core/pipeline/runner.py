@@ -1,7 +1,8 @@
 """GatewayRunner: the inbound handler of every adapter (seed §3, §7, §8;
 docs/behaviour.md §0, §5).
 
-`handle(event)` validates one inbound MessageEvent, persists it durably (the whole event, in the
+`handle(event)` validates one inbound MessageEvent, records the identity aliases it carries
+(`store.record_aliases`, before the key is built), persists it durably (the whole event, in the
 same write as its dedupe id: `store.accept_inbound_event`) and places it in its session's queue
 (`busy.SessionQueue`); it returns once the message is durable, so an adapter may acknowledge the
 platform. Each session key has at most one worker task, which runs that session's jobs one at a
@@ -79,7 +80,7 @@ log = logging.getLogger(__name__)
 TOO_LONG_TEXT = ("Message refused: it is {length} characters long and the limit is {limit} characters "
                  "(core.max_input_chars). Please shorten it.")
 ERROR_TEXT = "Sorry, this message could not be processed: {error}"
-# Busy-input modes (`[core] busy_input_mode`, or an adapter's `busy_input_mode` attribute).
+# Busy-input modes (`[core] busy_input_mode`, or the adapter's override: `AdapterSpec.busy_input_mode`).
 INTERRUPT, QUEUE, SEQUENTIAL = "interrupt", "queue", "sequential"
 # Key added to a merged burst's intake payload: the rows it stands for (sealed at a replay).
 MERGED_FROM = "merged_from"
@@ -154,6 +155,10 @@ class GatewayRunner:
         if event.source.platform not in self.deps.adapters:
             log.error("event from platform %r, which has no running adapter; ignored", event.source.platform)
             return
+        if event.aliases:
+            # Before the key: the key, pseudonyms and owner scoping use the canonical ids
+            # (docs/behaviour.md §4). A failed write raises: nothing is accepted then.
+            await self.deps.store.record_aliases(event.aliases)
         key = self.deps.store.session_key(event.source)
         # Dedupe before anything else answers: a redelivery gets nothing, not even a notice.
         inbound_id = await self.deps.store.accept_inbound_event(key, event_to_dict(event))
@@ -248,8 +253,9 @@ class GatewayRunner:
         self._start(key, worker)
 
     def _mode(self, event: MessageEvent) -> str:
-        """The busy-input mode for `event`: its adapter's `busy_input_mode` attribute when set
-        ("interrupt", "queue" or "sequential"), else `[core] busy_input_mode`."""
+        """The busy-input mode for `event`: its adapter's `busy_input_mode` (by default its
+        `AdapterSpec.busy_input_mode`; "interrupt", "queue" or "sequential") when set, else
+        `[core] busy_input_mode`."""
         adapter = self.deps.adapters.get(event.source.platform)
         override = getattr(adapter, "busy_input_mode", None)
         if override in (INTERRUPT, QUEUE, SEQUENTIAL):

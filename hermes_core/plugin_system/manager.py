@@ -13,6 +13,7 @@ import pluggy
 
 from .. import hookspecs
 from ..builtin import BUILTIN_MODULES
+from ..builtin.identity import PLUGIN_NAME as IDENTITY_PLUGIN, IdentityAliases
 from ..model.source import SessionSource
 from ..types import KeyPolicy
 
@@ -44,6 +45,7 @@ def create_plugin_manager(config=None, *, autoload: bool = True, raise_on_fatal:
     pm.add_hookspecs(hookspecs)
     for module in BUILTIN_MODULES:
         pm.register(module, name=f"builtin:{module.__name__.rsplit('.', 1)[-1]}")
+    pm.register(IdentityAliases(), name=IDENTITY_PLUGIN)
     report = LoadReport()
     if config is not None:
         if autoload:
@@ -76,6 +78,19 @@ def _install_tracing(pm) -> None:
                  if outcome.exception is None else type(outcome.exception).__name__)
 
     pm.add_hookcall_monitoring(before, after)
+
+
+def attach_identity_aliases(pm, resolve) -> None:
+    """Let the builtin `hermes_canonical_identity` follow a store's identity aliases.
+
+    Args:
+        pm: a manager made by `create_plugin_manager`.
+        resolve: `(platform, id) -> canonical id` (`SessionStore.resolve_identity`), or None to
+            detach.
+    """
+    plugin = pm.get_plugin(IDENTITY_PLUGIN)
+    if plugin is not None:
+        plugin.resolve = resolve
 
 
 def key_policy(pm, config) -> KeyPolicy:

@@ -3,9 +3,12 @@ plugin's own pydantic model after the plugins have loaded.
 
 The root `GatewayConfig.platforms` keeps the raw tables (`repr=False`); this module turns each into
 the model the owning plugin declared through `hermes_settings_schema` (or, failing that, the
-adapter's `spec.settings_model`). The keys `enabled` and `adapter` belong to the core and are
-removed before validation. Error messages name the section and key but never the value, because
-values may be tokens.
+adapter's `spec.settings_model`). Every table also accepts the common keys of
+`sdk.settings.PlatformSettings` (access lists, home channel, `edits_as_turns`); a plugin model
+normally subclasses it and so validates them itself. For a model that does not, the common keys
+are validated separately (`common_platform_settings`) and removed before the plugin's model
+sees the table. `enabled` and `adapter` belong to the core. Error messages name the section and
+key but never the value, because values may be tokens.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ from typing import Any, Iterable, Mapping
 
 from pydantic import BaseModel, ValidationError
 
+from ..sdk.settings import COMMON_PLATFORM_KEYS, PlatformSettings
 from ..settings import ConfigError
 from ..types import SettingsSpec
 from .loader import ADAPTERS_GROUP, entry_point_names
@@ -70,18 +74,69 @@ def _describe(section: str, err: ValidationError) -> str:
     return f"invalid settings in [platforms.{section}]: " + "; ".join(parts)
 
 
+def _validate_common(section: str, table: Mapping[str, Any]) -> PlatformSettings:
+    try:
+        return PlatformSettings.model_validate({k: v for k, v in table.items() if k in COMMON_PLATFORM_KEYS})
+    except ValidationError as err:
+        raise PluginSettingsError(_describe(section, err)) from None
+
+
 def validate_section(section: str, model: type[BaseModel], table: Mapping[str, Any]) -> BaseModel:
-    """Validate one `[platforms.<section>]` table (core keys removed) into `model`.
+    """Validate one `[platforms.<section>]` table into `model`.
+
+    A `PlatformSettings` subclass receives the whole table (common keys included). Any other
+    model receives the table without `enabled` / `adapter` and without the common keys it does
+    not declare itself; those are checked against `PlatformSettings` first.
 
     Raises:
         PluginSettingsError: a key is unknown (when the model forbids extras) or a value is
             invalid; the message names section and key, never the value.
     """
-    data = {k: v for k, v in table.items() if k not in CORE_PLATFORM_KEYS}
+    if issubclass(model, PlatformSettings):
+        data = dict(table)
+    else:
+        _validate_common(section, table)
+        own = set(model.model_fields)
+        data = {k: v for k, v in table.items()
+                if k not in CORE_PLATFORM_KEYS and (k not in COMMON_PLATFORM_KEYS or k in own)}
     try:
         return model.model_validate(data)
     except ValidationError as err:
         raise PluginSettingsError(_describe(section, err)) from None
+
+
+def common_platform_settings(config, validated: Mapping[str, BaseModel]) -> dict[str, PlatformSettings]:
+    """The common keys (`PlatformSettings`) of every `[platforms.<id>]` table in `config`, for the
+    core's own use (access control, home channel; docs/behaviour.md §9).
+
+    Args:
+        config: the `GatewayConfig` (its raw `platforms` tables).
+        validated: the result of `validate_plugin_settings`; a model that subclasses
+            PlatformSettings is used as it is.
+
+    Returns:
+        `{section: PlatformSettings}`. A disabled platform whose common keys are invalid gets the
+        defaults (the error is logged, naming section and key).
+
+    Raises:
+        PluginSettingsError: an enabled platform's common keys are invalid.
+    """
+    out: dict[str, PlatformSettings] = {}
+    for section, table in (config.platforms or {}).items():
+        model = validated.get(section)
+        if isinstance(model, PlatformSettings):
+            out[section] = model
+            continue
+        if not isinstance(table, Mapping):
+            continue
+        try:
+            out[section] = _validate_common(section, table)
+        except PluginSettingsError as exc:
+            if table.get("enabled"):
+                raise
+            log.warning("%s (platform disabled; defaults used)", exc)
+            out[section] = PlatformSettings()
+    return out
 
 
 def validate_plugin_settings(pm, config, *, adapter_classes: Mapping[str, type] | None = None,
@@ -140,7 +195,12 @@ def validate_plugin_settings(pm, config, *, adapter_classes: Mapping[str, type] 
                     f" {section!r} (install its package, e.g. `pip install hermes-gateway-{section}`)")
             log.warning("[platforms.%s] is configured but no installed plugin provides it; ignored", section)
             continue
-        extra = sorted(set(table) - CORE_PLATFORM_KEYS)
+        try:
+            _validate_common(section, table)
+        except PluginSettingsError:
+            if enabled:
+                raise
+        extra = sorted(set(table) - COMMON_PLATFORM_KEYS)
         if extra:
             log.warning("[platforms.%s] has keys %s but its plugin declares no settings model; ignored",
                         section, ", ".join(extra))

@@ -1,21 +1,48 @@
-"""The plugin author SDK: the adapter base class and shared send-side helpers.
+"""The plugin author SDK: the one import surface of a platform plugin (docs/plugins.md).
 
-    BaseAdapter, SendResult, InboundHandler   the adapter contract (sdk/adapter.py)
-    AdapterSpec                               what an adapter declares (types.py, re-exported)
-    chunk_text, measure                       split a reply in the platform's unit (sdk/chunking.py)
-    ChatSendQueue, send_chunks, deliver_plan  per-chat ordered sending (sdk/sending.py)
-    send_with_retry, RetryPolicy              retry-after handling (sdk/sending.py)
-    RetryAfter, RetryAfterExceeded, SendError errors adapters raise / callers see (sdk/errors.py)
+A platform plugin imports from here only (and from `hermes_core.testing` in its tests):
+
+    BaseAdapter, SendResult, InboundHandler    the adapter contract (sdk/adapter.py)
+    AdapterSpec, SettingsSpec                  what an adapter / plugin declares (types.py)
+    CAP_EDIT … CAP_WEBHOOK, CAPABILITIES       capability names for `AdapterSpec.capabilities`
+    INGRESS_SINGLE_RECEIVER, INGRESS_SHARED    values of `AdapterSpec.ingress`
+    PlatformSettings                           keys every `[platforms.<id>]` table accepts (sdk/settings.py)
+    SessionSource, MessageEvent, Platform      the data model (model/)
+    IdentityAlias, AliasError                  one person or chat under several ids (model/identity.py)
+    hookimpl, HERMES_PLUGIN_API                hook marker and plugin API version (markers.py)
+    chunk_text, measure                        split a reply in the platform's unit (sdk/chunking.py)
+    ChatSendQueue, send_chunks, deliver_plan   per-chat ordered sending (sdk/sending.py)
+    send_with_retry, RetryPolicy               retry-after handling (sdk/sending.py)
+    RetryAfter, RetryAfterExceeded, SendError  errors adapters raise / callers see (sdk/errors.py)
+    MalformedPayload                           a payload a mapping function cannot read (sdk/errors.py)
+    DeliveryPlan, OutboundDelivery, RedactionRule, SessionContext   records some hooks take or return
+    TESTING_PACKAGE                            where the test kit lives: `hermes_core.testing`
 """
 
-from ..types import AdapterSpec
-from .adapter import BaseAdapter, InboundHandler, SendResult
+from ..markers import HERMES_PLUGIN_API, hookimpl
+from ..model.context import SessionContext
+from ..model.events import MessageEvent
+from ..model.identity import AliasError, IdentityAlias
+from ..model.source import Platform, SessionSource, SourceError
+from ..types import (CAP_EDIT, CAP_MEDIA, CAP_REACTIONS, CAP_THREADS, CAP_TYPING, CAP_WEBHOOK, CAPABILITIES,
+                     INGRESS_SHARED, INGRESS_SINGLE_RECEIVER, AdapterSpec, DeliveryPlan, OutboundDelivery,
+                     RedactionRule, SettingsSpec)
+from .adapter import AliasRecorder, BaseAdapter, InboundHandler, SendResult
 from .chunking import chunk_text, measure
-from .errors import RetryAfter, RetryAfterExceeded, SendError
+from .errors import MalformedPayload, RetryAfter, RetryAfterExceeded, SendError
 from .sending import ChatSendQueue, RetryPolicy, deliver_plan, send_chunks, send_with_retry
+from .settings import PlatformSettings
+
+# The test kit (contract suites, fakes, fixtures) is a separate package so that importing the
+# SDK never imports pytest: `from hermes_core.testing import AdapterContract`.
+TESTING_PACKAGE = "hermes_core.testing"
 
 __all__ = [
-    "AdapterSpec", "BaseAdapter", "ChatSendQueue", "InboundHandler", "RetryAfter", "RetryAfterExceeded",
-    "RetryPolicy", "SendError", "SendResult", "chunk_text", "deliver_plan", "measure",
-    "send_chunks", "send_with_retry",
+    "AdapterSpec", "AliasError", "AliasRecorder", "BaseAdapter", "CAPABILITIES", "CAP_EDIT", "CAP_MEDIA",
+    "CAP_REACTIONS", "CAP_THREADS", "CAP_TYPING", "CAP_WEBHOOK", "ChatSendQueue", "DeliveryPlan",
+    "HERMES_PLUGIN_API", "INGRESS_SHARED", "INGRESS_SINGLE_RECEIVER", "IdentityAlias", "InboundHandler",
+    "MalformedPayload", "MessageEvent", "OutboundDelivery", "Platform", "PlatformSettings", "RedactionRule",
+    "RetryAfter", "RetryAfterExceeded", "RetryPolicy", "SendError", "SendResult", "SessionContext",
+    "SessionSource", "SettingsSpec", "SourceError", "TESTING_PACKAGE", "chunk_text", "deliver_plan", "hookimpl",
+    "measure", "send_chunks", "send_with_retry",
 ]

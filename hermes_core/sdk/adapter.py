@@ -2,24 +2,29 @@
 
 An adapter class is published through the `hermes_core.adapters` entry point (name = platform
 id) and carries a class-level `spec: AdapterSpec`. The gateway constructs it with the validated
-settings of `[platforms.<name>]` and an inbound handler, then calls `start()`; the adapter turns
-each platform payload into a `MessageEvent` and awaits `self.emit(event)`. Replies go out through
-`send()`, one call per chunk, in order.
+settings of `[platforms.<name>]`, gives it a private data directory (`data_dir`) and binds its
+inbound handler and alias recorder, then calls `start()`; the adapter turns each platform payload
+into a `MessageEvent` and awaits `self.emit(event)`. Replies go out through `send()`, one call per
+chunk, in order.
 """
 
 from __future__ import annotations
 
 import abc
 from dataclasses import dataclass
-from typing import Any, Awaitable, Callable, ClassVar
+from pathlib import Path
+from typing import Any, Awaitable, Callable, ClassVar, Iterable
 
 from pydantic import BaseModel
 
 from ..model.events import MessageEvent
+from ..model.identity import IdentityAlias
 from ..model.source import SessionSource
 from ..types import AdapterSpec
 
 InboundHandler = Callable[[MessageEvent], Awaitable[None]]
+# Records identity aliases in the gateway's store (SessionStore.record_aliases).
+AliasRecorder = Callable[[Iterable[IdentityAlias]], Awaitable[Any]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,31 +38,75 @@ class BaseAdapter(abc.ABC):
     """Base class of platform adapters.
 
     Args:
-        settings: the validated `[platforms.<name>]` model (`spec.settings_model`), or None.
+        settings: the validated `[platforms.<name>]` model (`spec.settings_model`, normally a
+            `PlatformSettings` subclass), or None.
         on_message: async callable the adapter awaits for every inbound `MessageEvent`; it
             returns once the message is durably accepted (docs/behaviour.md §0), so an adapter may
-            acknowledge the platform after it returns.
+            acknowledge the platform after it returns (and must not before).
+        data_dir: the adapter's own directory for files (`HERMES_HOME/<platform>/`, created
+            mode 0700 by the core before `start()`); None until the core sets it.
+
+    Attributes:
+        spec: the class-level AdapterSpec.
+        settings: as given.
+        data_dir: as given, or set by the core before `start()`.
     """
 
     spec: ClassVar[AdapterSpec]
 
-    def __init__(self, settings: BaseModel | None = None, *, on_message: InboundHandler | None = None):
+    def __init__(self, settings: BaseModel | None = None, *, on_message: InboundHandler | None = None,
+                 data_dir: Path | None = None):
         self.settings = settings
+        self.data_dir: Path | None = Path(data_dir) if data_dir is not None else None
         self._on_message = on_message
+        self._record_aliases: AliasRecorder | None = None
 
-    def bind(self, on_message: InboundHandler) -> None:
-        """Set (or replace) the inbound handler."""
+    @property
+    def capabilities(self) -> frozenset[str]:
+        """The capability names of `spec` (`CAP_EDIT` … `CAP_WEBHOOK`)."""
+        return frozenset(self.spec.capabilities)
+
+    @property
+    def busy_input_mode(self) -> str | None:
+        """This platform's busy-input override (`spec.busy_input_mode`), or None for
+        `[core] busy_input_mode` (docs/behaviour.md §5). A subclass may decide per run."""
+        return self.spec.busy_input_mode
+
+    def bind(self, on_message: InboundHandler, *, record_aliases: AliasRecorder | None = None) -> None:
+        """Set (or replace) the inbound handler and, optionally, the alias recorder."""
         self._on_message = on_message
+        if record_aliases is not None:
+            self._record_aliases = record_aliases
 
     async def emit(self, event: MessageEvent) -> None:
         """Hand one inbound event to the gateway; returns after it is durably accepted.
 
         Raises:
             RuntimeError: no inbound handler is bound.
+            Exception: the gateway could not persist the event; do not acknowledge the platform
+                (the update must be redelivered).
         """
         if self._on_message is None:
             raise RuntimeError(f"{self.spec.name} adapter has no inbound handler bound")
         await self._on_message(event)
+
+    async def record_alias(self, alias_id: str, canonical_id: str, *, source: str) -> None:
+        """Record that `alias_id` is another id of `canonical_id` on this platform, learned out of
+        band (a chat migration, a bridge's mapping file); docs/behaviour.md §4. Aliases learned
+        from one payload go on `MessageEvent.aliases` instead.
+
+        Args:
+            alias_id / canonical_id: raw platform ids (str); the plugin decides which is canonical.
+            source: what taught it (free text for audits, e.g. `"migrate_to_chat_id"`).
+
+        Raises:
+            AliasError (a ValueError): an id is empty or both are equal.
+            RuntimeError: no alias recorder is bound (the adapter runs outside a gateway).
+        """
+        alias = IdentityAlias(self.spec.name, alias_id, canonical_id, source)
+        if self._record_aliases is None:
+            raise RuntimeError(f"{self.spec.name} adapter has no alias recorder bound")
+        await self._record_aliases([alias])
 
     @abc.abstractmethod
     async def start(self) -> None:
@@ -77,6 +126,11 @@ class BaseAdapter(abc.ABC):
             hermes_core.sdk.errors.RetryAfter: the platform asked to wait (seconds given).
             Exception: any other failure; the delivery layer records and retries it.
         """
+
+    async def send_typing(self, target: SessionSource) -> None:
+        """Show "typing…" in `target`'s chat (capability `"typing"`). The core calls it while a
+        turn runs, about every 4 seconds. Default: nothing. Errors are logged by the caller."""
+        return None
 
     async def health(self) -> dict[str, Any]:
         """Return `{"ok": bool, ...details}`; default: ok."""

@@ -50,3 +50,24 @@ class RetryAfterExceeded(SendError):
                  cause: BaseException | None = None):
         super().__init__(message, attempts=attempts, cause=cause)
         self.retry_after = retry_after
+
+
+class MalformedPayload(ValueError):
+    """A platform payload cannot be mapped to a MessageEvent (docs/platforms.md §0).
+
+    Raised by a plugin's mapping function; the adapter logs `str(err)` (which names the field,
+    never its value: values may be message text or phone numbers), skips or acknowledges the
+    payload as its platform requires, and keeps serving.
+
+    Args:
+        field: dotted path of the offending field in the payload (`"message.chat.id"`).
+        problem: what is wrong with it (`"is missing"`, `"must be an integer"`).
+
+    Attributes:
+        field / problem: as given.
+    """
+
+    def __init__(self, field: str, problem: str):
+        self.field = field
+        self.problem = problem
+        super().__init__(f"malformed payload: {field} {problem}")

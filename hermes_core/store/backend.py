@@ -170,3 +170,14 @@ class StoreBackend(Protocol):
 
     async def import_entries(self, entries: Iterable[SessionEntry], replace: bool) -> tuple[int, int]:
         """Add imported entries (routes + session rows); `(imported, skipped_existing)`."""
+
+    # identity aliases (docs/behaviour.md §4) ---------------------------------------------------
+
+    async def alias_rows(self) -> list[dict[str, Any]]:
+        """Every alias: `{"platform", "alias_id", "canonical_id", "source", "first_seen",
+        "last_seen"}`, ordered by platform then alias id."""
+
+    async def upsert_alias(self, platform: str, alias_id: str, canonical_id: str, source: str,
+                           now_iso: str) -> None:
+        """Insert the alias, or point an existing `(platform, alias_id)` at `canonical_id` (source
+        replaced, `last_seen` = now, `first_seen` kept)."""

@@ -97,6 +97,10 @@ class DegradedBackend:
         self.inbound: dict[str, None] = {}
         self.intake: dict[int, dict[str, Any]] = {}
         self.ledger: dict[int, dict[str, Any]] = {}
+        # Identity aliases live in memory only while degraded: a plugin re-learns them (they
+        # come with the payloads or the plugin's own files), and state.db keeps the ones
+        # recorded before.
+        self.aliases: dict[tuple[str, str], dict[str, Any]] = {}
         self._next_ids: dict[str, int] = {}
         self._io = asyncio.Lock()
 
@@ -532,6 +536,17 @@ class DegradedBackend:
 
     async def set_meta(self, key: str, value: str) -> None:
         return None
+
+    async def alias_rows(self) -> list[dict[str, Any]]:
+        return [dict(self.aliases[k]) for k in sorted(self.aliases)]
+
+    async def upsert_alias(self, platform: str, alias_id: str, canonical_id: str, source: str,
+                           now_iso: str) -> None:
+        row = self.aliases.get((platform, alias_id))
+        first = row["first_seen"] if row else now_iso
+        self.aliases[(platform, alias_id)] = {"platform": platform, "alias_id": alias_id,
+                                              "canonical_id": canonical_id, "source": source,
+                                              "first_seen": first, "last_seen": now_iso}
 
     async def import_entries(self, entries: Iterable[SessionEntry], replace: bool) -> tuple[int, int]:
         imported = skipped = 0

@@ -19,7 +19,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping
 
-from ..keys import Canonicalizer, build_session_key, default_canonical_identity, is_shared_multi_user_session
+from ..keys import Canonicalizer, build_session_key, canonical_with_aliases, is_shared_multi_user_session
 from ..model import (
     SessionEntry,
     SessionSource,
@@ -30,6 +30,7 @@ from ..model import (
     validate_session_id,
 )
 from ..settings import GatewayConfig, ensure_private_dir
+from .aliases import AliasMap, AliasOps
 from .backend import StoreBackend
 from .db import SchemaTooNewError, StoreError
 from .degraded import DegradedBackend
@@ -51,7 +52,7 @@ _SESSION_COLUMNS = ("session_id", "session_key", "origin", "platform", "chat_id"
                     "input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens", "total_tokens",
                     "estimated_cost_usd", "cost_status")
 
-class SessionStore(TurnOps, TranscriptOps):
+class SessionStore(TurnOps, TranscriptOps, AliasOps):
     """Routes session keys to sessions and stores transcripts (seed §3).
 
     Args:
@@ -65,7 +66,8 @@ class SessionStore(TurnOps, TranscriptOps):
             `is_shared_multi_user_session` with the config's two flags.
         canonical_fn: `(platform, kind, value) -> str` folding id aliases (kind `"user"` or
             `"chat"`) before owner ids are compared (the `hermes_canonical_identity` hook chain
-            in a gateway); default `keys.default_canonical_identity` (WhatsApp normalisation).
+            in a gateway, whose builtin consults this store's aliases); default: this store's
+            identity aliases, then `keys.default_canonical_identity` (WhatsApp normalisation).
         clock: returns the current aware UTC datetime.
         lock_home: take the exclusive lock on `config.home` at open (HomeLockedError if taken).
 
@@ -83,7 +85,10 @@ class SessionStore(TurnOps, TranscriptOps):
         self.has_active_processes_fn = has_active_processes_fn
         self._key_fn = key_fn
         self._shared_fn = shared_fn
-        self._canonical_fn = canonical_fn or default_canonical_identity
+        self._aliases = AliasMap()
+        self._alias_lock = asyncio.Lock()
+        self._alias_written: dict[tuple[str, str], float] = {}
+        self._canonical_fn = canonical_fn or self._canonical_by_aliases
         self._clock = clock
         self._lock_home = lock_home
         self._home_lock = HomeLock(config.home)
@@ -147,6 +152,7 @@ class SessionStore(TurnOps, TranscriptOps):
                 await backend.open()
                 if self._lock_home:
                     self._mark_degraded_run()
+            await self._load_aliases(backend)
             self._backend = backend
             self._mirror = MirrorWriter(self.sessions_file, lambda: self._render_mirror(backend),
                                         self.config.storage.mirror_debounce_s)
@@ -277,7 +283,12 @@ class SessionStore(TurnOps, TranscriptOps):
         if self._key_fn is not None:
             return self._key_fn(source)
         return build_session_key(source, self.config.group_sessions_per_user,
-                                 self.config.thread_sessions_per_user)
+                                 self.config.thread_sessions_per_user, canonicalize=self._canonical_fn)
+
+    def _canonical_by_aliases(self, platform: str, kind: str, value: str) -> str:
+        """The store's own canonicaliser (no plugin manager): stored aliases, then the core's
+        normalisation (docs/behaviour.md §4)."""
+        return canonical_with_aliases(platform, kind, value, self.resolve_identity)
 
     def _remember(self, entry: SessionEntry) -> None:
         self._cache[entry.session_key] = entry

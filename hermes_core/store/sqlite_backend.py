@@ -461,3 +461,19 @@ class SqliteBackend:
                 await conn.execute(_UPSERT_ROUTE, route_params(entry))
                 imported += 1
         return imported, skipped
+
+    # ---- identity aliases -----------------------------------------------------------------
+
+    async def alias_rows(self) -> list[dict[str, Any]]:
+        rows = await self.db.fetchall(
+            "SELECT platform, alias_id, canonical_id, source, first_seen, last_seen FROM identity_aliases "
+            "ORDER BY platform, alias_id")
+        return [dict(row) for row in rows]
+
+    async def upsert_alias(self, platform: str, alias_id: str, canonical_id: str, source: str,
+                           now_iso: str) -> None:
+        await self.db.write_one(
+            "INSERT INTO identity_aliases (platform, alias_id, canonical_id, source, first_seen, last_seen) "
+            "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT(platform, alias_id) DO UPDATE SET "
+            "canonical_id = excluded.canonical_id, source = excluded.source, last_seen = excluded.last_seen",
+            (platform, alias_id, canonical_id, source, now_iso, now_iso))

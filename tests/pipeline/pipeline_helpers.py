@@ -90,6 +90,36 @@ class BlockingAgent(Agent):
         return AgentReply("unreachable", TokenUsage())
 
 
+class HeldAgent(Agent):
+    """Each turn waits for its message's gate. An interrupted turn records itself and then waits
+    for `let_interrupted_end` before it really ends, so the test decides when the next turn may
+    start (follow-ups sent meanwhile are certain to find the interrupted turn still running)."""
+
+    def __init__(self):
+        super().__init__()
+        self.gates: dict[str, asyncio.Event] = {}
+        self.started: list[str] = []
+        self.interrupted: list[str] = []
+        self.let_interrupted_end = asyncio.Event()
+
+    def gate(self, message: str) -> asyncio.Event:
+        return self.gates.setdefault(message, asyncio.Event())
+
+    def open(self, *messages: str) -> None:
+        for message in messages:
+            self.gate(message).set()
+
+    async def _generate(self, context, history, message, system_context):
+        self.started.append(message)
+        try:
+            await self.gate(message).wait()
+        except asyncio.CancelledError:
+            self.interrupted.append(message)
+            await self.let_interrupted_end.wait()
+            raise
+        return AgentReply("ok " + message, TokenUsage(input_tokens=1, output_tokens=2))
+
+
 class Clock:
     """A clock the test moves by assigning `now` (an aware UTC datetime; 2026-03-01 12:00 unless
     `now` is given). Call it for the current time."""

@@ -8,43 +8,10 @@ the interrupted-turn notice of `pipeline.turn`."""
 
 from __future__ import annotations
 
-import asyncio
+from pipeline_helpers import KEY, ChatAdapter, HeldAgent, dm, start_app, until
 
-from pipeline_helpers import KEY, ChatAdapter, dm, start_app, until
-
-from hermes_core.agents.base import Agent, AgentReply
-from hermes_core.model import MessageEvent, TokenUsage
+from hermes_core.model import MessageEvent
 from hermes_core.model.events import INTERNAL
-
-
-class HeldAgent(Agent):
-    """Each turn waits for its message's gate. An interrupted turn records itself and then waits
-    for `let_interrupted_end` before it really ends, so the test decides when the next turn may
-    start (follow-ups sent meanwhile are certain to find the interrupted turn still running)."""
-
-    def __init__(self):
-        super().__init__()
-        self.gates: dict[str, asyncio.Event] = {}
-        self.started: list[str] = []
-        self.interrupted: list[str] = []
-        self.let_interrupted_end = asyncio.Event()
-
-    def gate(self, message: str) -> asyncio.Event:
-        return self.gates.setdefault(message, asyncio.Event())
-
-    def open(self, *messages: str) -> None:
-        for message in messages:
-            self.gate(message).set()
-
-    async def _generate(self, context, history, message, system_context):
-        self.started.append(message)
-        try:
-            await self.gate(message).wait()
-        except asyncio.CancelledError:
-            self.interrupted.append(message)
-            await self.let_interrupted_end.wait()
-            raise
-        return AgentReply("ok " + message, TokenUsage(input_tokens=1, output_tokens=2))
 
 
 async def make_app(tmp_path, agent, **config):

@@ -7,6 +7,8 @@ from pydantic import BaseModel, ConfigDict, SecretStr
 
 from hermes_core.markers import hookimpl
 from hermes_core.plugin_system import PluginSettingsError, create_plugin_manager, validate_plugin_settings
+from hermes_core.plugin_system.settings import common_platform_settings
+from hermes_core.sdk import PlatformSettings
 from hermes_core.settings import GatewayConfig
 from hermes_core.types import SettingsSpec
 
@@ -107,3 +109,54 @@ def test_installed_local_adapter_section_needs_no_model(tmp_path):
     # The core's own `local` adapter entry point is installed; its table has only core keys.
     models = validate_plugin_settings(_pm_with(), _config(tmp_path, {"local": {"enabled": True}}))
     assert models == {}
+
+
+# ---- the common platform keys (PlatformSettings) ---------------------------------------------
+
+class ZedSettings(PlatformSettings):
+    bot_token: SecretStr | None = None
+
+
+class ZedPlugin:
+    @hookimpl
+    def hermes_settings_schema(self):
+        return [SettingsSpec(section="zed", model=ZedSettings)]
+
+
+def test_a_platform_settings_subclass_validates_the_common_keys_itself(tmp_path):
+    pm = _pm_with(ZedPlugin())
+    table = {"enabled": True, "allowed_users": [12345, "67"], "home_channel": -100, "bot_token": "1:X"}
+    models = validate_plugin_settings(pm, _config(tmp_path, {"zed": table}), installed_adapters=["zed"])
+    zed = models["zed"]
+    assert (zed.enabled, zed.allowed_users, zed.home_channel, zed.refusal_notice) == (
+        True, ["12345", "67"], "-100", "This assistant is private.")
+    common = common_platform_settings(_config(tmp_path, {"zed": table}), models)
+    assert common["zed"] is zed
+
+
+def test_common_keys_are_accepted_beside_a_model_that_does_not_subclass(tmp_path):
+    pm = _pm_with(AcmePlugin())
+    table = {"enabled": True, "bot_token": "123:SECRET", "allow_all": True, "admin_users": ["9"]}
+    config = _config(tmp_path, {"acme": table})
+    models = validate_plugin_settings(pm, config, installed_adapters=["acme"])
+    assert isinstance(models["acme"], AcmeSettings)
+    common = common_platform_settings(config, models)
+    assert (common["acme"].allow_all, common["acme"].admin_users, common["acme"].allow_bots) == (True, ["9"], False)
+
+
+def test_a_bad_common_key_of_an_enabled_platform_is_named(tmp_path):
+    pm = _pm_with(AcmePlugin())
+    table = {"enabled": True, "bot_token": "123:SECRET", "allow_all": "SOMETIMES"}
+    with pytest.raises(PluginSettingsError) as info:
+        validate_plugin_settings(pm, _config(tmp_path, {"acme": table}), installed_adapters=["acme"])
+    assert str(info.value) == ("invalid settings in [platforms.acme]: allow_all: Input should be a valid boolean,"
+                               " unable to interpret input")
+
+
+def test_common_keys_of_a_platform_without_a_settings_model_are_not_warned_about(tmp_path, caplog):
+    pm = _pm_with()
+    config = _config(tmp_path, {"bare": {"enabled": True, "allowed_chats": ["-5"], "colour": "red"}})
+    caplog.set_level(logging.WARNING)
+    assert validate_plugin_settings(pm, config, installed_adapters=["bare"]) == {}
+    assert "[platforms.bare] has keys colour but its plugin declares no settings model; ignored" in caplog.text
+    assert common_platform_settings(config, {})["bare"].allowed_chats == ["-5"]

@@ -62,10 +62,13 @@ def test_plugins_text_output_and_all(installed):
     everything = CliRunner().invoke(plugins_app, ["--all", "--json"])
     rows = json.loads(everything.output)
     builtins = [row["name"] for row in rows if row["group"] == "builtin"]
-    assert {"builtin:delivery", "builtin:recovery", "builtin:redaction", "builtin:session_keys"} <= set(builtins)
+    assert {"builtin:delivery", "builtin:identity", "builtin:recovery", "builtin:redaction",
+            "builtin:session_keys"} <= set(builtins)
     assert [row["name"] for row in rows[:len(builtins)]] == sorted(builtins)  # listed first, sorted
     keys = next(row for row in rows if row["name"] == "builtin:session_keys")
-    assert keys["hooks"] == ["hermes_canonical_identity", "hermes_session_key", "hermes_session_shared"]
+    assert keys["hooks"] == ["hermes_session_key", "hermes_session_shared"]
+    identity = next(row for row in rows if row["name"] == "builtin:identity")
+    assert (identity["module"], identity["hooks"]) == ("hermes_core.builtin.identity", ["hermes_canonical_identity"])
 
 
 def test_plugins_reports_a_bad_config_in_one_line(tmp_path, monkeypatch):

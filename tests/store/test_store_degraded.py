@@ -98,7 +98,7 @@ def test_both_backends_implement_every_backend_method():
     from hermes_core.store.sqlite_backend import SqliteBackend
 
     methods = sorted(n for n, v in vars(StoreBackend).items() if inspect.iscoroutinefunction(v))
-    assert len(methods) == 42
+    assert len(methods) == 44
     for cls in (SqliteBackend, DegradedBackend):
         assert [n for n in methods if not inspect.iscoroutinefunction(getattr(cls, n, None))] == []
         for name in methods:

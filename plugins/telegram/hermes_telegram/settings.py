@@ -10,18 +10,19 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, model_validator
+from pydantic import Field, SecretStr, model_validator
+
+from hermes_core.sdk import PlatformSettings
 
 DEFAULT_BASE_URL = "https://api.telegram.org/bot"
 DEFAULT_BASE_FILE_URL = "https://api.telegram.org/file/bot"
 
 
-class TelegramSettings(BaseModel):
-    """Settings of the Telegram adapter.
+class TelegramSettings(PlatformSettings):
+    """Settings of the Telegram adapter: the common platform keys (`PlatformSettings`: enabled,
+    adapter, access lists, home channel, `edits_as_turns` — docs/configuration.md) plus:
 
     Attributes:
-        enabled / adapter: owned by the core (platform switch and adapter-class override);
-            accepted here so the table validates, not used by the plugin.
         bot_token: the BotFather token (`SecretStr`). Required to start the adapter.
         base_url: Bot API base; the token is appended (`…/bot` + token). Tests point it at a fake
             server on 127.0.0.1.
@@ -35,8 +36,6 @@ class TelegramSettings(BaseModel):
         webhook_listen / webhook_port / webhook_path: the local aiohttp listener
             (`webhook_port=0` picks a free port; see `TelegramAdapter.webhook_address`).
         webhook_secret: checked against `X-Telegram-Bot-Api-Secret-Token` (`SecretStr`).
-        edits_as_turns: when True an edited message starts a new turn (docs/platforms.md TG-T10);
-            by default edits are ignored and logged.
         parse_mode: `"MarkdownV2"` (code fences and inline code rendered, everything else
             escaped) or `"plain"`. A refused formatted text is resent as plain text.
         max_retry_after: longest 429 `retry_after` the adapter waits out itself, in seconds;
@@ -45,11 +44,6 @@ class TelegramSettings(BaseModel):
         topic_names: forum topic names from config, `{chat_id: {thread_id: name}}`, used when
             the update does not carry the topic's creation message.
     """
-
-    model_config = ConfigDict(extra="forbid")
-
-    enabled: bool = False
-    adapter: str | None = None
 
     bot_token: SecretStr | None = None
     base_url: str = DEFAULT_BASE_URL
@@ -65,7 +59,6 @@ class TelegramSettings(BaseModel):
     webhook_path: str = "/telegram"
     webhook_secret: SecretStr | None = None
 
-    edits_as_turns: bool = False
     parse_mode: Literal["MarkdownV2", "plain"] = "MarkdownV2"
     max_retry_after: float = Field(60.0, ge=0)
     send_attempts: int = Field(3, ge=1)

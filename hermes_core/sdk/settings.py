@@ -1,0 +1,56 @@
+"""PlatformSettings: the keys every `[platforms.<id>]` table accepts (docs/configuration.md,
+docs/architecture.md §5).
+
+A platform plugin's settings model subclasses `PlatformSettings` and adds its own keys (tokens
+as `SecretStr`). The core validates each table into the plugin's model; a platform whose model
+does not subclass it (or that has no model) still gets these keys validated into a plain
+`PlatformSettings` (`plugin_system.settings.common_platform_settings`). `enabled` and `adapter`
+are read by the core; the access keys are enforced once by the core (docs/behaviour.md §9), never
+by the plugin itself.
+"""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, Field
+
+DEFAULT_REFUSAL_NOTICE = "This assistant is private."
+
+
+class PlatformSettings(BaseModel):
+    """Settings every platform table accepts (unknown keys are refused: `extra="forbid"`).
+
+    Attributes:
+        enabled: start this platform's adapter (core-owned).
+        adapter: `"pkg.module:Class"` replacing the platform's adapter class (core-owned).
+        allowed_users: user ids (canonical, as in the session source) allowed to talk to the bot.
+        allowed_chats: chat ids whose every member may talk to the bot.
+        allowed_roles: platform roles whose holders may talk to the bot (the adapter sets
+            `SessionSource.role_authorized` when the sender has one; Discord only).
+        allow_all: anybody may talk to the bot (no allow-list).
+        allow_bots: messages from other bots and webhooks are processed (ignored by default).
+        refusal_notice: what a refused sender is told (once per chat, in DMs).
+        admin_users: user ids allowed to run admin commands.
+        home_channel: chat id where the gateway posts notices that belong to no chat.
+        home_channel_name: display name of `home_channel`.
+        edits_as_turns: an edited message (no longer queued) starts a new turn; by default edits
+            of messages already answered are ignored and logged (docs/behaviour.md §5).
+    """
+
+    # Ids written as TOML integers (`allowed_users = [12345]`) are ids all the same.
+    model_config = ConfigDict(extra="forbid", coerce_numbers_to_str=True)
+
+    enabled: bool = False
+    adapter: str | None = None
+    allowed_users: list[str] = Field(default_factory=list)
+    allowed_chats: list[str] = Field(default_factory=list)
+    allowed_roles: list[str] = Field(default_factory=list)
+    allow_all: bool = False
+    allow_bots: bool = False
+    refusal_notice: str = DEFAULT_REFUSAL_NOTICE
+    admin_users: list[str] = Field(default_factory=list)
+    home_channel: str | None = None
+    home_channel_name: str | None = None
+    edits_as_turns: bool = False
+
+
+COMMON_PLATFORM_KEYS = frozenset(PlatformSettings.model_fields)
