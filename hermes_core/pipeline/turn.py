@@ -31,6 +31,7 @@ from .agent_cache import CachedSession
 from .context import build_session_context, build_session_context_prompt, sender_prefix, should_redact
 from .deps import PipelineDeps, maybe_await
 from .ledger import send_obligation
+from .typing_indicator import typing_while
 
 log = logging.getLogger(__name__)
 
@@ -151,7 +152,7 @@ async def _answer(deps: PipelineDeps, key: str, source, entry, context, adapter,
     status, reply_text, usage = "completed", "", None
     timeout = deps.config.agent.gateway_timeout
     try:
-        async with asyncio.timeout(timeout):
+        async with asyncio.timeout(timeout), typing_while(adapter, source):
             reply = await deps.agent.run_turn(context, history, text, system_context=prompt)
         reply_text, usage = reply.text, reply.usage
     except AgentInterrupted:

@@ -86,3 +86,59 @@ async def test_spec_busy_input_mode_overrides_the_core_setting(tmp_path):
         assert adapter.sent == [("ok A", "m1"), ("ok B", "m2")]
     finally:
         await app.stop()
+
+
+class TypingAdapter(ChatAdapter):
+    spec = AdapterSpec(name="testchat", label="Test chat", pii_safe=True, max_message_length=4000,
+                       capabilities=frozenset({"typing"}))
+
+    def __init__(self):
+        super().__init__()
+        self.typing: list[str] = []
+
+    async def send_typing(self, target):
+        self.typing.append(target.chat_id)
+
+
+async def test_typing_indicator_runs_while_the_agent_answers_and_stops_after(tmp_path):
+    agent = HeldAgent()
+    adapter = TypingAdapter()
+    app = await start_app(tmp_path, adapter, agent)
+    try:
+        await app.runner.handle(MessageEvent(source=dm(), text="A", message_id="m1"))
+        await until(lambda: agent.started == ["A"] and adapter.typing == ["100"])
+        assert adapter.sent == []  # still typing: nothing answered yet
+        agent.open("A")
+        await app.runner.join()
+        assert adapter.sent == [("ok A", "m1")]
+        assert adapter.typing == ["100"]  # refreshed every 4 s only; the turn took less
+    finally:
+        await app.stop()
+
+
+async def test_no_typing_without_the_capability(tmp_path):
+    adapter = TypingAdapter()
+    adapter.spec = AdapterSpec(name="testchat", label="Test chat", max_message_length=4000)
+    app = await start_app(tmp_path, adapter, EchoAgent())
+    try:
+        await app.runner.handle(MessageEvent(source=dm(), text="A", message_id="m1"))
+        await app.runner.join()
+        assert (adapter.sent, adapter.typing) == ([("echo: A", "m1")], [])
+    finally:
+        await app.stop()
+
+
+async def test_a_failing_typing_indicator_is_logged_and_the_turn_goes_on(tmp_path, caplog):
+    class BrokenTyping(TypingAdapter):
+        async def send_typing(self, target):
+            raise ConnectionError("platform down")
+
+    adapter = BrokenTyping()
+    app = await start_app(tmp_path, adapter, EchoAgent())
+    try:
+        await app.runner.handle(MessageEvent(source=dm(), text="A", message_id="m1"))
+        await app.runner.join()
+        assert adapter.sent == [("echo: A", "m1")]
+        assert "testchat typing indicator failed (ConnectionError); the turn goes on without it" in caplog.text
+    finally:
+        await app.stop()
