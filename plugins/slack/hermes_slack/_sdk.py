@@ -6,11 +6,11 @@ try:
     from hermes_core.sdk import (PlatformSettings, MalformedPayload, SessionSource, MessageEvent,  # type: ignore
                                  hookimpl, SettingsSpec, AdapterSpec, BaseAdapter, SendResult, RetryAfter,
                                  chunk_text, ChatSendQueue, send_chunks, RetryPolicy, CAP_EDIT, CAP_THREADS,
-                                 CAP_TYPING, CAP_WEBHOOK, INGRESS_SHARED)
+                                 CAP_TYPING, CAP_WEBHOOK, INGRESS_SHARED, SendError)
 except ImportError:
     from pydantic import BaseModel, ConfigDict, Field
     from hermes_core import SessionSource, MessageEvent, hookimpl, SettingsSpec, AdapterSpec
-    from hermes_core.sdk import BaseAdapter, SendResult, RetryAfter, chunk_text, ChatSendQueue, send_chunks, RetryPolicy
+    from hermes_core.sdk import BaseAdapter, SendResult, RetryAfter, SendError, chunk_text, ChatSendQueue, send_chunks, RetryPolicy
     CAP_EDIT, CAP_THREADS, CAP_TYPING, CAP_WEBHOOK = "edit", "threads", "typing", "webhook"
     INGRESS_SHARED = "shared"
 

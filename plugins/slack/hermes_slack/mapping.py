@@ -28,7 +28,7 @@ import html
 import logging
 import re
 from dataclasses import dataclass, field
-from typing import Any, Collection, Mapping
+from typing import Any, Collection, Mapping, NamedTuple
 
 from ._sdk import MalformedPayload, MessageEvent, SessionSource
 from .settings import SlackSettings
@@ -354,21 +354,31 @@ def map_event(envelope: Any, facts: Facts | None = None,
     return None if result is None else (result.source, result.event)
 
 
-def lookup_ids(envelope: Any) -> tuple[str | None, str | None, bool]:
-    """What to look up before `classify`: `(channel id, user id, channel kind needed)`.
+class LookupKeys(NamedTuple):
+    """Ids to look up before `classify` (see `lookup_keys`)."""
+
+    channel: str | None
+    user: str | None
+    thread_ts: str | None
+    channel_type: str | None
+
+
+def lookup_keys(envelope: Any) -> LookupKeys:
+    """What the adapter looks up before `classify`: the channel (kind, name and topic; DMs need
+    none), the sender (display name), the thread (does the bot take part in it) and the
+    `channel_type` the event carries (None on `app_mention`, S-T4).
 
     Never raises: anything unreadable is None (then `classify` names the broken field).
-    The channel kind is needed when the event has no `channel_type` (`app_mention`, S-T4);
-    the name and topic are wanted for every channel that is not a DM.
     """
     event = envelope.get("event") if isinstance(envelope, dict) else None
     if not isinstance(event, dict):
-        return None, None, False
+        return LookupKeys(None, None, None, None)
     body = event.get("message") if isinstance(event.get("message"), dict) else event
-    channel = event.get("channel") if isinstance(event.get("channel"), str) else None
-    user = body.get("user") if isinstance(body.get("user"), str) else None
-    if channel is not None and not _ID.match(channel):
-        channel = None
-    if user is not None and not _ID.match(user):
-        user = None
-    return channel, user, event.get("channel_type") is None
+
+    def read(data: Mapping, key: str, pattern: re.Pattern) -> str | None:
+        value = data.get(key)
+        return value if isinstance(value, str) and pattern.match(value) else None
+
+    channel_type = event.get("channel_type")
+    return LookupKeys(read(event, "channel", _ID), read(body, "user", _ID), read(body, "thread_ts", _TS),
+                      channel_type if channel_type in CHAT_TYPES else None)

@@ -15,7 +15,7 @@ import pytest
 
 from hermes_core import SessionSource, build_session_key
 from hermes_slack._sdk import MalformedPayload
-from hermes_slack.mapping import ChannelFacts, Facts, classify, clean_text, lookup_ids, map_event
+from hermes_slack.mapping import ChannelFacts, Facts, classify, clean_text, lookup_keys, map_event
 from hermes_slack.settings import SlackSettings
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -272,8 +272,8 @@ def test_other_event_kinds_are_skipped():
     assert classify(payload, FACTS, SETTINGS) is None
 
 
-def test_lookup_ids():
-    assert lookup_ids(load("s3_app_mention_private")) == ("C0PRIVATE9", "U0BOB0002", True)
-    assert lookup_ids(load("s1_message_im")) == ("D0DMALICE1", "U0ALICE01", False)
-    assert lookup_ids(load("s7_message_changed")) == ("C0GENERAL1", "U0ALICE01", False)
-    assert lookup_ids({"event": "nope"}) == (None, None, False)
+def test_lookup_keys():
+    assert lookup_keys(load("s3_app_mention_private")) == ("C0PRIVATE9", "U0BOB0002", "1767225790.000350", None)
+    assert lookup_keys(load("s1_message_im")) == ("D0DMALICE1", "U0ALICE01", None, "im")
+    assert lookup_keys(load("s7_message_changed")) == ("C0GENERAL1", "U0ALICE01", None, "channel")
+    assert lookup_keys({"event": "nope"}) == (None, None, None, None)
