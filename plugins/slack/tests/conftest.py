@@ -11,7 +11,7 @@ import pytest
 # their folder is not on sys.path by itself).
 sys.path.insert(0, str(Path(__file__).parent))
 
-from fake_slack import APP_TOKEN, BOT_TOKEN, SIGNING_SECRET, FakeSlack  # noqa: E402
+from fake_slack import FakeSlack, adapter_settings  # noqa: E402
 
 from hermes_slack.adapter import SlackAdapter  # noqa: E402
 
@@ -29,14 +29,6 @@ async def slack():
     """A running fake Slack on 127.0.0.1."""
     async with FakeSlack() as server:
         yield server
-
-
-def adapter_settings(slack: FakeSlack, **overrides) -> dict:
-    """Settings pointing an adapter at the fake (Socket Mode unless `mode="http"`)."""
-    settings = {"bot_token": BOT_TOKEN, "app_token": APP_TOKEN, "signing_secret": SIGNING_SECRET,
-                "api_base_url": slack.api_url, "http_port": 0, "ping_interval": 1}
-    settings.update(overrides)
-    return settings
 
 
 @pytest.fixture

@@ -97,6 +97,15 @@ def sign(body: str, secret: str = SIGNING_SECRET, timestamp: int | None = None) 
             "Content-Type": "application/json"}
 
 
+def adapter_settings(slack: "FakeSlack", **overrides) -> dict:
+    """`[platforms.slack]` settings pointing an adapter at the fake (Socket Mode unless
+    `mode="http"`; HTTP listener on a free port; 1 s Socket Mode pings)."""
+    settings = {"bot_token": BOT_TOKEN, "app_token": APP_TOKEN, "signing_secret": SIGNING_SECRET,
+                "api_base_url": slack.api_url, "http_port": 0, "ping_interval": 1}
+    settings.update(overrides)
+    return settings
+
+
 async def post_event(url: str, envelope: dict, *, secret: str = SIGNING_SECRET, retry_num: int | None = None,
                      timestamp: int | None = None) -> tuple[int, str]:
     """POST one Events API request to `url` as Slack does (signed; `X-Slack-Retry-Num` on a

@@ -1,0 +1,68 @@
+"""The Slack plugin's hookimpls through a real plugin manager: settings schema and platform notes."""
+
+from __future__ import annotations
+
+import pytest
+
+from hermes_core import GatewayConfig, SessionSource
+from hermes_core.model import SessionContext
+from hermes_core.plugin_system.manager import create_plugin_manager
+from hermes_core.plugin_system.settings import PluginSettingsError, validate_plugin_settings
+from hermes_slack import hooks
+from hermes_slack.settings import SlackChannelSettings, SlackSettings
+
+
+def validated(tmp_path, table: dict):
+    config = GatewayConfig(home=tmp_path, platforms={"slack": table})
+    pm, _ = create_plugin_manager(config)
+    assert pm.get_plugin("slack") is hooks
+    return validate_plugin_settings(pm, config)["slack"]
+
+
+def test_settings_table_is_validated_into_the_plugin_model(tmp_path):
+    settings = validated(tmp_path, {
+        "enabled": True, "bot_token": "xoxb-1-SECRETBOT", "app_token": "xapp-1-SECRETAPP", "allow_all": True,
+        "home_channel": "C0GENERAL1", "channels": {"G0LEGACY01": {"free_response": True, "reply_in_thread": False}}})
+    assert isinstance(settings, SlackSettings)
+    assert settings.bot_token.get_secret_value() == "xoxb-1-SECRETBOT"
+    assert "SECRETBOT" not in repr(settings) and "SECRETAPP" not in repr(settings)
+    assert (settings.mode, settings.reply_in_thread, settings.home_channel, settings.allow_all) == \
+        ("socket", True, "C0GENERAL1", True)
+    assert settings.channels == {"G0LEGACY01": SlackChannelSettings(free_response=True, reply_in_thread=False)}
+    assert settings.replies_in_thread("G0LEGACY01") is False and settings.replies_in_thread("C0GENERAL1") is True
+
+
+@pytest.mark.parametrize("table,named", [
+    ({"bot_token": "xoxb-1-SECRETVALUE", "app_tokn": "xapp-1-x"}, "app_tokn"),
+    ({"bot_token": "xoxb-1-SECRETVALUE", "channels": {"C1": {"free_respons": True}}}, "free_respons"),
+    ({"bot_token": "xoxb-1-SECRETVALUE", "mode": "rtm"}, "mode"),
+])
+def test_bad_settings_are_named_and_secrets_not_echoed(tmp_path, table, named):
+    with pytest.raises(PluginSettingsError) as info:
+        validated(tmp_path, dict(table, enabled=True))
+    assert named in str(info.value)
+    assert "SECRETVALUE" not in str(info.value)
+
+
+def context(**source) -> SessionContext:
+    return SessionContext(source=SessionSource(platform="slack", **source))
+
+
+def test_platform_notes_for_a_thread():
+    pm, _ = create_plugin_manager(None)
+    pm.register(hooks, name="slack")
+    notes = [line for lines in pm.hook.hermes_platform_notes(
+        context=context(chat_id="C0GENERAL1", chat_type="channel", thread_id="1767225700.000200")) for line in lines]
+    assert notes == [
+        "Platform: Slack. Replies use Slack mrkdwn: *bold*, _italic_, ~strike~, `code`, ``` blocks; "
+        "long replies are split into messages of up to 4000 characters.",
+        "Mention a person as <@USER_ID> (ids as they appear in messages); @here and @channel are not sent.",
+        "You see only the messages addressed to you; you cannot read the channel history, pins or "
+        "files unless a tool for it is loaded.",
+        "This conversation is a Slack thread; everyone who replies in it shares it.",
+    ]
+
+
+def test_platform_notes_only_for_slack():
+    assert hooks.hermes_platform_notes(SessionContext(source=SessionSource(platform="telegram", chat_id="1"))) is None
+    assert len(hooks.hermes_platform_notes(context(chat_id="D0DMALICE1", chat_type="dm"))) == 3
