@@ -41,9 +41,10 @@ from pydantic import BaseModel
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
-from ._sdk import (CAP_EDIT, CAP_THREADS, CAP_TYPING, CAP_WEBHOOK, INGRESS_SHARED, AdapterSpec, BaseAdapter,
-                   ChatSendQueue, MalformedPayload, RetryAfter, RetryPolicy, SendResult, SessionSource,
-                   SendError, chunk_text, send_chunks)
+from hermes_core.sdk import (CAP_EDIT, CAP_THREADS, CAP_TYPING, CAP_WEBHOOK, INGRESS_SHARED, AdapterSpec,
+                             BaseAdapter, ChatSendQueue, MalformedPayload, RetryAfter, RetryPolicy, SendError,
+                             SendResult, SessionSource, chunk_text, send_chunks)
+
 from .format import escape, to_mrkdwn
 from .lookups import Directory
 from .mapping import Classified, Facts, LookupKeys, classify, lookup_keys
@@ -58,8 +59,6 @@ MAX_UPDATE_BYTES = 4000     # chat.update refuses longer text with msg_too_long
 STOP_GRACE_S = 10.0         # how long `stop` lets events in hand reach the gateway
 TYPING_STATUS = "is thinking…"
 
-_spec_extra: dict[str, Any] = {"ingress": INGRESS_SHARED} if "ingress" in AdapterSpec.__dataclass_fields__ else {}
-
 
 class SlackAdapter(BaseAdapter):
     """Slack platform adapter (entry point `hermes_core.adapters: slack`).
@@ -68,8 +67,8 @@ class SlackAdapter(BaseAdapter):
         settings: a `SlackSettings` (or a dict validated into one); `bot_token` is required to
             start, plus `app_token` in Socket Mode or `signing_secret` in HTTP mode.
         on_message: the gateway's inbound handler (see `BaseAdapter`).
-        data_dir: where the thread memory file lives (`HERMES_HOME/slack/`); without one the
-            memory lasts until `stop`.
+        data_dir: where the thread memory file lives; the core sets `HERMES_HOME/slack/` before
+            `start()`. Without one the memory lasts until `stop`.
 
     Attributes:
         team_id / bot_user_id / bot_id: from `auth.test` at start.
@@ -86,7 +85,9 @@ class SlackAdapter(BaseAdapter):
         settings_model=SlackSettings,
         required_env=("HERMES_PLATFORMS__SLACK__BOT_TOKEN", "HERMES_PLATFORMS__SLACK__APP_TOKEN"),
         install_hint="pip install hermes-gateway-slack",
-        **_spec_extra,
+        # Slack gives each Socket Mode event to one of up to 10 connections, and posts each HTTP
+        # event once: every replica may receive (docs/platforms.md §6).
+        ingress=INGRESS_SHARED,
     )
 
     def __init__(self, settings: BaseModel | dict | None = None, *, on_message=None,
@@ -97,10 +98,8 @@ class SlackAdapter(BaseAdapter):
             settings = SlackSettings.model_validate(settings)
         elif not isinstance(settings, SlackSettings):
             settings = SlackSettings.model_validate(settings.model_dump())
-        super().__init__(settings, on_message=on_message)
+        super().__init__(settings, on_message=on_message, data_dir=data_dir)
         self.settings: SlackSettings = settings
-        if data_dir is not None or not hasattr(self, "data_dir"):
-            self.data_dir = Path(data_dir) if data_dir is not None else None
         self._client: AsyncWebClient | None = None
         self._receiver: SlackReceiver | None = None
         self._memory: ThreadMemory | None = None

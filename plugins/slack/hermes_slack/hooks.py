@@ -11,7 +11,8 @@ reserved for deployments.
 
 from __future__ import annotations
 
-from ._sdk import SettingsSpec, hookimpl
+from hermes_core.sdk import SettingsSpec, hookimpl
+
 from .settings import SlackSettings
 
 HERMES_API = 1

@@ -30,7 +30,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Collection, Mapping, NamedTuple
 
-from ._sdk import MalformedPayload, MessageEvent, SessionSource
+from hermes_core.sdk import MalformedPayload, MessageEvent, SessionSource
+
 from .settings import SlackSettings
 
 log = logging.getLogger(__name__)
@@ -319,7 +320,13 @@ def classify(envelope: Any, facts: Facts | None = None,
         message_id=ts,
     )
     cleaned = clean_text(text, facts.bot_user_id, settings.bang_commands)
-    message = MessageEvent(source=source, text=cleaned, message_id=message_id, media=media, raw=envelope)
+    parent = body.get("parent_user_id") if isinstance(body.get("parent_user_id"), str) else None
+    message = MessageEvent(source=source, text=cleaned, message_id=message_id, media=media, raw=envelope,
+                           platform_update_id=event_id,
+                           # A thread reply answers the thread's first message.
+                           reply_to_message_id=real_thread,
+                           reply_to_author_id=parent if real_thread and parent and _ID.match(parent) else None,
+                           reply_to_author_name=facts.users.get(parent) if real_thread and parent else None)
     if not cleaned and not media:
         log.debug("slack event %s skipped: message %s holds only the bot's mention", event_id, ts)
         return None

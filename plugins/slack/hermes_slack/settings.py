@@ -19,7 +19,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, model_validator
 
-from ._sdk import PlatformSettings
+from hermes_core.sdk import PlatformSettings
+
 
 DEFAULT_API_BASE_URL = "https://slack.com/api/"
 

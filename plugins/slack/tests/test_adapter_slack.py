@@ -15,8 +15,7 @@ import aiohttp
 import pytest
 from fake_slack import APP_TOKEN, BOT_TOKEN, SIGNING_SECRET, post_event
 
-from hermes_core import SessionSource
-from hermes_slack._sdk import RetryAfter, SendError
+from hermes_core.sdk import RetryAfter, SendError, SessionSource
 from hermes_slack.adapter import SlackAdapter
 from hermes_slack.receiver import SlackStartError
 

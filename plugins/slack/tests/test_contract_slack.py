@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from fake_slack import adapter_settings
 
-from hermes_core import SessionSource
+from hermes_core.sdk import SessionSource
 from hermes_core.testing.contract import (
     AdapterContract,
     PluginContract,

@@ -30,13 +30,18 @@ def load(name: str, **event_changes) -> dict:
     return payload
 
 
-async def start_gateway(home: Path) -> asyncio.subprocess.Process:
+def gateway_env(home: Path) -> dict[str, str]:
+    """The environment of a gateway on `home`, tokens from the environment only."""
     env = dict(os.environ, HERMES_HOME=str(home), HERMES_PLATFORMS__SLACK__BOT_TOKEN=BOT_TOKEN,
                HERMES_PLATFORMS__SLACK__APP_TOKEN=APP_TOKEN)
     for name in ("HERMES_CONFIG", "HERMES_DISABLE_PLUGIN_AUTOLOAD", "HERMES_PLUGINS"):
         env.pop(name, None)
-    return await asyncio.create_subprocess_exec(str(GATEWAY), "run", env=env, stdout=asyncio.subprocess.DEVNULL,
-                                                stderr=asyncio.subprocess.PIPE)
+    return env
+
+
+async def start_gateway(home: Path) -> asyncio.subprocess.Process:
+    return await asyncio.create_subprocess_exec(str(GATEWAY), "run", env=gateway_env(home),
+                                                stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE)
 
 
 async def wait_for_delivered(home: Path, count: int) -> None:
@@ -95,3 +100,8 @@ async def test_sigkill_then_restart_answers_held_messages_once(slack, tmp_path):
         if path.is_file():
             data = path.read_bytes()
             assert BOT_TOKEN.encode() not in data and APP_TOKEN.encode() not in data, path
+    listing = await asyncio.create_subprocess_exec(str(GATEWAY), "plugins", "--json", env=gateway_env(home),
+                                                   stdout=asyncio.subprocess.PIPE)
+    out, _ = await listing.communicate()
+    assert [p["status"] for p in json.loads(out) if p["name"] == "slack"] == ["loaded"]
+    assert BOT_TOKEN.encode() not in out and APP_TOKEN.encode() not in out

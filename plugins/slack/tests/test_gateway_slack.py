@@ -163,3 +163,17 @@ async def test_redelivery_after_a_restart_gets_no_second_reply(slack, gateway):
     await gateway()
     await slack.wait_for(lambda: len(slack.posted) == 2 and not slack.pending(), timeout=20)
     assert [p["text"] for p in slack.posted] == ["echo: hi, can you draft the release notes?", "echo: new idea"]
+
+
+async def test_the_bots_threads_are_remembered_in_its_data_dir_across_restarts(slack, gateway, tmp_path):
+    first = await gateway()
+    assert first.adapters["slack"].data_dir == tmp_path / "home" / "slack"
+    await slack.push(starter())
+    await slack.wait_for(lambda: len(slack.posted) == 1)
+    await first.stop()
+    assert (tmp_path / "home" / "slack" / "slack_state.db").is_file()
+    await gateway()
+    await slack.push(load("s2_thread_reply"))  # no mention: answered because the bot is in the thread
+    await slack.wait_for(lambda: len(slack.posted) == 2)
+    assert (slack.posted[1]["thread_ts"], slack.posted[1]["text"]) == \
+        (GENERAL_ROOT, "echo: [Bob] it's the flaky e2e job again")

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from hermes_core import GatewayConfig, SessionSource
-from hermes_core.model import SessionContext
+from hermes_core import GatewayConfig
+from hermes_core.sdk import SessionContext, SessionSource
 from hermes_core.plugin_system.manager import create_plugin_manager
 from hermes_core.plugin_system.settings import PluginSettingsError, validate_plugin_settings
 from hermes_slack import hooks

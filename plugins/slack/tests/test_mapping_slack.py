@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from hermes_core import SessionSource, build_session_key
-from hermes_slack._sdk import MalformedPayload
+from hermes_core import build_session_key
+from hermes_core.sdk import MalformedPayload, SessionSource
 from hermes_slack.mapping import ChannelFacts, Facts, classify, clean_text, lookup_keys, map_event
 from hermes_slack.settings import SlackSettings
 
@@ -125,6 +125,14 @@ def test_link_preview_message_changed_is_not_an_edit():
     payload = load("s7_message_changed")
     payload["event"]["message"]["text"] = payload["event"]["previous_message"]["text"]
     assert classify(payload, FACTS, SlackSettings(edits_as_turns=True)) is None
+
+
+def test_event_id_and_thread_parent_are_kept_on_the_event():
+    _, reply = map_event(load("s2_thread_reply"), FACTS, SETTINGS)
+    assert (reply.platform_update_id, reply.reply_to_message_id, reply.reply_to_author_id,
+            reply.reply_to_author_name) == ("Ev0100000003", "1767225700.000200", "U0ALICE01", "Alice")
+    _, top = map_event(load("s1_message_im"), FACTS, SETTINGS)
+    assert (top.platform_update_id, top.reply_to_message_id, top.reply_to_author_id) == ("Ev0100000001", None, None)
 
 
 def test_s2_without_the_thread_memory_needs_a_mention():
