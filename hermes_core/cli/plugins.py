@@ -11,6 +11,8 @@ Wiring (in `cli/main.py`): `app.add_typer(plugins_app, name="plugins")` and
 from __future__ import annotations
 
 import json
+import shlex
+import sys
 from pathlib import Path
 from typing import Any, Optional
 
@@ -116,4 +118,9 @@ def new_plugin_command(
     except PluginTemplateError as exc:
         raise fail(exc) from None
     typer.echo(f"created {target}")
-    typer.echo(f"next: pip install -e '{target}' && pytest '{target / 'tests'}'")
+    # The hint names this interpreter: it is the one that has the core installed (its
+    # `hermes-gateway` is running), so the plugin's `hermes-gateway-core` requirement is met from
+    # here and never looked up on a package index; `[test]` brings pytest into the same place.
+    python = shlex.quote(sys.executable)
+    typer.echo(f"next: {python} -m pip install -e {shlex.quote(f'{target}[test]')}"
+               f" && {python} -m pytest {shlex.quote(str(target / 'tests'))}")

@@ -6,6 +6,7 @@ receives messages, and a deployment override module changes its session key."""
 
 import json
 import os
+import shlex
 import subprocess
 import sys
 import sysconfig
@@ -36,6 +37,11 @@ def test_new_plugin_command_writes_the_package(tmp_path):
     assert result.exit_code == 0, result.output
     root = tmp_path / "hermes-gateway-acme-chat"
     assert result.output.splitlines()[0] == f"created {root}"
+    # The hint works in a fresh virtual environment: it names the interpreter that has the core
+    # (so pip never looks for hermes-gateway-core on an index) and installs pytest with `[test]`.
+    python = shlex.quote(sys.executable)
+    assert result.output.splitlines()[1] == (
+        f"next: {python} -m pip install -e '{root}[test]' && {python} -m pytest {root}/tests")
     assert sorted(str(p.relative_to(root)) for p in root.rglob("*") if p.is_file()) == [
         "README.md", "hermes_acme_chat/__init__.py", "hermes_acme_chat/adapter.py",
         "hermes_acme_chat/hooks.py", "hermes_acme_chat/settings.py", "pyproject.toml",
