@@ -116,7 +116,10 @@ def test_settings_schema_example_validates_the_acme_table(tmp_path):
     pm, module = pm_with("hermes_settings_schema")
     config = GatewayConfig(home=tmp_path, platforms={"acme": {"enabled": True, "base_url": "http://127.0.0.1:9"}})
     models = validate_plugin_settings(pm, config, installed_adapters=[])
-    assert models["acme"] == module.AcmeSettings(base_url="http://127.0.0.1:9", poll_interval_s=2.0)
+    assert models["acme"] == module.AcmeSettings(enabled=True, base_url="http://127.0.0.1:9", poll_interval_s=2.0)
+    # The common platform keys come with PlatformSettings; TOML integers are ids all the same.
+    shared = GatewayConfig(home=tmp_path, platforms={"acme": {"allowed_users": [12345]}})
+    assert validate_plugin_settings(pm, shared, installed_adapters=[])["acme"].allowed_users == ["12345"]
     bad = GatewayConfig(home=tmp_path, platforms={"acme": {"enabled": True, "colour": "red"}})
     with pytest.raises(PluginSettingsError) as err:
         validate_plugin_settings(pm, bad, installed_adapters=[])
