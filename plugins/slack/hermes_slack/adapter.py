@@ -37,6 +37,7 @@ import logging
 from pathlib import Path
 from typing import Any
 
+from cachetools import TTLCache
 from pydantic import BaseModel
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
@@ -115,7 +116,8 @@ class SlackAdapter(BaseAdapter):
         self._background: set[asyncio.Task] = set()
         self._inbound_order = ChatSendQueue()
         self._send_queue = ChatSendQueue()
-        self._no_status: set[tuple[str, str]] = set()
+        # Threads where Slack refused the working status, not asked again for an hour.
+        self._no_status: TTLCache = TTLCache(10_000, 3600)
         self._last_error: str | None = None
 
     # ---- lifecycle ---------------------------------------------------------------------------
@@ -172,7 +174,7 @@ class SlackAdapter(BaseAdapter):
             await receiver.start()
         except BaseException:
             await memory.close()
-            self._client = self._memory = self._receiver = None
+            self._client = self._memory = self._receiver = self.directory = None
             raise
         self._started = True
         log.info("slack adapter started (%s mode) as bot user %s of team %s",
@@ -181,7 +183,7 @@ class SlackAdapter(BaseAdapter):
     async def stop(self) -> None:
         """Stop receiving and disconnect. Idempotent. Events already in hand are let through to
         the gateway (up to 10 s); events arriving meanwhile are not acknowledged, so Slack keeps
-        them and redelivers."""
+        them and redelivers. Sending keeps working (the gateway drains its turns after this)."""
         if not self._started:
             return
         self._started = False
@@ -193,11 +195,14 @@ class SlackAdapter(BaseAdapter):
                         "Slack will redeliver it", STOP_GRACE_S)
         for task in list(self._background):
             task.cancel()
-        if self._receiver is not None:
-            await self._receiver.stop()
-        if self._memory is not None:
-            await self._memory.close()
-        self._receiver = self._memory = self._client = None
+        receiver, memory = self._receiver, self._memory
+        self._receiver = self._memory = self.directory = None
+        if receiver is not None:
+            await receiver.stop()
+        if memory is not None:
+            await memory.close()
+        # The Web API client stays: it is plain HTTP with nothing to close, and the gateway still
+        # sends the replies of the turns it drains after stopping the adapters.
         log.info("slack adapter stopped")
 
     async def health(self) -> dict[str, Any]:
@@ -222,7 +227,9 @@ class SlackAdapter(BaseAdapter):
             turn, not addressed to the bot): acknowledge it. False when the gateway did not
             accept it (or the adapter is stopping): do not acknowledge, Slack redelivers.
         """
-        if self._stopping or not self._started:
+        # Not `_started`: the socket may deliver held events before `start()` returns, and the
+        # directory and memory are ready by then.
+        if self._stopping or self.directory is None:
             return False
         self._inflight += 1
         self._idle.clear()
@@ -428,7 +435,7 @@ class SlackAdapter(BaseAdapter):
                                                            status=TYPING_STATUS)
         except SlackApiError as exc:
             if exc.response is None or exc.response.status_code != 429:
-                self._no_status.add(where)
+                self._no_status[where] = True
             log.debug("slack working status refused in %s: %s", target.chat_id,
                       exc.response.get("error") if exc.response is not None else "error")
 

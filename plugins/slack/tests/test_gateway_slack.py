@@ -39,6 +39,12 @@ def starter() -> dict:
     return payload
 
 
+async def settle(app: GatewayApp) -> None:
+    """Wait until the app has finished every turn, so the next message is not a busy-input
+    follow-up of the previous one (docs/behaviour.md §5)."""
+    await app.runner.join()
+
+
 @pytest.fixture
 async def gateway(tmp_path, slack):
     """`await gateway(**slack_settings)` starts a GatewayApp on HERMES_HOME = tmp_path/home with
@@ -68,12 +74,14 @@ async def test_dm_gets_an_inline_echo_reply(slack, gateway):
 
 
 async def test_channel_mention_is_answered_in_a_new_thread_that_keeps_one_session(slack, gateway):
-    await gateway()
+    app = await gateway()
     await slack.push(starter())
     await slack.wait_for(lambda: len(slack.posted) == 1)
+    await settle(app)
     # S2: Bob answers inside the thread without mentioning the bot; then asks for the status.
     await slack.push(load("s2_thread_reply"))
     await slack.wait_for(lambda: len(slack.posted) == 2)
+    await settle(app)
     await slack.push(load("s2_thread_reply", event_id="Ev0100000010", ts="1767225770.000310",
                           event_ts="1767225770.000310", text="!status"))
     await slack.wait_for(lambda: len(slack.posted) == 3)
@@ -126,9 +134,10 @@ async def test_429_is_waited_out_and_the_reply_arrives_once(slack, gateway):
 
 
 async def test_reconnect_loses_nothing_and_redeliveries_get_no_second_reply(slack, gateway):
-    await gateway()
+    app = await gateway()
     await slack.push(load("s1_message_im"))
     await slack.wait_for(lambda: len(slack.posted) == 1)
+    await settle(app)
     # The network drops; while the app is away Alice writes again, and Slack sends the first
     # message once more (a retry whose ack it did not see).
     await slack.drop_connections()
@@ -147,6 +156,7 @@ async def test_http_events_api_end_to_end_with_a_slack_retry(slack, gateway):
     assert (await post_event(url, load("s5_mpim"), retry_num=1))[0] == 200  # X-Slack-Retry-Num: 1
     assert (await post_event(url, load("s1_message_im"), secret="forged"))[0] == 401
     await slack.wait_for(lambda: len(slack.posted) == 1)
+    await settle(app)
     await post_event(url, dm("1767226700.000100", "next"))
     await slack.wait_for(lambda: len(slack.posted) == 2)
     assert [(p["channel"], p["text"]) for p in slack.posted] == [
