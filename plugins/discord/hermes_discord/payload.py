@@ -1,0 +1,115 @@
+"""Typed reads of Discord JSON payloads that name the offending field (docs/platforms.md §2.4 D-T8).
+
+Discord sends snowflakes as strings of decimal digits (JavaScript-safe); they are kept as strings
+everywhere (keys, SessionSource ids). A read that finds a missing field, a wrong type, a snowflake
+that is not a 64-bit unsigned number, or a string with a lone surrogate raises
+`MalformedPayload` with the dotted path of the field (`"d.author.id"`), so the adapter can log
+exactly what was wrong and skip the payload.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+SNOWFLAKE_MAX = 2**64 - 1
+
+
+class MalformedPayload(ValueError):
+    """A Discord payload is not well formed.
+
+    Attributes:
+        field: dotted path of the offending field (`"d.author.id"`).
+        problem: what is wrong with it (`"is missing"`, `"must be a string, got int"`).
+    """
+
+    def __init__(self, field: str, problem: str):
+        self.field = field
+        self.problem = problem
+        super().__init__(f"discord payload field {field!r} {problem}")
+
+
+def _type_name(value: Any) -> str:
+    return type(value).__name__
+
+
+def _check_text(value: str, path: str) -> str:
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise MalformedPayload(path, "contains a lone surrogate") from None
+    return value
+
+
+def obj(data: Mapping, key: str, path: str, *, required: bool = True) -> dict | None:
+    """`data[key]` as a dict (None when absent/null and not required)."""
+    value = data.get(key)
+    if value is None:
+        if required:
+            raise MalformedPayload(f"{path}.{key}", "is missing")
+        return None
+    if not isinstance(value, dict):
+        raise MalformedPayload(f"{path}.{key}", f"must be an object, got {_type_name(value)}")
+    return value
+
+
+def snowflake(data: Mapping, key: str, path: str, *, required: bool = True) -> str | None:
+    """`data[key]` as a snowflake string (decimal digits, at most 2**64 - 1)."""
+    value = data.get(key)
+    if value is None:
+        if required:
+            raise MalformedPayload(f"{path}.{key}", "is missing")
+        return None
+    return snowflake_value(value, f"{path}.{key}")
+
+
+def snowflake_value(value: Any, path: str) -> str:
+    """Check one snowflake value (see `snowflake`)."""
+    if not isinstance(value, str):
+        raise MalformedPayload(path, f"must be a snowflake string, got {_type_name(value)}")
+    if not value.isascii() or not value.isdigit() or len(value) > 20 or int(value) > SNOWFLAKE_MAX:
+        raise MalformedPayload(path, "is not a snowflake (a 64-bit unsigned decimal number)")
+    return value
+
+
+def string(data: Mapping, key: str, path: str, *, required: bool = False) -> str | None:
+    """`data[key]` as a string (None when absent/null and not required)."""
+    value = data.get(key)
+    if value is None:
+        if required:
+            raise MalformedPayload(f"{path}.{key}", "is missing")
+        return None
+    if not isinstance(value, str):
+        raise MalformedPayload(f"{path}.{key}", f"must be a string, got {_type_name(value)}")
+    return _check_text(value, f"{path}.{key}")
+
+
+def integer(data: Mapping, key: str, path: str, *, required: bool = True) -> int | None:
+    """`data[key]` as an int (booleans are refused; None when absent and not required)."""
+    value = data.get(key)
+    if value is None:
+        if required:
+            raise MalformedPayload(f"{path}.{key}", "is missing")
+        return None
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise MalformedPayload(f"{path}.{key}", f"must be an integer, got {_type_name(value)}")
+    return value
+
+
+def boolean(data: Mapping, key: str, path: str) -> bool:
+    """`data[key]` as a bool (absent/null → False)."""
+    value = data.get(key)
+    if value is None:
+        return False
+    if not isinstance(value, bool):
+        raise MalformedPayload(f"{path}.{key}", f"must be a boolean, got {_type_name(value)}")
+    return value
+
+
+def array(data: Mapping, key: str, path: str) -> list:
+    """`data[key]` as a list (absent/null → [])."""
+    value = data.get(key)
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise MalformedPayload(f"{path}.{key}", f"must be an array, got {_type_name(value)}")
+    return value

@@ -1,0 +1,84 @@
+"""The `[platforms.discord]` settings table (docs/architecture.md §5 "Per-plugin sections").
+
+Validated by the core into `DiscordSettings` (the model returned by this plugin's
+`hermes_settings_schema` hookimpl). The bot token is a `SecretStr`: it never appears in a repr, a
+log line or an error message. Set it in the environment, not in the file:
+`HERMES_PLATFORMS__DISCORD__BOT_TOKEN=…`.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
+
+# discord.py refuses a `max_ratelimit_timeout` below 30 s (it would invite bans).
+MIN_RATELIMIT_TIMEOUT_S = 30.0
+
+
+class DiscordSettings(BaseModel):
+    """Settings of the Discord adapter.
+
+    Attributes:
+        enabled / adapter / allowed_users / allowed_chats / allowed_roles / allow_all /
+        allow_bots / refusal_notice / admin_users / home_channel / home_channel_name /
+        edits_as_turns: the keys every `[platforms.<id>]` table accepts (docs/configuration.md);
+            access is decided by the core (docs/behaviour.md §9). `allowed_roles` holds Discord
+            role ids: a guild member with one of them gets `role_authorized` on its
+            SessionSource. The `@everyone` role id is the guild id, so listing a guild id
+            admits every member of that guild (and nobody elsewhere).
+        bot_token: the bot token from the Developer Portal (`SecretStr`). Required to start.
+        api_base: REST base URL (`https://discord.com/api/v10` when unset). Tests and local
+            fakes point it at 127.0.0.1, e.g. `http://127.0.0.1:8080/api/v10`.
+        gateway_url: gateway websocket URL (`wss://gateway.discord.gg/` when unset), e.g.
+            `ws://127.0.0.1:8080/gw`.
+        message_content: request the privileged Message Content intent. When the application
+            does not have it enabled, the adapter says so at start and connects without it
+            (guild messages that do not mention the bot then arrive with empty text).
+        allowed_mentions: `"none"` (default: replies can ping nobody, not even with `@everyone`
+            or `<@id>` in the text) or `"users"` (user mentions in replies ping; roles and
+            `@everyone` never do).
+        max_ratelimit_timeout: longest rate-limit wait, in seconds, discord.py sits out itself
+            (per-route buckets and 429s); a longer one is raised to the delivery layer as
+            `RetryAfter` (minimum 30, discord.py's floor).
+        max_emit_attempts: how often one message is offered to the gateway (with backoff)
+            before it is given up with an ERROR log. Discord never redelivers a gateway event,
+            so the adapter retries itself.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    enabled: bool = False
+    adapter: str | None = None
+    allowed_users: list[str] = Field(default_factory=list)
+    allowed_chats: list[str] = Field(default_factory=list)
+    allowed_roles: list[str] = Field(default_factory=list)
+    allow_all: bool = False
+    allow_bots: bool = False
+    refusal_notice: str = "This assistant is private."
+    admin_users: list[str] = Field(default_factory=list)
+    home_channel: str | None = None
+    home_channel_name: str | None = None
+    edits_as_turns: bool = False
+
+    bot_token: SecretStr | None = None
+    api_base: str | None = None
+    gateway_url: str | None = None
+    message_content: bool = True
+    allowed_mentions: Literal["none", "users"] = "none"
+    max_ratelimit_timeout: float = Field(MIN_RATELIMIT_TIMEOUT_S, ge=MIN_RATELIMIT_TIMEOUT_S)
+    max_emit_attempts: int = Field(5, ge=1)
+
+    @field_validator("api_base")
+    @classmethod
+    def _check_api_base(cls, value: str | None) -> str | None:
+        if value is not None and not value.startswith(("http://", "https://")):
+            raise ValueError("platforms.discord.api_base must start with http:// or https://")
+        return value.rstrip("/") if value else value
+
+    @field_validator("gateway_url")
+    @classmethod
+    def _check_gateway_url(cls, value: str | None) -> str | None:
+        if value is not None and not value.startswith(("ws://", "wss://")):
+            raise ValueError("platforms.discord.gateway_url must start with ws:// or wss://")
+        return value
