@@ -44,6 +44,7 @@ class DiscordSettings(BaseModel):
         max_emit_attempts: how often one message is offered to the gateway (with backoff)
             before it is given up with an ERROR log. Discord never redelivers a gateway event,
             so the adapter retries itself.
+        connect_timeout: how long `start` waits for the gateway session (READY), in seconds.
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -68,6 +69,7 @@ class DiscordSettings(BaseModel):
     allowed_mentions: Literal["none", "users"] = "none"
     max_ratelimit_timeout: float = Field(MIN_RATELIMIT_TIMEOUT_S, ge=MIN_RATELIMIT_TIMEOUT_S)
     max_emit_attempts: int = Field(5, ge=1)
+    connect_timeout: float = Field(30.0, gt=0)
 
     @field_validator("api_base")
     @classmethod
