@@ -32,10 +32,8 @@ import discord.http
 import yarl
 from pydantic import BaseModel
 
-from hermes_core import AdapterSpec, SessionSource
-from hermes_core.sdk import BaseAdapter, SendResult
-from hermes_core.sdk.chunking import chunk_text
-from hermes_core.sdk.sending import ChatSendQueue, RetryPolicy, send_chunks
+from hermes_core.sdk import (CAP_EDIT, CAP_THREADS, CAP_TYPING, INGRESS_SINGLE_RECEIVER, AdapterSpec, BaseAdapter,
+                             ChatSendQueue, RetryPolicy, SendResult, SessionSource, chunk_text, send_chunks)
 
 from .receiver import Receiver
 from .sender import MAX_CHARS, Sender, mentions_policy
@@ -83,6 +81,7 @@ class DiscordAdapter(BaseAdapter):
         settings: a `DiscordSettings` (or a dict validated into one); `bot_token` is required
             to `start`.
         on_message: the gateway's inbound handler (see `BaseAdapter`).
+        data_dir: the adapter's directory under HERMES_HOME (unused: the adapter keeps no files).
     """
 
     spec = AdapterSpec(
@@ -91,20 +90,22 @@ class DiscordAdapter(BaseAdapter):
         pii_safe=False,
         max_message_length=MAX_CHARS,
         length_unit="chars",
-        capabilities=frozenset({"threads", "typing", "edit"}),
+        capabilities=frozenset({CAP_THREADS, CAP_TYPING, CAP_EDIT}),
         settings_model=DiscordSettings,
+        # Every gateway connection of one bot receives every event (docs/platforms.md §6).
+        ingress=INGRESS_SINGLE_RECEIVER,
         required_env=("HERMES_PLATFORMS__DISCORD__BOT_TOKEN",),
         install_hint="pip install hermes-gateway-discord",
     )
 
-    def __init__(self, settings: BaseModel | dict | None = None, *, on_message=None):
+    def __init__(self, settings: BaseModel | dict | None = None, *, on_message=None, data_dir=None):
         if settings is None:
             settings = DiscordSettings()
         elif isinstance(settings, dict):
             settings = DiscordSettings.model_validate(settings)
         elif not isinstance(settings, DiscordSettings):
             settings = DiscordSettings.model_validate(settings.model_dump())
-        super().__init__(settings, on_message=on_message)
+        super().__init__(settings, on_message=on_message, data_dir=data_dir)
         self.settings: DiscordSettings = settings
         self.client: discord.Client | None = None
         self.intents: discord.Intents | None = None

@@ -10,8 +10,7 @@ ids), so the plugin adds no redaction or identity hooks: the core's defaults app
 
 from __future__ import annotations
 
-from hermes_core import SettingsSpec, hookimpl
-from hermes_core.model.context import neutralize_untrusted
+from hermes_core.sdk import SettingsSpec, hookimpl
 
 from .settings import DiscordSettings
 
@@ -41,11 +40,9 @@ def hermes_platform_notes(context):
         "unless a tool for it is available.",
     ]
     if getattr(source, "thread_id", None):
-        # Thread and channel names are chosen by members: neutralised before they reach the prompt.
-        name = getattr(source, "chat_name", None)
-        where = f"the thread {neutralize_untrusted(name)}" if name else "a thread"
-        notes.append(f"This conversation is {where}; every member of the thread shares it and your "
-                     "replies are posted in the thread.")
+        # No names here: the core's context section already shows the (neutralised) chat name.
+        notes.append("This conversation is a Discord thread (or forum post); every member of the thread "
+                     "shares it and your replies are posted in the thread.")
     elif getattr(source, "chat_type", None) == "dm":
         notes.append("This conversation is a direct message with one user.")
     return notes

@@ -24,7 +24,7 @@ import logging
 import re
 from typing import Any, Collection
 
-from hermes_core import MessageEvent, SessionSource
+from hermes_core.sdk import MessageEvent, SessionSource
 
 from . import payload as p
 from .channels import DM, FORUM_TYPES, GROUP_DM, ChannelInfo
@@ -36,7 +36,8 @@ PLATFORM = "discord"
 
 # Message types that start a turn (D-T5): DEFAULT and REPLY. Thread-created (18), thread
 # starter (21), pins, joins, boosts … share MESSAGE_CREATE and are not for the agent.
-TURN_TYPES = frozenset({0, 19})
+DEFAULT, REPLY = 0, 19
+TURN_TYPES = frozenset({DEFAULT, REPLY})
 
 __all__ = ["MalformedPayload", "PLATFORM", "TURN_TYPES", "map_message", "strip_bot_mention"]
 
@@ -68,6 +69,26 @@ def _media(data: dict, path: str) -> list[dict[str, Any]]:
                       "content_type": p.string(item, "content_type", where),
                       "size": p.integer(item, "size", where, required=False)})
     return media
+
+
+def _reply(data: dict, path: str) -> dict[str, str | None]:
+    """The reply context of a REPLY (type 19) message: the referenced message's id, and its
+    text and author when Discord resolved it (`referenced_message`; null when it was deleted)."""
+    reference = p.obj(data, "message_reference", path, required=False)
+    referenced = p.obj(data, "referenced_message", path, required=False)
+    reply: dict[str, str | None] = {
+        "reply_to_message_id": p.snowflake(reference, "message_id", f"{path}.message_reference", required=False)
+        if reference is not None else None}
+    if referenced is not None:
+        where = f"{path}.referenced_message"
+        author = p.obj(referenced, "author", where, required=False)
+        reply["reply_to_message_id"] = reply["reply_to_message_id"] or p.snowflake(referenced, "id", where)
+        reply["reply_to_text"] = p.string(referenced, "content", where)
+        if author is not None:
+            reply["reply_to_author_id"] = p.snowflake(author, "id", f"{where}.author")
+            reply["reply_to_author_name"] = (p.string(author, "global_name", f"{where}.author")
+                                             or p.string(author, "username", f"{where}.author"))
+    return reply
 
 
 def _where(channel_id: str, guild_id: str | None, channel: ChannelInfo | None, parent: ChannelInfo | None,
@@ -178,6 +199,8 @@ def map_message(data: Any, *, bot_id: str | None, channel: ChannelInfo | None,
         role_authorized=role_authorized,
         **where,
     )
+    # Type 0 messages may carry a message_reference too (forwards, crossposts): not replies.
+    reply = _reply(data, path) if kind == REPLY else {}
     event_id = f"{message_id}@{edited_at}" if edit else message_id
-    event = MessageEvent(source=source, text=text, message_id=event_id, media=media, raw=data)
+    event = MessageEvent(source=source, text=text, message_id=event_id, media=media, raw=data, **reply)
     return source, event

@@ -4,28 +4,20 @@ Discord sends snowflakes as strings of decimal digits (JavaScript-safe); they ar
 everywhere (keys, SessionSource ids). A read that finds a missing field, a wrong type, a snowflake
 that is not a 64-bit unsigned number, or a string with a lone surrogate raises
 `MalformedPayload` with the dotted path of the field (`"d.author.id"`), so the adapter can log
-exactly what was wrong and skip the payload.
+exactly what was wrong and skip the payload. Error texts name the field, never its value
+(values may be message text).
 """
 
 from __future__ import annotations
 
 from typing import Any, Mapping
 
+from hermes_core.sdk import MalformedPayload
+
 SNOWFLAKE_MAX = 2**64 - 1
 
-
-class MalformedPayload(ValueError):
-    """A Discord payload is not well formed.
-
-    Attributes:
-        field: dotted path of the offending field (`"d.author.id"`).
-        problem: what is wrong with it (`"is missing"`, `"must be a string, got int"`).
-    """
-
-    def __init__(self, field: str, problem: str):
-        self.field = field
-        self.problem = problem
-        super().__init__(f"discord payload field {field!r} {problem}")
+__all__ = ["MalformedPayload", "SNOWFLAKE_MAX", "array", "boolean", "integer", "obj", "snowflake",
+           "snowflake_value", "string"]
 
 
 def _type_name(value: Any) -> str:

@@ -30,7 +30,7 @@ import aiohttp
 import discord
 from tenacity import AsyncRetrying, stop_after_attempt, wait_exponential
 
-from hermes_core import MessageEvent
+from hermes_core.sdk import MessageEvent
 
 from . import payload as p
 from .channels import ChannelInfo

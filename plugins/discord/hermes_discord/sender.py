@@ -16,9 +16,7 @@ import logging
 
 import discord
 
-from hermes_core import SessionSource
-from hermes_core.sdk import SendResult
-from hermes_core.sdk.errors import RetryAfter
+from hermes_core.sdk import RetryAfter, SendResult, SessionSource
 
 log = logging.getLogger(__name__)
 

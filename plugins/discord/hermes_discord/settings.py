@@ -10,23 +10,23 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
+from pydantic import Field, SecretStr, field_validator
+
+from hermes_core.sdk import PlatformSettings
 
 # discord.py refuses a `max_ratelimit_timeout` below 30 s (it would invite bans).
 MIN_RATELIMIT_TIMEOUT_S = 30.0
 
 
-class DiscordSettings(BaseModel):
-    """Settings of the Discord adapter.
+class DiscordSettings(PlatformSettings):
+    """Settings of the Discord adapter: the common platform keys (`PlatformSettings`: enabled,
+    adapter, access lists, home channel, `edits_as_turns` — docs/configuration.md; access is
+    decided by the core, docs/behaviour.md §9) plus the keys below. `allowed_roles` holds Discord
+    role ids: a guild member with one of them gets `role_authorized` on its SessionSource. The
+    `@everyone` role id is the guild id, so listing a guild id admits every member of that guild
+    (and nobody elsewhere). `edits_as_turns` makes MESSAGE_UPDATE edits of the text new turns.
 
     Attributes:
-        enabled / adapter / allowed_users / allowed_chats / allowed_roles / allow_all /
-        allow_bots / refusal_notice / admin_users / home_channel / home_channel_name /
-        edits_as_turns: the keys every `[platforms.<id>]` table accepts (docs/configuration.md);
-            access is decided by the core (docs/behaviour.md §9). `allowed_roles` holds Discord
-            role ids: a guild member with one of them gets `role_authorized` on its
-            SessionSource. The `@everyone` role id is the guild id, so listing a guild id
-            admits every member of that guild (and nobody elsewhere).
         bot_token: the bot token from the Developer Portal (`SecretStr`). Required to start.
         api_base: REST base URL (`https://discord.com/api/v10` when unset). Tests and local
             fakes point it at 127.0.0.1, e.g. `http://127.0.0.1:8080/api/v10`.
@@ -46,21 +46,6 @@ class DiscordSettings(BaseModel):
             so the adapter retries itself.
         connect_timeout: how long `start` waits for the gateway session (READY), in seconds.
     """
-
-    model_config = ConfigDict(extra="forbid")
-
-    enabled: bool = False
-    adapter: str | None = None
-    allowed_users: list[str] = Field(default_factory=list)
-    allowed_chats: list[str] = Field(default_factory=list)
-    allowed_roles: list[str] = Field(default_factory=list)
-    allow_all: bool = False
-    allow_bots: bool = False
-    refusal_notice: str = "This assistant is private."
-    admin_users: list[str] = Field(default_factory=list)
-    home_channel: str | None = None
-    home_channel_name: str | None = None
-    edits_as_turns: bool = False
 
     bot_token: SecretStr | None = None
     api_base: str | None = None

@@ -122,8 +122,8 @@ async def test_malformed_payloads_are_logged_and_the_adapter_keeps_running(fake,
     await fake.message(sample("d3_dm"))
     await wait_until(lambda: len(rec.events) == 1)
     assert rec.events[0].message_id == "1500000000000000004"
-    assert "skipping malformed discord MESSAGE_CREATE: discord payload field 'd.author' is missing" in caplog.text
-    assert ("skipping malformed discord MESSAGE_CREATE: discord payload field 'd.channel_id' is not a "
+    assert "skipping malformed discord MESSAGE_CREATE: malformed payload: d.author is missing" in caplog.text
+    assert ("skipping malformed discord MESSAGE_CREATE: malformed payload: d.channel_id is not a "
             "snowflake (a 64-bit unsigned decimal number)") in caplog.text
     assert "discord GUILD_CREATE dispatch could not be parsed by discord.py and was skipped" in caplog.text
     health = await adapter.health()

@@ -158,11 +158,35 @@ def map_sample_data(sample: dict, **overrides):
     return map_message(sample["event"]["d"], **kwargs)
 
 
-def test_reply_type_19_is_a_turn():
+def test_reply_type_19_is_a_turn_with_its_reply_context():
     sample = load("d1_guild_text_role")
-    sample["event"]["d"].update(type=19, message_reference={"message_id": "1500000000000000000"})
+    sample["event"]["d"].update(
+        type=19,
+        message_reference={"type": 0, "message_id": "1500000000000000000", "channel_id": "1100000000000000010",
+                           "guild_id": "1100000000000000001"},
+        referenced_message={"id": "1500000000000000000", "type": 0, "channel_id": "1100000000000000010",
+                            "content": "deploy is done", "author": {
+                                "id": "1300000000000000002", "username": "bobk", "global_name": None,
+                                "discriminator": "0", "avatar": None}})
     _, event = map_sample_data(sample)
     assert event.text == "what changed today?"
+    assert (event.reply_to_message_id, event.reply_to_text, event.reply_to_author_id,
+            event.reply_to_author_name) == ("1500000000000000000", "deploy is done", "1300000000000000002", "bobk")
+
+
+def test_reply_to_a_deleted_message_keeps_only_its_id():
+    sample = load("d1_guild_text_role")
+    sample["event"]["d"].update(type=19, message_reference={"message_id": "1500000000000000000"},
+                                referenced_message=None)
+    _, event = map_sample_data(sample)
+    assert (event.reply_to_message_id, event.reply_to_text) == ("1500000000000000000", None)
+
+
+def test_forward_reference_on_a_default_message_is_not_a_reply():
+    sample = load("d1_guild_text_role")
+    sample["event"]["d"]["message_reference"] = {"type": 1, "message_id": "1500000000000000000"}
+    _, event = map_sample_data(sample)
+    assert event.reply_to_message_id is None
 
 
 def test_empty_content_without_message_content_intent_is_skipped(caplog):
@@ -231,7 +255,7 @@ def test_malformed_payload_names_the_field(mutate, field, problem):
     with pytest.raises(MalformedPayload) as info:
         map_sample_data(sample)
     assert (info.value.field, info.value.problem) == (field, problem)
-    assert str(info.value) == f"discord payload field {field!r} {problem}"
+    assert str(info.value) == f"malformed payload: {field} {problem}"
 
 
 def test_malformed_channel_payload_names_the_field():

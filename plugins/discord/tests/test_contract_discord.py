@@ -1,0 +1,54 @@
+"""The core's contract suites (hermes_core.testing) run against the Discord plugin."""
+
+from __future__ import annotations
+
+import pytest
+
+from hermes_core.testing import AdapterContract, PluginContract, RedactionContract, SessionKeyContract
+from hermes_discord import hooks
+from hermes_discord.adapter import DiscordAdapter
+from hermes_discord.settings import DiscordSettings
+
+
+class TestDiscordPlugin(PluginContract):
+    @pytest.fixture
+    def plugin_name(self):
+        return "discord"
+
+
+class TestDiscordAdapter(AdapterContract):
+    @pytest.fixture
+    def adapter_class(self):
+        return DiscordAdapter
+
+    @pytest.fixture
+    def fake_transport(self, fake):
+        return fake
+
+    @pytest.fixture
+    def adapter_settings(self, fake):
+        return DiscordSettings(bot_token=fake.token, api_base=fake.api_base, gateway_url=fake.gateway_url,
+                               connect_timeout=10)
+
+    def sent_texts(self, adapter, fake_transport):
+        return [body["content"] for body in fake_transport.sent]
+
+
+class TestDiscordSessionKeys(SessionKeyContract):
+    @pytest.fixture
+    def platform(self):
+        return "discord"
+
+    @pytest.fixture
+    def key_plugin(self):
+        return hooks
+
+
+class TestDiscordRedaction(RedactionContract):
+    @pytest.fixture
+    def platform(self):
+        return "discord"
+
+    @pytest.fixture
+    def redaction_plugin(self):
+        return hooks

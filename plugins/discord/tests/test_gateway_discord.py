@@ -1,0 +1,133 @@
+"""End to end: fake Discord gateway → real discord.py client → DiscordAdapter → GatewayApp (real
+plugin loading through the installed entry points, real SQLite store in a temporary
+HERMES_HOME, echo agent) → reply POSTed back at the fake Discord REST API.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from conftest import sample
+from fake_discord import DM_ID, FORUM_POST_ID, GENERAL_ID
+
+from hermes_core import GatewayConfig
+from hermes_core.app import GatewayApp
+
+
+def make_config(home: Path, fake, **discord) -> GatewayConfig:
+    table = {"enabled": True, "bot_token": fake.token, "allow_all": True, "connect_timeout": 10}
+    table.update(discord)
+    return GatewayConfig(home=home, platforms={"discord": table})
+
+
+@pytest.fixture
+async def gateway(tmp_path, fake):
+    """`await gateway(**discord_settings)` starts a GatewayApp on HERMES_HOME = tmp_path/home;
+    all apps are stopped at teardown."""
+    apps = []
+
+    async def start(**discord):
+        app = GatewayApp(make_config(tmp_path / "home", fake, **discord), watcher=False)
+        await app.start()
+        apps.append(app)
+        return app
+
+    yield start
+    for app in apps:
+        await app.stop()
+
+
+async def test_guild_message_gets_echo_reply_in_its_channel(fake, gateway):
+    app = await gateway()
+    assert type(app.adapters["discord"]).__name__ == "DiscordAdapter"  # via the entry point
+    await fake.message(sample("d1_guild_text_role"))
+    await fake.wait_for(lambda: len(fake.sent) == 1)
+    (reply,) = fake.sent
+    assert reply["channel_id"] == GENERAL_ID
+    assert reply["content"] == "echo: what changed today?"
+    assert reply["message_reference"]["message_id"] == 1500000000000000001
+    assert reply["message_reference"]["fail_if_not_exists"] is False
+    assert reply["allowed_mentions"] == {"parse": [], "replied_user": False}
+
+
+async def test_forum_post_reply_goes_to_the_thread_with_the_documented_key(fake, gateway):
+    await gateway()
+    await fake.message(sample("d2_forum_post"))
+    await fake.wait_for(lambda: len(fake.sent) == 1)
+    # Threads are shared sessions: the core prefixes the sender's name (seed §5).
+    assert (fake.sent[0]["channel_id"], fake.sent[0]["content"]) == \
+        (FORUM_POST_ID, "echo: [Alice] login loops after the update")
+    await fake.message(dict(sample("d2_forum_post"), id="1500000000000000040", content="/status"))
+    await fake.wait_for(lambda: len(fake.sent) == 2)
+    status = fake.sent[1]
+    assert status["channel_id"] == FORUM_POST_ID
+    assert "Session key: agent:main:discord:group:1100000000000000012:1100000000000000030" in status["content"]
+
+
+async def test_dm_reply_goes_to_the_dm_channel(fake, gateway):
+    await gateway()
+    await fake.message(sample("d3_dm"))
+    await fake.wait_for(lambda: len(fake.sent) == 1)
+    assert (fake.sent[0]["channel_id"], fake.sent[0]["content"]) == (DM_ID, "echo: can you check my PR?")
+    await fake.message(dict(sample("d3_dm"), id="1500000000000000041", content="/status"))
+    await fake.wait_for(lambda: len(fake.sent) == 2)
+    assert fake.sent[1]["channel_id"] == DM_ID
+    assert "Session key: agent:main:discord:dm:1600000000000000001" in fake.sent[1]["content"]
+
+
+async def test_long_reply_is_chunked_within_2000_characters_in_order(fake, gateway):
+    await gateway()
+    body = "\n".join(f"line {i:04d} ✓ ünïcödé" for i in range(700))  # ~16,000 characters
+    await fake.message(dict(sample("d3_dm"), id="1500000000000000300", content=body))
+    await fake.wait_for(lambda: "line 0699" in (fake.sent[-1]["content"] if fake.sent else ""), timeout=20)
+    texts = [s["content"] for s in fake.sent]
+    assert len(texts) >= 8
+    assert all(len(t) <= 2000 for t in texts)
+    assert {s["channel_id"] for s in fake.sent} == {DM_ID}
+    joined = "\n".join(texts).removeprefix("echo: ")
+    numbers = [int(line.split()[1]) for line in joined.splitlines() if line.startswith("line ")]
+    assert numbers == list(range(700))  # every line, once, in order
+    # the first chunk answers the trigger; the rest are plain messages
+    assert fake.sent[0]["message_reference"]["message_id"] == 1500000000000000300
+    assert all("message_reference" not in s for s in fake.sent[1:])
+
+
+async def test_429_is_waited_out_and_the_reply_arrives_once(fake, gateway):
+    await gateway()
+    fake.fail("create_message", "429", retry_after=1.0)
+    await fake.message(sample("d3_dm"))
+    await fake.wait_for(lambda: len(fake.sent) == 1)
+    attempts = fake.calls_of("create_message")
+    assert [a.status for a in attempts] == [429, 200]
+    assert attempts[1].at - attempts[0].at >= 1.0
+    assert [s["content"] for s in fake.sent] == ["echo: can you check my PR?"]
+
+
+async def test_reconnect_resumes_and_loses_nothing(fake, gateway):
+    app = await gateway()
+    await fake.message(dict(sample("d3_dm"), id="1500000000000000501", content="before"))
+    await fake.wait_for(lambda: len(fake.sent) == 1)
+    fake.replay_overlap = 1  # the RESUME replays "before" as well (D-T2)
+    await fake.drop()
+    await fake.message(dict(sample("d3_dm"), id="1500000000000000502", content="while away"))
+    await fake.message(dict(sample("d1_guild_text_role"), id="1500000000000000503", content="also away"))
+    await fake.wait_for(lambda: len(fake.sent) == 3)
+    assert [(s["channel_id"], s["content"]) for s in fake.sent] == [
+        (DM_ID, "echo: before"), (DM_ID, "echo: while away"), (GENERAL_ID, "echo: also away")]
+    assert fake.connections == ["/gw", "/gw/resume"]
+    assert app.adapters["discord"].resumes == 1
+
+
+async def test_redelivered_message_in_a_new_process_gets_no_second_reply(fake, gateway):
+    app1 = await gateway()
+    await fake.message(sample("d3_dm"))
+    await fake.wait_for(lambda: len(fake.sent) == 1)
+    await app1.stop()
+    await gateway()  # a new gateway on the same home: a new gateway session (IDENTIFY)
+    await fake.message(sample("d3_dm"))  # the same message id again: the persisted dedupe drops it
+    await fake.message(dict(sample("d3_dm"), id="1500000000000000601", content="new one"))
+    await fake.wait_for(lambda: len(fake.sent) == 2)
+    assert [s["content"] for s in fake.sent] == ["echo: can you check my PR?", "echo: new one"]
+    assert len(fake.identifies) == 2

@@ -1,0 +1,106 @@
+"""The Discord plugin's hookimpls through a real plugin manager: the settings table (common keys,
+unknown keys, secret hygiene) and the platform notes."""
+
+from __future__ import annotations
+
+import pytest
+
+from hermes_core import GatewayConfig, SessionSource
+from hermes_core.model import SessionContext
+from hermes_core.plugin_system.manager import create_plugin_manager
+from hermes_core.plugin_system.settings import PluginSettingsError, validate_plugin_settings
+from hermes_discord import hooks
+from hermes_discord.settings import DiscordSettings
+
+TOKEN = "MTIwMDAwMDAwMDAwMDAwMDAwMA.Gxyz12.SECRETPARTOFTHETOKEN"
+
+
+def validated(tmp_path, table: dict):
+    config = GatewayConfig(home=tmp_path, platforms={"discord": table})
+    pm, _ = create_plugin_manager(config)
+    assert pm.get_plugin("discord") is hooks
+    return validate_plugin_settings(pm, config)["discord"]
+
+
+def test_settings_table_is_validated_into_the_plugin_model(tmp_path):
+    settings = validated(tmp_path, {
+        "enabled": True, "bot_token": TOKEN, "allowed_roles": [1400000000000000001],
+        "home_channel": "1100000000000000010", "home_channel_name": "general", "allow_bots": True,
+        "edits_as_turns": True, "allowed_mentions": "users", "api_base": "http://127.0.0.1:9/api/v10/"})
+    assert isinstance(settings, DiscordSettings)
+    assert settings.bot_token.get_secret_value() == TOKEN
+    assert TOKEN not in repr(settings)
+    assert settings.allowed_roles == ["1400000000000000001"]  # a TOML integer id is an id all the same
+    assert (settings.home_channel, settings.home_channel_name, settings.allow_bots, settings.edits_as_turns) == \
+        ("1100000000000000010", "general", True, True)
+    assert (settings.allowed_mentions, settings.api_base, settings.message_content,
+            settings.max_ratelimit_timeout) == ("users", "http://127.0.0.1:9/api/v10", True, 30.0)
+
+
+def test_unknown_settings_key_is_named_and_token_not_echoed(tmp_path):
+    with pytest.raises(PluginSettingsError) as info:
+        validated(tmp_path, {"enabled": True, "bot_token": TOKEN, "alowed_roles": ["1"]})
+    assert "alowed_roles" in str(info.value)
+    assert "SECRETPART" not in str(info.value)
+
+
+@pytest.mark.parametrize("table,key", [
+    ({"max_ratelimit_timeout": 5}, "max_ratelimit_timeout"),
+    ({"gateway_url": "http://127.0.0.1/gw"}, "gateway_url"),
+    ({"allowed_mentions": "everyone"}, "allowed_mentions"),
+])
+def test_bad_values_are_refused_with_the_key(tmp_path, table, key):
+    with pytest.raises(PluginSettingsError) as info:
+        validated(tmp_path, {"enabled": True, "bot_token": TOKEN, **table})
+    assert key in str(info.value)
+    assert "SECRETPART" not in str(info.value)
+
+
+def notes(source: SessionSource) -> list[str]:
+    pm, _ = create_plugin_manager(None)
+    pm.register(hooks, name="discord")
+    return [line for group in pm.hook.hermes_platform_notes(context=SessionContext(source=source))
+            for line in (group or ())]
+
+
+def test_platform_notes_for_a_thread():
+    thread = SessionSource(platform="discord", chat_id="1100000000000000012", chat_type="group",
+                           thread_id="1100000000000000030", chat_name="Hermes Lab / #support / Bug: login loop")
+    lines = notes(thread)
+    assert lines[0] == ("Platform: Discord. Messages are limited to 2000 characters; long replies are split "
+                        "into several messages.")
+    assert ("Mention syntax: <@USER_ID> for a user, <#CHANNEL_ID> for a channel, <@&ROLE_ID> for a role "
+            "(raw Discord ids). Your replies never notify @everyone, @here or a role.") in lines
+    assert lines[-1] == ("This conversation is a Discord thread (or forum post); every member of the thread "
+                         "shares it and your replies are posted in the thread.")
+    assert not any("Bug: login loop" in line for line in lines)  # names stay in the core's neutralised section
+
+
+def test_platform_notes_for_a_dm_and_not_for_other_platforms():
+    dm = SessionSource(platform="discord", chat_id="1600000000000000001", chat_type="dm")
+    assert notes(dm)[-1] == "This conversation is a direct message with one user."
+    assert notes(SessionSource(platform="slack", chat_id="C1", chat_type="channel")) == []
+
+
+def test_plugins_json_lists_discord_without_secrets(tmp_path, monkeypatch):
+    import json
+
+    from typer.testing import CliRunner
+
+    from hermes_core.cli.plugins import plugins_app
+
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / "hermes.toml").write_text("[platforms.discord]\nenabled = true\n")
+    monkeypatch.setenv("HERMES_HOME", str(home))
+    monkeypatch.setenv("HERMES_PLATFORMS__DISCORD__BOT_TOKEN", TOKEN)
+    monkeypatch.delenv("HERMES_CONFIG", raising=False)
+    monkeypatch.delenv("HERMES_DISABLE_PLUGIN_AUTOLOAD", raising=False)
+    result = CliRunner().invoke(plugins_app, ["--json"])
+    assert result.exit_code == 0, result.output
+    rows = {(row["name"], row["group"]): row for row in json.loads(result.output)}
+    row = rows[("discord", "hermes_core.plugins")]
+    assert (row["status"], row["distribution"], row["module"]) == ("loaded", "hermes-gateway-discord",
+                                                                   "hermes_discord.hooks")
+    assert row["hooks"] == ["hermes_platform_notes", "hermes_settings_schema"]
+    assert "SECRETPART" not in result.output
