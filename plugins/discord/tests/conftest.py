@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import sys
 import warnings
 from pathlib import Path
@@ -23,13 +22,6 @@ sys.path.insert(0, str(Path(__file__).parent))
 from fake_discord import FakeDiscord  # noqa: E402
 
 from hermes_discord.adapter import DiscordAdapter  # noqa: E402
-
-FIXTURES = Path(__file__).parent / "fixtures"
-
-
-def sample(name: str) -> dict:
-    """The `d` object of a docs/platforms.md §2.1 sample (a MESSAGE_CREATE)."""
-    return json.loads((FIXTURES / f"{name}.json").read_text())["event"]["d"]
 
 
 @pytest.fixture(autouse=True)

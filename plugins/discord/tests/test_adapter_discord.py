@@ -12,7 +12,7 @@ import logging
 
 import pytest
 
-from conftest import sample
+from samples_discord import sample
 from fake_discord import ALICE_ID, BOT_ID, DM_ID, FORUM_ID, FORUM_POST_ID, GENERAL_ID, GUILD_ID
 
 from hermes_core import SessionSource

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import sample
+from samples_discord import sample
 from fake_discord import DM_ID
 
 GATEWAY = Path(sys.executable).parent / "hermes-gateway"

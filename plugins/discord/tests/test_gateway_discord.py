@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import sample
+from samples_discord import sample
 from fake_discord import DM_ID, FORUM_POST_ID, GENERAL_ID
 
 from hermes_core import GatewayConfig
@@ -59,6 +59,8 @@ async def test_forum_post_reply_goes_to_the_thread_with_the_documented_key(fake,
     # Threads are shared sessions: the core prefixes the sender's name (seed §5).
     assert (fake.sent[0]["channel_id"], fake.sent[0]["content"]) == \
         (FORUM_POST_ID, "echo: [Alice] login loops after the update")
+    # the typing indicator of the running turn showed in the thread, never in the forum parent
+    assert fake.typing[:1] == [FORUM_POST_ID] and set(fake.typing) == {FORUM_POST_ID}
     await fake.message(dict(sample("d2_forum_post"), id="1500000000000000040", content="/status"))
     await fake.wait_for(lambda: len(fake.sent) == 2)
     status = fake.sent[1]

@@ -9,24 +9,18 @@ literally from there. Lookups the samples assume: bot user id 120000000000000000
 from __future__ import annotations
 
 import copy
-import json
 import logging
-from pathlib import Path
 
 import pytest
 
 from hermes_core import SessionSource, build_session_key
 from hermes_discord.channels import ChannelInfo
 from hermes_discord.mapping import MalformedPayload, map_message, strip_bot_mention
+from samples_discord import load
 
-FIXTURES = Path(__file__).parent / "fixtures"
 BOT_ID = "1200000000000000000"
 GUILDS = {"1100000000000000001": "Hermes Lab"}
 ALLOWED_ROLES = {"1400000000000000001"}
-
-
-def load(name: str) -> dict:
-    return json.loads((FIXTURES / f"{name}.json").read_text())
 
 
 def map_sample(name: str, *, channel_from: str | None = None, **overrides):
