@@ -31,10 +31,34 @@ from .types import AdapterSpec, DeliveryPlan, KeyPolicy, RecoveryPlan, Redaction
 
 __version__ = "0.1.0"
 
+# The seed's public API (seed §3, §9), under the names and signatures the seed gives them, so code
+# written against the seed runs: `SessionStore(sessions_dir, config, has_active_processes_fn=None)`,
+# `build_session_context(source, config, session_entry=None)`,
+# `build_session_context_prompt(context, *, redact_pii=False)`. Resolved on first access (PEP 562):
+# `import hermes_core` stays light for plugins, which only need the markers.
+_LAZY = {
+    "SessionStore": ("hermes_core.store", "SessionStore"),
+    "build_session_context": ("hermes_core.pipeline.context", "build_session_context"),
+    "build_session_context_prompt": ("hermes_core.pipeline.context", "build_session_context_prompt"),
+}
+
+
+def __getattr__(name: str):
+    if name in _LAZY:
+        import importlib
+
+        module, attribute = _LAZY[name]
+        value = getattr(importlib.import_module(module), attribute)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'hermes_core' has no attribute {name!r}")
+
+
 __all__ = [
     "AdapterSpec", "ConfigError", "DeliveryPlan", "GatewayConfig", "HERMES_PLUGIN_API", "KeyPolicy",
     "MessageEvent", "Platform", "RecoveryPlan", "RedactionRule", "SessionContext", "SessionEntry",
-    "SessionSource", "SettingsSpec", "__version__", "build_session_key",
+    "SessionSource", "SessionStore", "SettingsSpec", "__version__", "build_session_context",
+    "build_session_context_prompt", "build_session_key",
     "canonical_whatsapp_identifier", "hookimpl", "is_shared_multi_user_session", "load_config",
     "override",
 ]

@@ -97,5 +97,5 @@ def test_message_event_command_parsing():
 
 def test_message_text_with_lone_surrogates_is_made_valid_utf8():
     assert MessageEvent(SessionSource("local", "t"), text="caf\udce9").text == "caf\ufffd"
-    assert MessageEvent(SessionSource("local", "t"), text="a\ud800b").text == "a?b"
+    assert MessageEvent(SessionSource("local", "t"), text="a\ud800b").text == "a\ufffdb"
     assert MessageEvent(SessionSource("local", "t"), text="naïve ✓").text == "naïve ✓"

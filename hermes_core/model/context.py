@@ -2,13 +2,26 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 
 from .entry import SessionEntry
 from .source import SessionSource
+from .text import UNTRUSTED_MAX_CHARS, quote_untrusted
 
-UNTRUSTED_MAX_CHARS = 240
+
+
+@dataclass(frozen=True, slots=True)
+class HomeChannel:
+    """A platform's home channel (seed §9): where scheduled output goes by default.
+
+    Attributes:
+        chat_id: the raw chat id (`[platforms.<id>] home_channel`).
+        name: its display name (`home_channel_name`), or None when not configured.
+    """
+
+    chat_id: str
+    name: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -18,46 +31,35 @@ class SessionContext:
     Attributes:
         source: where the current message came from (raw ids).
         connected_platforms: names of the enabled platforms, sorted.
-        home_channels: platform → home chat id, where scheduled output can be delivered.
+        home_channels: platform → its HomeChannel, where scheduled output can be delivered.
         shared_multi_user_session: True when several users share this conversation (seed §5).
         session_key / session_id / created_at / updated_at: from the entry, when known.
+        hermes_home: the gateway's HERMES_HOME (scheduled output is saved under
+            `<hermes_home>/cron/output/`), or None when unknown.
     """
 
     source: SessionSource
     connected_platforms: tuple[str, ...] = ()
-    home_channels: dict[str, str] = field(default_factory=dict)
+    home_channels: dict[str, HomeChannel] = field(default_factory=dict)
     shared_multi_user_session: bool = False
     session_key: str | None = None
     session_id: str | None = None
     created_at: datetime | None = None
     updated_at: datetime | None = None
+    hermes_home: str | None = None
 
 
 def neutralize_untrusted(text: str | None, max_chars: int = UNTRUSTED_MAX_CHARS) -> str:
     """Make peer-controlled metadata (display names, chat names, topics) safe for a prompt
-    (docs/behaviour.md §7): control characters and newlines collapse to one space, the length is capped
-    at `max_chars` characters (an ellipsis marks the cut), and the result is double-quoted."""
-    if text is None:
-        return '""'
-    cleaned = "".join(" " if (ord(ch) < 32 or ord(ch) == 127 or ch in "\u2028\u2029") else ch
-                      for ch in str(text))
-    cleaned = " ".join(cleaned.split())
-    if len(cleaned) > max_chars:
-        cleaned = cleaned[: max_chars - 1] + "…"
-    return '"' + cleaned.replace('"', "'") + '"'
+    (docs/behaviour.md §7): `text.quote_untrusted` — control, zero-width and bidi characters and
+    newlines removed or collapsed, lone surrogates replaced, length capped at `max_chars`
+    characters (an ellipsis marks the cut), then JSON-quoted."""
+    return quote_untrusted(text, max_chars)
 
 
 def attach_entry(context: SessionContext, entry: SessionEntry | None) -> SessionContext:
     """Return `context` with the entry's key, id and times filled in (seed §9 step 4)."""
     if entry is None:
         return context
-    return SessionContext(
-        source=context.source,
-        connected_platforms=context.connected_platforms,
-        home_channels=context.home_channels,
-        shared_multi_user_session=context.shared_multi_user_session,
-        session_key=entry.session_key,
-        session_id=entry.session_id,
-        created_at=entry.created_at,
-        updated_at=entry.updated_at,
-    )
+    return replace(context, session_key=entry.session_key, session_id=entry.session_id,
+                   created_at=entry.created_at, updated_at=entry.updated_at)

@@ -8,6 +8,7 @@ from typing import Any, Mapping
 
 from .identity import IdentityAlias
 from .source import SessionSource
+from .text import clean_data, clean_optional, clean_text
 from .timeutil import format_timestamp, parse_timestamp, utc_now
 
 # Event kinds. "user" is a human message; "internal" is a wake-up the gateway made itself
@@ -19,22 +20,6 @@ INTERNAL = "internal"
 # Optional string facts a platform may know about a message beyond its text.
 _OPTIONAL_IDS = ("reply_to_message_id", "reply_to_text", "reply_to_author_id", "reply_to_author_name",
                  "platform_update_id")
-
-
-def clean_text(text: str | None) -> str:
-    """Return `text` as valid Unicode: undecodable input bytes that Python smuggled in as lone
-    surrogates (`surrogateescape`, e.g. Latin-1 typed into a UTF-8 terminal) become U+FFFD, so
-    the message can be stored and sent instead of failing at the first UTF-8 encode."""
-    if not text:
-        return ""
-    try:
-        text.encode("utf-8")
-        return text
-    except UnicodeEncodeError:
-        try:
-            return text.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
-        except UnicodeEncodeError:  # other lone surrogates (e.g. from a broken UTF-16 source)
-            return text.encode("utf-8", "replace").decode("utf-8")
 
 
 @dataclass(slots=True)
@@ -78,6 +63,8 @@ class MessageEvent:
     aliases: list[IdentityAlias] = field(default_factory=list, compare=False)
 
     def __post_init__(self) -> None:
+        # Valid Unicode only (docs/behaviour.md §7): a lone surrogate in the text, a file name
+        # or an id must not make the message impossible to store or send.
         self.text = clean_text(self.text)
         for name in _OPTIONAL_IDS:
             value = getattr(self, name)
@@ -85,6 +72,11 @@ class MessageEvent:
                 setattr(self, name, str(value))
         if self.reply_to_text is not None:
             self.reply_to_text = clean_text(self.reply_to_text)
+        self.message_id = clean_optional(self.message_id)
+        self.media = clean_data(list(self.media or []))
+        for name in _OPTIONAL_IDS:
+            setattr(self, name, clean_optional(getattr(self, name)))
+        self.channel_context = clean_data(list(self.channel_context or []))
 
     @property
     def is_internal(self) -> bool:

@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 from typing import Any, Mapping
 
+from .text import clean_optional
+
 
 class Platform:
     """Well-known platform names. Platforms are an open set (docs/behaviour.md §0): any non-empty string
@@ -73,10 +75,14 @@ class SessionSource:
             raise SourceError("SessionSource.platform must be a non-empty string")
         # The name is kept verbatim (docs/behaviour.md §1: an unknown platform name is "kept as a
         # string"); folding case here would silently re-key a plugin's sessions.
-        object.__setattr__(self, "chat_id", "" if self.chat_id is None else str(self.chat_id))
+        object.__setattr__(self, "chat_id", "" if self.chat_id is None else clean_optional(str(self.chat_id)))
         for name in ("user_id", "thread_id", "user_id_alt", "chat_id_alt", "guild_id",
                      "parent_chat_id", "message_id"):
-            object.__setattr__(self, name, _opt_str(getattr(self, name)))
+            object.__setattr__(self, name, clean_optional(_opt_str(getattr(self, name))))
+        # Names and topics come from peers: a lone surrogate must not make the source
+        # impossible to store (docs/behaviour.md §7).
+        for name in ("chat_name", "user_name", "chat_topic"):
+            object.__setattr__(self, name, clean_optional(getattr(self, name)))
         if self.chat_type not in CHAT_TYPES:
             raise SourceError(
                 f"SessionSource.chat_type must be one of {', '.join(CHAT_TYPES)}; got {self.chat_type!r}"

@@ -98,7 +98,7 @@ async def run_turn(deps: PipelineDeps, key: str, event: MessageEvent, *, inbound
         text = event.text
         if context.shared_multi_user_session and not event.is_internal:
             # Run-time prefix, so the system prompt names no user and stays identical (seed §5).
-            text = sender_prefix(source) + text
+            text = sender_prefix(source, pm=deps.pm, redact=should_redact(deps.config, adapter.spec)) + text
         user_message = {"role": "user", "content": text, "timestamp": format_timestamp(deps.clock())}
         if event.message_id:
             user_message["platform_message_id"] = event.message_id
@@ -147,8 +147,8 @@ async def _answer(deps: PipelineDeps, key: str, source, entry, context, adapter,
     store, cache = deps.store, deps.agent_cache
     # From here until record_reply the turn marker is set; if anything raises or the task is
     # cancelled first, the marker stays so start-up recovery can finish the turn (seed §7).
-    prompt = build_session_context_prompt(context, pm=deps.pm,
-                                          redact=should_redact(deps.config, adapter.spec))
+    prompt = build_session_context_prompt(context, redact_pii=deps.config.redaction.enabled, pm=deps.pm,
+                                          specs={name: a.spec for name, a in deps.adapters.items()})
     status, reply_text, usage = "completed", "", None
     timeout = deps.config.agent.gateway_timeout
     try:

@@ -96,3 +96,27 @@ def resolve_adapter_classes(platforms: list[str], report: LoadReport | None = No
             report.add(PluginRecord(name, ADAPTERS_GROUP, "failed", reason))
         raise AdapterLoadError(f"platform {name!r} is enabled but its adapter cannot be loaded: {reason}")
     return classes
+
+
+_SPEC_CACHE: dict[str, Any] = {}
+
+
+def adapter_spec_for(platform: str, config: Any = None) -> Any:
+    """The `AdapterSpec` the installed adapter of `platform` declares (its label, `pii_safe`…),
+    or None when no adapter for it is installed or it cannot be imported (logged at debug).
+
+    Resolved through the `hermes_core.adapters` entry point (or the `[platforms.<id>] adapter`
+    override of `config`), once per platform and process: callers that hold a running adapter
+    pass its `spec` instead. Importing the class imports the platform's SDK.
+    """
+    swap = _adapter_overrides(config).get(platform)
+    cache_key = f"{platform}\0{swap or ''}"
+    if cache_key not in _SPEC_CACHE:
+        spec = None
+        try:
+            cls = resolve_adapter_classes([platform], config=config)[platform]
+            spec = getattr(cls, "spec", None)
+        except Exception as exc:  # an unknown platform is normal (platforms are open)
+            log.debug("no adapter spec for platform %r: %s", platform, exc)
+        _SPEC_CACHE[cache_key] = spec
+    return _SPEC_CACHE[cache_key]

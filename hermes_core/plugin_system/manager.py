@@ -59,6 +59,31 @@ def create_plugin_manager(config=None, *, autoload: bool = True, raise_on_fatal:
     return pm, report
 
 
+_INSTALLED: dict[str, object] = {}
+
+
+def installed_plugin_manager():
+    """The plugin manager a gateway start would build in this process: builtins, the installed
+    entry-point plugins and the deployment overrides of the loaded config (`load_config()`:
+    HERMES_HOME's config file and `HERMES_*` variables). Built on first use, then reused.
+
+    For code written against the seed's signatures (`hermes_core.build_session_context`, …),
+    which take no plugin manager: a platform's `pii_safe` declaration and every plugin's hooks
+    count there exactly as in a running gateway. A running gateway passes its own manager.
+
+    Raises:
+        ConfigError: the config cannot be loaded (one line naming the key or file).
+        PluginLoadError: an enabled platform's plugin or an override failed to load.
+    """
+    pm = _INSTALLED.get("pm")
+    if pm is None:
+        from ..settings import load_config
+
+        pm, _report = create_plugin_manager(load_config())
+        _INSTALLED["pm"] = pm
+    return pm
+
+
 def _trace_enabled() -> bool:
     import os
 

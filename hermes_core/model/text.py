@@ -1,0 +1,100 @@
+"""Text hygiene for what peers send (docs/behaviour.md §7): valid Unicode everywhere, and
+peer-controlled metadata made inert before it reaches a prompt, a sender prefix or a terminal.
+
+* `clean_text` / `clean_data`: lone surrogates (undecodable bytes smuggled in by
+  `surrogateescape`, or a broken UTF-16 source) become U+FFFD, so a message, a name or a file
+  name can always be stored and sent. Applied when a SessionSource or MessageEvent is built.
+* `neutralize_inline`: the one-line, unquoted form of an untrusted label (the `[sender name]`
+  prefix): C0 and C1 control characters, DEL, newlines and line/paragraph separators, zero-width
+  and bidi control characters removed or collapsed to one space, length capped.
+* `quote_untrusted`: `neutralize_inline`, then JSON-quoted (the context section's quoted values).
+* `escape_controls`: control, zero-width and bidi characters shown as `\\xNN` / `\\uNNNN`, for
+  printing stored text to an operator's terminal (the admin CLI).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+UNTRUSTED_MAX_CHARS = 240
+
+# Zero-width and bidi control characters: invisible, yet they reorder or hide what a reader (or a
+# model) sees. U+200B-U+200F (zero-width space/joiners, LRM/RLM), U+202A-U+202E (embeddings and
+# overrides), U+2060-U+2064 (word joiner, invisible operators), U+2066-U+2069 (isolates), U+FEFF
+# (zero-width no-break space / BOM), U+061C (Arabic letter mark), U+180E (Mongolian vowel separator).
+_INVISIBLE = "\u200b-\u200f\u202a-\u202e\u2060-\u2064\u2066-\u2069\ufeff\u061c\u180e"
+# Collapsed to a space: C0 controls (newline and tab included), DEL, C1 controls, line and
+# paragraph separators.
+_BREAKING = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+_INVISIBLE_RE = re.compile(f"[{_INVISIBLE}]")
+# What the admin CLI escapes: every control character except newline and tab, plus the invisible ones.
+_TERMINAL_UNSAFE = re.compile(f"[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029{_INVISIBLE}]")
+
+
+def clean_text(text: str | None) -> str:
+    """Return `text` as valid Unicode (None → `""`): undecodable input bytes that Python smuggled
+    in as lone surrogates (`surrogateescape`, e.g. Latin-1 typed into a UTF-8 terminal) and any
+    other lone surrogate become U+FFFD; a surrogate pair split into two code points is joined.
+    Text that is already valid is returned as is (the common, fast path)."""
+    if not text:
+        return ""
+    try:
+        text.encode("utf-8")
+        return text
+    except UnicodeEncodeError:
+        pass
+    try:
+        return text.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+    except UnicodeEncodeError:  # not (only) escaped bytes: a broken UTF-16 source
+        return text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
+
+
+def clean_optional(value: Any) -> Any:
+    """`clean_text` for a string; None and non-strings are returned unchanged."""
+    return clean_text(value) if isinstance(value, str) else value
+
+
+def clean_data(value: Any) -> Any:
+    """`value` (JSON-like: dicts, lists, strings, numbers) with every string — keys included —
+    passed through `clean_text`. Other values are returned unchanged."""
+    if isinstance(value, str):
+        return clean_text(value)
+    if isinstance(value, dict):
+        return {clean_data(k): clean_data(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return type(value)(clean_data(v) for v in value)
+    return value
+
+
+def neutralize_inline(text: Any, max_chars: int = UNTRUSTED_MAX_CHARS) -> str:
+    """The inert one-line form of untrusted metadata (docs/behaviour.md §7), unquoted.
+
+    Args:
+        text: a display name, chat name, topic… (None → `""`; other objects via `str`).
+        max_chars: longest result in characters; a longer text is cut and ends with `…`.
+    """
+    if text is None:
+        return ""
+    cleaned = _INVISIBLE_RE.sub("", clean_text(str(text)))
+    cleaned = " ".join(_BREAKING.sub(" ", cleaned).split())
+    if len(cleaned) > max_chars:
+        cleaned = cleaned[: max_chars - 1] + "…"
+    return cleaned
+
+
+def quote_untrusted(text: Any, max_chars: int = UNTRUSTED_MAX_CHARS) -> str:
+    """`neutralize_inline(text)`, JSON-quoted: `Dev "Team"` → `"Dev \\"Team\\""`."""
+    return json.dumps(neutralize_inline(text, max_chars), ensure_ascii=False)
+
+
+def escape_controls(text: Any) -> str:
+    """`text` safe for a terminal: control characters (except newline and tab), zero-width and
+    bidi characters become `\\xNN` / `\\uNNNN`, so stored text cannot drive the operator's
+    terminal (docs/behaviour.md §7, admin CLI)."""
+    def escape(match: re.Match[str]) -> str:
+        code = ord(match.group())
+        return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+
+    return _TERMINAL_UNSAFE.sub(escape, clean_text(str(text)) if text is not None else "")
