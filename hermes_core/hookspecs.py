@@ -197,6 +197,25 @@ def hermes_on_delivery_error(delivery, error):
     """
 
 
+@hookspec(firstresult=True)
+def hermes_failure_notice(kind, source, error):
+    """Word the short notice a chat gets when its message could not be answered.
+
+    Args: kind (str) — `"agent_failed"` (the model backend failed: HTTP error, bad response),
+    `"agent_timeout"` (no answer within `[agent] gateway_timeout`) or `"internal_error"` (the
+    gateway itself failed on this message); source — the SessionSource of the chat; error — the
+    exception (for deciding only: its text may hold internal URLs, hosts and class names and must
+    never be shown to the user; the core logs it for the operator).
+    Kind: FIRSTRESULT, SYNC ONLY.
+    Returns: the text to send, or None to defer. When every implementation defers, the core sends
+    its configured text (`pipeline.notices`): `[core] agent_failure_notice`, `[core] error_notice`,
+    or the timeout sentence naming the limit. A raising implementation or a non-str / empty result
+    is logged and the configured text is sent.
+    Wrap: allowed.
+    Timeout: none.
+    """
+
+
 # ---- Recovery (seed §7) ---------------------------------------------------------------------
 
 @hookspec(firstresult=True)

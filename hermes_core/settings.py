@@ -74,6 +74,15 @@ class CoreSettings(_Section):
     max_input_chars: int = Field(32000, ge=1, description="longest accepted user message, in characters")
     busy_input_mode: Literal["interrupt", "queue"] = "interrupt"
     db_path: Path | None = Field(None, description="default: $HERMES_HOME/state.db")
+    # What a chat is told when its message could not be answered; the detail goes to the log only
+    # (users never see internal errors, URLs or exception names). Hook `hermes_failure_notice`
+    # may word it per case.
+    agent_failure_notice: str = Field(
+        "Sorry, I could not answer this message. Please try again later.", min_length=1,
+        description="sent when the model backend fails")
+    error_notice: str = Field(
+        "Sorry, this message could not be processed. Please try again later.", min_length=1,
+        description="sent when the gateway itself fails on a message")
 
 
 class StorageSettings(_Section):

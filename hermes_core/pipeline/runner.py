@@ -73,13 +73,13 @@ from .busy import (BURST, COMMAND, CONTROL, CONTROL_COMMANDS, INTERNAL, INTERRUP
                    QUEUED_TEXT, TURN, Job, SessionQueue)
 from .deps import PipelineDeps, maybe_await
 from .ledger import redeliver
+from .notices import INTERNAL_ERROR, failure_notice
 from .turn import run_turn
 
 log = logging.getLogger(__name__)
 
 TOO_LONG_TEXT = ("Message refused: it is {length} characters long and the limit is {limit} characters "
                  "(core.max_input_chars). Please shorten it.")
-ERROR_TEXT = "Sorry, this message could not be processed: {error}"
 # Busy-input modes (`[core] busy_input_mode`, or the adapter's override: `AdapterSpec.busy_input_mode`).
 INTERRUPT, QUEUE, SEQUENTIAL = "interrupt", "queue", "sequential"
 # Key added to a merged burst's intake payload: the rows it stands for (sealed at a replay).
@@ -431,9 +431,9 @@ class GatewayRunner:
         if answer is None:
             try:
                 answer = await commands.run_command(self.deps, key, event, queue_depth=self.queue_depth(key))
-            except Exception as exc:  # isolation: report like a failed job
+            except Exception as exc:  # isolation: report like a failed job (detail in the log only)
                 log.exception("command failed in %s", key)
-                answer = ERROR_TEXT.format(error=f"{type(exc).__name__}: {exc}")
+                answer = failure_notice(self.deps.pm, self.deps.config, INTERNAL_ERROR, event.source, exc)
         await self._notify(key, event, answer)
         await self._finish_ids([inbound_id] if inbound_id is not None else [])
 
@@ -453,7 +453,8 @@ class GatewayRunner:
                 except Exception as exc:  # isolation: report, keep this worker and the others going
                     log.exception("job failed in %s", key)
                     if job.event is not None:
-                        await self._notify(key, job.event, ERROR_TEXT.format(error=f"{type(exc).__name__}: {exc}"))
+                        notice = failure_notice(self.deps.pm, self.deps.config, INTERNAL_ERROR, job.event.source, exc)
+                        await self._notify(key, job.event, notice)
                     await self._finish_ids(job.inbound_ids)
                 else:
                     await self._finish_ids(job.inbound_ids)

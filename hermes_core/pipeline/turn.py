@@ -31,12 +31,11 @@ from .agent_cache import CachedSession
 from .context import build_session_context, build_session_context_prompt, sender_prefix, should_redact
 from .deps import PipelineDeps, maybe_await
 from .ledger import send_obligation
+from .notices import AGENT_FAILED, AGENT_TIMEOUT, failure_notice
 from .typing_indicator import typing_while
 
 log = logging.getLogger(__name__)
 
-TIMEOUT_TEXT = "The agent did not answer within {seconds} seconds; the turn was stopped."
-FAILED_TEXT = "The agent failed to answer: {error}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -159,12 +158,14 @@ async def _answer(deps: PipelineDeps, key: str, source, entry, context, adapter,
         # Only the runner interrupts (a follow-up, /stop, /new), and it answers the chat itself:
         # the interrupted turn owes nothing, so the chat hears about it once.
         status, reply_text = "interrupted", ""
-    except TimeoutError:
+    except TimeoutError as exc:
         deps.agent.interrupt(key)
-        status, reply_text = "timeout", TIMEOUT_TEXT.format(seconds=timeout)
+        log.warning("agent gave no answer in %s within %s s", key, timeout)
+        status, reply_text = "timeout", failure_notice(deps.pm, deps.config, AGENT_TIMEOUT, source, exc)
     except AgentError as exc:
+        # The detail (backend URL, exception class) is for the operator only (docs/behaviour.md §0).
         log.error("agent failed in %s: %s", key, exc)
-        status, reply_text = "failed", FAILED_TEXT.format(error=exc)
+        status, reply_text = "failed", failure_notice(deps.pm, deps.config, AGENT_FAILED, source, exc)
     if recorded_user is not None:
         cache.append(live, recorded_user, persisted=True)
     if status == "completed":

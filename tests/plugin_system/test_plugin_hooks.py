@@ -29,7 +29,7 @@ def _hook_names():
 
 def test_hookspec_list_is_the_documented_set():
     assert _hook_names() == [
-        "hermes_after_deliver", "hermes_canonical_identity", "hermes_configure", "hermes_housekeeping",
+        "hermes_after_deliver", "hermes_canonical_identity", "hermes_configure", "hermes_failure_notice", "hermes_housekeeping",
         "hermes_on_delivery_error", "hermes_on_session_recovered", "hermes_plan_delivery",
         "hermes_platform_notes", "hermes_pseudonymize", "hermes_recovery_plan", "hermes_redaction_rules",
         "hermes_session_finalized", "hermes_session_key", "hermes_session_reset", "hermes_session_shared",
@@ -267,3 +267,36 @@ async def test_hook_hermes_shutdown():
     results = await call_broadcast(pm, "hermes_shutdown", timeout=0.05, app=app_log)
     assert [name for name, _ in results] == ["slow", "closes"]
     assert app_log == ["closed"]  # a hung plugin cannot stop the others shutting down
+
+
+def test_hook_hermes_failure_notice(tmp_path):
+    from hermes_core.pipeline.notices import failure_notice
+
+    pm = _pm()
+    config = GatewayConfig(home=tmp_path, agent={"gateway_timeout": 90})
+    source = SessionSource("telegram", "1", chat_type="dm", user_id="1")
+    error = RuntimeError("POST http://10.0.0.1:8000/v1 failed")
+    # Deferred by everyone: the configured texts.
+    assert failure_notice(pm, config, "agent_failed", source, error) == \
+        "Sorry, I could not answer this message. Please try again later."
+    assert failure_notice(pm, config, "agent_timeout", source, error) == \
+        "The agent did not answer within 90 seconds; the turn was stopped."
+    assert failure_notice(pm, config, "internal_error", source, error) == \
+        "Sorry, this message could not be processed. Please try again later."
+
+    class Polite:
+        @hookimpl
+        def hermes_failure_notice(self, kind, source, error):
+            return "Un moment, s'il vous plaît." if kind == "agent_timeout" else None
+
+    class Empty:
+        @override
+        def hermes_failure_notice(self, kind, source, error):
+            return "" if kind == "internal_error" else None
+
+    pm.register(Polite(), name="polite")
+    pm.register(Empty(), name="deployment:empty")
+    assert failure_notice(pm, config, "agent_timeout", source, error) == "Un moment, s'il vous plaît."
+    # An empty text is not a notice: the configured one is sent.
+    assert failure_notice(pm, config, "internal_error", source, error) == \
+        "Sorry, this message could not be processed. Please try again later."

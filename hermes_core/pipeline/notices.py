@@ -1,0 +1,54 @@
+"""What a chat is told when its message could not be answered (docs/behaviour.md §0: users never
+see internal errors, URLs or exception names; operators get the detail in the log).
+
+`failure_notice` asks the `hermes_failure_notice` hook (a deployment or plugin words the notice)
+and falls back to the configured text: `[core] agent_failure_notice` for a failed model backend,
+`[core] error_notice` for a failure of the gateway itself, `TIMEOUT_TEXT` for a turn that ran past
+`[agent] gateway_timeout`. The caller logs the error itself; this module never puts it in text.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+log = logging.getLogger(__name__)
+
+AGENT_FAILED, AGENT_TIMEOUT, INTERNAL_ERROR = "agent_failed", "agent_timeout", "internal_error"
+TIMEOUT_TEXT = "The agent did not answer within {seconds} seconds; the turn was stopped."
+
+
+def default_notice(config: Any, kind: str) -> str:
+    """The configured text for `kind` (`agent_failed`, `agent_timeout`, `internal_error`)."""
+    if kind == AGENT_FAILED:
+        return config.core.agent_failure_notice
+    if kind == AGENT_TIMEOUT:
+        return TIMEOUT_TEXT.format(seconds=config.agent.gateway_timeout)
+    return config.core.error_notice
+
+
+def failure_notice(pm: Any, config: Any, kind: str, source: Any, error: BaseException | None) -> str:
+    """The notice to send for a message that could not be answered.
+
+    Args:
+        pm: the plugin manager (hook `hermes_failure_notice`).
+        config: GatewayConfig (the configured texts).
+        kind: `agent_failed`, `agent_timeout` or `internal_error`.
+        source: the SessionSource of the chat.
+        error: the exception (passed to the hook, never shown).
+    Returns:
+        The hook's text, else the configured one. Never raises.
+    """
+    fallback = default_notice(config, kind)
+    try:
+        text = pm.hook.hermes_failure_notice(kind=kind, source=source, error=error)
+    except Exception as exc:  # a broken plugin must not stop the chat from being told
+        log.error("hermes_failure_notice failed (%s); the configured notice is sent", type(exc).__name__)
+        return fallback
+    if text is None:
+        return fallback
+    if not isinstance(text, str) or not text.strip():
+        log.error("hermes_failure_notice returned %s, not a non-empty str; the configured notice is sent",
+                  type(text).__name__)
+        return fallback
+    return text
