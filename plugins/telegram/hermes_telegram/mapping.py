@@ -36,6 +36,8 @@ OTHER_KINDS = frozenset({
     "chat_join_request", "chat_boost", "removed_chat_boost", "guest_message",
 })
 
+INT64_LIMIT = 2 ** 63
+
 CHAT_TYPES = {"private": "dm", "group": "group", "supergroup": "group", "channel": "channel"}
 
 # The General topic of a forum (docs/platforms.md §0.3 item 9, TG-T8).
@@ -93,6 +95,11 @@ class _Reader:
         # bool is an int subclass; Telegram never sends a bool where it means an id.
         if isinstance(value, bool) or not isinstance(value, int):
             raise self.fail(f"{path}.{key}", f"must be an integer, got {_type_name(value)}")
+        # Bot API integers fit in a signed 64-bit int (ids have at most 52 significant bits); a
+        # bigger one is not Telegram's, and past Python's int-to-str digit limit `str()` of it
+        # would raise a plain ValueError later.
+        if not -INT64_LIMIT <= value < INT64_LIMIT:
+            raise self.fail(f"{path}.{key}", "is out of range for a 64-bit integer")
         return value
 
     def str_(self, data: Mapping, key: str, path: str, *, required: bool = False) -> str | None:
@@ -183,7 +190,8 @@ def map_update(update: dict, *, bot_id: int | None = None,
 
     Rules (docs/platforms.md §1.0): `chat.type` private → dm, group/supergroup → group,
     channel → channel; `chat_id = str(chat.id)`; the sender comes from `sender_chat` when present
-    (is_bot False), else from `from`; `message_thread_id` is a thread only with
+    (is_bot False), else from `from`, else (no sender given) the channel for a channel post and
+nobody (`user_id` None) otherwise; `message_thread_id` is a thread only with
     `is_topic_message`, a forum message outside a topic is in General (`"1"`); reply-chain roots
     in non-forum groups are ignored; text is `text`, else `caption`.
     """
@@ -243,7 +251,10 @@ def map_update(update: dict, *, bot_id: int | None = None,
         # Channel posts without sender_chat (older clients): the channel itself is the author.
         user_id, user_name, is_bot = str(chat_id), r.str_(chat, "title", f"{path}.chat"), False
     else:
-        raise r.fail(f"{path}.from", "is missing (and there is no sender_chat)")
+        # `from` is optional in the Bot API (some service updates, messages sent on behalf of a
+        # chat): the message still maps, with an unknown sender (docs/behaviour.md §4).
+        log.debug("telegram update %s: message %s has no sender", update_id, message_id)
+        user_id, user_name, is_bot = None, None, False
 
     body = text if text is not None else caption
     media = [{"kind": m, "payload": message[m]} for m in MEDIA_KINDS if m in message]

@@ -169,3 +169,17 @@ async def test_webhook_mode_end_to_end(tg, gateway):
     assert (reply["chat_id"], reply["message_thread_id"]) == ("-1001987654321", "17585")
     assert reply["text"] == r"echo: \[Alice Ng\] summarise this topic"  # MarkdownV2-escaped
     assert tg.calls_of("getUpdates") == []
+
+
+async def test_a_lone_surrogate_in_a_name_is_answered_once(tg, gateway):
+    # "Bob\ud800" made handle() raise UnicodeEncodeError; the adapter retried and dropped it.
+    app = await gateway()
+    chat = {"id": 222333444, "first_name": "Bob\ud800", "type": "private"}
+    await tg.push(text_update(900000100, 500, chat, "hi", sender={"id": 222333444, "is_bot": False,
+                                                                  "first_name": "Bob\ud800"}))
+    await tg.wait_for(lambda: len(tg.sent) == 1)
+    assert tg.sent[0]["text"] == "echo: hi"
+    entry = await app.store.get_entry("agent:main:telegram:dm:222333444")
+    assert entry.origin.user_name == "Bob\ufffd"
+    await app.runner.join()
+    assert len(tg.sent) == 1

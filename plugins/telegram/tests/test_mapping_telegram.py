@@ -214,7 +214,6 @@ def _broken(mutate):
     (_broken(lambda u: u["message"].pop("chat")), "message.chat"),
     (_broken(lambda u: u["message"]["chat"].__setitem__("id", "-1001987654321")), "message.chat.id"),
     (_broken(lambda u: u["message"]["chat"].__setitem__("type", "megagroup")), "message.chat.type"),
-    (_broken(lambda u: u["message"].pop("from")), "message.from"),
     (_broken(lambda u: u["message"]["from"].__setitem__("id", None) or u["message"]["from"].pop("id")),
      "message.from.id"),
     (_broken(lambda u: u["message"].__setitem__("text", 42)), "message.text"),
@@ -222,13 +221,50 @@ def _broken(mutate):
     (_broken(lambda u: u["message"].__setitem__("message_thread_id", "17585")), "message.message_thread_id"),
     (_broken(lambda u: u["message"].__setitem__("sender_chat", {"title": "x"})), "message.sender_chat.id"),
 ], ids=["not-object", "no-update_id", "str-update_id", "unknown-kind", "message-not-object",
-        "no-message_id", "no-chat", "str-chat-id", "unknown-chat-type", "no-from", "no-from-id",
+        "no-message_id", "no-chat", "str-chat-id", "unknown-chat-type", "no-from-id",
         "int-text", "str-is_topic_message", "str-thread-id", "sender_chat-without-id"])
 def test_malformed_update_names_the_field(update, field):
     with pytest.raises(MalformedUpdate) as info:
         map_update(update)
     assert info.value.field == field
     assert repr(field) in str(info.value)
+
+
+@pytest.mark.parametrize("where", ["update_id", "message_id", "chat.id", "from.id"])
+def test_integers_past_the_digit_limit_are_malformed_not_value_errors(where):
+    # 10**5000 has more digits than Python converts to str (4300): str() raised a plain ValueError.
+    huge = 10 ** 5000
+
+    def put(update):
+        target = update if where == "update_id" else update["message"]
+        *parents, leaf = where.split(".")
+        for parent in parents:
+            target = target[parent]
+        target[leaf] = huge
+
+    with pytest.raises(MalformedUpdate) as info:
+        map_update(_broken(put))
+    field = "update.update_id" if where == "update_id" else f"message.{where}"
+    assert info.value.field == field
+    assert str(info.value).endswith(f"field {field!r} is out of range for a 64-bit integer")
+
+
+def test_a_group_message_without_from_maps_with_an_unknown_sender():
+    update = {"update_id": 900000010, "message": {
+        "message_id": 55, "date": 1767225600, "text": "posted on behalf of nobody",
+        "chat": {"id": -4012345678, "title": "Family", "type": "group"}}}
+    source, event = map_update(update)
+    assert source == SessionSource(platform="telegram", chat_id="-4012345678", chat_name="Family",
+                                   chat_type="group", message_id="55")
+    assert event.text == "posted on behalf of nobody"
+    assert build_session_key(source) == "agent:main:telegram:group:-4012345678"
+
+
+def test_a_service_update_without_from_is_skipped_not_malformed():
+    update = {"update_id": 900000011, "message": {
+        "message_id": 56, "date": 1767225600, "chat": {"id": -4012345678, "title": "Family", "type": "group"},
+        "new_chat_title": "Family 2"}}
+    assert map_update(update) is None
 
 
 def test_malformed_update_carries_update_id():
