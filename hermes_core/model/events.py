@@ -69,13 +69,10 @@ class MessageEvent:
         for name in _OPTIONAL_IDS:
             value = getattr(self, name)
             if value is not None and not isinstance(value, str):
-                setattr(self, name, str(value))
-        if self.reply_to_text is not None:
-            self.reply_to_text = clean_text(self.reply_to_text)
+                value = str(value)
+            setattr(self, name, clean_optional(value))
         self.message_id = clean_optional(self.message_id)
         self.media = clean_data(list(self.media or []))
-        for name in _OPTIONAL_IDS:
-            setattr(self, name, clean_optional(getattr(self, name)))
         self.channel_context = clean_data(list(self.channel_context or []))
 
     @property
