@@ -30,10 +30,10 @@ import httpx
 from pydantic import BaseModel
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception_type, stop_after_attempt, wait_exponential
 
-from hermes_core import AdapterSpec, SessionSource
-from hermes_core.sdk import BaseAdapter, ChatSendQueue, RetryPolicy, SendResult, chunk_text, measure, send_chunks
+from hermes_core.sdk import (CAP_EDIT, CAP_TYPING, INGRESS_SINGLE_RECEIVER, AdapterSpec, BaseAdapter, ChatSendQueue,
+                             IdentityAlias, RetryPolicy, SendResult, SessionSource, chunk_text, measure, send_chunks)
 
-from .mapping import GROUP_PREFIX, MalformedEnvelope, identity_pairs, map_payload, quote_of, raw_group_id
+from .mapping import GROUP_PREFIX, MalformedPayload, identity_pairs, map_payload, quote_of, raw_group_id
 from .receiver import EventStream
 from .rpc import CHECK_PATH, SignalRpc, SignalRpcError, send_timestamp
 from .settings import SignalSettings
@@ -43,6 +43,7 @@ log = logging.getLogger(__name__)
 MAX_TEXT_BYTES = 2000      # signal-cli sends at most 2000 UTF-8 bytes inline (docs/platforms.md §5.4)
 SENT_MEMORY = 1024         # own message timestamps kept for echo filtering
 ALIAS_MEMORY = 10_000      # number → UUID pairs kept in memory
+NO_ACCOUNT = "platforms.signal.account is not set (the bot's number, e.g. \"+15559990000\")"
 STOP_GRACE_S = 10.0        # how long `stop` lets a message in hand reach the gateway
 
 
@@ -81,10 +82,11 @@ class SignalAdapter(BaseAdapter):
         pii_safe=True,
         max_message_length=MAX_TEXT_BYTES,
         length_unit="bytes",
-        capabilities=frozenset({"typing", "edit"}),
+        capabilities=frozenset({CAP_TYPING, CAP_EDIT}),
         settings_model=SignalSettings,
         required_env=(),
         install_hint="pip install hermes-gateway-signal",
+        ingress=INGRESS_SINGLE_RECEIVER,  # one event stream per daemon account (docs/platforms.md §6)
     )
 
     # First pause before offering a refused message to the gateway again, in seconds (doubles).
@@ -112,12 +114,23 @@ class SignalAdapter(BaseAdapter):
 
     # ---- lifecycle -----------------------------------------------------------------------
 
-    @property
-    def rpc(self) -> SignalRpc:
-        """The JSON-RPC client (after `start`)."""
-        if self._rpc is None:
-            raise RuntimeError("signal adapter is not started")
-        return self._rpc
+    async def call(self, method: str, params: dict[str, Any]) -> Any:
+        """One JSON-RPC call to the daemon (`SignalRpc.call`). After `stop` — the gateway stops
+        receiving before it drains the turns still running — a short-lived client carries the
+        call, so the replies of those turns are still delivered.
+
+        Raises:
+            SignalStartError: `account` is not configured.
+            SignalRpcError / httpx.HTTPError: as `SignalRpc.call`.
+        """
+        if self._rpc is not None:
+            return await self._rpc.call(method, params)
+        account = self.settings.account
+        if not account:
+            raise SignalStartError(NO_ACCOUNT)
+        async with httpx.AsyncClient(base_url=self.settings.base_url, transport=self._transport,
+                                     timeout=self.settings.request_timeout) as client:
+            return await SignalRpc(client, account, timeout=self.settings.request_timeout).call(method, params)
 
     async def start(self) -> None:
         """Open the HTTP client and start reading the event stream. Idempotent.
@@ -132,7 +145,7 @@ class SignalAdapter(BaseAdapter):
             return
         account = self.settings.account
         if not account:
-            raise SignalStartError("platforms.signal.account is not set (the bot's number, e.g. \"+15559990000\")")
+            raise SignalStartError(NO_ACCOUNT)
         client = httpx.AsyncClient(base_url=self.settings.base_url, transport=self._transport,
                                    timeout=self.settings.request_timeout)
         self._client = client
@@ -179,12 +192,32 @@ class SignalAdapter(BaseAdapter):
         """The UUID last seen with `number`, or None."""
         return self._uuids.get(number)
 
-    def _learn(self, payload: Any) -> None:
-        for number, uuid in identity_pairs(payload):
-            if self._uuids.get(number) != uuid:
-                self._uuids.remember(number, uuid)
+    async def _learn(self, payload: Any, event) -> list[tuple[str, str]]:
+        """The number ↔ UUID pairs of `payload` new to this process. With an event they go on it
+        (the core records them before keying it) and are returned for `_remember` once the event
+        is accepted; without one (a typing indicator or receipt teaches them too) they are
+        recorded in the core's alias store directly."""
+        new = [(number, uuid) for number, uuid in identity_pairs(payload) if self._uuids.get(number) != uuid]
+        for number, uuid in new:
             if number == self.settings.account and self.account_uuid is None:
                 self.account_uuid = uuid
+        if event is not None:
+            fresh = set(new)
+            event.aliases = [a for a in event.aliases if (a.alias_id, a.canonical_id) in fresh]
+            return new
+        if new and self._record_aliases is not None:
+            try:
+                await self._record_aliases([IdentityAlias(self.spec.name, number, uuid, "signal envelope")
+                                            for number, uuid in new])
+            except Exception as exc:  # they come again with the next payload
+                log.warning("signal number/UUID aliases not recorded: %s: %s", type(exc).__name__, exc)
+                return []
+        self._remember(new)
+        return new
+
+    def _remember(self, pairs: list[tuple[str, str]]) -> None:
+        for number, uuid in pairs:
+            self._uuids.remember(number, uuid)
 
     async def handle_payload(self, payload: Any) -> None:
         """Map one decoded payload (an SSE event's data, a JSON-RPC notification, or a JSON-RPC
@@ -194,26 +227,27 @@ class SignalAdapter(BaseAdapter):
             for item in payload:
                 await self.handle_payload(item)
             return
-        self._learn(payload)
         try:
             mapped = map_payload(payload, account=self.settings.account, account_uuid=self.account_uuid,
                                  edits_as_turns=self.settings.edits_as_turns,
                                  ignore_stories=self.settings.ignore_stories,
                                  uuid_for_number=self.uuid_for_number, own_sent=self._sent)
-        except MalformedEnvelope as exc:
+        except MalformedPayload as exc:
             log.warning("skipping malformed signal payload: %s", exc)
-            return
+            mapped = None
         except Exception:
             # A payload shape the mapping did not anticipate: skip it, keep the stream running.
             log.exception("skipping signal payload: it could not be mapped")
-            return
-        if mapped is None:
-            return
-        await self._emit_with_retries(mapped[1])
+            mapped = None
+        event = mapped[1] if mapped is not None else None
+        pairs = await self._learn(payload, event)
+        if event is not None and await self._emit_with_retries(event):
+            self._remember(pairs)
 
-    async def _emit_with_retries(self, event) -> None:
+    async def _emit_with_retries(self, event) -> bool:
         """Offer `event` to the gateway up to `max_emit_attempts` times (exponential pauses from
-        `emit_backoff_s`): the event stream cannot redeliver a message the gateway refused."""
+        `emit_backoff_s`): the event stream cannot redeliver a message the gateway refused.
+        Returns True once it was accepted, False when it was dropped (logged)."""
         attempts = self.settings.max_emit_attempts
 
         def log_refusal(state: RetryCallState) -> None:
@@ -231,6 +265,8 @@ class SignalAdapter(BaseAdapter):
             self.dropped += 1
             log.error("signal message %s refused by the gateway %d times, dropped: %s: %s",
                       event.source.message_id, attempts, type(exc).__name__, exc)
+            return False
+        return True
 
     # ---- sending -------------------------------------------------------------------------
 
@@ -246,7 +282,7 @@ class SignalAdapter(BaseAdapter):
     async def _send(self, params: dict[str, Any]) -> int:
         result, error = None, None
         try:
-            result = await self.rpc.call("send", params)
+            result = await self.call("send", params)
         except SignalRpcError as exc:
             error = exc
         timestamp = send_timestamp(result, error)  # raises the matching delivery error
@@ -327,6 +363,6 @@ class SignalAdapter(BaseAdapter):
         """Show the typing indicator in `target`'s chat (JSON-RPC `sendTyping`). Best effort: a
         failure is logged at DEBUG, never raised (it is cosmetic)."""
         try:
-            await self.rpc.call("sendTyping", self._address(target))
-        except (SignalRpcError, httpx.HTTPError, MalformedEnvelope) as exc:
+            await self.call("sendTyping", self._address(target))
+        except (SignalRpcError, SignalStartError, httpx.HTTPError, MalformedPayload) as exc:
             log.debug("signal typing indicator not sent: %s", exc)

@@ -9,7 +9,7 @@ sees and the core's `hermes_canonical_identity` follows them (the UUID is canoni
 
 from __future__ import annotations
 
-from hermes_core import SettingsSpec, hookimpl
+from hermes_core.sdk import SettingsSpec, hookimpl
 
 from .settings import SignalSettings
 

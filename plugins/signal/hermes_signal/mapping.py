@@ -15,7 +15,7 @@ Outcomes of `map_payload`:
   syncs of what the owner sent to others, group updates, reactions, remote deletes, empty
   envelopes, the account's own messages and echoes, edits while `edits_as_turns` is off); the
   reason is logged at DEBUG/INFO;
-- `MalformedEnvelope`: missing field, wrong type, out-of-range timestamp, invalid Unicode in an
+- `MalformedPayload`: missing field, wrong type, out-of-range timestamp, invalid Unicode in an
   id; the message names the field. The adapter logs it and skips the payload.
 
 Identity (docs/platforms.md §0.1, §0.3 items 6, 8, 12): a DM's `chat_id` is the sender's UUID
@@ -25,6 +25,10 @@ carries only a number is resolved through the injected `uuid_for_number` lookup 
 UUID aliases learned so far); unresolved, the number stands in and the core's alias store
 folds it into the UUID in the key. A group's `chat_id` is `"group:" + groupId` with the id
 byte-exact, and `chat_id_alt` is the raw id.
+
+A quote fills the event's `reply_to_*` fields; every number ↔ UUID pair the payload reveals is
+attached as an `IdentityAlias` (number → UUID: the UUID is canonical), which the core records
+before it builds the session key.
 
 Event message ids are `"<timestamp>:<author>"` (author = UUID, else number): Signal timestamps
 are unique per author only (docs/platforms.md G-T2), so the core's inbound dedupe on
@@ -40,7 +44,7 @@ import logging
 from dataclasses import dataclass
 from typing import Any, Callable, Container, Mapping
 
-from hermes_core import MessageEvent, SessionSource
+from hermes_core.sdk import IdentityAlias, MalformedPayload, MessageEvent, SessionSource
 
 log = logging.getLogger(__name__)
 
@@ -52,21 +56,6 @@ MAX_TIMESTAMP = 2 ** 63 - 1        # signal-cli timestamps are Java longs (milli
 
 # Envelope payloads that are never turns (docs/platforms.md §5.1 "skip").
 NOT_TURNS = ("typingMessage", "receiptMessage", "callMessage")
-
-
-class MalformedEnvelope(ValueError):
-    """A signal-cli payload is not well formed.
-
-    Attributes:
-        field: dotted path of the offending field (`"envelope.dataMessage.timestamp"`), or
-            `"payload"` for the wrapper itself.
-        problem: what is wrong with it.
-    """
-
-    def __init__(self, field: str, problem: str):
-        self.field = field
-        self.problem = problem
-        super().__init__(f"signal payload: field {field!r} {problem}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,10 +82,10 @@ def _obj(data: Mapping, key: str, path: str, *, required: bool = False) -> dict 
     value = data.get(key)
     if value is None:
         if required:
-            raise MalformedEnvelope(f"{path}.{key}", "is missing")
+            raise MalformedPayload(f"{path}.{key}", "is missing")
         return None
     if not isinstance(value, dict):
-        raise MalformedEnvelope(f"{path}.{key}", f"must be an object, got {_type_name(value)}")
+        raise MalformedPayload(f"{path}.{key}", f"must be an object, got {_type_name(value)}")
     return value
 
 
@@ -105,7 +94,7 @@ def _list(data: Mapping, key: str, path: str) -> list:
     if value is None:
         return []
     if not isinstance(value, list):
-        raise MalformedEnvelope(f"{path}.{key}", f"must be a list, got {_type_name(value)}")
+        raise MalformedPayload(f"{path}.{key}", f"must be a list, got {_type_name(value)}")
     return value
 
 
@@ -114,13 +103,13 @@ def _int(data: Mapping, key: str, path: str, *, required: bool = False, low: int
     value = data.get(key)
     if value is None:
         if required:
-            raise MalformedEnvelope(f"{path}.{key}", "is missing")
+            raise MalformedPayload(f"{path}.{key}", "is missing")
         return None
     # bool is an int subclass; signal-cli never sends a bool where it means a number.
     if isinstance(value, bool) or not isinstance(value, int):
-        raise MalformedEnvelope(f"{path}.{key}", f"must be an integer, got {_type_name(value)}")
+        raise MalformedPayload(f"{path}.{key}", f"must be an integer, got {_type_name(value)}")
     if not low <= value <= high:
-        raise MalformedEnvelope(f"{path}.{key}", f"is out of range ({value} not in {low}..{high})")
+        raise MalformedPayload(f"{path}.{key}", f"is out of range ({low}..{high})")
     return value
 
 
@@ -130,19 +119,19 @@ def _str(data: Mapping, key: str, path: str, *, required: bool = False, ident: b
     value = data.get(key)
     if value is None:
         if required:
-            raise MalformedEnvelope(f"{path}.{key}", "is missing")
+            raise MalformedPayload(f"{path}.{key}", "is missing")
         return None
     if not isinstance(value, str):
-        raise MalformedEnvelope(f"{path}.{key}", f"must be a string, got {_type_name(value)}")
+        raise MalformedPayload(f"{path}.{key}", f"must be a string, got {_type_name(value)}")
     try:
         value.encode("utf-8")
     except UnicodeEncodeError:
         if ident:
-            raise MalformedEnvelope(f"{path}.{key}", "is not valid Unicode (lone surrogate)") from None
+            raise MalformedPayload(f"{path}.{key}", "is not valid Unicode (lone surrogate)") from None
         value = value.encode("utf-8", "replace").decode("utf-8")
     if ident and not value.strip():
         if required:
-            raise MalformedEnvelope(f"{path}.{key}", "is empty")
+            raise MalformedPayload(f"{path}.{key}", "is empty")
         return None
     return value
 
@@ -154,10 +143,10 @@ def unwrap(payload: Any) -> dict | None:
     or None for a JSON-RPC notification that is not a `receive`.
 
     Raises:
-        MalformedEnvelope: not an object, or a `receive` notification without its object.
+        MalformedPayload: not an object, or a `receive` notification without its object.
     """
     if not isinstance(payload, dict):
-        raise MalformedEnvelope("payload", f"must be an object, got {_type_name(payload)}")
+        raise MalformedPayload("payload", f"must be an object, got {_type_name(payload)}")
     if "jsonrpc" not in payload and "method" not in payload:
         return payload
     method = payload.get("method")
@@ -177,7 +166,7 @@ def sender_of(envelope: Mapping, path: str = "envelope") -> Sender:
     `sourceNumber`/`sourceUuid` (older signal-cli versions).
 
     Raises:
-        MalformedEnvelope: no usable sender id at all, or an id of the wrong type.
+        MalformedPayload: no usable sender id at all, or an id of the wrong type.
     """
     uuid = _str(envelope, "sourceUuid", path, ident=True)
     number = _str(envelope, "sourceNumber", path, ident=True)
@@ -188,7 +177,7 @@ def sender_of(envelope: Mapping, path: str = "envelope") -> Sender:
         else:
             uuid = legacy
     if not uuid and not number:
-        raise MalformedEnvelope(f"{path}.sourceUuid", "is missing (and so are sourceNumber and source)")
+        raise MalformedPayload(f"{path}.sourceUuid", "is missing (and so are sourceNumber and source)")
     name = _str(envelope, "sourceName", path)
     return Sender(uuid=uuid, number=number, name=name or None)
 
@@ -199,7 +188,7 @@ def raw_group_id(group_id: str, path: str) -> str:
     `"group." + base64(<id>)` are turned back into it.
 
     Raises:
-        MalformedEnvelope: a `group.` id whose payload is not base64 of an ASCII id.
+        MalformedPayload: a `group.` id whose payload is not base64 of an ASCII id.
     """
     if group_id.startswith(GROUP_PREFIX):
         return group_id[len(GROUP_PREFIX):]
@@ -207,7 +196,7 @@ def raw_group_id(group_id: str, path: str) -> str:
         try:
             return base64.b64decode(group_id[len(REST_GROUP_PREFIX):], validate=True).decode("ascii")
         except (binascii.Error, UnicodeDecodeError):
-            raise MalformedEnvelope(path, "is a 'group.' id that is not base64 of a group id") from None
+            raise MalformedPayload(path, "is a 'group.' id that is not base64 of a group id") from None
     return group_id
 
 
@@ -232,13 +221,13 @@ def render_mentions(text: str, mentions: list, path: str) -> str:
     offsets do not point at a placeholder is left as is and logged (the message is kept).
 
     Raises:
-        MalformedEnvelope: a mention that is not an object or has non-integer offsets.
+        MalformedPayload: a mention that is not an object or has non-integer offsets.
     """
     spans = []
     for i, mention in enumerate(mentions):
         where = f"{path}[{i}]"
         if not isinstance(mention, dict):
-            raise MalformedEnvelope(where, f"must be an object, got {_type_name(mention)}")
+            raise MalformedPayload(where, f"must be an object, got {_type_name(mention)}")
         start = _int(mention, "start", where, required=True, high=2 ** 31)
         length = _int(mention, "length", where, required=True, high=2 ** 31)
         label = (_str(mention, "name", where, ident=True) or _str(mention, "number", where, ident=True)
@@ -266,7 +255,7 @@ def _media(data: Mapping, path: str) -> list[dict[str, Any]]:
     for i, item in enumerate(_list(data, "attachments", path)):
         where = f"{path}.attachments[{i}]"
         if not isinstance(item, dict):
-            raise MalformedEnvelope(where, f"must be an object, got {_type_name(item)}")
+            raise MalformedPayload(where, f"must be an object, got {_type_name(item)}")
         entry = {"kind": "attachment", "id": _str(item, "id", where, ident=True),
                  "content_type": _str(item, "contentType", where), "filename": _str(item, "filename", where),
                  "size": _int(item, "size", where), "caption": _str(item, "caption", where)}
@@ -304,7 +293,7 @@ def map_payload(payload: Any, *, account: str | None = None, account_uuid: str |
         The pair, or None for a payload that is not a turn (reason logged).
 
     Raises:
-        MalformedEnvelope: the payload is broken (the field is named).
+        MalformedPayload: the payload is broken (the field is named).
     """
     inner = unwrap(payload)
     if inner is None:
@@ -422,8 +411,27 @@ def map_payload(payload: Any, *, account: str | None = None, account_uuid: str |
         message_id=str(timestamp),
     )
     event = MessageEvent(source=source, text=text, message_id=f"{timestamp}:{uuid or sender.number}",
-                         media=media, raw=payload)
+                         media=media, raw=payload, **_reply_context(data, path),
+                         aliases=[IdentityAlias(PLATFORM, number, known_uuid, "signal envelope")
+                                  for number, known_uuid in identity_pairs(payload)])
     return source, event
+
+
+def _reply_context(data: Mapping, path: str) -> dict[str, Any]:
+    """The `reply_to_*` fields of a message that quotes another (`dataMessage.quote`: `id` is
+    the quoted message's timestamp, the author its UUID or number)."""
+    quote = _obj(data, "quote", path)
+    if quote is None:
+        return {}
+    where = f"{path}.quote"
+    quoted = _int(quote, "id", where, required=True)
+    author = (_str(quote, "authorUuid", where, ident=True) or _str(quote, "authorNumber", where, ident=True)
+              or _str(quote, "author", where, ident=True))
+    text = _str(quote, "text", where)
+    if text:
+        text = render_mentions(text, _list(quote, "mentions", where), f"{where}.mentions")
+    return {"reply_to_message_id": f"{quoted}:{author}" if author else str(quoted),
+            "reply_to_text": text or None, "reply_to_author_id": author}
 
 
 def quote_of(message_id: str | None) -> tuple[int, str] | None:
@@ -454,7 +462,7 @@ def identity_pairs(payload: Any) -> list[tuple[str, str]]:
 
     try:
         inner = unwrap(payload)
-    except MalformedEnvelope:
+    except MalformedPayload:
         return found
     envelope = inner.get("envelope") if isinstance(inner, dict) else None
     if not isinstance(envelope, dict):

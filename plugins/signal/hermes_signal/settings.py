@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import re
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import Field, field_validator
+
+from hermes_core.sdk import PlatformSettings
 
 DEFAULT_BASE_URL = "http://127.0.0.1:8080"  # signal-cli's `--http` default is localhost:8080
 
@@ -17,13 +19,12 @@ DEFAULT_BASE_URL = "http://127.0.0.1:8080"  # signal-cli's `--http` default is l
 _E164 = re.compile(r"^\+[1-9][0-9]{6,14}$")
 
 
-class SignalSettings(BaseModel):
-    """Settings of the Signal adapter.
+class SignalSettings(PlatformSettings):
+    """Settings of the Signal adapter: the keys every platform table accepts
+    (`PlatformSettings`: `enabled`, access lists, `home_channel`, `edits_as_turns` — an edited
+    message, `editMessage`, starts a new turn only when it is True) plus:
 
     Attributes:
-        enabled / adapter: owned by the core (platform switch and adapter-class override).
-        edits_as_turns: when True an edited message (`editMessage`) starts a new turn; by default
-            edits are ignored and logged (docs/behaviour.md §5).
         account: the bot's Signal number in E.164 form (`"+15559990000"`), the account the
             daemon runs. Required to start. Sent as `account` with every request and as
             `?account=` on the event stream (needed when the daemon runs several accounts).
@@ -42,12 +43,6 @@ class SignalSettings(BaseModel):
             with an ERROR log (the event stream cannot redeliver it).
         ignore_stories: story messages are not turns (docs/platforms.md §5.1).
     """
-
-    model_config = ConfigDict(extra="forbid")
-
-    enabled: bool = False
-    adapter: str | None = None
-    edits_as_turns: bool = False
 
     account: str | None = None
     account_uuid: str | None = None

@@ -73,6 +73,7 @@ class FakeSignalDaemon:
         self.delivered: list[str] = []        # frames written to a stream, in order
         self.calls: list[Call] = []
         self.sent: list[dict] = []            # params of every successful send
+        self.sent_timestamps: list[int] = []  # the timestamp each successful send returned
         self.typing: list[dict] = []
         self.failures: list[Failure] = []
         self.stream_requests: list[dict] = []  # query of each GET /api/v1/events
@@ -272,7 +273,9 @@ class FakeSignalDaemon:
 
     async def _m_send(self, params):
         self.sent.append(params)
-        return self._result(params, "SUCCESS")
+        result = self._result(params, "SUCCESS")
+        self.sent_timestamps.append(result["timestamp"])
+        return result
 
     async def _m_sendTyping(self, params):
         self.typing.append(params)

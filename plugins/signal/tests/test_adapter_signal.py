@@ -104,8 +104,8 @@ async def test_malformed_events_are_logged_and_skipped(daemon, make_adapter, cap
     await inbox.wait(1)
     assert inbox.texts == ["still here"]
     assert "skipping malformed signal event: data is not JSON" in caplog.text
-    assert "field 'envelope.dataMessage.timestamp' is out of range" in caplog.text
-    assert "field 'payload.envelope' must be an object, got str" in caplog.text
+    assert "malformed payload: envelope.dataMessage.timestamp is out of range" in caplog.text
+    assert "malformed payload: payload.envelope must be an object, got str" in caplog.text
 
 
 @pytest.mark.parametrize("abrupt", [False, True], ids=["clean-restart", "killed"])
@@ -326,3 +326,30 @@ async def test_unknown_method_is_a_json_rpc_error(daemon):
         with pytest.raises(SignalRpcError) as info:
             await rpc.call("noSuchMethod")
     assert (info.value.code, str(info.value)) == (-32601, "signal-cli error -32601: noSuchMethod: Method not implemented")
+
+
+async def test_aliases_reach_the_core_once(daemon, make_adapter):
+    recorded = []
+
+    async def record(aliases):
+        recorded.extend((a.platform, a.alias_id, a.canonical_id) for a in aliases)
+
+    inbox = Inbox()
+    adapter = await make_adapter(inbox)
+    adapter.bind(inbox, record_aliases=record)
+    typing = load("g5_typing_and_receipt")[0]["params"]
+    await daemon.push(typing, bare("g1_dm_jsonrpc"), dm(1767225600060, "again"))
+    await inbox.wait(2)
+    # the typing indicator taught the pair (recorded directly); the messages carry nothing new
+    assert recorded == [("signal", "+15551230001", ALICE)]
+    assert [e.aliases for e in inbox.events] == [[], []]
+
+
+async def test_replies_of_draining_turns_still_go_out_after_stop(daemon, make_adapter):
+    # The gateway stops receiving first, then drains running turns, which still reply.
+    adapter = await make_adapter()
+    await adapter.stop()
+    result = await adapter.send(ALICE_DM, "late reply")
+    assert daemon.sent[-1] == {"account": ACCOUNT, "recipient": [ALICE], "message": "late reply"}
+    assert result.message_id == f"{daemon.sent_timestamps[-1]}:{ACCOUNT}"
+    await daemon.wait_for(lambda: daemon.open_streams == 0)  # nothing reads the stream any more

@@ -13,9 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from hermes_core import SessionSource, build_session_key
+from hermes_core import build_session_key
+from hermes_core.sdk import SessionSource
+from hermes_core.sdk import IdentityAlias, MalformedPayload
 from hermes_signal.mapping import (
-    MalformedEnvelope,
     identity_pairs,
     map_payload,
     quote_of,
@@ -186,7 +187,7 @@ def test_group_id_spellings_normalise_to_the_raw_id():
     assert raw_group_id(rest, "f") == GROUP_ID
     source, _ = mapped(group_message(groupInfo={"groupId": rest, "groupName": "Family", "type": "DELIVER"}))
     assert (source.chat_id, source.chat_id_alt) == ("group:" + GROUP_ID, GROUP_ID)
-    with pytest.raises(MalformedEnvelope) as info:
+    with pytest.raises(MalformedPayload) as info:
         raw_group_id("group.%%%", "envelope.dataMessage.groupInfo.groupId")
     assert info.value.field == "envelope.dataMessage.groupInfo.groupId"
 
@@ -307,7 +308,7 @@ def test_identity_pairs_collects_number_uuid_aliases():
 def test_malformed_payload_names_the_field(mutate, field):
     payload = load("g1_dm_jsonrpc")
     mutate(payload)
-    with pytest.raises(MalformedEnvelope) as info:
+    with pytest.raises(MalformedPayload) as info:
         mapped(payload)
     assert info.value.field == field
     assert field in str(info.value)
@@ -316,15 +317,15 @@ def test_malformed_payload_names_the_field(mutate, field):
 def test_malformed_edit_and_sync_name_their_fields():
     edit = load("g6_edited_message")
     del edit["params"]["envelope"]["editMessage"]["targetSentTimestamp"]
-    with pytest.raises(MalformedEnvelope) as info:
+    with pytest.raises(MalformedPayload) as info:
         mapped(edit, edits_as_turns=True)
     assert info.value.field == "envelope.editMessage.targetSentTimestamp"
     sync = load("g3_note_to_self")
     sync["envelope"]["syncMessage"]["sentMessage"]["timestamp"] = -5
-    with pytest.raises(MalformedEnvelope) as info:
+    with pytest.raises(MalformedPayload) as info:
         mapped(sync)
     assert info.value.field == "envelope.syncMessage.sentMessage.timestamp"
-    with pytest.raises(MalformedEnvelope) as info:
+    with pytest.raises(MalformedPayload) as info:
         mapped(["not", "an", "object"])
     assert info.value.field == "payload"
 
@@ -342,3 +343,25 @@ def test_receive_error_without_envelope_is_skipped_with_a_warning(caplog):
     payload = {"account": ACCOUNT, "exception": {"message": "decryption failed", "type": "ProtocolInvalidMessageException"}}
     assert mapped(payload) is None
     assert "receive error (ProtocolInvalidMessageException)" in caplog.text
+
+
+def test_events_carry_the_number_uuid_aliases_they_reveal():
+    # The UUID is canonical for Signal (docs/behaviour.md §4): number → UUID.
+    _, g1 = mapped(load("g1_dm_jsonrpc"))
+    _, g2 = mapped(sse_data("g2_hidden_number"))
+    assert g1.aliases == [IdentityAlias("signal", "+15551230001", ALICE, "signal envelope")]
+    assert g2.aliases == []
+
+
+def test_a_quote_fills_the_reply_context():
+    payload = group_message("yes, that one", quote={
+        "id": 1767225500000, "author": ACCOUNT, "authorNumber": ACCOUNT, "authorUuid": ACCOUNT_UUID,
+        "text": "ask \ufffc about it", "mentions": [{"name": "+15551230002", "number": "+15551230002",
+                                                    "uuid": BOB, "start": 4, "length": 1}],
+        "attachments": []})
+    _, event = mapped(payload)
+    assert (event.reply_to_message_id, event.reply_to_text, event.reply_to_author_id) == (
+        "1767225500000:" + ACCOUNT_UUID, "ask @+15551230002 about it", ACCOUNT_UUID)
+    assert quote_of(event.reply_to_message_id) == (1767225500000, ACCOUNT_UUID)
+    _, plain = mapped(load("g1_dm_jsonrpc"))
+    assert (plain.reply_to_message_id, plain.reply_to_text, plain.reply_to_author_id) == (None, None, None)

@@ -1,0 +1,219 @@
+"""End to end: fake signal-cli daemon → real httpx / httpx-sse client → SignalAdapter → GatewayApp
+(real plugin loading through the installed entry points, real SQLite store, echo agent) → reply
+back at the fake daemon's JSON-RPC `send`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from fake_signal import ACCOUNT, ACCOUNT_UUID
+from hermes_core import GatewayConfig
+from hermes_core.app import GatewayApp
+
+FIXTURES = Path(__file__).parent / "fixtures"
+ALICE = "7d1e2c3b-4a59-4687-9a0b-1c2d3e4f5a6b"
+BOB = "0b9c8d7e-6f5a-4b3c-8d2e-1f0a9b8c7d6e"
+CAROL = "1a2b3c4d-5e6f-4a1b-8c2d-3e4f5a6b7c8d"
+GROUP_ID = "Pmpi+EfPWmsxiomLe9Nx2XF9HOE483p6iKiFj65iMwI="
+
+
+def load(name: str):
+    return json.loads((FIXTURES / f"{name}.json").read_text())
+
+
+def bare(name: str) -> dict:
+    payload = load(name)
+    return payload["params"] if "params" in payload else payload
+
+
+def dm(timestamp: int, text: str, uuid: str | None = ALICE, number: str | None = "+15551230001",
+       name: str | None = "Alice", **data) -> dict:
+    return {"envelope": {"source": number or uuid, "sourceNumber": number, "sourceUuid": uuid, "sourceName": name,
+                         "sourceDevice": 1, "timestamp": timestamp,
+                         "dataMessage": {"timestamp": timestamp, "message": text, "expiresInSeconds": 0,
+                                         "viewOnce": False, **data}},
+            "account": ACCOUNT}
+
+
+def in_group(timestamp: int, text: str, **sender) -> dict:
+    return dm(timestamp, text, **sender,
+              groupInfo={"groupId": GROUP_ID, "groupName": "Family", "revision": 5, "type": "DELIVER"})
+
+
+@pytest.fixture
+async def gateway(tmp_path, daemon):
+    """`await gateway(**signal_settings)` starts a GatewayApp on HERMES_HOME = tmp_path/home;
+    all apps are stopped at teardown."""
+    apps = []
+
+    async def start(**signal):
+        table = {"enabled": True, "allow_all": True, "account": ACCOUNT, "base_url": daemon.base_url,
+                 "reconnect_initial": 0.05, "reconnect_max": 0.2}
+        table.update(signal)
+        app = GatewayApp(GatewayConfig(home=tmp_path / "home", platforms={"signal": table}), watcher=False)
+        await app.start()
+        apps.append(app)
+        return app
+
+    yield start
+    for app in apps:
+        await app.stop()
+
+
+def replies(daemon) -> list[tuple]:
+    """(recipient or groupId, message, quoteTimestamp, quoteAuthor) of every send."""
+    return [((p.get("recipient") or [p.get("groupId")])[0], p["message"], p.get("quoteTimestamp"),
+             p.get("quoteAuthor")) for p in daemon.sent]
+
+
+async def test_dm_gets_an_echo_reply_quoting_the_trigger(daemon, gateway):
+    app = await gateway()
+    assert type(app.adapters["signal"]).__name__ == "SignalAdapter"  # via the entry point
+    await daemon.push(bare("g1_dm_jsonrpc"))
+    await daemon.push_frames((FIXTURES / "g2_hidden_number.sse").read_text())
+    await daemon.wait_for(lambda: len(daemon.sent) == 2)
+    assert sorted(replies(daemon)) == sorted([
+        (ALICE, "echo: what's on my calendar?", 1767225600123, ALICE),
+        (BOB, "echo: ping", 1767225700456, BOB)])
+    keys = sorted(e.session_key for e in await app.store.list_sessions())
+    assert keys == ["agent:main:signal:dm:0b9c8d7e-6f5a-4b3c-8d2e-1f0a9b8c7d6e",
+                    "agent:main:signal:dm:7d1e2c3b-4a59-4687-9a0b-1c2d3e4f5a6b"]
+
+
+async def test_group_reply_goes_to_the_raw_group_id_and_keys_per_user(daemon, gateway):
+    await gateway()
+    await daemon.push(in_group(1767225600200, "/status"))
+    await daemon.wait_for(lambda: len(daemon.sent) == 1)
+    (params,) = daemon.sent
+    assert params["groupId"] == GROUP_ID and "recipient" not in params
+    assert params["quoteTimestamp"] == 1767225600200 and params["quoteAuthor"] == ALICE
+    assert ("Session key: agent:main:signal:group:group:Pmpi+EfPWmsxiomLe9Nx2XF9HOE483p6iKiFj65iMwI="
+            ":7d1e2c3b-4a59-4687-9a0b-1c2d3e4f5a6b") in params["message"]
+
+
+async def test_note_to_self_is_answered_and_its_echo_and_other_syncs_are_not(daemon, gateway):
+    await gateway()
+    await daemon.push(bare("g3_note_to_self"), bare("g4_sync_to_other"),
+                      *[item["params"] for item in load("g5_typing_and_receipt")])
+    await daemon.wait_for(lambda: len(daemon.sent) == 1)
+    assert replies(daemon) == [(ACCOUNT_UUID, "echo: remind me to call mum", 1767225900000, ACCOUNT_UUID)]
+    # The reply is reflected as a Note-to-Self sync with the timestamp `send` returned (G-T3).
+    echo = bare("g3_note_to_self")
+    sent_ts = daemon.sent_timestamps[0]
+    echo["envelope"]["timestamp"] = sent_ts
+    echo["envelope"]["syncMessage"]["sentMessage"].update(timestamp=sent_ts, message="echo: remind me to call mum")
+    await daemon.push(echo, dm(1767225600300, "next"))
+    await daemon.wait_for(lambda: len(daemon.sent) == 2)
+    assert replies(daemon)[1] == (ALICE, "echo: next", 1767225600300, ALICE)
+    await daemon.wait_for(lambda: not daemon.pending)
+    assert len(daemon.sent) == 2
+
+
+async def test_long_reply_is_chunked_within_2000_utf8_bytes_in_order(daemon, gateway):
+    await gateway()
+    body = "\n".join(f"line {i:04d} — grüße 😀" for i in range(600))
+    await daemon.push(dm(1767225600400, body))
+    await daemon.wait_for(lambda: daemon.sent and "line 0599" in daemon.sent[-1]["message"], timeout=20)
+    texts = [p["message"] for p in daemon.sent]
+    assert len(texts) >= -(-len(("echo: " + body).encode("utf-8")) // 2000)  # at least ⌈bytes / 2000⌉
+    assert all(len(t.encode("utf-8")) <= 2000 for t in texts)
+    assert "\n".join(texts).removeprefix("echo: ") == body  # every line, once, in order
+    assert daemon.sent[0]["quoteTimestamp"] == 1767225600400
+    assert all("quoteTimestamp" not in p for p in daemon.sent[1:])
+
+
+async def test_rate_limit_is_waited_out_and_the_reply_arrives_once(daemon, gateway):
+    await gateway()
+    daemon.fail("send", "rate_limit", retry_after=1)
+    await daemon.push(bare("g1_dm_jsonrpc"))
+    await daemon.wait_for(lambda: len(daemon.sent) == 1)
+    attempts = daemon.calls_of("send")
+    assert [a.error for a in attempts] == [-5, None]
+    assert attempts[1].at - attempts[0].at >= 1.0
+    assert [p["message"] for p in daemon.sent] == ["echo: what's on my calendar?"]
+
+
+async def settled_ledger(home: Path, count: int) -> dict[str, tuple]:
+    """`{session_key: (state, last_error)}` of the delivery ledger, read (read-only) once
+    `count` obligations have left the pending/attempting states."""
+    uri = (home / "state.db").resolve().as_uri() + "?mode=ro"
+    for _ in range(200):
+        conn = sqlite3.connect(uri, uri=True)
+        try:
+            rows = conn.execute("SELECT session_key, state, last_error FROM delivery_obligations ORDER BY id").fetchall()
+        finally:
+            conn.close()
+        if sum(state not in ("pending", "attempting") for _, state, _ in rows) >= count:
+            return {key: (state, error) for key, state, error in rows}
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"{count} deliveries never settled")
+
+
+async def test_untrusted_identity_is_a_clear_failed_delivery_and_the_gateway_keeps_serving(
+        daemon, gateway, tmp_path):
+    await gateway()
+    daemon.fail("send", "untrusted", when=lambda p: p.get("recipient") == [ALICE])
+    await daemon.push(bare("g1_dm_jsonrpc"), dm(1767225600500, "hi", uuid=BOB, number=None, name="Bob"))
+    await daemon.wait_for(lambda: len(daemon.sent) == 1 and len(daemon.calls_of("send")) == 2)
+    assert replies(daemon) == [(BOB, "echo: hi", 1767225600500, BOB)]
+    rows = await settled_ledger(tmp_path / "home", 2)
+    state, error = rows["agent:main:signal:dm:7d1e2c3b-4a59-4687-9a0b-1c2d3e4f5a6b"]
+    assert state == "failed"
+    assert "the recipient's safety number changed (untrusted identity)" in error
+    assert rows["agent:main:signal:dm:0b9c8d7e-6f5a-4b3c-8d2e-1f0a9b8c7d6e"] == ("delivered", None)
+
+
+async def test_number_and_uuid_of_one_person_share_one_session(daemon, gateway, tmp_path):
+    app = await gateway()
+    # A typing indicator reveals Carol's number and UUID; later an envelope carries only the
+    # number, and her UUID-only messages follow: one DM session, keyed on the UUID.
+    typing = {"envelope": {"source": "+15551230003", "sourceNumber": "+15551230003", "sourceUuid": CAROL,
+                           "sourceName": "Carol", "sourceDevice": 1, "timestamp": 1767225600600,
+                           "typingMessage": {"action": "STARTED", "timestamp": 1767225600600}},
+              "account": ACCOUNT}
+    await daemon.push(typing, dm(1767225600601, "by number", uuid=None, number="+15551230003", name="Carol"))
+    await settled_ledger(tmp_path / "home", 1)
+    await daemon.push(dm(1767225600602, "/status", uuid=CAROL, number=None, name="Carol"))
+    await daemon.wait_for(lambda: len(daemon.sent) == 2)
+    assert [p["recipient"] for p in daemon.sent] == [[CAROL], [CAROL]]
+    assert "Session key: agent:main:signal:dm:1a2b3c4d-5e6f-4a1b-8c2d-3e4f5a6b7c8d" in daemon.sent[1]["message"]
+    assert [e.session_key for e in await app.store.list_sessions()] == [
+        "agent:main:signal:dm:1a2b3c4d-5e6f-4a1b-8c2d-3e4f5a6b7c8d"]
+    # the core's alias store folds the number into the UUID for keys and owner scoping
+    assert app.pm.hook.hermes_canonical_identity(platform="signal", kind="user", value="+15551230003") == CAROL
+
+
+async def test_daemon_restart_mid_stream_loses_nothing_it_still_queues(daemon, gateway):
+    await gateway()
+    await daemon.push(dm(1767225600700, "before"))
+    await daemon.wait_for(lambda: len(daemon.sent) == 1)
+    await daemon.stop(abrupt=True)
+    # two chats, so neither message interrupts the other's turn
+    await daemon.push(dm(1767225600701, "while down", uuid=CAROL, number=None, name="Carol"),
+                      dm(1767225600702, "still down", uuid=BOB, number=None, name="Bob"))
+    await daemon.start()
+    await daemon.wait_for(lambda: len(daemon.sent) == 3)
+    assert sorted(p["message"] for p in daemon.sent) == ["echo: before", "echo: still down", "echo: while down"]
+    await daemon.wait_for(lambda: not daemon.pending)
+    assert len(daemon.sent) == 3
+
+
+async def test_edits_follow_edits_as_turns(daemon, gateway, tmp_path):
+    app = await gateway()
+    await daemon.push(bare("g1_dm_jsonrpc"))
+    await settled_ledger(tmp_path / "home", 1)  # the turn is over: a new message will not interrupt it
+    # the edit of an answered message is no turn; the next message is answered normally
+    await daemon.push(bare("g6_edited_message"), dm(1767225600800, "after the edit"))
+    await daemon.wait_for(lambda: len(daemon.sent) == 2)
+    assert [p["message"] for p in daemon.sent] == ["echo: what's on my calendar?", "echo: after the edit"]
+    await app.stop()
+    await gateway(edits_as_turns=True)
+    await daemon.push(bare("g6_edited_message"))
+    await daemon.wait_for(lambda: len(daemon.sent) == 3)
+    assert replies(daemon)[2] == (ALICE, "echo: what's on my calendar tomorrow?", 1767226200000, ALICE)

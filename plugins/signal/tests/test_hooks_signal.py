@@ -1,0 +1,63 @@
+"""The Signal plugin's hookimpls through a real plugin manager: settings schema, platform notes."""
+
+from __future__ import annotations
+
+import pytest
+
+from hermes_core import GatewayConfig
+from hermes_core.plugin_system.manager import create_plugin_manager
+from hermes_core.plugin_system.settings import PluginSettingsError, validate_plugin_settings
+from hermes_core.sdk import SessionContext, SessionSource
+from hermes_signal import hooks
+from hermes_signal.settings import SignalSettings
+
+
+def validated(tmp_path, table):
+    config = GatewayConfig(home=tmp_path, platforms={"signal": table})
+    pm, _ = create_plugin_manager(config)
+    assert pm.get_plugin("signal") is hooks
+    return validate_plugin_settings(pm, config)["signal"]
+
+
+def test_settings_table_accepts_the_common_and_signal_keys(tmp_path):
+    settings = validated(tmp_path, {
+        "enabled": True, "account": "+15559990000", "base_url": "http://localhost:8080/",
+        "allowed_users": ["+15551230001", "0b9c8d7e-6f5a-4b3c-8d2e-1f0a9b8c7d6e"], "home_channel": "group:abc=",
+        "edits_as_turns": True})
+    assert isinstance(settings, SignalSettings)
+    assert (settings.account, settings.base_url, settings.edits_as_turns, settings.home_channel) == (
+        "+15559990000", "http://localhost:8080", True, "group:abc=")
+    assert settings.allowed_users == ["+15551230001", "0b9c8d7e-6f5a-4b3c-8d2e-1f0a9b8c7d6e"]
+    assert (settings.stream_idle_timeout, settings.reconnect_max, settings.ignore_stories) == (45.0, 30.0, True)
+
+
+@pytest.mark.parametrize("table,named", [
+    ({"enabled": True, "account": "+15559990000", "acount": "+1"}, "acount"),
+    ({"enabled": True, "account": "15559990000"}, "E.164"),
+    ({"enabled": True, "account": "+15559990000", "base_url": "127.0.0.1:8080"}, "http://"),
+])
+def test_bad_settings_are_named(tmp_path, table, named):
+    with pytest.raises(PluginSettingsError) as info:
+        validated(tmp_path, table)
+    assert named in str(info.value)
+
+
+def test_platform_notes(tmp_path):
+    pm, _ = create_plugin_manager(GatewayConfig(home=tmp_path, platforms={}))
+
+    def notes(source):
+        return [line for group in pm.hook.hermes_platform_notes(context=SessionContext(source=source))
+                for line in group]
+
+    dm = SessionSource(platform="signal", chat_id="7d1e2c3b-4a59-4687-9a0b-1c2d3e4f5a6b", chat_type="dm")
+    group = SessionSource(platform="signal", chat_id="group:abc=", chat_type="group")
+    assert notes(dm) == [
+        "Platform: Signal. Replies are sent as plain text (Markdown is shown literally); "
+        "replies longer than 2000 bytes are split into several messages.",
+        "Mentions arrive in the text as @ followed by the person's number or id; you cannot "
+        "mention people yourself, and you cannot read the chat's history, attachments or "
+        "reactions beyond what is in this conversation.",
+    ]
+    assert notes(group)[-1] == "This is a Signal group: every member sees your replies."
+    other = SessionSource(platform="telegram", chat_id="1", chat_type="dm")
+    assert [l for l in notes(other) if "Signal" in l] == []
