@@ -112,7 +112,7 @@ class SignalAdapter(BaseAdapter):
         self._sent: _Bounded = _Bounded(SENT_MEMORY)
         self.dropped = 0
 
-    # ---- lifecycle -----------------------------------------------------------------------
+    # ---- calls and lifecycle -------------------------------------------------------------
 
     async def call(self, method: str, params: dict[str, Any]) -> Any:
         """One JSON-RPC call to the daemon (`SignalRpc.call`). After `stop` — the gateway stops
