@@ -14,6 +14,7 @@ import pytest
 
 from fake_signal import ACCOUNT, ACCOUNT_UUID
 from hermes_core import GatewayConfig
+from hermes_core.agents.echo import EchoAgent
 from hermes_core.app import GatewayApp
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -52,11 +53,12 @@ async def gateway(tmp_path, daemon):
     all apps are stopped at teardown."""
     apps = []
 
-    async def start(**signal):
+    async def start(agent=None, **signal):
         table = {"enabled": True, "allow_all": True, "account": ACCOUNT, "base_url": daemon.base_url,
                  "reconnect_initial": 0.05, "reconnect_max": 0.2}
         table.update(signal)
-        app = GatewayApp(GatewayConfig(home=tmp_path / "home", platforms={"signal": table}), watcher=False)
+        app = GatewayApp(GatewayConfig(home=tmp_path / "home", platforms={"signal": table}), watcher=False,
+                         agent=agent)
         await app.start()
         apps.append(app)
         return app
@@ -64,6 +66,18 @@ async def gateway(tmp_path, daemon):
     yield start
     for app in apps:
         await app.stop()
+
+
+class HeldEcho(EchoAgent):
+    """The echo agent, answering only once `release` is set (a turn that takes its time)."""
+
+    def __init__(self):
+        super().__init__()
+        self.release = asyncio.Event()
+
+    async def _generate(self, *args, **kwargs):
+        await self.release.wait()
+        return await super()._generate(*args, **kwargs)
 
 
 def replies(daemon) -> list[tuple]:
@@ -217,3 +231,19 @@ async def test_edits_follow_edits_as_turns(daemon, gateway, tmp_path):
     await daemon.push(bare("g6_edited_message"))
     await daemon.wait_for(lambda: len(daemon.sent) == 3)
     assert replies(daemon)[2] == (ALICE, "echo: what's on my calendar tomorrow?", 1767226200000, ALICE)
+
+
+async def test_the_chat_shows_typing_while_the_turn_runs(daemon, gateway):
+    agent = HeldEcho()
+    await gateway(agent=agent)
+    await daemon.push(bare("g1_dm_jsonrpc"), in_group(1767225600900, "and the group?", uuid=BOB, number=None,
+                                                      name="Bob"))
+    await daemon.wait_for(lambda: len(daemon.typing) >= 2)
+    assert daemon.sent == []
+    assert {json.dumps(t, sort_keys=True) for t in daemon.typing} == {
+        json.dumps({"account": ACCOUNT, "recipient": [ALICE]}, sort_keys=True),
+        json.dumps({"account": ACCOUNT, "groupId": GROUP_ID}, sort_keys=True)}
+    agent.release.set()
+    await daemon.wait_for(lambda: len(daemon.sent) == 2)
+    # groups are per-user sessions by default: no "[sender]" prefix
+    assert sorted(p["message"] for p in daemon.sent) == ["echo: and the group?", "echo: what's on my calendar?"]
