@@ -157,15 +157,30 @@ def test_session_shared_example_shares_announcement_channels(hermes_config):
         "agent:main:acme:group:G1:u1", False)
 
 
-def test_platform_notes_example_ends_the_context_section(hermes_config):
+def test_platform_notes_example_comes_before_the_connected_platforms(hermes_config):
     pm, _ = pm_with("hermes_platform_notes")
     lines = ["Platform: Acme. Messages are limited to 2000 characters; long replies are split.",
              "The agent cannot read earlier messages of the room; ask the user to quote them."]
     assert pm.hook.hermes_platform_notes(context=SessionContext(source=SessionSource("acme", "c1"))) == [lines]
     assert pm.hook.hermes_platform_notes(context=SessionContext(source=SessionSource("telegram", "c1"))) == []
     source = SessionSource("acme", "c1", user_id="u1")
-    prompt = build_session_context_prompt(build_session_context(source, hermes_config, pm=pm), pm=pm, redact=False)
-    assert prompt.splitlines()[-2:] == lines
+    prompt = build_session_context_prompt(build_session_context(source, hermes_config, pm=pm), pm=pm)
+    assert prompt.splitlines()[4:10] == ['**Source:** Acme ("DM with u1")', '**User ID:** "u1"', ""] + lines + [
+        "**Connected Platforms:** local (files on this machine)"]
+
+
+def test_failure_notice_example_words_acme_failures(hermes_config):
+    from hermes_core.pipeline.notices import failure_notice
+
+    pm, _ = pm_with("hermes_failure_notice")
+    acme, other = SessionSource("acme", "c1", user_id="u1"), SessionSource("telegram", "1", user_id="1")
+    error = RuntimeError("chat-completions request to http://10.0.0.1:8000/v1 failed")
+    assert failure_notice(pm, hermes_config, "agent_failed", acme, error) == \
+        "Acme assistant is unavailable right now. Your message was kept; try again soon."
+    assert failure_notice(pm, hermes_config, "agent_failed", other, error) == \
+        "Sorry, I could not answer this message. Please try again later."
+    assert failure_notice(pm, hermes_config, "internal_error", acme, error) == \
+        "Sorry, this message could not be processed. Please try again later."
 
 
 def test_redaction_rules_example_tags_tickets_in_its_scopes():
