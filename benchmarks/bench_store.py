@@ -47,7 +47,7 @@ from hermes_core.store.sqlite_backend import entry_json, session_params
 WORKING_SET = 1000
 WARM_UP = 300
 USAGE = TokenUsage(input_tokens=120, output_tokens=40)
-PRAGMAS = ("journal_mode = WAL", "synchronous = NORMAL", "foreign_keys = ON", "busy_timeout = 5000",
+PRAGMAS = ("journal_mode = WAL", "synchronous = FULL", "foreign_keys = ON", "busy_timeout = 5000",
            "secure_delete = ON")
 
 

@@ -49,7 +49,7 @@ def text_owed(reply: str | None, *, internal: bool) -> str | None:
 
 
 class LedgerOps:
-    """Delivery-ledger methods. Relies on the SessionStore attributes `_b()`, `_now()`, `_lock`."""
+    """Delivery-ledger methods. Relies on the SessionStore attributes `_b()` and `_now()`."""
 
     def _obligation(self, session_key: str, session_id: str, origin: SessionSource | None, content: str,
                     internal: bool, reply_to: str | None) -> dict[str, Any]:

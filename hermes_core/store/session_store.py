@@ -32,9 +32,10 @@ from ..model import (
 from ..settings import GatewayConfig, ensure_private_dir
 from .aliases import AliasMap, AliasOps
 from .backend import StoreBackend
-from .db import SchemaTooNewError, StoreError
+from .db import Database, SchemaTooNewError, StoreError
 from .degraded import DegradedBackend
 from .home_lock import HomeLock
+from .keylocks import KeyedLocks
 from .importer import DEGRADED_MARKER_NAME, merge_degraded_writes, read_degraded_marker, write_degraded_marker
 from .rows import TranscriptReadError
 from .mirror import SESSIONS_FILE_NAME, MirrorWriter, file_signature
@@ -72,7 +73,12 @@ class SessionStore(TurnOps, TranscriptOps, AliasOps):
         lock_home: take the exclusive lock on `config.home` at open (HomeLockedError if taken).
 
     Use `await store.open()` / `await store.close()` or `async with store:`.
+
+    `database_class` is the state.db writer (`db.Database`); `benchmarks/` subclass the store to
+    measure a baseline writer beside it.
     """
+
+    database_class = Database
 
     def __init__(self, sessions_dir: Path, config: GatewayConfig,
                  has_active_processes_fn: Callable[[str], bool] | None = None, *,
@@ -100,9 +106,10 @@ class SessionStore(TurnOps, TranscriptOps, AliasOps):
         # any listing, prune and close). A crash can lose at most that window of bumps, never
         # a message, a flag or a counter.
         self._touched: dict[str, SessionEntry] = {}
-        # Serialises state-machine transitions: read-modify-write of one entry is never
-        # interleaved, so concurrent get_or_create_session calls for one key create one row.
-        self._lock = asyncio.Lock()
+        # Serialises state-machine transitions per key: read-modify-write of one entry is never
+        # interleaved (concurrent get_or_create_session calls for one key create one row), while
+        # transitions of different keys overlap and share group commits (docs/behaviour.md §12).
+        self._locks = KeyedLocks()
         self.degraded_reason: str | None = None
         self.cache_size = getattr(config.storage, "entry_cache_size", _CACHE_SIZE)
 
@@ -137,7 +144,7 @@ class SessionStore(TurnOps, TranscriptOps, AliasOps):
         try:
             ensure_private_dir(self.sessions_dir)  # transcripts (degraded) and sessions.json
             backend: StoreBackend = SqliteBackend(
-                self.config.db_path, self.config.storage.busy_timeout_s)
+                self.database_class(self.config.db_path, self.config.storage.busy_timeout_s))
             try:
                 ensure_private_dir(self.config.db_path.parent)
                 await backend.open()
@@ -247,11 +254,11 @@ class SessionStore(TurnOps, TranscriptOps, AliasOps):
         return current is None or current != await backend.get_meta("mirror_signature")
 
     async def _flush_touched(self, backend=None) -> None:
-        """Write the pending touch times. Takes the state lock: a flush interleaved with a
-        transition (e.g. a reset) could otherwise write an entry that is no longer current."""
+        """Write the pending touch times. Holds every key: a flush interleaved with a transition
+        (e.g. a reset) could otherwise write an entry that is no longer current."""
         if not self._touched:
             return
-        async with self._lock:
+        async with self._locks.hold_all():
             await self._flush_touched_locked(backend)
 
     async def _flush_touched_locked(self, backend=None) -> None:
@@ -350,7 +357,7 @@ class SessionStore(TurnOps, TranscriptOps, AliasOps):
             StoreError: the store is not open; sqlite3.Error on a failed write.
         """
         key = self.session_key(source)
-        async with self._lock:
+        async with self._locks.hold(key):
             now = self._now()
             entry = await self._load(key)
             if entry is not None and not force_new:
@@ -385,7 +392,7 @@ class SessionStore(TurnOps, TranscriptOps, AliasOps):
         """Explicit `/new` / `/reset` (seed §3): end the old SQLite session (`end_reason="reset"`),
         start a new session id with `is_fresh_reset=True`, clear suspended/resume flags and the
         turn marker. Returns the new entry (copy), or None when the key has no entry."""
-        async with self._lock:
+        async with self._locks.hold(session_key):
             entry = await self._load(session_key)
             if entry is None:
                 return None
@@ -411,7 +418,7 @@ class SessionStore(TurnOps, TranscriptOps, AliasOps):
             ValueError: `target_session_id` is not path-safe.
         """
         validate_session_id(target_session_id)
-        async with self._lock:
+        async with self._locks.hold(session_key):
             entry = await self._load(session_key)
             if entry is None:
                 return None
@@ -442,7 +449,7 @@ class SessionStore(TurnOps, TranscriptOps, AliasOps):
     async def suspend_session(self, session_key: str) -> bool:
         """`/stop` or stuck-loop escalation (seed §2): mark `suspended=True`; the next
         get_or_create_session starts a new session id. Returns False when the key is unknown."""
-        async with self._lock:
+        async with self._locks.hold(session_key):
             entry = await self._load(session_key)
             if entry is None:
                 return False
@@ -459,7 +466,7 @@ class SessionStore(TurnOps, TranscriptOps, AliasOps):
         Returns:
             True when marked; False for an unknown key or a suspended entry.
         """
-        async with self._lock:
+        async with self._locks.hold(session_key):
             return await self._mark_resume_locked(session_key, reason)
 
     async def _mark_resume_locked(self, session_key: str, reason: str, clear_marker: bool = False) -> bool:
@@ -475,7 +482,7 @@ class SessionStore(TurnOps, TranscriptOps, AliasOps):
     async def clear_resume_pending(self, session_key: str) -> bool:
         """Clear `resume_pending` after a turn that really completed (docs/behaviour.md §2). Returns True
         when a flag was cleared."""
-        async with self._lock:
+        async with self._locks.hold(session_key):
             entry = await self._load(session_key)
             if entry is None or not entry.resume_pending:
                 return False
@@ -489,7 +496,7 @@ class SessionStore(TurnOps, TranscriptOps, AliasOps):
         """After a turn (seed §3): bump `updated_at`, record `last_prompt_tokens`, and add `usage`
         to the entry's and the SQLite session's token/cost counters (`cost_status` takes the
         usage's status unless that is "unknown"). An unknown key is ignored (logged)."""
-        async with self._lock:
+        async with self._locks.hold(session_key):
             entry = await self._load(session_key)
             if entry is None:
                 log.warning("update_session: no entry for key %r; ignored", session_key)
@@ -586,7 +593,7 @@ class SessionStore(TurnOps, TranscriptOps, AliasOps):
         days = self.config.session_store_max_age_days if max_age_days is None else max_age_days
         if days is None or days <= 0:
             return 0
-        async with self._lock:
+        async with self._locks.hold_all():
             await self._flush_touched_locked()
             now = self._now()
             cutoff = (now - timedelta(days=days)).timestamp()

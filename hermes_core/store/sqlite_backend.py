@@ -11,7 +11,6 @@ import asyncio
 import json
 import logging
 import sqlite3
-from pathlib import Path
 from typing import Any, Iterable
 
 from ..model import SessionEntry, SessionSource, TokenUsage, format_timestamp
@@ -60,14 +59,13 @@ class SqliteBackend:
     """Routes, sessions and transcripts in `state.db`.
 
     Args:
-        db_path: the SQLite file.
-        busy_timeout_s: lock wait in seconds (`[storage] busy_timeout_s`).
+        db: the (not yet open) writer connection.
     """
 
     degraded = False
 
-    def __init__(self, db_path: Path, busy_timeout_s: float) -> None:
-        self.db = Database(db_path, busy_timeout_s)
+    def __init__(self, db: Database) -> None:
+        self.db = db
 
     async def open(self) -> None:
         await self.db.open()
@@ -417,18 +415,10 @@ class SqliteBackend:
         return await fts.check_and_repair(self.db)
 
     async def render_mirror(self) -> str:
-        """sessions.json text from a consistent WAL snapshot, read on a separate connection in a
-        worker thread so the writer is never blocked by a large index."""
-        uri = self.db.path.resolve().as_uri() + "?mode=ro"  # percent-encoded: any file name works
-
-        def read() -> str:
-            conn = sqlite3.connect(uri, uri=True, timeout=self.db.busy_timeout_s)
-            try:
-                rows = conn.execute("SELECT session_key, entry FROM routes ORDER BY session_key").fetchall()
-            finally:
-                conn.close()
-            return render_from_json_texts(rows)
-        return await asyncio.to_thread(read)
+        """sessions.json text from a consistent snapshot of `routes` (read beside the writer:
+        `Database.snapshot_rows`), so the writer is never blocked by a large index."""
+        rows = await self.db.snapshot_rows("SELECT session_key, entry FROM routes ORDER BY session_key")
+        return await asyncio.to_thread(render_from_json_texts, rows)
 
     async def get_meta(self, key: str) -> str | None:
         return await self.db.fetchval("SELECT value FROM meta WHERE key = ?", (key,))

@@ -18,7 +18,7 @@ log = logging.getLogger(__name__)
 class TurnOps(IntakeOps, LedgerOps):
     """Turn markers (`begin_turn` / `end_turn`), `recover_interrupted_turns` and `accept_inbound`.
 
-    Relies on the SessionStore attributes `_b()`, `_now()`, `_lock` and `_mark_resume_locked`.
+    Relies on the SessionStore attributes `_b()`, `_now()`, `_locks` and `_mark_resume_locked`.
     """
 
     async def begin_turn(self, session_key: str, session_id: str, user_message: Mapping[str, Any],
@@ -32,7 +32,7 @@ class TurnOps(IntakeOps, LedgerOps):
         """
         validate_session_id(session_id)
         row = normalize_message(user_message, self._now)
-        async with self._lock:
+        async with self._locks.hold(session_key):
             await self._b().begin_turn(session_key, session_id, row, self._now().timestamp(), inbound_id)
 
     async def resume_turn(self, session_key: str, session_id: str) -> dict[str, Any] | None:
@@ -44,7 +44,7 @@ class TurnOps(IntakeOps, LedgerOps):
             ValueError: path-unsafe session id.
         """
         validate_session_id(session_id)
-        async with self._lock:
+        async with self._locks.hold(session_key):
             last = await self._b().unanswered_user_message(session_id)
             if last is None:
                 return None
@@ -74,7 +74,7 @@ class TurnOps(IntakeOps, LedgerOps):
             The session keys marked resume_pending.
         """
         marked: list[str] = []
-        async with self._lock:
+        async with self._locks.hold_all():
             now_ts = self._now().timestamp()
             for marker in await self._b().turn_markers():
                 key = marker["session_key"]

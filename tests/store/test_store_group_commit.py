@@ -1,0 +1,121 @@
+"""docs/behaviour.md §12: state.db runs `synchronous = FULL` in WAL mode, and overlapping writes
+share one transaction (group commit): each write returns only once its group is committed, a
+write that raises is rolled back alone, and a group whose commit fails fails every member."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from hermes_core.store.db import CommitError, Database
+
+
+@pytest.fixture
+async def db(tmp_path):
+    database = Database(tmp_path / "state.db")
+    await database.open()
+    try:
+        yield database
+    finally:
+        await database.close()
+
+
+async def test_the_store_connection_runs_synchronous_full_in_wal_mode(store):
+    db = store._b().db
+    # PRAGMA synchronous: 0 OFF, 1 NORMAL, 2 FULL, 3 EXTRA (sqlite.org/pragma.html#pragma_synchronous)
+    assert await db.fetchval("PRAGMA synchronous") == 2
+    assert await db.fetchval("PRAGMA journal_mode") == "wal"
+
+
+async def test_overlapping_writes_share_one_commit(db):
+    async def insert(i: int) -> int:
+        cur = await db.write_one("INSERT INTO meta (key, value) VALUES (?, ?)", (f"k{i}", str(i)))
+        return cur.rowcount
+
+    assert await asyncio.gather(*(insert(i) for i in range(50))) == [1] * 50
+    # 50 writes started together: one group, one COMMIT (one fsync of the WAL)
+    assert (db.commits, db.writes) == (1, 50)
+    assert await db.fetchval("SELECT COUNT(*) FROM meta") == 50
+
+
+async def test_a_write_that_raises_is_rolled_back_alone(db):
+    async def good(key: str) -> None:
+        async with db.write() as conn:
+            await conn.execute("INSERT INTO meta (key, value) VALUES (?, 'v')", (key,))
+
+    async def bad() -> None:
+        async with db.write() as conn:
+            await conn.execute("INSERT INTO meta (key, value) VALUES ('bad', 'v')")
+            raise ValueError("refused by the caller")
+
+    results = await asyncio.gather(good("a"), bad(), good("b"), return_exceptions=True)
+    assert [type(r).__name__ for r in results] == ["NoneType", "ValueError", "NoneType"]
+    assert [r[0] for r in await db.fetchall("SELECT key FROM meta ORDER BY key")] == ["a", "b"]
+    assert (db.commits, db.writes) == (1, 2)
+
+
+async def test_a_failed_commit_fails_every_member_and_stores_none_of_them(db):
+    # A deferred foreign key is checked by COMMIT itself: a real commit failure.
+    await db.execute("CREATE TABLE parent (id INTEGER PRIMARY KEY)")
+    await db.execute("CREATE TABLE child (parent_id INTEGER REFERENCES parent(id) DEFERRABLE INITIALLY DEFERRED)")
+
+    async def good() -> None:
+        await db.write_one("INSERT INTO meta (key, value) VALUES ('kept?', 'v')")
+
+    async def orphan() -> None:
+        await db.write_one("INSERT INTO child (parent_id) VALUES (7)")
+
+    results = await asyncio.gather(good(), orphan(), return_exceptions=True)
+    assert [type(r).__name__ for r in results] == ["CommitError", "CommitError"]
+    assert "FOREIGN KEY constraint failed" in str(results[0])
+    assert await db.fetchval("SELECT COUNT(*) FROM meta") == 0
+    assert await db.fetchval("SELECT COUNT(*) FROM child") == 0
+    # the connection is usable again
+    await db.write_one("INSERT INTO meta (key, value) VALUES ('after', 'v')")
+    assert await db.fetchval("SELECT value FROM meta WHERE key = 'after'") == "v"
+
+
+async def test_a_member_cancelled_while_waiting_does_not_cancel_its_group(db):
+    inside = asyncio.Event()
+
+    async def quick() -> None:
+        await db.write_one("INSERT INTO meta (key, value) VALUES ('quick', 'v')")
+
+    async def slow() -> None:
+        async with db.write() as conn:  # joins the group `quick` opened, and keeps it open
+            await conn.execute("INSERT INTO meta (key, value) VALUES ('slow', 'v')")
+            inside.set()
+            await asyncio.sleep(0.05)
+
+    first, second = asyncio.create_task(quick()), asyncio.create_task(slow())
+    await inside.wait()  # `quick` is done writing and waits for the group's commit
+    first.cancel()
+    await second
+    assert [type(r).__name__ for r in await asyncio.gather(first, return_exceptions=True)] == ["CancelledError"]
+    # the group was committed with both writes (the cancelled caller just did not wait for it)
+    assert [r[0] for r in await db.fetchall("SELECT key FROM meta ORDER BY key")] == ["quick", "slow"]
+    assert (db.commits, db.writes) == (1, 2)
+
+
+async def test_commit_error_is_a_store_error_naming_the_file(db):
+    assert issubclass(CommitError, Exception)
+    await db.execute("CREATE TABLE parent (id INTEGER PRIMARY KEY)")
+    await db.execute("CREATE TABLE child (parent_id INTEGER REFERENCES parent(id) DEFERRABLE INITIALLY DEFERRED)")
+    with pytest.raises(CommitError) as err:
+        await db.write_one("INSERT INTO child (parent_id) VALUES (1)")
+    assert str(err.value) == (f"commit of 1 write(s) to {db.path} failed: FOREIGN KEY constraint failed")
+
+
+async def test_transitions_of_different_sessions_share_commits(store):
+    from hermes_core import SessionSource
+
+    db = store._b().db
+    before = db.commits
+    sources = [SessionSource(platform="telegram", chat_id=str(1000 + i), chat_type="dm") for i in range(20)]
+    entries = await asyncio.gather(*(store.get_or_create_session(s) for s in sources))
+    assert len({e.session_id for e in entries}) == 20
+    # the state machine serialises per session key only: the 20 new sessions are not
+    # written one fsync after another
+    assert db.commits - before < 20
+    assert await db.fetchval("SELECT COUNT(*) FROM routes") == 20
