@@ -64,6 +64,8 @@ class Job:
         stopped: for `/stop`: a turn was interrupted or a follow-up dropped when it arrived.
         dropped: for `/new`, `/reset`, `/stop`: queued human messages cleared when it arrived.
         from_queue: a TURN made by `/queue <text>` (`event.text` is the argument).
+        answered: a running turn whose reply is recorded: what is left (sending, bookkeeping)
+            is not interrupted, and a follow-up meanwhile is not told it waits.
     """
 
     event: MessageEvent | None
@@ -77,6 +79,7 @@ class Job:
     stopped: bool = False
     dropped: int = 0
     from_queue: bool = False
+    answered: bool = False
 
     @property
     def human(self) -> bool:

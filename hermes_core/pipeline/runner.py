@@ -102,9 +102,10 @@ class _Worker:
 
 
 def _is_agent_turn(job: Job | None) -> bool:
-    """True for a job that runs the agent (what `/new`, `/reset`, `/stop` interrupt)."""
+    """True for a job that runs the agent and has not answered yet (what a follow-up, `/new`,
+    `/reset`, `/stop` interrupt)."""
     return (job is not None and job.event is not None and job.obligation is None and job.notice is None
-            and job.kind in (BURST, TURN, INTERNAL))
+            and job.kind in (BURST, TURN, INTERNAL) and not job.answered)
 
 
 class GatewayRunner:
@@ -196,7 +197,8 @@ class GatewayRunner:
         queue, running = worker.queue, worker.current
         mode = self._mode(event)
         # "Busy": this message cannot run right now because its session is doing something.
-        busy = live and self._gate.is_set() and (running is not None or len(queue) > 0)
+        # (A turn that already answered is only sending and writing down: not busy for this.)
+        busy = live and self._gate.is_set() and ((running is not None and not running.answered) or len(queue) > 0)
         notice = self._too_long(key, event)
         if notice is not None:
             queue.append(Job(event, kind=COMMAND, notice=notice, inbound_id=inbound_id))
@@ -480,7 +482,8 @@ class GatewayRunner:
         elif job.notice is not None:
             await self._notify(key, event, job.notice)
         elif job.resume:
-            await run_turn(self.deps, key, event, resume=True)
+            await run_turn(self.deps, key, event, resume=True,
+                           on_answered=lambda: setattr(job, "answered", True))
         elif job.kind == CONTROL:
             answer = await commands.run_control(self.deps, key, event, stopped=job.stopped, dropped=job.dropped)
             await self._notify(key, event, answer)
@@ -496,7 +499,8 @@ class GatewayRunner:
                 data[MERGED_FROM] = job.inbound_ids
                 await self.deps.store.merge_inbound(job.inbound_id, data, [i for _, i in job.parts if i is not None])
                 log.info("%d follow-ups merged into one turn in %s", len(job.parts) + 1, key)
-            await run_turn(self.deps, key, turn_event, inbound_id=job.inbound_id)
+            await run_turn(self.deps, key, turn_event, inbound_id=job.inbound_id,
+                           on_answered=lambda: setattr(job, "answered", True))
 
     async def _notify(self, key: str, event: MessageEvent, text: str) -> None:
         adapter = self.deps.adapters.get(event.source.platform)

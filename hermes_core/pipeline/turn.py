@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from typing import Callable
 from dataclasses import dataclass
 
 from ..agents.base import AgentError, AgentInterrupted
@@ -63,7 +64,7 @@ def _before_last_user(transcript: list[dict]) -> list[dict]:
 
 
 async def run_turn(deps: PipelineDeps, key: str, event: MessageEvent, *, inbound_id: int | None = None,
-                   resume: bool = False) -> TurnResult:
+                   resume: bool = False, on_answered: Callable[[], None] | None = None) -> TurnResult:
     """Run one turn for `event` in session `key` and deliver the answer.
 
     Args:
@@ -71,6 +72,8 @@ async def run_turn(deps: PipelineDeps, key: str, event: MessageEvent, *, inbound
         resume: auto-continue after a restart (seed §7): no new user message is recorded; the
             session's unanswered last user message is answered again. Nothing to answer →
             `resume_pending` is cleared and nothing is sent.
+        on_answered: called once the turn's outcome is recorded (reply and delivery obligation):
+            from then on there is nothing left to interrupt, only the send and bookkeeping.
     Raises:
         StoreError (from the store) when the user message cannot be recorded; nothing is sent
         to the agent then, and the worker tells the chat.
@@ -111,7 +114,7 @@ async def run_turn(deps: PipelineDeps, key: str, event: MessageEvent, *, inbound
         history = live.messages
     try:
         return await _answer(deps, key, source, entry, context, adapter, live, history, text,
-                             recorded_user, reply_to=reply_to, internal=internal)
+                             recorded_user, reply_to=reply_to, internal=internal, on_answered=on_answered)
     except BaseException:
         # A failed store write or a cancelled turn: the live transcript may no longer match
         # the store; the next turn rebuilds it from there.
@@ -141,7 +144,8 @@ async def _live_transcript(deps: PipelineDeps, key: str, session_id: str, record
 
 
 async def _answer(deps: PipelineDeps, key: str, source, entry, context, adapter, live, history: list[dict],
-                  text: str, recorded_user: dict | None, *, reply_to: str | None, internal: bool) -> TurnResult:
+                  text: str, recorded_user: dict | None, *, reply_to: str | None, internal: bool,
+                  on_answered: Callable[[], None] | None = None) -> TurnResult:
     """The rest of the turn once the user message is recorded: agent, reply, delivery."""
     store, cache = deps.store, deps.agent_cache
     # From here until record_reply the turn marker is set; if anything raises or the task is
@@ -177,11 +181,15 @@ async def _answer(deps: PipelineDeps, key: str, source, entry, context, adapter,
         ob_id = await store.record_reply(key, entry.session_id, assistant, origin=source, content=owed,
                                          internal=internal, reply_to=reply_to)
         cache.mark_persisted(live)
+        if on_answered is not None:
+            on_answered()
         await store.update_session(key, last_prompt_tokens=usage.input_tokens, usage=usage)
     else:
         owed = reply_text
         ob_id = await store.record_reply(key, entry.session_id, None, origin=source, content=owed,
                                          internal=internal, reply_to=reply_to)
+        if on_answered is not None:
+            on_answered()
     if ob_id is not None:
         await send_obligation(deps, ob_id, source, owed, session_key=key, session_id=entry.session_id,
                               reply_to=reply_to, kind="reply" if status == "completed" else "notice")
