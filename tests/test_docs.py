@@ -3,6 +3,8 @@
 * Every hookspec of `hermes_core/hookspecs.py` has its own section in docs/hooks.md, and that
   section's example is working code: it loads, follows the hook rules, and does what the page says
   (one behaviour test per example below, with the values the page promises).
+* Every setting of `GatewayConfig` and of each in-repository plugin's settings model has a row in
+  docs/configuration.md (a plugin's rows in its own `[platforms.<id>]` section).
 * Every citation of a doc section in hermes_core/, plugins/, tests/ and the README (a doc file name
   followed by `§N`, `§N.M` or a trap id such as `TG-T6`) names an existing file and an existing
   numbered heading (or trap) in it.
@@ -19,6 +21,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 import pytest
+from pydantic import BaseModel
 
 import hermes_core.hookspecs as hookspecs
 from hermes_core import AdapterSpec, RecoveryPlan, SessionEntry, SessionSource
@@ -30,7 +33,8 @@ from hermes_core.plugin_system.policy import check_plugin_policies
 from hermes_core.plugin_system.redaction import redact_text
 from hermes_core.plugin_system.settings import PluginSettingsError, validate_plugin_settings
 from hermes_core.scheduler import Watcher
-from hermes_core.sdk import RetryAfter
+from hermes_core.plugin_system.loader import PLUGINS_GROUP, list_entry_points
+from hermes_core.sdk import PlatformSettings, RetryAfter, SettingsSpec
 from hermes_core.settings import GatewayConfig
 from hermes_core.testing import CapturingAdapter
 from hermes_core.types import KeyPolicy, OutboundDelivery
@@ -301,6 +305,64 @@ async def test_recovery_examples_at_the_next_start(make_app, fake_clock):
         assert entry.resume_pending is False
     finally:
         await second.stop()
+
+
+# ---- every setting is documented -----------------------------------------------------------
+
+CONFIGURATION_MD = DOCS / "configuration.md"
+ROW_KEY = re.compile(r"^\| `([a-z_]+)` \|", re.M)
+
+
+def setting_keys(model: type[BaseModel], prefix: str = "") -> list[str]:
+    """Dotted keys of every leaf setting of `model` (nested models are tables, not settings)."""
+    keys = []
+    for name, info in model.model_fields.items():
+        annotation = info.annotation
+        if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+            keys += setting_keys(annotation, f"{prefix}{name}.")
+        else:
+            keys.append(prefix + name)
+    return keys
+
+
+def documented_rows(text: str) -> set[str]:
+    return set(ROW_KEY.findall(text))
+
+
+def test_every_core_setting_has_a_row_in_configuration_md():
+    rows = documented_rows(CONFIGURATION_MD.read_text(encoding="utf-8"))
+    keys = [key for key in setting_keys(GatewayConfig) if key != "platforms"]  # its own section
+    assert "agent.agent_cache.max_size" in keys
+    assert sorted(key for key in keys if key.rsplit(".", 1)[-1] not in rows) == []
+    assert sorted(set(PlatformSettings.model_fields) - rows) == []
+
+
+def repository_plugin_settings() -> list[tuple[str, type[BaseModel]]]:
+    """`(section, model)` of every settings model the in-repository plugins declare."""
+    in_repo = {path.name for path in (ROOT / "plugins").iterdir() if (path / "pyproject.toml").is_file()}
+    found = []
+    for entry_point in list_entry_points(PLUGINS_GROUP):
+        if entry_point.name not in in_repo:
+            continue
+        specs = entry_point.load().hermes_settings_schema() or ()
+        specs = [specs] if isinstance(specs, SettingsSpec) else specs
+        found += [(spec.section, spec.model) for spec in specs]
+    return sorted(found, key=lambda item: item[0])
+
+
+def test_every_plugin_setting_has_a_row_in_its_configuration_md_section():
+    text = CONFIGURATION_MD.read_text(encoding="utf-8")
+    sections = {match.group(1): body for match, body in
+                zip(re.finditer(r"^## .*`\[platforms\.(\w+)\]`.*$", text, re.M),
+                    re.split(r"^## .*`\[platforms\.\w+\]`.*$", text, flags=re.M)[1:])}
+    plugins = repository_plugin_settings()
+    assert "telegram" in [section for section, _model in plugins]
+    missing = []
+    for section, model in plugins:
+        rows = documented_rows(sections.get(section, "").split("\n## ", 1)[0])
+        missing += [f"[platforms.{section}] {name}" for name in model.model_fields
+                    if name not in PlatformSettings.model_fields and name not in rows]
+    assert missing == []
 
 
 # ---- section citations ---------------------------------------------------------------------
