@@ -150,6 +150,7 @@ class DiscordAdapter(BaseAdapter):
         if not self._token:
             raise DiscordStartError("platforms.discord.bot_token is not set "
                                     "(set HERMES_PLATFORMS__DISCORD__BOT_TOKEN)")
+        await self._discard_client()  # a previous run's client, kept open for late sends
         self._point_at_endpoints()
         self.intents = build_intents(self.settings.message_content)
         mentions = mentions_policy(self.settings.allowed_mentions)
@@ -232,17 +233,24 @@ class DiscordAdapter(BaseAdapter):
             self._connected.set()
 
     async def stop(self) -> None:
-        """Stop receiving, hand every message already received to the gateway, disconnect.
-        Idempotent."""
+        """Stop receiving: close the gateway connection, then hand every message already received
+        to the gateway. Sending keeps working (the gateway sends the replies of the turns it
+        drains after stopping its adapters) until `aclose`. Idempotent."""
         if not self._started:
             return
         self._started = False
-        await self._shutdown()
-        log.info("discord adapter stopped")
+        await self._stop_receiving()
+        log.info("discord adapter stopped receiving (replies can still be sent until it is closed)")
 
-    async def _shutdown(self) -> None:
+    async def aclose(self) -> None:
+        """Stop receiving (if still running) and close discord.py's HTTP session; the gateway
+        calls it through the `hermes_shutdown` hook, after its drain. Idempotent."""
+        await self.stop()
+        await self._discard_client()
+
+    async def _stop_receiving(self) -> None:
         # Stop reading the gateway first, then let queued messages reach the gateway while the
-        # HTTP session still works (channel lookups), then close everything.
+        # HTTP session still works (channel lookups).
         if self._run_task is not None:
             self._run_task.cancel()
             try:
@@ -250,12 +258,17 @@ class DiscordAdapter(BaseAdapter):
             except asyncio.CancelledError:
                 pass
             self._run_task = None
+        if self.client is not None and self.client.ws is not None:
+            await self.client.ws.close(code=1000)
         if self._receiver is not None:
             await self._receiver.drain()
+
+    async def _shutdown(self) -> None:
+        await self._stop_receiving()
         await self._discard_client()
 
     async def _discard_client(self) -> None:
-        if self.client is not None:
+        if self.client is not None and not self.client.is_closed():
             await self.client.close()
 
     async def health(self) -> dict[str, Any]:
@@ -273,7 +286,7 @@ class DiscordAdapter(BaseAdapter):
 
     def _require_sender(self) -> Sender:
         if self._sender is None or self.client is None or self.client.is_closed():
-            raise RuntimeError("discord adapter is not started")
+            raise RuntimeError("discord adapter is not started (or already closed)")
         return self._sender
 
     async def send(self, target: SessionSource, text: str, *, reply_to: str | None = None,
@@ -289,7 +302,7 @@ class DiscordAdapter(BaseAdapter):
             ValueError: the chunk is longer than 2000 characters or the target is not a Discord
                 channel.
             discord.HTTPException: any other refusal (missing permissions, unknown channel, …).
-            RuntimeError: the adapter is not started.
+            RuntimeError: the adapter was never started, or is closed (`aclose`).
         """
         return await self._require_sender().send(target, text, reply_to=reply_to)
 

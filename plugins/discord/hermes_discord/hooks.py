@@ -3,6 +3,8 @@
 * `hermes_settings_schema`: the `[platforms.discord]` table → `DiscordSettings`.
 * `hermes_platform_notes`: Discord lines for the session-context prompt (docs/behaviour.md §7):
   the length limit, mention syntax, what the agent cannot do there, where the conversation is.
+* `hermes_shutdown`: closes the Discord adapter's HTTP session after the gateway's drain (its
+  `stop` only stops receiving, so the replies of drained turns still go out).
 
 Discord ids are never pseudonymised (the adapter declares `pii_safe=False`; mentions need raw
 ids), so the plugin adds no redaction or identity hooks: the core's defaults apply.
@@ -22,6 +24,15 @@ PLATFORM = "discord"
 def hermes_settings_schema():
     """The `[platforms.discord]` table is validated into `DiscordSettings`."""
     return [SettingsSpec(PLATFORM, DiscordSettings)]
+
+
+@hookimpl
+async def hermes_shutdown(app):
+    """Close the Discord adapter (`DiscordAdapter.aclose`) once the gateway has drained."""
+    adapter = (getattr(app, "adapters", None) or {}).get(PLATFORM)
+    close = getattr(adapter, "aclose", None)
+    if close is not None:
+        await close()
 
 
 @hookimpl

@@ -60,4 +60,4 @@ async def make_adapter(fake):
 
     yield factory
     for adapter in adapters:
-        await adapter.stop()
+        await adapter.aclose()

@@ -82,6 +82,28 @@ async def test_uncached_thread_is_resolved_over_rest_and_keyed_on_its_parent(fak
     assert len(fake.calls_of("get_channel")) == 1
 
 
+async def test_cached_thread_and_thread_create_need_no_rest_lookup(fake, make_adapter):
+    fake.guild_threads = [FORUM_POST_ID]  # the forum post comes with GUILD_CREATE this time
+    rec = Recorder()
+    await make_adapter(rec)
+    await fake.message(sample("d2_forum_post"))
+    # a thread opened later under #general arrives as THREAD_CREATE before its first message
+    await fake.push("THREAD_CREATE", {
+        "id": "1100000000000000040", "type": 11, "guild_id": GUILD_ID, "parent_id": GENERAL_ID,
+        "owner_id": ALICE_ID, "name": "release prep", "newly_created": True, "message_count": 0,
+        "member_count": 1, "rate_limit_per_user": 0, "flags": 0, "last_message_id": None,
+        "thread_metadata": {"archived": False, "auto_archive_duration": 1440,
+                            "archive_timestamp": "2026-01-01T00:00:00+00:00", "locked": False}})
+    await fake.message(dict(sample("d1_guild_text_role"), channel_id="1100000000000000040", content="ship it?"))
+    await wait_until(lambda: len(rec.events) == 2)
+    forum, thread = (e.source for e in rec.events)
+    assert (forum.chat_id, forum.thread_id, forum.chat_name, forum.chat_topic) == (
+        FORUM_ID, FORUM_POST_ID, "Hermes Lab / #support / Bug: login loop", "Post one bug per thread. Include logs.")
+    assert (thread.chat_id, thread.thread_id, thread.parent_chat_id, thread.chat_name, thread.chat_topic) == (
+        GENERAL_ID, "1100000000000000040", GENERAL_ID, "Hermes Lab / #general / release prep", None)
+    assert fake.calls_of("get_channel") == []
+
+
 async def test_dm_and_webhook_and_own_message(fake, make_adapter):
     rec = Recorder()
     await make_adapter(rec)
@@ -358,11 +380,19 @@ async def test_typing_and_edit_go_to_the_thread(fake, make_adapter):
     assert result.message_id == "1900000000000000005"
 
 
-async def test_send_after_stop_is_an_error(fake, make_adapter):
-    adapter = await make_adapter(Recorder())
+async def test_sending_works_after_stop_until_aclose(fake, make_adapter):
+    # The gateway stops its adapters, then drains running turns whose replies still go out.
+    rec = Recorder()
+    adapter = await make_adapter(rec)
     await adapter.stop()
+    await fake.wait_for(lambda: not fake.connected)
+    await adapter.send(CHANNEL, "late reply")
+    assert [s["content"] for s in fake.sent] == ["late reply"]
+    assert (await adapter.health())["ok"] is False
+    await adapter.aclose()
+    assert adapter.client.is_closed()
     with pytest.raises(RuntimeError, match="not started"):
-        await adapter.send(CHANNEL, "late")
+        await adapter.send(CHANNEL, "too late")
 
 
 async def test_stop_hands_queued_messages_to_the_gateway(fake, make_adapter):

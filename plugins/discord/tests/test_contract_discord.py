@@ -30,6 +30,14 @@ class TestDiscordAdapter(AdapterContract):
         return DiscordSettings(bot_token=fake.token, api_base=fake.api_base, gateway_url=fake.gateway_url,
                                connect_timeout=10)
 
+    @pytest.fixture
+    async def adapter(self, adapter_class, adapter_settings, fake_transport):
+        # `stop` leaves sending open (the gateway drains after stopping adapters); `aclose`
+        # closes discord.py's HTTP session.
+        adapter = adapter_class(adapter_settings)
+        yield adapter
+        await adapter.aclose()
+
     def sent_texts(self, adapter, fake_transport):
         return [body["content"] for body in fake_transport.sent]
 

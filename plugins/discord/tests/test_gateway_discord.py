@@ -122,6 +122,16 @@ async def test_reconnect_resumes_and_loses_nothing(fake, gateway):
     assert app.adapters["discord"].resumes == 1
 
 
+async def test_gateway_stop_closes_the_adapter_after_the_drain(fake, gateway):
+    app = await gateway()
+    await fake.message(sample("d3_dm"))
+    await fake.wait_for(lambda: len(fake.sent) == 1)
+    adapter = app.adapters["discord"]
+    await app.stop()
+    assert not fake.connected
+    assert adapter.client.is_closed()  # closed by the plugin's hermes_shutdown hook
+
+
 async def test_redelivered_message_in_a_new_process_gets_no_second_reply(fake, gateway):
     app1 = await gateway()
     await fake.message(sample("d3_dm"))

@@ -102,5 +102,5 @@ def test_plugins_json_lists_discord_without_secrets(tmp_path, monkeypatch):
     row = rows[("discord", "hermes_core.plugins")]
     assert (row["status"], row["distribution"], row["module"]) == ("loaded", "hermes-gateway-discord",
                                                                    "hermes_discord.hooks")
-    assert row["hooks"] == ["hermes_platform_notes", "hermes_settings_schema"]
+    assert row["hooks"] == ["hermes_platform_notes", "hermes_settings_schema", "hermes_shutdown"]
     assert "SECRETPART" not in result.output
