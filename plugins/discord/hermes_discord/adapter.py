@@ -173,7 +173,7 @@ class DiscordAdapter(BaseAdapter):
         self._receiver.start()
         self._run_task = asyncio.create_task(self._run(client), name="discord-gateway")
         ready = asyncio.create_task(self._connected.wait())
-        done, _ = await asyncio.wait({ready, self._run_task}, timeout=self.settings.connect_timeout,
+        await asyncio.wait({ready, self._run_task}, timeout=self.settings.connect_timeout,
                                      return_when=asyncio.FIRST_COMPLETED)
         ready.cancel()
         if not self._connected.is_set():

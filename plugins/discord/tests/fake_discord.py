@@ -129,6 +129,8 @@ class FakeDiscord:
                  message_content_enabled: bool = True):
         self.token = token
         self.app_flags = FLAG_GATEWAY_MESSAGE_CONTENT_LIMITED if message_content_enabled else 0
+        # The gateway's own check (4014); normally it agrees with the application flags.
+        self.refuse_message_content: bool | None = None
         self.channels: dict[str, dict] = {c["id"]: copy.deepcopy(c) for c in (GENERAL, FORUM, FORUM_POST, DM)}
         # What GUILD_CREATE carries: the guild's channels, and no threads (the forum post is
         # known to the REST API only: an uncached thread, D-T1).
@@ -406,7 +408,8 @@ class FakeDiscord:
         if d.get("token") != self.token:
             await ws.close(code=4004, message=b"Authentication failed.")
             return
-        if d.get("intents", 0) & INTENT_MESSAGE_CONTENT and not self.app_flags:
+        refuse = (not self.app_flags) if self.refuse_message_content is None else self.refuse_message_content
+        if d.get("intents", 0) & INTENT_MESSAGE_CONTENT and refuse:
             await ws.close(code=4014, message=b"Disallowed intent(s).")
             return
         async with self._lock:

@@ -253,6 +253,18 @@ async def test_missing_message_content_intent_is_said_at_start(fake, make_adapte
     assert fake.identifies[0]["intents"] == 1 + 512 + 4096  # the privileged bit is not requested
 
 
+async def test_gateway_refusing_the_intent_fails_start_with_the_remedy(fake, make_adapter):
+    # The application says Message Content is on, but the gateway closes with 4014 anyway.
+    from hermes_discord.adapter import DiscordStartError
+
+    fake.refuse_message_content = True
+    with pytest.raises(DiscordStartError) as info:
+        await make_adapter(Recorder())
+    assert str(info.value) == (
+        "discord gateway connection failed: Discord refused the privileged intents (close code 4014): "
+        "enable the Message Content intent in the Developer Portal or set message_content = false")
+
+
 async def test_rejected_token_fails_start_without_echoing_it(fake, make_adapter):
     from hermes_discord.adapter import DiscordStartError
 
