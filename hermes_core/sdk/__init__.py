@@ -16,11 +16,12 @@ A platform plugin imports from here only (and from `hermes_core.testing` in its 
     RetryAfter, RetryAfterExceeded, SendError  errors adapters raise / callers see (sdk/errors.py)
     MalformedPayload                           a payload a mapping function cannot read (sdk/errors.py)
     DeliveryPlan, OutboundDelivery, RedactionRule, SessionContext   records some hooks take or return
+    neutralize_untrusted                       make user-chosen text (names, topics) safe for a prompt
     TESTING_PACKAGE                            where the test kit lives: `hermes_core.testing`
 """
 
 from ..markers import HERMES_PLUGIN_API, hookimpl
-from ..model.context import SessionContext
+from ..model.context import SessionContext, neutralize_untrusted
 from ..model.events import MessageEvent
 from ..model.identity import AliasError, IdentityAlias
 from ..model.source import Platform, SessionSource, SourceError
@@ -44,5 +45,5 @@ __all__ = [
     "MalformedPayload", "MessageEvent", "OutboundDelivery", "Platform", "PlatformSettings", "RedactionRule",
     "RetryAfter", "RetryAfterExceeded", "RetryPolicy", "SendError", "SendResult", "SessionContext",
     "SessionSource", "SettingsSpec", "SourceError", "TESTING_PACKAGE", "chunk_text", "deliver_plan", "hookimpl",
-    "measure", "send_chunks", "send_with_retry",
+    "measure", "neutralize_untrusted", "send_chunks", "send_with_retry",
 ]

@@ -5,7 +5,7 @@ contract suites are imported from here and subclassed in a plugin's tests::
 
     from hermes_core.testing import AdapterContract, PluginContract, RedactionContract, SessionKeyContract
 
-Also: `CapturingAdapter` / `FakeClock` (fakes.py), `PII_SAMPLES` (pii_corpus.py),
+Also: `CapturingAdapter` / `FakeGateway` / `FakeClock` (fakes.py), `PII_SAMPLES` (pii_corpus.py),
 `write_distribution` / `DistributionSandbox` (distributions.py).
 
 The kit modules are imported lazily (PEP 562), after they are registered for pytest's assertion
@@ -26,7 +26,8 @@ _EXPORTS = {
     "AdapterContract": "contract", "PluginContract": "contract", "RedactionContract": "contract",
     "SessionKeyContract": "contract", "exact_length_text": "contract",
     "DistributionSandbox": "distributions", "write_distribution": "distributions",
-    "CapturingAdapter": "fakes", "FakeClock": "fakes", "SentMessage": "fakes",
+    "CapturingAdapter": "fakes", "FakeClock": "fakes", "FakeGateway": "fakes", "GatewayRefused": "fakes",
+    "SentMessage": "fakes",
     "NON_PII_TEXTS": "pii_corpus", "PII_SAMPLES": "pii_corpus", "PiiSample": "pii_corpus",
     "samples_for": "pii_corpus",
 }

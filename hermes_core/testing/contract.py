@@ -21,6 +21,7 @@ Everything here runs offline. Pin the kit's minor version in plugin CI (`hermes-
 
 from __future__ import annotations
 
+import asyncio
 import importlib.metadata
 import inspect
 import re
@@ -41,6 +42,7 @@ from ..plugin_system.redaction import redact_text
 from ..sdk.chunking import measure
 from ..sdk.sending import deliver_plan
 from ..types import AdapterSpec, KeyPolicy, OutboundDelivery, SettingsSpec
+from .fakes import FakeGateway
 from .pii_corpus import NON_PII_TEXTS, samples_for
 
 try:  # mark async checks explicitly, so they also run under pytest-asyncio's strict mode
@@ -179,7 +181,14 @@ class AdapterContract:
     None), `send_target` (a SessionSource to send to), and override `sent_texts(adapter,
     fake_transport)` to return what the platform received when the adapter does not record sends
     itself.
+
+    To have the acknowledgement rule checked (an adapter acknowledges a platform message only
+    after `emit` returned; a refused message is left to be redelivered), override
+    `deliver_inbound(adapter, fake_transport, text)` and `acknowledged(adapter, fake_transport)`.
     """
+
+    # Seconds the acknowledgement check waits for each step (platform redelivery included).
+    ACK_STEP_TIMEOUT_S = 20.0
 
     @pytest.fixture
     def adapter_class(self) -> type:
@@ -207,6 +216,17 @@ class AdapterContract:
         if sent is None:
             pytest.skip("override AdapterContract.sent_texts to read what the fake transport received")
         return [getattr(m, "text", m) for m in sent]
+
+    async def deliver_inbound(self, adapter, fake_transport, text: str) -> None:
+        """Make the fake platform offer one inbound message with `text` to the started adapter,
+        without waiting for it to be handled (push it to the fake server, post the webhook in a
+        task, …). Default: the acknowledgement check is skipped."""
+        pytest.skip("override AdapterContract.deliver_inbound and .acknowledged to check acknowledgements")
+
+    def acknowledged(self, adapter, fake_transport) -> bool:
+        """True once the platform was told that the message of `deliver_inbound` is handled
+        (polling offset moved past it, webhook answered 2xx, socket envelope acked, …)."""
+        pytest.skip("override AdapterContract.deliver_inbound and .acknowledged to check acknowledgements")
 
     def test_spec_is_complete(self, adapter_class):
         spec = adapter_class.spec
@@ -307,6 +327,39 @@ class AdapterContract:
         assert over == [], f"chunks over {spec.max_message_length} {spec.length_unit} reached the adapter"
         assert handed == plan.chunks
         assert self.sent_texts(adapter, fake_transport)[-len(handed):] == handed
+
+    @_async_test
+    async def test_acknowledges_only_after_emit_returned(self, adapter, fake_transport):
+        # docs/behaviour.md §0: `emit` returns once the message is durable; acknowledging before
+        # that (or after a refusal) loses the message if the gateway dies in between.
+        gateway = FakeGateway(refuse=1)
+        gateway.hold = asyncio.Event()
+        gateway.attach(adapter)
+
+        async def until(predicate, what: str) -> None:
+            try:
+                async with asyncio.timeout(self.ACK_STEP_TIMEOUT_S):
+                    while not predicate():
+                        await asyncio.sleep(0.01)
+            except TimeoutError:
+                pytest.fail(f"{what} within {self.ACK_STEP_TIMEOUT_S:g} s")
+
+        await adapter.start()
+        try:
+            await self.deliver_inbound(adapter, fake_transport, "contract ack")
+            await until(lambda: gateway.refused == 1, "the message did not reach the gateway")
+            assert not self.acknowledged(adapter, fake_transport), \
+                "the adapter acknowledged a message the gateway refused: the platform will not redeliver it"
+            await until(lambda: gateway.in_emit == 1, "the refused message was not offered again")
+            assert not self.acknowledged(adapter, fake_transport), \
+                "the adapter acknowledged the message before emit returned"
+            gateway.hold.set()
+            await until(lambda: self.acknowledged(adapter, fake_transport),
+                        "the message was not acknowledged after emit returned")
+            assert gateway.texts() == ["contract ack"]
+        finally:
+            gateway.hold.set()
+            await adapter.stop()
 
     @pytest.mark.parametrize("capability", sorted(CAPABILITY_METHODS))
     def test_declared_capability_has_its_method(self, adapter_class, capability):

@@ -1,4 +1,5 @@
-"""Fakes for tests of the core and of plugins: a recording adapter and a controllable clock.
+"""Fakes for tests of the core and of plugins: a recording adapter, the gateway side of an
+adapter (`FakeGateway`) and a controllable clock.
 
 These stand in for the *outside world* (a chat platform, the wall clock), never for the
 component under test.
@@ -12,8 +13,63 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from typing import Any, ClassVar
 
+from ..model.events import MessageEvent
+from ..model.identity import IdentityAlias
 from ..sdk.adapter import BaseAdapter, SendResult
 from ..types import AdapterSpec
+
+
+class GatewayRefused(RuntimeError):
+    """What `FakeGateway` raises for a message it refuses (as the real gateway raises when it
+    cannot persist one): the adapter must not acknowledge the platform."""
+
+
+class FakeGateway:
+    """The gateway side of an adapter: its inbound handler and its alias recorder.
+
+    `attach(adapter)` binds both. Every accepted event is appended to `events`, every recorded
+    alias to `aliases`. Knobs:
+        refuse: refuse (raise `GatewayRefused`) the next N events; `refused` counts refusals.
+        hold: an `asyncio.Event`; while it is set here and not yet fired, `emit` waits inside the
+            gateway (`in_emit` counts the waiting calls), so a test can check that the adapter
+            has not acknowledged the platform before `emit` returned.
+    """
+
+    def __init__(self, refuse: int = 0) -> None:
+        self.events: list[MessageEvent] = []
+        self.aliases: list[IdentityAlias] = []
+        self.refuse = refuse
+        self.refused = 0
+        self.hold: asyncio.Event | None = None
+        self.in_emit = 0
+
+    def attach(self, adapter: BaseAdapter) -> BaseAdapter:
+        """Bind this gateway to `adapter` (inbound handler and alias recorder); returns it."""
+        adapter.bind(self, record_aliases=self.record_aliases)
+        return adapter
+
+    async def __call__(self, event: MessageEvent) -> None:
+        if self.refuse > 0:
+            self.refuse -= 1
+            self.refused += 1
+            raise GatewayRefused("the gateway could not persist the message (test refusal)")
+        self.in_emit += 1
+        try:
+            if self.hold is not None:
+                await self.hold.wait()
+        finally:
+            self.in_emit -= 1
+        self.events.append(event)
+
+    async def record_aliases(self, aliases) -> int:
+        """Record `aliases` (IdentityAlias records); returns how many."""
+        batch = list(aliases)
+        self.aliases.extend(batch)
+        return len(batch)
+
+    def texts(self) -> list[str]:
+        """The texts of the accepted events, in order."""
+        return [event.text for event in self.events]
 
 
 @dataclass(frozen=True, slots=True)

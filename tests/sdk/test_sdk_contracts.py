@@ -1,10 +1,13 @@
 """The test kit's contract suites, run against the core's own components, and proof that they
 fail for components that break the contract."""
 
+import asyncio
+import contextlib
 import io
 
 import pytest
 
+from hermes_core.model.events import MessageEvent
 from hermes_core.model.source import SessionSource
 from hermes_core.platforms.local import LocalAdapter
 from hermes_core.sdk.adapter import SendResult
@@ -227,3 +230,85 @@ def test_plugin_contract_catches_a_plain_str_token_and_extra_keys(plugin_distrib
     module = [ep for ep in entry_points(group="hermes_core.plugins") if ep.name == "leaky"][0].load()
     with pytest.raises(AssertionError, match="must set model_config = ConfigDict\\(extra='forbid'\\)"):
         PluginContract().test_settings_models_forbid_extras_and_hide_secrets("leaky", module)
+
+
+# ---- acknowledgement only after emit returned ----------------------------------------------------
+
+class RedeliveringPlatform:
+    """A fake platform that offers its oldest message until the adapter acknowledges it."""
+
+    def __init__(self):
+        self.pending: list[tuple[str, str]] = []
+        self.acked: list[str] = []
+
+
+class PollingAdapter(CapturingAdapter):
+    """Polls `platform` and acknowledges a message after `emit` returned (the contract); with
+    `ack_first` it acknowledges before emitting (the bug the contract must catch)."""
+
+    spec = AdapterSpec(name="polling", label="Polling", max_message_length=100)
+    ack_first = False
+
+    def __init__(self, platform):
+        super().__init__()
+        self.platform = platform
+        self._task = None
+
+    async def start(self):
+        await super().start()
+        if self._task is None:
+            self._task = asyncio.create_task(self._poll())
+
+    async def stop(self):
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+            self._task = None
+        await super().stop()
+
+    def _ack(self, message_id):
+        self.platform.pending = [p for p in self.platform.pending if p[0] != message_id]
+        self.platform.acked.append(message_id)
+
+    async def _poll(self):
+        while True:
+            if not self.platform.pending:
+                await asyncio.sleep(0.005)
+                continue
+            message_id, text = self.platform.pending[0]
+            if self.ack_first:
+                self._ack(message_id)
+            source = SessionSource(platform="polling", chat_id="100", chat_type="dm", user_id="100")
+            try:
+                await self.emit(MessageEvent(source=source, text=text, message_id=message_id))
+            except Exception:
+                await asyncio.sleep(0.005)  # offered again: it is still pending
+                continue
+            if not self.ack_first:
+                self._ack(message_id)
+
+
+class PollingContract(AdapterContract):
+    ACK_STEP_TIMEOUT_S = 2.0
+
+    async def deliver_inbound(self, adapter, fake_transport, text):
+        fake_transport.pending.append(("m1", text))
+
+    def acknowledged(self, adapter, fake_transport):
+        return "m1" in fake_transport.acked
+
+
+async def test_ack_contract_passes_for_an_adapter_that_acknowledges_after_emit():
+    platform = RedeliveringPlatform()
+    await PollingContract().test_acknowledges_only_after_emit_returned(PollingAdapter(platform), platform)
+    assert platform.acked == ["m1"]
+
+
+async def test_ack_contract_catches_an_adapter_that_acknowledges_first():
+    class AckFirst(PollingAdapter):
+        ack_first = True
+
+    platform = RedeliveringPlatform()
+    with pytest.raises(AssertionError, match="the adapter acknowledged a message the gateway refused"):
+        await PollingContract().test_acknowledges_only_after_emit_returned(AckFirst(platform), platform)

@@ -100,3 +100,32 @@ def test_new_message_event_fields_survive_the_intake_dict():
         "54", "Bob", "990001", [{"author": "Carol", "text": "hello all"}])
     plain = event_to_dict(sdk.MessageEvent(source=sdk.SessionSource("telegram", "1"), text="hi"))
     assert sorted(plain) == ["kind", "media", "message_id", "received_at", "source", "text"]
+
+
+def _core_imports(path):
+    """`hermes_core…` modules imported by the Python file at `path`."""
+    import ast
+
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.ImportFrom) and node.level == 0 and (node.module or "").startswith("hermes_core"):
+            found.append(node.module)
+        elif isinstance(node, ast.Import):
+            found.extend(a.name for a in node.names if a.name.startswith("hermes_core"))
+    return found
+
+
+def test_the_telegram_plugin_and_the_template_import_only_the_sdk(tmp_path):
+    from pathlib import Path
+
+    from hermes_core.templates import render_plugin
+
+    telegram = Path(__file__).resolve().parents[2] / "plugins" / "telegram" / "hermes_telegram"
+    generated = render_plugin("acme", tmp_path)
+    imports = {str(p.relative_to(p.parents[1])): sorted(set(_core_imports(p)))
+               for p in sorted([*telegram.glob("*.py"), *(generated / "hermes_acme").glob("*.py")])}
+    assert {name: mods for name, mods in imports.items() if set(mods) - {"hermes_core.sdk"}} == {}
+    assert imports["hermes_telegram/adapter.py"] == ["hermes_core.sdk"]
+    generated_tests = {p.name: sorted(set(_core_imports(p))) for p in (generated / "tests").glob("*.py")}
+    assert generated_tests == {"test_adapter_acme.py": ["hermes_core.sdk", "hermes_core.testing"],
+                               "test_contract_acme.py": ["hermes_core.testing"]}

@@ -19,9 +19,9 @@ handler ran. Instead:
 Sending (`send`, one chunk per call, the BaseAdapter contract): to the right topic (General
 `"1"` → no `message_thread_id`), retry once without the thread on "message thread not found",
 resend as plain text when MarkdownV2 is refused ("can't parse entities"), follow a group →
-supergroup migration (`ChatMigrated`), and translate a 429 into `hermes_core.sdk.errors.RetryAfter`
-so the core's delivery layer (`send_chunks`) waits exactly `retry_after` and retries, in per-chat
-order. `send_text` does the whole reply (chunking at 4096 UTF-16 units with code fences closed and
+supergroup migration (`ChatMigrated`, recorded as an identity alias: `aliases.py`), and
+translate a 429 into `hermes_core.sdk.RetryAfter` so the core's delivery layer (`send_chunks`)
+waits exactly `retry_after` and retries, in per-chat order. `send_text` does the whole reply (chunking at 4096 UTF-16 units with code fences closed and
 reopened, per-chat order, 429 waits) with the SDK helpers, for callers outside the delivery layer.
 
 The bot token is a SecretStr and is scrubbed from every log line this adapter writes, from
@@ -43,14 +43,11 @@ from telegram.error import BadRequest, ChatMigrated, InvalidToken, RetryAfter as
 from telegram.ext import Application, ApplicationBuilder
 from telegram.warnings import PTBDeprecationWarning, PTBUserWarning
 
-from hermes_core import AdapterSpec, SessionSource
-from hermes_core.sdk import BaseAdapter, SendResult
-from hermes_core.sdk.chunking import chunk_text
-from hermes_core.sdk.errors import RetryAfter
-from hermes_core.sdk.sending import ChatSendQueue, RetryPolicy, send_chunks
+from hermes_core.sdk import (CAP_EDIT, CAP_MEDIA, CAP_THREADS, CAP_TYPING, CAP_WEBHOOK, AdapterSpec, BaseAdapter,
+                             ChatSendQueue, RetryAfter, RetryPolicy, SendResult, SessionSource, chunk_text,
+                             send_chunks)
 
-from . import hooks
-from .aliases import ChatAliasStore
+from .aliases import IMPORTED_SUFFIX, LEGACY_FILE_NAME, ChatMigrations, read_legacy_file
 from .format import to_markdown_v2
 from .mapping import GENERAL_TOPIC_ID, MalformedUpdate, map_update, migration_of, reply_anchor
 from .settings import TelegramSettings
@@ -109,9 +106,10 @@ class TelegramAdapter(BaseAdapter):
         settings: a `TelegramSettings` (or a dict validated into one); `bot_token` is required to
             `start`.
         on_message: the gateway's inbound handler (see `BaseAdapter`).
-        alias_store: where group → supergroup migrations are recorded; default: the plugin's
-            store for the configured HERMES_HOME (`hooks.alias_store()`), the same one the
-            `hermes_canonical_identity` hookimpl reads.
+
+    Group → supergroup migrations are recorded with `record_alias` (new id → the group's first
+    id); `migrations` maps old ids to new ones for sending. At `start()` a legacy
+    `chat_aliases.json` in `data_dir` is imported into the store once and renamed aside.
     """
 
     spec = AdapterSpec(
@@ -120,23 +118,22 @@ class TelegramAdapter(BaseAdapter):
         pii_safe=True,
         max_message_length=MAX_TEXT_UTF16,
         length_unit="utf16",
-        capabilities=frozenset({"threads", "edit", "typing", "media", "webhook"}),
+        capabilities=frozenset({CAP_THREADS, CAP_EDIT, CAP_TYPING, CAP_MEDIA, CAP_WEBHOOK}),
         settings_model=TelegramSettings,
         required_env=("HERMES_PLATFORMS__TELEGRAM__BOT_TOKEN",),
         install_hint="pip install hermes-gateway-telegram",
     )
 
-    def __init__(self, settings: BaseModel | dict | None = None, *, on_message=None,
-                 alias_store: ChatAliasStore | None = None):
+    def __init__(self, settings: BaseModel | dict | None = None, *, on_message=None, data_dir=None):
         if settings is None:
             settings = TelegramSettings()
         elif isinstance(settings, dict):
             settings = TelegramSettings.model_validate(settings)
         elif not isinstance(settings, TelegramSettings):
             settings = TelegramSettings.model_validate(settings.model_dump())
-        super().__init__(settings, on_message=on_message)
+        super().__init__(settings, on_message=on_message, data_dir=data_dir)
         self.settings: TelegramSettings = settings
-        self._alias_store = alias_store
+        self.migrations = ChatMigrations()
         self._app: Application | None = None
         self._poll_task: asyncio.Task | None = None
         self._runner: web.AppRunner | None = None
@@ -156,10 +153,44 @@ class TelegramAdapter(BaseAdapter):
 
     # ---- helpers -----------------------------------------------------------------------------
 
-    @property
-    def aliases(self) -> ChatAliasStore:
-        """The migration alias store in use."""
-        return self._alias_store or hooks.alias_store()
+    async def _chat_migrated(self, old_chat_id: str, new_chat_id: str, source: str) -> None:
+        """Remember a migration for sending and record the new id as an alias of the old one.
+
+        Raises:
+            Exception: the alias could not be stored (the caller decides whether to retry).
+        """
+        if self.migrations.record(old_chat_id, new_chat_id):
+            log.info("telegram chat %s migrated to %s; its sessions continue under the old key",
+                     old_chat_id, new_chat_id)
+        if self._record_aliases is None:  # running outside a gateway (no store)
+            log.warning("telegram chat migration %s -> %s kept in memory only: no gateway store bound",
+                        old_chat_id, new_chat_id)
+            return
+        await self.record_alias(str(new_chat_id), str(old_chat_id), source=source)
+
+    async def _import_legacy_aliases(self) -> None:
+        """Import `<data_dir>/chat_aliases.json` (written by gateways before the store kept
+        aliases) once, then rename it to `chat_aliases.json.imported`. A file that cannot be read
+        or imported is left in place and logged; start-up goes on."""
+        if self.data_dir is None:
+            return
+        path = self.data_dir / LEGACY_FILE_NAME
+        try:
+            migrations = read_legacy_file(path)
+        except (OSError, ValueError) as exc:
+            log.error("telegram chat migrations not imported: %s", exc)
+            return
+        if not migrations and not path.exists():
+            return
+        try:
+            for old, new in sorted(migrations.items()):
+                await self._chat_migrated(old, new, source=LEGACY_FILE_NAME)
+            path.rename(path.with_name(LEGACY_FILE_NAME + IMPORTED_SUFFIX))
+        except Exception as exc:  # retried at the next start: the file stays where it was
+            log.error("telegram chat migrations of %s not imported (%s: %s); retried at the next start",
+                      path, type(exc).__name__, exc)
+            return
+        log.info("imported %d telegram chat migration(s) from %s into the store", len(migrations), path)
 
     @property
     def _token(self) -> str:
@@ -204,6 +235,7 @@ class TelegramAdapter(BaseAdapter):
         except TelegramError as exc:
             self._drop_scrubber()
             raise TelegramStartError(f"telegram getMe failed: {self._scrub(exc)}") from None
+        await self._import_legacy_aliases()
         self._app = app
         self.bot_id = app.bot.id
         self.bot_username = app.bot.username
@@ -285,9 +317,15 @@ class TelegramAdapter(BaseAdapter):
         migration = migration_of(update)
         if migration is not None:
             try:
-                self.aliases.record(*migration)
-            except (OSError, ValueError) as exc:
-                log.error("telegram chat migration %s -> %s not recorded: %s", *migration, exc)
+                await self._chat_migrated(*migration, source="migrate_chat_id")
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                # Not stored: the supergroup's next message would start a new session. Offer the
+                # update again (the same path as a refused emit).
+                log.error("telegram chat migration %s -> %s not recorded: %s: %s", *migration,
+                          type(exc).__name__, self._scrub(exc))
+                return False
         try:
             mapped = map_update(update, bot_id=self.bot_id, topic_names=self.settings.topic_names,
                                 edits_as_turns=self.settings.edits_as_turns)
@@ -465,7 +503,7 @@ class TelegramAdapter(BaseAdapter):
         if len(text.encode("utf-16-le")) // 2 > MAX_TEXT_UTF16:
             raise ValueError(f"telegram message is longer than {MAX_TEXT_UTF16} UTF-16 units; "
                              "chunk it first (send_text / hermes_core.sdk.chunking.chunk_text)")
-        chat_id = self.aliases.current(target.chat_id)
+        chat_id = self.migrations.current(target.chat_id)
         parse_mode = (metadata or {}).get("parse_mode", self.settings.parse_mode)
         kwargs: dict[str, Any] = {"chat_id": chat_id}
         thread = self._thread_param(chat_id, target.thread_id)
@@ -493,10 +531,10 @@ class TelegramAdapter(BaseAdapter):
                 migrated = True
                 new_id = str(exc.new_chat_id)
                 try:
-                    self.aliases.record(str(kwargs["chat_id"]), new_id)
-                except (OSError, ValueError) as err:
-                    log.error("telegram chat migration %s -> %s not recorded: %s",
-                              kwargs["chat_id"], new_id, err)
+                    await self._chat_migrated(str(kwargs["chat_id"]), new_id, source="ChatMigrated")
+                except Exception as err:  # the send still goes to the new chat
+                    log.error("telegram chat migration %s -> %s not recorded: %s: %s",
+                              kwargs["chat_id"], new_id, type(err).__name__, err)
                 kwargs["chat_id"] = new_id
             except BadRequest as exc:
                 reason = str(exc).lower()
@@ -531,7 +569,7 @@ class TelegramAdapter(BaseAdapter):
             raise ValueError(f"not a telegram message id: {message_id!r}")
         if len(text.encode("utf-16-le")) // 2 > MAX_TEXT_UTF16:
             raise ValueError(f"telegram message is longer than {MAX_TEXT_UTF16} UTF-16 units")
-        chat_id = self.aliases.current(target.chat_id)
+        chat_id = self.migrations.current(target.chat_id)
         formatted = (metadata or {}).get("parse_mode", self.settings.parse_mode) == "MarkdownV2"
         while True:
             try:
@@ -579,7 +617,7 @@ class TelegramAdapter(BaseAdapter):
             raise ValueError("media needs one of 'path', 'url' or 'file_id'")
         if caption is not None and len(caption.encode("utf-16-le")) // 2 > 1024:
             raise ValueError("telegram captions are limited to 1024 UTF-16 units")
-        chat_id = self.aliases.current(target.chat_id)
+        chat_id = self.migrations.current(target.chat_id)
         kwargs: dict[str, Any] = {"chat_id": chat_id, kind: payload}
         if caption:
             kwargs["caption"] = caption
@@ -618,7 +656,7 @@ class TelegramAdapter(BaseAdapter):
 
     async def send_typing(self, target: SessionSource) -> None:
         """Show "typing…" for about 5 s. General takes `message_thread_id=1` here (TG-T8)."""
-        kwargs: dict[str, Any] = {"chat_id": self.aliases.current(target.chat_id), "action": "typing"}
+        kwargs: dict[str, Any] = {"chat_id": self.migrations.current(target.chat_id), "action": "typing"}
         if target.thread_id:
             try:
                 kwargs["message_thread_id"] = int(target.thread_id)

@@ -18,7 +18,7 @@ from __future__ import annotations
 import logging
 from typing import Any, Mapping
 
-from hermes_core import MessageEvent, SessionSource
+from hermes_core.sdk import MalformedPayload, MessageEvent, SessionSource
 
 log = logging.getLogger(__name__)
 
@@ -48,19 +48,20 @@ MEDIA_KINDS = ("photo", "document", "audio", "video", "voice", "video_note", "st
                "animation", "location", "venue", "contact", "poll", "dice")
 
 
-class MalformedUpdate(ValueError):
-    """A Telegram update is not a well-formed Bot API payload.
+class MalformedUpdate(MalformedPayload):
+    """A Telegram update is not a well-formed Bot API payload (the SDK's `MalformedPayload`).
 
     Attributes:
         field: dotted path of the offending field (`"message.chat.id"`), or `"update"`.
+        problem: what is wrong with it.
         update_id: the update's id when it could be read, else None.
     """
 
     def __init__(self, field: str, problem: str, update_id: int | None = None):
-        self.field = field
+        super().__init__(field, problem)
         self.update_id = update_id
-        super().__init__(f"telegram update {update_id if update_id is not None else '?'}: "
-                         f"field {field!r} {problem}")
+        # The update id makes the log line findable in Telegram's own records.
+        self.args = (f"telegram update {update_id if update_id is not None else '?'}: field {field!r} {problem}",)
 
 
 def _type_name(value: Any) -> str:
@@ -193,7 +194,9 @@ def map_update(update: dict, *, bot_id: int | None = None,
     (is_bot False), else from `from`, else (no sender given) the channel for a channel post and
 nobody (`user_id` None) otherwise; `message_thread_id` is a thread only with
     `is_topic_message`, a forum message outside a topic is in General (`"1"`); reply-chain roots
-    in non-forum groups are ignored; text is `text`, else `caption`.
+    in non-forum groups are ignored; text is `text`, else `caption`. The event carries
+    `platform_update_id = str(update_id)` and, for a reply (not a topic's creation message),
+    `reply_to_message_id` / `reply_to_text` / `reply_to_author_id` / `reply_to_author_name`.
     """
     update_id = _read_update_id(update)
     r = _Reader(update_id)
@@ -279,10 +282,16 @@ nobody (`user_id` None) otherwise; `message_thread_id` is a thread only with
         thread_id = None
 
     chat_topic = None
+    reply = message.get("reply_to_message")
+    if reply is not None and not isinstance(reply, dict):
+        log.warning("reply context of %s left out: field '%s.reply_to_message' must be an object, got %s",
+                    update_id, path, _type_name(reply))
+        reply = None
+    # TG-T2: topic messages carry the topic's creation service message as reply_to_message; it
+    # names the topic and is not a reply.
+    topic_root = is_topic and reply is not None and reply.get("message_id") == thread_raw
     if thread_id is not None:
-        reply = r.obj(message, "reply_to_message", path, required=False)
-        # TG-T2: topic messages carry the topic's creation service message as reply_to_message.
-        if is_topic and reply is not None and reply.get("message_id") == thread_raw:
+        if topic_root:
             created = r.obj(reply, "forum_topic_created", f"{path}.reply_to_message", required=False)
             if created is not None:
                 chat_topic = r.str_(created, "name", f"{path}.reply_to_message.forum_topic_created")
@@ -306,8 +315,34 @@ nobody (`user_id` None) otherwise; `message_thread_id` is a thread only with
         edit_date = r.int_(message, "edit_date", path)
         event_message_id = f"{message_id}@{edit_date}"
     event = MessageEvent(source=source, text=body or "", message_id=event_message_id,
-                         media=media, raw=update)
+                         media=media, raw=update, platform_update_id=str(update_id),
+                         **(_reply_context(reply, r, f"{path}.reply_to_message") if reply and not topic_root else {}))
     return source, event
+
+
+def _reply_context(reply: Mapping[str, Any], r: _Reader, path: str) -> dict[str, str | None]:
+    """The `reply_to_*` fields of a MessageEvent from the replied-to message (docs/platforms.md
+    §1.1 T3: the quoted text belongs in the event). The reply context is an extra: a malformed
+    one is logged (naming the field) and left out, the message itself still goes through."""
+    try:
+        message_id = r.int_(reply, "message_id", path)
+        text = r.str_(reply, "text", path)
+        if text is None:
+            text = r.str_(reply, "caption", path)
+        author = r.obj(reply, "sender_chat", path, required=False)
+        if author is not None:
+            author_id = r.int_(author, "id", f"{path}.sender_chat")
+            name = r.str_(author, "title", f"{path}.sender_chat") or r.str_(author, "username", f"{path}.sender_chat")
+        else:
+            author = r.obj(reply, "from", path, required=False)
+            author_id = r.int_(author, "id", f"{path}.from") if author is not None else None
+            name = _full_name(r.str_(author, "first_name", f"{path}.from"),
+                              r.str_(author, "last_name", f"{path}.from")) if author is not None else None
+    except MalformedUpdate as exc:
+        log.warning("reply context of %s left out: %s", r.update_id, exc)
+        return {}
+    return {"reply_to_message_id": str(message_id), "reply_to_text": text,
+            "reply_to_author_id": None if author_id is None else str(author_id), "reply_to_author_name": name}
 
 
 def reply_anchor(message_id: str | None) -> int | None:

@@ -13,8 +13,8 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 from fake_telegram import FakeTelegram  # noqa: E402
 
+from hermes_core.testing import FakeGateway  # noqa: E402
 from hermes_telegram.adapter import TelegramAdapter  # noqa: E402
-from hermes_telegram.aliases import ChatAliasStore  # noqa: E402
 
 
 def pytest_configure(config):
@@ -26,12 +26,8 @@ def pytest_configure(config):
 
 @pytest.fixture(autouse=True)
 def isolated_hermes_home(tmp_path, monkeypatch):
-    """Point HERMES_HOME at a temporary folder and reset the plugin's alias store, so no test
-    reads or writes ~/.hermes."""
-    from hermes_telegram import hooks
-
+    """Point HERMES_HOME at a temporary folder, so no test reads or writes ~/.hermes."""
     monkeypatch.setenv("HERMES_HOME", str(tmp_path / "hermes-home"))
-    monkeypatch.setitem(hooks._state, "store", None)
     yield
 
 
@@ -43,20 +39,32 @@ async def tg():
 
 
 @pytest.fixture
-def alias_store(tmp_path):
-    return ChatAliasStore(tmp_path / "telegram" / "chat_aliases.json")
+def data_dir(tmp_path):
+    """The adapter's data directory (`HERMES_HOME/telegram/` in a gateway)."""
+    path = tmp_path / "hermes-home" / "telegram"
+    path.mkdir(parents=True)
+    return path
 
 
 @pytest.fixture
-async def make_adapter(tg, alias_store):
-    """`make_adapter(on_message=None, **settings)` → a started TelegramAdapter on the fake
-    (polling, 1 s long polls); every adapter is stopped at teardown."""
+async def make_adapter(tg, data_dir):
+    """`make_adapter(gateway=None, **settings)` → a started TelegramAdapter on the fake (polling,
+    1 s long polls), attached to `gateway` (a `hermes_core.testing.FakeGateway`; a new one when
+    None, reachable as `adapter.test_gateway`) or to a plain inbound handler; every adapter is
+    stopped at teardown."""
     adapters = []
 
-    async def factory(on_message=None, *, start=True, **overrides):
+    async def factory(gateway=None, *, start=True, **overrides):
         settings = {"bot_token": tg.token, "base_url": tg.base_url, "poll_timeout": 1}
         settings.update(overrides)
-        adapter = TelegramAdapter(settings, on_message=on_message, alias_store=alias_store)
+        adapter = TelegramAdapter(settings, data_dir=data_dir)
+        if gateway is None:
+            gateway = FakeGateway()
+        if isinstance(gateway, FakeGateway):
+            gateway.attach(adapter)
+        else:
+            adapter.bind(gateway)
+        adapter.test_gateway = gateway
         adapters.append(adapter)
         if start:
             await adapter.start()

@@ -15,8 +15,8 @@ from pathlib import Path
 import aiohttp
 import pytest
 
-from hermes_core import SessionSource
-from hermes_core.sdk.errors import RetryAfter
+from hermes_core.sdk import IdentityAlias, RetryAfter, SessionSource
+from hermes_core.testing import FakeGateway
 from hermes_telegram.adapter import TelegramAdapter, TelegramStartError
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -24,22 +24,6 @@ FIXTURES = Path(__file__).parent / "fixtures"
 
 def load(name: str) -> dict:
     return json.loads((FIXTURES / f"{name}.json").read_text())
-
-
-class Recorder:
-    """Inbound handler that records events; can be told to refuse the next N events."""
-
-    def __init__(self, refuse: int = 0):
-        self.events = []
-        self.refuse = refuse
-        self.refused = 0
-
-    async def __call__(self, event):
-        if self.refuse > 0:
-            self.refuse -= 1
-            self.refused += 1
-            raise RuntimeError("store unavailable")
-        self.events.append(event)
 
 
 FORUM_TOPIC = SessionSource(platform="telegram", chat_id="-1001987654321", chat_type="group",
@@ -52,7 +36,7 @@ DM = SessionSource(platform="telegram", chat_id="111222333", chat_type="dm", use
 # ---- receiving: polling ---------------------------------------------------------------------
 
 async def test_polled_update_is_mapped_and_emitted(tg, make_adapter):
-    rec = Recorder()
+    rec = FakeGateway()
     adapter = await make_adapter(rec)
     await tg.push(load("t4_forum_topic"))
     await tg.wait_for(lambda: len(tg.calls_of("getUpdates")) >= 2 and len(rec.events) == 1)
@@ -70,7 +54,7 @@ async def test_polled_update_is_mapped_and_emitted(tg, make_adapter):
 
 
 async def test_channel_post_and_updates_in_order(tg, make_adapter):
-    rec = Recorder()
+    rec = FakeGateway()
     await make_adapter(rec)
     await tg.push(load("t1_private_dm"), load("t6_channel_post"), load("t7_private_topic"))
     await tg.wait_for(lambda: len(rec.events) == 3)
@@ -79,7 +63,7 @@ async def test_channel_post_and_updates_in_order(tg, make_adapter):
 
 
 async def test_own_service_and_malformed_updates_are_skipped_polling_continues(tg, make_adapter, caplog):
-    rec = Recorder()
+    rec = FakeGateway()
     own = load("t1_private_dm")
     own["update_id"] = 900000100
     own["message"]["from"] = {"id": 7000000001, "is_bot": True, "first_name": "Hermes"}
@@ -103,7 +87,7 @@ async def test_own_service_and_malformed_updates_are_skipped_polling_continues(t
 
 
 async def test_refused_update_is_offered_again_not_lost(tg, make_adapter):
-    rec = Recorder(refuse=1)
+    rec = FakeGateway(refuse=1)
     await make_adapter(rec)
     first, second = load("t1_private_dm"), load("t7_private_topic")
     await tg.push(first, second)
@@ -116,14 +100,14 @@ async def test_refused_update_is_offered_again_not_lost(tg, make_adapter):
 
 
 async def test_updates_sent_while_stopped_arrive_after_restart(tg, make_adapter):
-    rec1 = Recorder()
+    rec1 = FakeGateway()
     a1 = await make_adapter(rec1)
     await tg.push(load("t1_private_dm"))
     await tg.wait_for(lambda: len(rec1.events) == 1)
     await a1.stop()
     # While the gateway is down, users keep writing.
     await tg.push(load("t2_basic_group_mention"), load("t3_supergroup_reply"))
-    rec2 = Recorder()
+    rec2 = FakeGateway()
     await make_adapter(rec2)
     await tg.wait_for(lambda: len(rec2.events) == 2)
     # The update handled before the stop was confirmed at stop, so it is not redelivered.
@@ -131,7 +115,7 @@ async def test_updates_sent_while_stopped_arrive_after_restart(tg, make_adapter)
 
 
 async def test_getupdates_errors_are_retried(tg, make_adapter):
-    rec = Recorder()
+    rec = FakeGateway()
     tg.fail("getUpdates", "server", times=2)
     adapter = await make_adapter(rec)
     await tg.push(load("t1_private_dm"))
@@ -147,7 +131,7 @@ async def test_edits_follow_the_setting(tg, make_adapter):
     msg["text"] = "hello again"
     edit["edited_message"] = msg
     edit["update_id"] = 900000050
-    rec = Recorder()
+    rec = FakeGateway()
     await make_adapter(rec, edits_as_turns=True)
     await tg.push(edit)
     await tg.wait_for(lambda: len(rec.events) == 1)
@@ -261,35 +245,89 @@ async def test_typing_in_general_passes_thread_1(tg, make_adapter):
 
 # ---- group → supergroup migration -------------------------------------------------------------
 
-async def test_chat_migrated_on_send_resends_to_new_id_and_remembers(tg, make_adapter, alias_store):
+async def test_chat_migrated_on_send_resends_to_new_id_and_remembers(tg, make_adapter):
     adapter = await make_adapter()
     group = SessionSource(platform="telegram", chat_id="-4012345678", chat_type="group")
     tg.fail("sendMessage", "migrated", migrate_to=-1004012345678)
     await adapter.send(group, "hi group")
     first, second = tg.calls_of("sendMessage")
     assert (first.body["chat_id"], second.body["chat_id"]) == ("-4012345678", "-1004012345678")
-    assert alias_store.canonical("-1004012345678") == "-4012345678"
+    # The new id is recorded in the gateway's store as an alias of the group's first id.
+    assert adapter.test_gateway.aliases == [
+        IdentityAlias("telegram", "-1004012345678", "-4012345678", "ChatMigrated")]
     # later sends to the old origin go straight to the supergroup
     await adapter.send(group, "again")
     assert tg.sent[-1]["chat_id"] == "-1004012345678"
 
 
-async def test_migration_service_message_records_alias(tg, make_adapter, alias_store):
-    rec = Recorder()
-    await make_adapter(rec)
+async def test_migration_service_message_records_alias(tg, make_adapter):
+    rec = FakeGateway()
+    adapter = await make_adapter(rec)
     await tg.push({"update_id": 900000200, "message": {
         "message_id": 1, "date": 1767225800, "from": {"id": 222333444, "is_bot": False, "first_name": "Bob"},
         "chat": {"id": -1004012345678, "title": "Family", "type": "supergroup"},
         "migrate_from_chat_id": -4012345678}}, load("t2_basic_group_mention") | {"update_id": 900000201})
     await tg.wait_for(lambda: len(rec.events) == 1)
-    assert alias_store.current("-4012345678") == "-1004012345678"
+    assert rec.aliases == [IdentityAlias("telegram", "-1004012345678", "-4012345678", "migrate_chat_id")]
+    assert adapter.migrations.current("-4012345678") == "-1004012345678"
     assert rec.events[0].message_id == "77"  # the service message itself is not a turn
+
+
+async def test_migration_not_stored_is_offered_again(tg, make_adapter):
+    class StoreDown(FakeGateway):
+        failures = 1
+
+        async def record_aliases(self, aliases):
+            if self.failures:
+                self.failures -= 1
+                raise OSError("disk full")
+            return await super().record_aliases(aliases)
+
+    rec = StoreDown()
+    await make_adapter(rec)
+    migration = {"update_id": 900000210, "message": {
+        "message_id": 1, "date": 1767225800, "from": {"id": 222333444, "is_bot": False, "first_name": "Bob"},
+        "chat": {"id": -1004012345678, "title": "Family", "type": "supergroup"},
+        "migrate_from_chat_id": -4012345678}}
+    await tg.push(migration, load("t2_basic_group_mention") | {"update_id": 900000211})
+    await tg.wait_for(lambda: len(rec.events) == 1)
+    # The first attempt failed, the redelivered service message was recorded, then the message.
+    assert rec.aliases == [IdentityAlias("telegram", "-1004012345678", "-4012345678", "migrate_chat_id")]
+    offsets = [c.body.get("offset") for c in tg.calls_of("getUpdates")]
+    assert offsets[:2] == [None, None]  # not confirmed past the migration before it was stored
+
+
+async def test_legacy_alias_file_is_imported_once_and_renamed(tg, make_adapter, data_dir):
+    legacy = data_dir / "chat_aliases.json"
+    legacy.write_text(json.dumps({"_README": "old format", "migrations": {
+        "-4012345678": "-1004012345678", "-4000000001": "-1004000000001"}}))
+    adapter = await make_adapter()
+    assert adapter.test_gateway.aliases == [
+        IdentityAlias("telegram", "-1004000000001", "-4000000001", "chat_aliases.json"),
+        IdentityAlias("telegram", "-1004012345678", "-4012345678", "chat_aliases.json")]
+    assert not legacy.exists()
+    assert json.loads((data_dir / "chat_aliases.json.imported").read_text())["migrations"]["-4012345678"] == \
+        "-1004012345678"
+    await adapter.send(SessionSource(platform="telegram", chat_id="-4012345678", chat_type="group"), "hi")
+    assert tg.sent[-1]["chat_id"] == "-1004012345678"  # sends go to the newest id at once
+    await adapter.stop()
+    await adapter.start()  # nothing left to import
+    assert len(adapter.test_gateway.aliases) == 2
+
+
+async def test_unreadable_legacy_alias_file_is_kept_and_named(tg, make_adapter, data_dir, caplog):
+    legacy = data_dir / "chat_aliases.json"
+    legacy.write_text("{not json")
+    adapter = await make_adapter()
+    assert adapter.test_gateway.aliases == []
+    assert legacy.exists()
+    assert f"telegram chat migrations not imported: {legacy} is not valid JSON" in caplog.text
 
 
 # ---- webhook mode ------------------------------------------------------------------------------
 
 async def test_webhook_mode_registers_and_accepts_updates(tg, make_adapter, caplog):
-    rec = Recorder()
+    rec = FakeGateway()
     adapter = await make_adapter(rec, mode="webhook", webhook_url="https://bot.example/telegram",
                                  webhook_port=0, webhook_secret="s3cret-path-token")
     assert tg.webhook["url"] == "https://bot.example/telegram"
@@ -325,7 +363,7 @@ def test_webhook_mode_requires_url():
 
 async def test_token_never_appears_in_logs(tg, make_adapter, caplog):
     with caplog.at_level(logging.DEBUG):
-        rec = Recorder(refuse=1)
+        rec = FakeGateway(refuse=1)
         adapter = await make_adapter(rec)
         await tg.push(load("t1_private_dm"))
         await tg.wait_for(lambda: len(rec.events) == 1)
@@ -396,22 +434,18 @@ async def test_send_media_rejects_bad_descriptors(make_adapter):
 
 
 async def test_stop_lets_the_update_in_hand_reach_the_gateway(tg, make_adapter):
-    entered, release = asyncio.Event(), asyncio.Event()
-    accepted = []
-
-    async def slow_gateway(event):
-        entered.set()
-        await release.wait()  # e.g. the dedupe write is in progress
-        accepted.append(event.message_id)
-
-    adapter = await make_adapter(slow_gateway)
+    gateway = FakeGateway()
+    gateway.hold = asyncio.Event()  # e.g. the dedupe write is in progress
+    adapter = await make_adapter(gateway)
     await tg.push(load("t1_private_dm"))
-    await asyncio.wait_for(entered.wait(), 10)
+    async with asyncio.timeout(10):
+        while gateway.in_emit != 1:  # the update is inside the gateway
+            await asyncio.sleep(0.01)
     stopping = asyncio.create_task(adapter.stop())
     await asyncio.sleep(0.2)
     assert not stopping.done()  # stop waits for the update in hand …
-    release.set()
+    gateway.hold.set()
     await asyncio.wait_for(stopping, 10)
-    assert accepted == ["42"]  # … which was not cancelled half-way
+    assert [e.message_id for e in gateway.events] == ["42"]  # … which was not cancelled half-way
     # and the handled update was confirmed to Telegram on the way out
     assert tg.calls_of("getUpdates")[-1].body["offset"] == "900000002"

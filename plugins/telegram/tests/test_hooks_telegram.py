@@ -1,5 +1,5 @@
 """The Telegram plugin's hookimpls through a real plugin manager: settings schema, migration
-aliases in the session key (TG-T6), platform notes."""
+aliases in the session key (TG-T6, folded by the core), platform notes."""
 
 from __future__ import annotations
 
@@ -7,8 +7,10 @@ import pytest
 
 from hermes_core import GatewayConfig, SessionSource
 from hermes_core.model import SessionContext
-from hermes_core.plugin_system.manager import create_plugin_manager, key_policy, session_key_for
+from hermes_core.plugin_system.manager import (attach_identity_aliases, create_plugin_manager, key_policy,
+                                               session_key_for)
 from hermes_core.plugin_system.settings import PluginSettingsError, validate_plugin_settings
+from hermes_core.sdk import PlatformSettings
 from hermes_telegram import hooks
 from hermes_telegram.settings import TelegramSettings
 
@@ -25,10 +27,12 @@ def app_pm(tmp_path):
 def test_settings_table_is_validated_into_the_plugin_model(tmp_path):
     config = GatewayConfig(home=tmp_path, platforms={"telegram": {
         "enabled": True, "bot_token": "123:ABC", "mode": "webhook",
-        "webhook_url": "https://bot.example/tg", "edits_as_turns": True}})
+        "webhook_url": "https://bot.example/tg", "edits_as_turns": True, "allowed_users": [111222333]}})
     pm, _ = create_plugin_manager(config)
     settings = validate_plugin_settings(pm, config)["telegram"]
-    assert isinstance(settings, TelegramSettings)
+    assert isinstance(settings, TelegramSettings) and isinstance(settings, PlatformSettings)
+    assert (settings.enabled, settings.allowed_users, settings.refusal_notice) == (
+        True, ["111222333"], "This assistant is private.")
     assert settings.bot_token.get_secret_value() == "123:ABC"
     assert "123:ABC" not in repr(settings)
     assert (settings.mode, settings.edits_as_turns, settings.poll_timeout) == ("webhook", True, 30)
@@ -44,45 +48,18 @@ def test_unknown_settings_key_is_named_and_token_not_echoed(tmp_path):
     assert "SECRETVALUE" not in str(info.value)
 
 
-def test_migrated_chat_keeps_the_old_session_key(app_pm):
+def test_migrated_chat_is_folded_by_the_core_from_the_stored_alias(app_pm):
+    # The plugin records migrations as identity aliases; the core's builtin follows them.
     pm, config = app_pm
+    assert [c.name for c in pm.get_hookcallers(hooks)] == ["hermes_platform_notes", "hermes_settings_schema"]
     policy = key_policy(pm, config)
-    old = SessionSource(platform="telegram", chat_id="-4012345678", chat_type="group", user_id="222333444")
     new = SessionSource(platform="telegram", chat_id="-1004012345678", chat_type="group", user_id="222333444")
     assert session_key_for(pm, policy, new) == "agent:main:telegram:group:-1004012345678:222333444"
-    # hermes_configure pointed the store at the app's HERMES_HOME
-    assert hooks.alias_store().path == config.home / "telegram" / "chat_aliases.json"
-    hooks.alias_store().record("-4012345678", "-1004012345678")
+    aliases = {("telegram", "-1004012345678"): "-4012345678"}
+    attach_identity_aliases(pm, lambda platform, value: aliases.get((platform, value), value))
     assert session_key_for(pm, policy, new) == "agent:main:telegram:group:-4012345678:222333444"
-    assert session_key_for(pm, policy, old) == "agent:main:telegram:group:-4012345678:222333444"
-    # other platforms and user ids are untouched
-    assert pm.hook.hermes_canonical_identity(platform="telegram", kind="user", value="-1004012345678") \
-        == "-1004012345678"
     assert pm.hook.hermes_canonical_identity(platform="discord", kind="chat", value="-1004012345678") \
         == "-1004012345678"
-
-
-def test_alias_file_survives_a_new_process_view(app_pm):
-    pm, config = app_pm
-    hooks.alias_store().record("-4012345678", "-1004012345678")
-    # a fresh store on the same file (as after a restart) sees the migration
-    from hermes_telegram.aliases import ChatAliasStore
-
-    again = ChatAliasStore(config.home / "telegram" / "chat_aliases.json")
-    assert again.canonical("-1004012345678") == "-4012345678"
-    assert again.current("-4012345678") == "-1004012345678"
-
-
-def test_corrupt_alias_file_is_ignored_not_fatal(tmp_path, caplog):
-    from hermes_telegram.aliases import ChatAliasStore
-
-    path = tmp_path / "chat_aliases.json"
-    path.write_text("{not json")
-    store = ChatAliasStore(path)
-    assert store.canonical("-100") is None
-    assert "is unreadable" in caplog.text
-    store.record("-1", "-1001")  # rewrites it
-    assert ChatAliasStore(path).current("-1") == "-1001"
 
 
 def test_platform_notes_for_a_topic(app_pm):

@@ -273,3 +273,45 @@ def test_malformed_update_carries_update_id():
         map_update(update)
     assert info.value.update_id == 900000004
     assert str(info.value) == "telegram update 900000004: field 'message.chat' is missing"
+
+
+# ---- reply context and update id on the event (docs/platforms.md §1.1 T3: it belongs in the event) ----
+
+def test_t3_reply_context_and_update_id_are_on_the_event():
+    _, event = map_update(load("t3_supergroup_reply"))
+    assert (event.reply_to_message_id, event.reply_to_text, event.reply_to_author_id,
+            event.reply_to_author_name, event.platform_update_id) == (
+        "7001", "shall we ship?", "222333444", "Bob", "900000003")
+
+
+def test_t5_general_reply_has_reply_context():
+    _, event = map_update(load("t5_forum_general_reply"))
+    assert (event.reply_to_message_id, event.reply_to_text, event.reply_to_author_name) == (
+        "5100", "deploy done", "Alice Ng")
+
+
+def test_t4_topic_creation_message_is_not_a_reply():
+    # TG-T2: the topic's creation service message rides along as reply_to_message.
+    _, event = map_update(load("t4_forum_topic"))
+    assert (event.reply_to_message_id, event.reply_to_text, event.platform_update_id) == (None, None, "900000004")
+
+
+def test_a_malformed_reply_context_is_left_out_not_the_message(caplog):
+    update = load("t3_supergroup_reply")
+    update["message"]["reply_to_message"]["from"] = {"id": "not-a-number", "first_name": "Bob"}
+    _, event = map_update(update)
+    assert (event.text, event.reply_to_message_id) == ("agreed, ship it", None)
+    assert ("reply context of 900000003 left out: telegram update 900000003: field "
+            "'message.reply_to_message.from.id' must be an integer, got str") in caplog.text
+    update["message"]["reply_to_message"] = "garbage"
+    _, event = map_update(update)
+    assert (event.text, event.reply_to_message_id) == ("agreed, ship it", None)
+
+
+def test_malformed_update_is_the_sdk_malformed_payload():
+    from hermes_core.sdk import MalformedPayload
+
+    with pytest.raises(MalformedPayload) as info:
+        map_update({"update_id": 5, "message": {"message_id": 1, "chat": {"id": "x", "type": "private"}}})
+    assert (info.value.field, info.value.problem) == ("message.chat.id", "must be an integer, got str")
+    assert str(info.value) == "telegram update 5: field 'message.chat.id' must be an integer, got str"
