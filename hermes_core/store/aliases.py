@@ -83,7 +83,7 @@ class AliasOps:
         """Fill the map from the backend (called by `open`)."""
         self._aliases.clear()
         for row in await backend.alias_rows():
-            self._aliases.set(row["platform"], row["alias_id"], row["canonical_id"])
+            self._aliases.set(row.platform, row.alias_id, row.canonical_id)
 
     def resolve_identity(self, platform: str, value: str) -> str:
         """The canonical id of `value` on `platform` by the stored aliases (chains followed);
@@ -132,4 +132,4 @@ class AliasOps:
         """Stored aliases (`{"platform", "alias_id", "canonical_id", "source", "first_seen",
         "last_seen"}`), ordered by platform then alias id; only `platform`'s when given."""
         rows = await self._b().alias_rows()
-        return [row for row in rows if platform is None or row["platform"] == platform]
+        return [row.as_dict() for row in rows if platform is None or row.platform == platform]

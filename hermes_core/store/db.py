@@ -141,6 +141,9 @@ class Database:
         self._commit_tasks: set[asyncio.Task] = set()
         self.commits = 0
         self.writes = 0
+        # Session ids whose stored transcript cannot be read → why (only the degraded engine,
+        # whose transcripts are files, ever has any).
+        self.unreadable: dict[str, str] = {}
 
     @property
     def is_memory(self) -> bool:

@@ -102,14 +102,14 @@ class IntakeOps:
         out = []
         for row in await self._b().intake_open():
             try:
-                event = json.loads(row["payload"])
+                event = json.loads(row.payload)
                 if not isinstance(event, dict):
                     raise ValueError("not an object")
             except (TypeError, ValueError) as exc:
-                log.error("inbound row %s has an unreadable payload (%s); dropped", row["id"], exc)
-                await self.finish_inbound(row["id"])
+                log.error("inbound row %s has an unreadable payload (%s); dropped", row.id, exc)
+                await self.finish_inbound(row.id)
                 continue
-            out.append({"id": row["id"], "session_key": row["session_key"], "state": row["state"], "event": event})
+            out.append({"id": row.id, "session_key": row.session_key, "state": row.state, "event": event})
         return out
 
     async def prune_inbound(self, retention_days: float = INBOUND_RETENTION_DAYS) -> int:

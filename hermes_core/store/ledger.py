@@ -22,6 +22,7 @@ from datetime import timedelta
 from typing import Any, Mapping
 
 from ..model import SessionSource, format_timestamp
+from .records import NewObligation
 from .rows import normalize_message
 
 log = logging.getLogger(__name__)
@@ -52,12 +53,12 @@ class LedgerOps:
     """Delivery-ledger methods. Relies on the SessionStore attributes `_b()` and `_now()`."""
 
     def _obligation(self, session_key: str, session_id: str, origin: SessionSource | None, content: str,
-                    internal: bool, reply_to: str | None) -> dict[str, Any]:
+                    internal: bool, reply_to: str | None, message_id: int | None = None) -> NewObligation:
         now = self._now()
-        return {"session_key": session_key, "session_id": session_id,
-                "origin": json.dumps(origin.to_dict(), ensure_ascii=False) if origin else None,
-                "content": content, "internal": internal, "reply_to": reply_to,
-                "now_iso": format_timestamp(now), "now_ts": now.timestamp()}
+        return NewObligation(session_key=session_key, session_id=session_id,
+                             origin=json.dumps(origin.to_dict(), ensure_ascii=False) if origin else None,
+                             content=content, internal=internal, reply_to=reply_to,
+                             now_iso=format_timestamp(now), now_ts=now.timestamp(), message_id=message_id)
 
     async def record_reply(self, session_key: str, session_id: str, message: Mapping[str, Any] | None, *,
                            origin: SessionSource | None, content: str | None, internal: bool = False,
@@ -104,8 +105,8 @@ class LedgerOps:
         `id, session_key, session_id, origin (SessionSource | None), content, state, attempts,
         internal (bool), last_error, message_id, reply_to, created_ts, updated_ts` (epoch s)."""
         out = []
-        for ob in await self._b().obligations(OPEN_STATES):
-            ob = dict(ob)
+        for record in await self._b().obligations(OPEN_STATES):
+            ob = record.as_dict()
             try:
                 ob["origin"] = SessionSource.from_dict(json.loads(ob["origin"])) if ob.get("origin") else None
             except (TypeError, ValueError) as exc:
@@ -117,7 +118,7 @@ class LedgerOps:
 
     async def obligations_in(self, *states: str) -> list[dict[str, Any]]:
         """Raw obligations in the given states (admin and tests), oldest first."""
-        return await self._b().obligations(tuple(states))
+        return [ob.as_dict() for ob in await self._b().obligations(tuple(states))]
 
     async def prune_obligations(self, retention_days: float = LEDGER_RETENTION_DAYS) -> int:
         """Housekeeping: delete delivered/abandoned obligations older than `retention_days`."""

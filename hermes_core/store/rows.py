@@ -1,4 +1,4 @@
-"""Transcript message validation and the row shape shared by both backends (seed §3)."""
+"""Transcript message validation and the stored row shape (seed §3)."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ from datetime import datetime
 from typing import Any, Callable, Mapping
 
 from ..model import format_timestamp, parse_timestamp
+from .records import MessageRow
 
 ROLES = ("user", "assistant", "system", "tool")
 # Optional message keys, in the order they are returned by load_transcript.
@@ -17,7 +18,7 @@ class TranscriptReadError(Exception):
     """A transcript could not be read (I/O or database failure). Never answered with `[]`."""
 
 
-def normalize_message(message: Mapping[str, Any], now: Callable[[], datetime]) -> dict[str, Any]:
+def normalize_message(message: Mapping[str, Any], now: Callable[[], datetime]) -> MessageRow:
     """Validate one transcript message and return its storable row.
 
     Args:
@@ -27,8 +28,7 @@ def normalize_message(message: Mapping[str, Any], now: Callable[[], datetime]) -
         now: the store's clock (aware UTC).
 
     Returns:
-        `{"role", "content", "timestamp" (ISO UTC), "platform_message_id", "tool_call_id",
-        "tool_name", "tool_calls" (JSON text or None)}`.
+        The MessageRow (timestamp as ISO UTC text, `tool_calls` as JSON text or None).
 
     Raises:
         ValueError: not a mapping, unknown role, non-text content, bad timestamp or non-list
@@ -54,16 +54,18 @@ def normalize_message(message: Mapping[str, Any], now: Callable[[], datetime]) -
             tool_calls = json.dumps(tool_calls, ensure_ascii=False)
         except (TypeError, ValueError) as exc:
             raise ValueError(f"transcript message field 'tool_calls' is not JSON-serialisable: {exc}") from None
-    row = {"role": role, "content": content, "timestamp": format_timestamp(stamp), "tool_calls": tool_calls}
+    ids = {}
     for key in ("platform_message_id", "tool_call_id", "tool_name"):
         value = message.get(key)
-        row[key] = None if value is None or value == "" else str(value)
-    return row
+        ids[key] = None if value is None or value == "" else str(value)
+    return MessageRow(role=role, content=content, timestamp=format_timestamp(stamp), tool_calls=tool_calls, **ids)
 
 
-def row_to_message(row: Mapping[str, Any]) -> dict[str, Any]:
+def row_to_message(row: Mapping[str, Any] | MessageRow) -> dict[str, Any]:
     """Stored row → the dict load_transcript returns: role, content, timestamp, then the optional
     keys that are set (`tool_calls` parsed back into a list)."""
+    if isinstance(row, MessageRow):
+        row = {name: getattr(row, name) for name in ("role", "content", "timestamp", *OPTIONAL_KEYS)}
     out = {"role": row["role"], "content": row["content"], "timestamp": row["timestamp"]}
     for key in OPTIONAL_KEYS:
         value = row[key]
@@ -76,24 +78,3 @@ def row_to_message(row: Mapping[str, Any]) -> dict[str, Any]:
                 raise TranscriptReadError(f"stored tool_calls are not JSON: {exc}") from None
         out[key] = value
     return out
-
-
-def jsonl_message_rows(text: str, on_bad_line: Callable[[int, ValueError], None]) -> list[dict[str, Any]]:
-    """Parse a `{session_id}.jsonl` transcript (one JSON message object per line).
-
-    Blank lines are passed over; a line that is not a JSON object with a `role` is reported to
-    `on_bad_line(line_number, error)` (1-based) and skipped, so one bad line loses nothing else.
-    """
-    rows = []
-    for number, line in enumerate(text.splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            row = json.loads(line)
-            if not isinstance(row, dict) or "role" not in row:
-                raise ValueError("not a message object")
-        except ValueError as exc:
-            on_bad_line(number, exc)
-            continue
-        rows.append(row)
-    return rows

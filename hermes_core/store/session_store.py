@@ -1,11 +1,12 @@
 """SessionStore: the seed's §3 store on SQLite, with a degraded JSONL mode (seed §2, §3, §7;
-docs/behaviour.md §0, §2, §3, §6).
+docs/behaviour.md §0, §2, §3, §6, §12).
 
 The state machine (suspended → resume_pending → existing) lives here; persistence is delegated to
-`SqliteBackend` (canonical) or, when SQLite cannot be opened, `DegradedBackend`, both
-implementing `backend.StoreBackend`
-(sessions.json + `{session_id}.jsonl`). Entries are cached in a bounded LRU, written through,
-so per-message work is O(1) in the number of sessions. Callers always receive copies.
+one engine, `SqliteBackend` (`backend.StoreBackend`), on `state.db` — or, when SQLite cannot open
+it, on an in-memory database made durable by the journal and `{session_id}.jsonl` transcripts
+(`journal.JournaledDatabase`), merged back into `state.db` at the next healthy open
+(`merge.merge_journal`). Entries are cached in a bounded LRU, written through, so per-message
+work is O(1) in the number of sessions. Callers always receive copies.
 """
 
 from __future__ import annotations
@@ -13,11 +14,10 @@ from __future__ import annotations
 import asyncio
 import logging
 import sqlite3
-import time
 from collections import OrderedDict
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import Any, Callable, Iterable, Mapping
+from typing import Any, Callable, Iterable
 
 from ..keys import Canonicalizer, build_session_key, canonical_with_aliases, is_shared_multi_user_session
 from ..model import (
@@ -33,12 +33,11 @@ from ..settings import GatewayConfig, ensure_private_dir
 from .aliases import AliasMap, AliasOps
 from .backend import StoreBackend
 from .db import Database, SchemaTooNewError, StoreError
-from .degraded import DegradedBackend
 from .home_lock import HomeLock
 from .keylocks import KeyedLocks
-from .importer import DEGRADED_MARKER_NAME, merge_degraded_writes, read_degraded_marker, write_degraded_marker
-from .rows import TranscriptReadError
-from .mirror import SESSIONS_FILE_NAME, MirrorWriter, file_signature
+from .journal import JOURNAL_FILE_NAME, JournaledDatabase
+from .merge import merge_journal
+from .mirror import SESSIONS_FILE_NAME, MirrorWriter, file_signature, load_sessions_json
 from .entries import clone_entry, entry_from_session_row, parse_or_none
 from .sqlite_backend import SqliteBackend
 from .transcripts import TranscriptOps
@@ -47,11 +46,10 @@ from .turns import TurnOps
 log = logging.getLogger(__name__)
 
 _CACHE_SIZE = 4096
-# Columns of the `sessions` table (migrations/0001) a merged degraded session row may carry.
-_SESSION_COLUMNS = ("session_id", "session_key", "origin", "platform", "chat_id", "participant_id", "chat_type",
-                    "display_name", "created_at", "updated_at", "ended_at", "end_reason", "parent_session_id",
-                    "input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens", "total_tokens",
-                    "estimated_cost_usd", "cost_status")
+# Left by the degraded mode of gateways before the journal (sessions.json as the index,
+# inbound.jsonl, turn_markers.json, delivery_ledger.json).
+OLD_DEGRADED_MARKER = ".degraded-since"
+
 
 class SessionStore(TurnOps, TranscriptOps, AliasOps):
     """Routes session keys to sessions and stores transcripts (seed §3).
@@ -135,16 +133,15 @@ class SessionStore(TurnOps, TranscriptOps, AliasOps):
 
         Raises:
             HomeLockedError: another gateway holds `config.home` (only with lock_home=True).
-            StoreError: neither SQLite nor the degraded files can be used.
+            StoreError: neither SQLite nor the degraded journal can be used.
         """
         if self._backend is not None:
             return
         if self._lock_home:
             self._home_lock.acquire()
         try:
-            ensure_private_dir(self.sessions_dir)  # transcripts (degraded) and sessions.json
-            backend: StoreBackend = SqliteBackend(
-                self.database_class(self.config.db_path, self.config.storage.busy_timeout_s))
+            ensure_private_dir(self.sessions_dir)  # sessions.json, and the journal when degraded
+            backend = SqliteBackend(self.database_class(self.config.db_path, self.config.storage.busy_timeout_s))
             try:
                 ensure_private_dir(self.config.db_path.parent)
                 await backend.open()
@@ -153,12 +150,13 @@ class SessionStore(TurnOps, TranscriptOps, AliasOps):
             except (sqlite3.Error, OSError, StoreError) as exc:
                 self.degraded_reason = f"state.db {self.config.db_path} cannot be opened: {exc}"
                 # Announced once, loudly: the gateway keeps working but without SQLite.
-                log.error("%s; running DEGRADED on %s + {session_id}.jsonl transcripts",
-                          self.degraded_reason, self.sessions_file)
-                backend = DegradedBackend(self.sessions_dir, self._clock)
-                await backend.open()
-                if self._lock_home:
-                    self._mark_degraded_run()
+                log.error("%s; running DEGRADED on an in-memory copy journaled to %s + {session_id}.jsonl "
+                          "transcripts", self.degraded_reason, self.sessions_dir / JOURNAL_FILE_NAME)
+                backend = await self._open_degraded()
+            merged = False
+            if self._lock_home and not backend.degraded:
+                merged = await self._merge_journal(backend)
+                self._warn_old_degraded_files()
             await self._load_aliases(backend)
             self._backend = backend
             self._mirror = MirrorWriter(self.sessions_file, lambda: self._render_mirror(backend),
@@ -168,9 +166,6 @@ class SessionStore(TurnOps, TranscriptOps, AliasOps):
             # sessions): the file's size and mtime must equal the signature recorded at the last
             # clean close. A store opened without the home lock (the admin CLI reading beside a
             # gateway) leaves the file alone.
-            merged = False
-            if self._lock_home and not backend.degraded:
-                merged = await self._merge_degraded_run()
             if self._lock_home and (merged or backend.degraded or await self._mirror_stale(backend)):
                 self._mirror.mark_dirty()
             self._mirror.start()
@@ -178,33 +173,54 @@ class SessionStore(TurnOps, TranscriptOps, AliasOps):
             self._home_lock.release()
             raise
 
-    def _mark_degraded_run(self) -> None:
-        """Leave the degraded marker so the next healthy open merges what this run writes."""
+    async def _open_degraded(self) -> SqliteBackend:
+        """The same engine on an in-memory database, rebuilt from the journal of the sessions
+        folder, or — the first degraded start since the last merge — seeded with the routes
+        sessions.json holds (docs/behaviour.md §12). Without the home lock nothing is written."""
+        db = JournaledDatabase(self.sessions_dir, read_only=not self._lock_home)
+        backend = SqliteBackend(db)
+        await backend.open()
         try:
-            write_degraded_marker(self.sessions_dir, time.time())
-        except OSError as exc:
-            log.error("cannot leave the degraded marker in %s (%s): writes of this run will not be "
-                      "merged into state.db automatically; use `hermes-gateway sessions import`",
-                      self.sessions_dir, exc)
+            if db.fresh:
+                entries, _extras = load_sessions_json(self.sessions_file)
+                with db.seeding():
+                    if entries:
+                        await backend.import_entries(list(entries.values()), replace=True)
+                await db.start_journal()
+        except BaseException:
+            await backend.close()
+            raise
+        return backend
 
-    async def _merge_degraded_run(self) -> bool:
-        """SQLite is healthy: merge what earlier degraded runs wrote (docs/behaviour.md §0 "nothing accepted
-        is ever lost"), then remove the marker. A failed merge keeps the marker (retried at the
-        next open, never doubling a message) and the store opens anyway. Returns True if merged."""
-        since = read_degraded_marker(self.sessions_dir)
-        if since is None:
-            return False
+    def _warn_old_degraded_files(self) -> None:
+        """A degraded run of a gateway before docs/behaviour.md §12 left its own files (marked by
+        `.degraded-since`); they are not merged automatically. Said at every start until the
+        operator has dealt with them."""
+        if (self.sessions_dir / OLD_DEGRADED_MARKER).exists():
+            log.warning("%s holds the files of a degraded run of an older gateway (%s); they are not merged "
+                        "automatically: `hermes-gateway sessions import %s` takes its routes and the transcripts "
+                        "of sessions state.db lacks; then delete %s", self.sessions_dir, OLD_DEGRADED_MARKER,
+                        self.sessions_dir, self.sessions_dir / OLD_DEGRADED_MARKER)
+
+    async def _merge_journal(self, backend: SqliteBackend) -> bool:
+        """SQLite is healthy: merge what a degraded run journaled (docs/behaviour.md §0 "nothing
+        accepted is ever lost", §12). A failed merge leaves the journal where it is (merged at the
+        next open, never adding anything twice) and the store opens anyway. Returns True if a
+        journal was merged."""
         try:
-            report = await merge_degraded_writes(self, since)
-        except Exception as exc:  # never blocks start-up: SQLite is healthy, the files stay
-            log.error("merging the writes of a degraded run into %s failed (%s: %s); retried at the next start",
-                      self.config.db_path, type(exc).__name__, exc, exc_info=exc)
+            report = await merge_journal(backend.db, self.sessions_dir)
+        except Exception as exc:  # never blocks start-up: SQLite is healthy, the journal stays
+            log.error("merging the degraded journal %s into %s failed (%s: %s); retried at the next start",
+                      self.sessions_dir / JOURNAL_FILE_NAME, self.config.db_path, type(exc).__name__, exc)
             return False
-        (self.sessions_dir / DEGRADED_MARKER_NAME).unlink(missing_ok=True)
+        if report is None:
+            return False
+        self._cache.clear()
         extra = "".join([
             f", {report.pending} waiting message(s) requeued" if report.pending else "",
-            f", {report.resumed} interrupted turn(s) marked for resumption" if report.resumed else "",
-            f"; {len(report.skipped)} line(s) skipped, see the log" if report.skipped else ""])
+            f", {report.owed} reply(ies) still to deliver" if report.owed else "",
+            f", {report.interrupted} interrupted turn(s) to recover" if report.interrupted else "",
+            f"; {len(report.skipped)} row(s) skipped, see the log" if report.skipped else ""])
         log.warning("state.db is back: merged %d session(s) and %d message(s) written while running "
                     "degraded%s", report.sessions, report.messages, extra)
         return True
@@ -426,9 +442,10 @@ class SessionStore(TurnOps, TranscriptOps, AliasOps):
                 return None
             if entry.session_id == target_session_id:
                 return clone_entry(entry)
-            info = await self._b().session_info(target_session_id)
-            if info is None:
+            row = await self._b().session_info(target_session_id)
+            if row is None:
                 return None
+            info = row.as_dict()
             now = self._now()
             new = clone_entry(entry)
             new.session_id = target_session_id
@@ -539,9 +556,9 @@ class SessionStore(TurnOps, TranscriptOps, AliasOps):
         validate_session_id(session_id)
         await self._flush_touched()
         entry = await self._b().route_for_session_id(session_id)
-        info = await self._b().session_info(session_id)
-        if entry is None and info is not None:
-            entry = entry_from_session_row(info)
+        if entry is None:
+            row = await self._b().session_info(session_id)
+            entry = entry_from_session_row(row.as_dict()) if row is not None else None
         if entry is None:
             return None
         if owner is not None and not self._owned_by(entry.origin, owner):
@@ -628,43 +645,8 @@ class SessionStore(TurnOps, TranscriptOps, AliasOps):
             self._mirror.mark_dirty()
         return result
 
-    async def merge_session_rows(self, rows: Iterable[Mapping[str, Any]]) -> int:
-        """Degraded-run merge (`importer.merge_degraded_writes`): insert the `sessions` rows
-        (column name → value, the degraded index's `_sessions` shape) that SQLite lacks, and copy
-        an end (`ended_at`, `end_reason`) recorded while degraded onto a row SQLite still has
-        open. Rows without session_id, session_key, created_at and updated_at, or with a
-        path-unsafe id, are skipped. One transaction. No-op (0) in degraded mode.
-
-        Returns:
-            The number of rows inserted.
-        Raises:
-            sqlite3.Error: the write failed (nothing of it is kept).
-        """
-        backend = self._b()
-        db = getattr(backend, "db", None)  # only the SQLite backend has a sessions table
-        if backend.degraded or db is None:
-            return 0
-        inserted = 0
-        async with db.write() as conn:
-            for row in rows:
-                try:
-                    validate_session_id(str(row.get("session_id") or ""))
-                except ValueError:
-                    continue
-                if not all(row.get(c) for c in ("session_key", "created_at", "updated_at")):
-                    continue
-                columns = [c for c in _SESSION_COLUMNS if row.get(c) is not None]
-                cur = await conn.execute(
-                    f"INSERT OR IGNORE INTO sessions ({', '.join(columns)}) "
-                    f"VALUES ({', '.join('?' for _ in columns)})", [row[c] for c in columns])
-                inserted += max(cur.rowcount, 0)
-                if row.get("ended_at"):
-                    await conn.execute(
-                        "UPDATE sessions SET ended_at = ?, end_reason = ? WHERE session_id = ? AND ended_at IS NULL",
-                        (row["ended_at"], row.get("end_reason"), row["session_id"]))
-        return inserted
-
     async def session_info(self, session_id: str) -> dict[str, Any] | None:
         """The stored session row (SQLite columns) or None."""
         validate_session_id(session_id)
-        return await self._b().session_info(session_id)
+        row = await self._b().session_info(session_id)
+        return row.as_dict() if row is not None else None

@@ -11,12 +11,15 @@ import asyncio
 import json
 import logging
 import sqlite3
+from dataclasses import fields
 from typing import Any, Iterable
 
 from ..model import SessionEntry, SessionSource, TokenUsage, format_timestamp
 from . import fts
 from .db import Database, StoreError
 from .mirror import render_from_json_texts
+from .records import (AliasRow, IntakeRow, MessageRow, NewObligation, Obligation, SearchHit, SessionRow,
+                      StoredMessage, TurnMarker)
 from .rows import TranscriptReadError, row_to_message
 
 log = logging.getLogger(__name__)
@@ -32,6 +35,15 @@ _UPSERT_ROUTE = (
 _INSERT_SESSION = (
     "INSERT OR IGNORE INTO sessions (session_id, session_key, origin, platform, chat_id, participant_id, "
     "chat_type, display_name, created_at, updated_at, parent_session_id) VALUES (?,?,?,?,?,?,?,?,?,?,?)")
+
+
+_SESSION_COLS = ", ".join(f.name for f in fields(SessionRow))
+
+
+def _message_params(session_id: str, row: MessageRow) -> tuple:
+    """`_INSERT_MSG` parameters of one row."""
+    return (session_id, row.role, row.content, row.tool_call_id, row.tool_name, row.tool_calls,
+            row.platform_message_id, row.timestamp)
 
 
 def entry_json(entry: SessionEntry) -> str:
@@ -62,10 +74,13 @@ class SqliteBackend:
         db: the (not yet open) writer connection.
     """
 
-    degraded = False
-
     def __init__(self, db: Database) -> None:
         self.db = db
+
+    @property
+    def degraded(self) -> bool:
+        """True on the degraded engine (an in-memory database made durable by the journal)."""
+        return self.db.is_memory
 
     async def open(self) -> None:
         await self.db.open()
@@ -150,9 +165,9 @@ class SqliteBackend:
 
     # ---- sessions -------------------------------------------------------------------------
 
-    async def session_info(self, session_id: str) -> dict[str, Any] | None:
-        row = await self.db.fetchone("SELECT * FROM sessions WHERE session_id = ?", (session_id,))
-        return dict(row) if row else None
+    async def session_info(self, session_id: str) -> SessionRow | None:
+        row = await self.db.fetchone(f"SELECT {_SESSION_COLS} FROM sessions WHERE session_id = ?", (session_id,))
+        return SessionRow(*row) if row else None
 
     async def has_any_sessions(self) -> bool:
         return await self.db.fetchone("SELECT 1 FROM sessions LIMIT 1") is not None or \
@@ -164,10 +179,9 @@ class SqliteBackend:
 
     # ---- transcripts ----------------------------------------------------------------------
 
-    async def _insert_message(self, conn, session_id: str, row: dict[str, Any]) -> int:
-        cur = await conn.execute(_INSERT_MSG, (session_id, row["role"], row["content"], row["tool_call_id"],
-                                               row["tool_name"], row["tool_calls"], row["platform_message_id"],
-                                               row["timestamp"]))
+    @staticmethod
+    async def _insert_message(conn, session_id: str, row: MessageRow) -> int:
+        cur = await conn.execute(_INSERT_MSG, _message_params(session_id, row))
         return cur.lastrowid
 
     async def _with_fts_repair(self, work):
@@ -182,16 +196,15 @@ class SqliteBackend:
             await fts.rebuild(self.db)
             return await work()
 
-    async def append_message(self, session_id: str, row: dict[str, Any]) -> int:
-        params = (session_id, row["role"], row["content"], row["tool_call_id"], row["tool_name"],
-                  row["tool_calls"], row["platform_message_id"], row["timestamp"])
+    async def append_message(self, session_id: str, row: MessageRow) -> int:
+        params = _message_params(session_id, row)
 
         async def work():
             cur = await self.db.write_one(_INSERT_MSG, params)
             return cur.lastrowid
         return await self._with_fts_repair(work)
 
-    async def begin_turn(self, session_key: str, session_id: str, row: dict[str, Any], started_ts: float,
+    async def begin_turn(self, session_key: str, session_id: str, row: MessageRow, started_ts: float,
                          inbound_id: int | None = None) -> None:
         async def work():
             async with self.db.write() as conn:
@@ -207,42 +220,37 @@ class SqliteBackend:
                                        (inbound_id,))
         await self._with_fts_repair(work)
 
-    async def set_turn_marker(self, session_key: str, session_id: str, message_id: int, started_ts: float) -> None:
-        await self.db.write_one(
-            "UPDATE routes SET turn_session_id = ?, turn_message_id = ?, turn_started_ts = ? WHERE session_key = ?",
-            (session_id, message_id, started_ts, session_key))
+    async def resume_turn(self, session_key: str, session_id: str, started_ts: float) -> StoredMessage | None:
+        async with self.db.write() as conn:
+            rows = await conn.execute_fetchall(
+                "SELECT id, role, content, platform_message_id FROM messages WHERE session_id = ? AND active = 1 "
+                "AND role IN ('user', 'assistant') ORDER BY id DESC LIMIT 1", (session_id,))
+            if not rows or rows[0][1] != "user":
+                return None
+            last = StoredMessage(id=rows[0][0], content=rows[0][2], platform_message_id=rows[0][3])
+            await conn.execute("UPDATE routes SET turn_session_id = ?, turn_message_id = ?, turn_started_ts = ? "
+                               "WHERE session_key = ?", (session_id, last.id, started_ts, session_key))
+            return last
 
-    async def unanswered_user_message(self, session_id: str) -> dict[str, Any] | None:
-        row = await self.db.fetchone(
-            "SELECT id, role, content, platform_message_id FROM messages WHERE session_id = ? AND active = 1 "
-            "AND role IN ('user', 'assistant') ORDER BY id DESC LIMIT 1", (session_id,))
-        if row is None or row[1] != "user":
-            return None
-        return {"id": row[0], "content": row[2], "platform_message_id": row[3]}
-
-    async def reply_row_after(self, session_id: str, message_id: int | None) -> dict[str, Any] | None:
+    async def reply_row_after(self, session_id: str, message_id: int | None) -> StoredMessage | None:
         row = await self.db.fetchone(
             "SELECT id, content FROM messages WHERE session_id = ? AND active = 1 AND role = 'assistant' "
             "AND id > ? ORDER BY id LIMIT 1", (session_id, message_id or 0))
-        return {"id": row[0], "content": row[1]} if row else None
+        return StoredMessage(id=row[0], content=row[1]) if row else None
 
     async def end_turn(self, session_key: str) -> None:
         await self.db.write_one("UPDATE routes SET turn_session_id = NULL, turn_message_id = NULL, "
                                 "turn_started_ts = NULL WHERE session_key = ?", (session_key,))
 
-    async def turn_markers(self) -> list[dict[str, Any]]:
+    async def turn_markers(self) -> list[TurnMarker]:
         rows = await self.db.fetchall(
             "SELECT session_key, turn_session_id, turn_message_id, turn_started_ts FROM routes "
             "WHERE turn_started_ts IS NOT NULL ORDER BY turn_started_ts")
-        return [{"session_key": r[0], "session_id": r[1], "message_id": r[2], "started_ts": r[3]} for r in rows]
-
-    async def reply_after(self, session_id: str, message_id: int | None) -> bool:
-        row = await self.db.fetchone(
-            "SELECT 1 FROM messages WHERE session_id = ? AND active = 1 AND role = 'assistant' AND id > ? LIMIT 1",
-            (session_id, message_id or 0))
-        return row is not None
+        return [TurnMarker(r[0], r[1], r[2], float(r[3])) for r in rows]
 
     async def load_messages(self, session_id: str) -> list[dict[str, Any]]:
+        if session_id in self.db.unreadable:
+            raise TranscriptReadError(self.db.unreadable[session_id])
         try:
             rows = await self.db.fetchall(
                 "SELECT role, content, timestamp, platform_message_id, tool_call_id, tool_name, tool_calls "
@@ -255,7 +263,7 @@ class SqliteBackend:
         return int(await self.db.fetchval(
             "SELECT COUNT(*) FROM messages WHERE session_id = ? AND active = 1 AND role = 'user'", (session_id,)))
 
-    async def rewrite(self, session_id: str, rows: list[dict[str, Any]]) -> None:
+    async def rewrite(self, session_id: str, rows: list[MessageRow]) -> None:
         async def work():
             async with self.db.write() as conn:
                 await conn.execute("UPDATE messages SET active = 0 WHERE session_id = ? AND active = 1", (session_id,))
@@ -277,23 +285,14 @@ class SqliteBackend:
                 (session_id, target_id))
             return {"rewound_count": cur.rowcount, "turns_undone": len(users), "target_text": target_text}
 
-    # ---- intake, search, mirror -----------------------------------------------------------
-
-    async def accept_inbound(self, platform: str, chat_id: str, message_id: str, now_iso: str,
-                             now_ts: float = 0.0) -> bool:
-        cur = await self.db.write_one(
-            "INSERT OR IGNORE INTO inbound (platform, chat_id, message_id, accepted_at, accepted_ts, state) "
-            "VALUES (?, ?, ?, ?, ?, 'done')", (platform, chat_id, message_id, now_iso, now_ts))
-        return cur.rowcount == 1
-
     # ---- durable intake (docs/behaviour.md §0, §5) ----------------------------------------------------
 
-    async def intake_accept(self, platform: str, chat_id: str, message_id: str, session_key: str,
-                            payload: str, now_iso: str, now_ts: float) -> int | None:
+    async def intake_accept(self, platform: str, chat_id: str, message_id: str, session_key: str | None,
+                            payload: str | None, now_iso: str, now_ts: float, *, done: bool = False) -> int | None:
         cur = await self.db.write_one(
             "INSERT OR IGNORE INTO inbound (platform, chat_id, message_id, accepted_at, accepted_ts, session_key, "
-            "payload, state) VALUES (?, ?, ?, ?, ?, ?, ?, 'pending')",
-            (platform, chat_id, message_id, now_iso, now_ts, session_key, payload))
+            "payload, state) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            (platform, chat_id, message_id, now_iso, now_ts, session_key, payload, "done" if done else "pending"))
         return cur.lastrowid if cur.rowcount == 1 else None
 
     async def intake_finish(self, inbound_id: int, now_ts: float) -> None:
@@ -301,10 +300,10 @@ class SqliteBackend:
         await self.db.write_one("UPDATE inbound SET state = 'done', payload = NULL, finished_ts = ? WHERE id = ?",
                                 (now_ts, inbound_id))
 
-    async def intake_open(self) -> list[dict[str, Any]]:
+    async def intake_open(self) -> list[IntakeRow]:
         rows = await self.db.fetchall(
             "SELECT id, session_key, payload, state FROM inbound WHERE state != 'done' ORDER BY id")
-        return [{"id": r[0], "session_key": r[1], "payload": r[2], "state": r[3]} for r in rows]
+        return [IntakeRow(*r) for r in rows]
 
     async def intake_prune(self, before_ts: float) -> int:
         cur = await self.db.write_one("DELETE FROM inbound WHERE state = 'done' AND accepted_ts < ?", (before_ts,))
@@ -325,25 +324,24 @@ class SqliteBackend:
                 "last_error", "message_id", "reply_to", "created_ts", "updated_ts")
 
     @staticmethod
-    async def _insert_obligation(conn, ob: dict[str, Any]) -> int:
+    async def _insert_obligation(conn, ob: NewObligation, message_id: int | None) -> int:
         cur = await conn.execute(
             "INSERT INTO delivery_obligations (session_key, session_id, origin, content, state, attempts, internal, "
             "message_id, reply_to, created_at, updated_at, created_ts, updated_ts) "
             "VALUES (?, ?, ?, ?, 'pending', 0, ?, ?, ?, ?, ?, ?, ?)",
-            (ob["session_key"], ob["session_id"], ob["origin"], ob["content"], int(bool(ob["internal"])),
-             ob.get("message_id"), ob.get("reply_to"), ob["now_iso"], ob["now_iso"], ob["now_ts"], ob["now_ts"]))
+            (ob.session_key, ob.session_id, ob.origin, ob.content, int(bool(ob.internal)), message_id,
+             ob.reply_to, ob.now_iso, ob.now_iso, ob.now_ts, ob.now_ts))
         return cur.lastrowid
 
-    async def record_reply(self, session_key: str, session_id: str, row: dict[str, Any] | None,
-                           obligation: dict[str, Any] | None) -> tuple[int | None, int | None]:
+    async def record_reply(self, session_key: str, session_id: str, row: MessageRow | None,
+                           obligation: NewObligation | None) -> tuple[int | None, int | None]:
         async def work():
             async with self.db.write() as conn:
                 message_id = await self._insert_message(conn, session_id, row) if row is not None else None
                 ob_id = None
                 if obligation is not None:
-                    ob_id = await self._insert_obligation(conn, dict(obligation, message_id=message_id
-                                                                     if message_id is not None
-                                                                     else obligation.get("message_id")))
+                    carried = message_id if message_id is not None else obligation.message_id
+                    ob_id = await self._insert_obligation(conn, obligation, carried)
                 await conn.execute("UPDATE routes SET turn_session_id = NULL, turn_message_id = NULL, "
                                    "turn_started_ts = NULL WHERE session_key = ?", (session_key,))
                 return message_id, ob_id
@@ -359,12 +357,12 @@ class SqliteBackend:
             "UPDATE delivery_obligations SET state = ?, attempts = attempts + ?, last_error = coalesce(?, last_error), "
             "updated_at = ?, updated_ts = ? WHERE id = ?", (state, 1 if attempt else 0, error, now_iso, now_ts, ob_id))
 
-    async def obligations(self, states: tuple[str, ...]) -> list[dict[str, Any]]:
+    async def obligations(self, states: tuple[str, ...]) -> list[Obligation]:
         marks = ", ".join("?" for _ in states)
         rows = await self.db.fetchall(
             f"SELECT {', '.join(self._OB_COLS)} FROM delivery_obligations WHERE state IN ({marks}) ORDER BY id",
             states)
-        return [dict(zip(self._OB_COLS, r)) for r in rows]
+        return [Obligation(**dict(zip(self._OB_COLS, r), internal=bool(r[7]))) for r in rows]
 
     async def obligations_prune(self, before_ts: float) -> int:
         cur = await self.db.write_one(
@@ -380,7 +378,7 @@ class SqliteBackend:
         return [e for e in entries if e is not None]
 
     async def search(self, expression: str, limit: int, owner: SessionSource | None,
-                     shared_chat: bool) -> list[dict[str, Any]]:
+                     shared_chat: bool) -> list[SearchHit]:
         sql = ("SELECT m.session_id, m.id, snippet(messages_fts, 0, '[', ']', '…', 12) "
                "FROM messages_fts JOIN messages m ON m.id = messages_fts.rowid ")
         params: list[Any] = []
@@ -409,7 +407,7 @@ class SqliteBackend:
             log.warning("search hit a damaged full-text index (%s); rebuilding it", exc)
             await fts.rebuild(self.db)
             rows = await work()
-        return [{"session_id": r[0], "message_id": r[1], "snippet": r[2]} for r in rows]
+        return [SearchHit(r[0], r[1], r[2]) for r in rows]
 
     async def fts_check_and_repair(self) -> bool:
         return await fts.check_and_repair(self.db)
@@ -454,11 +452,11 @@ class SqliteBackend:
 
     # ---- identity aliases -----------------------------------------------------------------
 
-    async def alias_rows(self) -> list[dict[str, Any]]:
+    async def alias_rows(self) -> list[AliasRow]:
         rows = await self.db.fetchall(
             "SELECT platform, alias_id, canonical_id, source, first_seen, last_seen FROM identity_aliases "
             "ORDER BY platform, alias_id")
-        return [dict(row) for row in rows]
+        return [AliasRow(*row) for row in rows]
 
     async def upsert_alias(self, platform: str, alias_id: str, canonical_id: str, source: str,
                            now_iso: str) -> None:

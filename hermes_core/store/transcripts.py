@@ -91,7 +91,7 @@ class TranscriptOps:
         if expression is None:
             return []
         shared = self._shared(owner) if owner is not None else False
-        return await self._b().search(expression, max(1, int(limit)), owner, shared)
+        return [hit.as_dict() for hit in await self._b().search(expression, max(1, int(limit)), owner, shared)]
 
     async def check_fts(self) -> bool:
         """Housekeeping: FTS integrity-check (rank=1) and rebuild on damage. Returns True when a

@@ -10,6 +10,7 @@ from typing import Any, Mapping
 from ..model import format_timestamp, validate_session_id
 from .intake import IntakeOps
 from .ledger import LedgerOps, text_owed
+from .records import StoredMessage
 from .rows import normalize_message
 
 log = logging.getLogger(__name__)
@@ -45,11 +46,10 @@ class TurnOps(IntakeOps, LedgerOps):
         """
         validate_session_id(session_id)
         async with self._locks.hold(session_key):
-            last = await self._b().unanswered_user_message(session_id)
+            last = await self._b().resume_turn(session_key, session_id, self._now().timestamp())
             if last is None:
                 return None
-            await self._b().set_turn_marker(session_key, session_id, last["id"], self._now().timestamp())
-            return {"content": last["content"] or "", "platform_message_id": last.get("platform_message_id")}
+            return {"content": last.content or "", "platform_message_id": last.platform_message_id}
 
     async def end_turn(self, session_key: str) -> None:
         """Clear the turn marker once the final reply is recorded (or nothing is left to send)."""
@@ -58,7 +58,7 @@ class TurnOps(IntakeOps, LedgerOps):
     async def turn_markers(self) -> list[dict[str, Any]]:
         """Persisted in-flight turn markers: `[{"session_key", "session_id", "message_id",
         "started_ts" (epoch seconds UTC)}]`, oldest first (for the recovery sweep)."""
-        return await self._b().turn_markers()
+        return [marker.as_dict() for marker in await self._b().turn_markers()]
 
     async def recover_interrupted_turns(self, max_age_seconds: float) -> list[str]:
         """Crash recovery (seed §7): promote each persisted turn marker whose turn has no
@@ -77,15 +77,15 @@ class TurnOps(IntakeOps, LedgerOps):
         async with self._locks.hold_all():
             now_ts = self._now().timestamp()
             for marker in await self._b().turn_markers():
-                key = marker["session_key"]
-                if now_ts - float(marker["started_ts"]) > max_age_seconds:
+                key = marker.session_key
+                if now_ts - marker.started_ts > max_age_seconds:
                     log.info("turn marker of %s is stale (%.0f s); cleared without resuming",
-                             key, now_ts - marker["started_ts"])
+                             key, now_ts - marker.started_ts)
                     await self._b().end_turn(key)
                     continue
-                reply = await self._b().reply_row_after(marker["session_id"], marker["message_id"])
+                reply = await self._b().reply_row_after(marker.session_id, marker.message_id)
                 if reply is not None:
-                    await self._adopt_orphan_reply(key, marker["session_id"], reply)
+                    await self._adopt_orphan_reply(key, marker.session_id, reply)
                     continue
                 if await self._mark_resume_locked(key, "restart_interrupted", clear_marker=True):
                     marked.append(key)
@@ -93,16 +93,16 @@ class TurnOps(IntakeOps, LedgerOps):
                     await self._b().end_turn(key)
         return marked
 
-    async def _adopt_orphan_reply(self, key: str, session_id: str, reply: dict[str, Any]) -> None:
+    async def _adopt_orphan_reply(self, key: str, session_id: str, reply: StoredMessage) -> None:
         """A persisted reply of a marked turn: make sure the ledger owes it, clear the marker."""
         backend = self._b()
-        if await backend.obligation_for_message(reply["id"]) is None:
+        if await backend.obligation_for_message(reply.id) is None:
             entry = await self._load(key)
-            content = text_owed(reply.get("content"), internal=False)
+            content = text_owed(reply.content, internal=False)
             ob = None
             if content:
-                ob = self._obligation(key, session_id, entry.origin if entry else None, content, False, None)
-                ob["message_id"] = reply["id"]
+                ob = self._obligation(key, session_id, entry.origin if entry else None, content, False, None,
+                                      message_id=reply.id)
                 log.warning("turn of %s has a saved reply that was never recorded for delivery; "
                             "it will be re-sent", key)
             await backend.record_reply(key, session_id, None, ob)
@@ -118,5 +118,6 @@ class TurnOps(IntakeOps, LedgerOps):
             True the first time, False when it was accepted before (also across restarts).
         """
         now = self._now()
-        return await self._b().accept_inbound(str(platform), str(chat_id), str(message_id),
-                                              format_timestamp(now), now.timestamp())
+        accepted = await self._b().intake_accept(str(platform), str(chat_id), str(message_id), None, None,
+                                                 format_timestamp(now), now.timestamp(), done=True)
+        return accepted is not None

@@ -7,6 +7,8 @@ as one JSON line `{"chat", "text", "reply_to"}` on stdout. After start-up recove
 argument is handed to the runner as a message from chat 100 and answered. MODE:
   kill-in-send  the first send kills this process with SIGKILL before it is acknowledged
                 (the reply is saved and its obligation is 'attempting');
+  kill-in-send-queued  the same, but every message is accepted before the first turn runs
+                (`busy_input_mode = "queue"`): the later ones are still waiting at the kill;
   serve         answer, then stop cleanly.
 """
 
@@ -48,8 +50,9 @@ class PrintingAdapter(BaseAdapter):
 
 
 async def main(home: str, mode: str, messages: list[str]) -> None:
-    config = GatewayConfig(home=Path(home), platforms={})
-    app = GatewayApp(config, adapters={"testchat": PrintingAdapter(mode == "kill-in-send")},
+    queued = mode == "kill-in-send-queued"
+    config = GatewayConfig(home=Path(home), platforms={}, core={"busy_input_mode": "queue" if queued else "interrupt"})
+    app = GatewayApp(config, adapters={"testchat": PrintingAdapter(mode.startswith("kill-in-send"))},
                      agent=EchoAgent(), watcher=False)
     await app.start()
     try:
@@ -58,7 +61,9 @@ async def main(home: str, mode: str, messages: list[str]) -> None:
         for item in messages:
             text, _, message_id = item.rpartition(":")
             await app.runner.handle(MessageEvent(source=source, text=text, message_id=message_id or None))
-            await app.runner.join()
+            if not queued:
+                await app.runner.join()
+        await app.runner.join()
     finally:
         await app.stop()
 

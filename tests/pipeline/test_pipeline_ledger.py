@@ -21,6 +21,7 @@ from hermes_core.agents.base import Agent, AgentReply
 from hermes_core.app import GatewayApp
 from hermes_core.model import MessageEvent, TokenUsage
 from hermes_core.settings import GatewayConfig
+from hermes_core.store.journal import read_journal
 
 SCRIPT = str(Path(__file__).with_name("crash_gateway_script.py"))
 
@@ -34,9 +35,11 @@ async def run_script(home: Path, mode: str, *messages: str) -> tuple[int, list[d
 
 
 def ledger_rows(home: Path) -> list[tuple]:
-    if (home / "state.db").is_dir():  # degraded mode: the ledger is sessions/delivery_ledger.json
-        ledger = json.loads((home / "sessions" / "delivery_ledger.json").read_text())
-        return [(ob["content"], ob["state"], ob["attempts"]) for _, ob in sorted(ledger.items(), key=lambda i: int(i[0]))]
+    if (home / "state.db").is_dir():  # degraded mode: the ledger's rows are in the journal
+        last: dict[int, dict] = {}
+        for tx in read_journal(home / "sessions").transactions:
+            last.update((ob["id"], ob) for ob in tx.put.get("delivery_obligations", []))
+        return [(ob["content"], ob["state"], ob["attempts"]) for _, ob in sorted(last.items())]
     conn = sqlite3.connect(home / "state.db")
     try:
         return conn.execute("SELECT content, state, attempts FROM delivery_obligations ORDER BY id").fetchall()
@@ -48,7 +51,7 @@ def ledger_rows(home: Path) -> list[tuple]:
 @pytest.mark.parametrize("backend", ["sqlite", "degraded"])
 async def test_sigkill_during_send_resends_once_with_the_recovered_prefix(tmp_path, backend):
     if backend == "degraded":
-        (tmp_path / "state.db").mkdir()  # SQLite cannot open a directory: sessions.json + JSONL
+        (tmp_path / "state.db").mkdir()  # SQLite cannot open a directory: the journaled engine
     code, sent, err = await run_script(tmp_path, "kill-in-send", "hello:m1")
     assert code == -signal.SIGKILL, err
     assert sent == []

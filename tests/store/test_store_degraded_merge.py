@@ -15,7 +15,7 @@ from pathlib import Path
 from hermes_core.model import SessionSource
 from hermes_core.settings import GatewayConfig
 from hermes_core.store import SessionStore
-from hermes_core.store.importer import DEGRADED_MARKER_NAME
+from hermes_core.store.journal import JOURNAL_FILE_NAME
 
 SCRIPT = str(Path(sys.executable).parent / "hermes-gateway")
 LOCAL_KEY = "agent:main:local:dm:terminal"
@@ -53,15 +53,16 @@ def test_chat_healthy_then_degraded_then_restored_keeps_every_turn(tmp_path):
     new_sid = re.search(r"Session id: (\S+)$", out, re.M).group(1)
     assert err.splitlines() == [
         f"hermes-gateway: ERROR: state.db {home / 'state.db'} cannot be opened: file is not a database; "
-        f"running DEGRADED on {home / 'sessions' / 'sessions.json'} + {{session_id}}.jsonl transcripts"]
-    assert (home / "sessions" / DEGRADED_MARKER_NAME).is_file()
+        f"running DEGRADED on an in-memory copy journaled to {home / 'sessions' / 'journal.jsonl'} + "
+        f"{{session_id}}.jsonl transcripts"]
+    assert (home / "sessions" / JOURNAL_FILE_NAME).is_file()
 
     shutil.copy(saved, home / "state.db")  # the operator restores the database
     code, out, err = _cli(home, ["chat"], "fourth\n")
     assert (code, out) == (0, "echo: fourth\n")
     assert err == ("hermes-gateway: WARNING: state.db is back: merged 1 session(s) and 4 message(s) "
                    "written while running degraded\n")
-    assert not (home / "sessions" / DEGRADED_MARKER_NAME).exists()
+    assert not (home / "sessions" / JOURNAL_FILE_NAME).exists()
 
     rows = json.loads(_cli(home, ["sessions", "list", "--json"])[1])
     assert [(r["session_key"], r["session_id"]) for r in rows] == [(LOCAL_KEY, new_sid)]
@@ -72,11 +73,9 @@ def test_chat_healthy_then_degraded_then_restored_keeps_every_turn(tmp_path):
     # searchable like any message, and the next start does not merge again
     hits = json.loads(_cli(home, ["sessions", "search", "third", "--json"])[1])
     assert [h["session_id"] for h in hits] == [new_sid, new_sid]
-    # the degraded intake log is not merged as a transcript; it is set aside once its waiting
-    # messages (none here: every turn finished) were handed over
-    assert sorted(p.name for p in (home / "sessions").glob("*.merged")) == sorted(
-        [f"{first_sid}.jsonl.merged", f"{new_sid}.jsonl.merged", "inbound.jsonl.merged",
-         "turn_markers.json.merged"])
+    # the journal and the transcripts it wrote are set aside together, for audit
+    assert sorted(p.name for p in (home / "sessions" / "merged").glob("*/*")) == sorted(
+        [f"{first_sid}.jsonl", f"{new_sid}.jsonl", "journal.jsonl"])
     code, out, err = _cli(home, ["chat"], "fifth\n")
     assert (code, out, err) == (0, "echo: fifth\n", "")
 
@@ -104,33 +103,39 @@ async def test_merge_is_idempotent_and_skips_rewound_lines(tmp_path):
             await store.append_to_transcript(entry.session_id, {"role": "user", "content": text})
         assert (await store.rewind_session(entry.session_id, 1)) is not None
     shutil.copy(saved, config.db_path)
-    marker = config.sessions_dir / DEGRADED_MARKER_NAME
-    assert marker.is_file()
-    # crash after merging but before the marker was removed: the next open merges nothing twice
-    marker_text = marker.read_text()
+    journal = config.sessions_dir / JOURNAL_FILE_NAME
+    assert journal.is_file()
     async with SessionStore(config.sessions_dir, config) as store:
         assert not store.degraded
         assert [m["content"] for m in await store.load_transcript(entry.session_id)] == ["before", "kept one"]
-    assert not marker.exists()
-    assert (config.sessions_dir / f"{entry.session_id}.jsonl.merged").is_file()
-    assert not (config.sessions_dir / f"{entry.session_id}.jsonl").exists()
-    (config.sessions_dir / f"{entry.session_id}.jsonl.merged").rename(config.sessions_dir / f"{entry.session_id}.jsonl")
-    marker.write_text(marker_text)
+    assert not journal.exists()
+    # a crash after the merge committed but before its files were set aside: the next open
+    # finds them again and adds nothing
+    (aside,) = (config.sessions_dir / "merged").iterdir()
+    for path in aside.iterdir():
+        path.rename(config.sessions_dir / path.name)
     async with SessionStore(config.sessions_dir, config) as store:
         assert [m["content"] for m in await store.load_transcript(entry.session_id)] == ["before", "kept one"]
-    assert not marker.exists()
+        assert await store._b().db.fetchval("SELECT COUNT(*) FROM messages") == 3  # the rewound one kept inactive
+    assert not journal.exists()
 
 
-async def test_read_only_open_neither_merges_nor_removes_the_marker(tmp_path):
+async def test_read_only_open_neither_merges_nor_moves_the_journal(tmp_path):
     home = tmp_path / "home"
     config = _config(home)
     async with SessionStore(config.sessions_dir, config) as store:
         await store.get_or_create_session(SessionSource(platform="telegram", chat_id="1"))
-    marker = config.sessions_dir / DEGRADED_MARKER_NAME
-    marker.write_text("0\n")
-    async with SessionStore(config.sessions_dir, config, lock_home=False):
-        pass
-    assert marker.read_text() == "0\n"
+    saved = tmp_path / "saved.db"
+    shutil.copy(config.db_path, saved)
+    _corrupt(config.db_path)
+    async with SessionStore(config.sessions_dir, config) as store:
+        await store.get_or_create_session(SessionSource(platform="telegram", chat_id="2"))
+    shutil.copy(saved, config.db_path)
+    journal = config.sessions_dir / JOURNAL_FILE_NAME
+    text = journal.read_text()
+    async with SessionStore(config.sessions_dir, config, lock_home=False) as store:
+        assert [e.session_key for e in await store.list_sessions()] == ["agent:main:telegram:dm:1"]
+    assert journal.read_text() == text
 
 
 async def test_sessions_begun_and_ended_while_degraded_exist_in_sqlite_after_the_merge(tmp_path):
@@ -156,3 +161,21 @@ async def test_sessions_begun_and_ended_while_degraded_exist_in_sqlite_after_the
         assert [m["content"] for m in await store.load_transcript(middle.session_id)] == ["in the middle"]
         found = await store.lookup_by_session_id(middle.session_id)
         assert found is not None and found.session_id == middle.session_id
+
+
+async def test_files_of_an_older_gateways_degraded_run_are_named_not_merged(tmp_path, caplog):
+    import logging
+
+    config = _config(tmp_path / "home")
+    config.sessions_dir.mkdir(parents=True)
+    (config.sessions_dir / ".degraded-since").write_text("1767225600.0\n")
+    (config.sessions_dir / "inbound.jsonl").write_text('{"op": "accept", "id": 1}\n')
+    caplog.set_level(logging.WARNING, logger="hermes_core.store.session_store")
+    async with SessionStore(config.sessions_dir, config) as store:
+        assert not store.degraded
+    sessions = config.sessions_dir
+    assert [r.getMessage() for r in caplog.records] == [
+        f"{sessions} holds the files of a degraded run of an older gateway (.degraded-since); they are not "
+        f"merged automatically: `hermes-gateway sessions import {sessions}` takes its routes and the "
+        f"transcripts of sessions state.db lacks; then delete {sessions / '.degraded-since'}"]
+    assert (sessions / "inbound.jsonl").read_text() == '{"op": "accept", "id": 1}\n'

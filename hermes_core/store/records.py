@@ -1,0 +1,153 @@
+"""Typed records exchanged between the session store and its engine (`backend.StoreBackend`).
+
+Times: `*_ts` are epoch seconds (UTC), `*_iso` / `*_at` ISO-8601 UTC text. Ids are the engine's
+integer row ids. The public `SessionStore` API keeps handing out plain dicts (`as_dict()`), the
+shape its callers and the admin CLI's `--json` output use.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any
+
+
+@dataclass(frozen=True, slots=True)
+class MessageRow:
+    """One transcript message ready to store (`rows.normalize_message`): `tool_calls` is JSON
+    text or None; empty optional ids are None."""
+
+    role: str
+    content: str | None
+    timestamp: str
+    platform_message_id: str | None = None
+    tool_call_id: str | None = None
+    tool_name: str | None = None
+    tool_calls: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class StoredMessage:
+    """A stored transcript row as recovery needs it: its id, text and platform message id."""
+
+    id: int
+    content: str | None
+    platform_message_id: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class TurnMarker:
+    """A turn in flight (docs/behaviour.md §6): set with the user message `message_id`."""
+
+    session_key: str
+    session_id: str
+    message_id: int | None
+    started_ts: float
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True, slots=True)
+class IntakeRow:
+    """An intake row not finished yet: `payload` is the event's JSON text; `state` is
+    'pending' or 'running' (docs/behaviour.md §5)."""
+
+    id: int
+    session_key: str | None
+    payload: str | None
+    state: str
+
+
+@dataclass(frozen=True, slots=True)
+class NewObligation:
+    """A delivery obligation to record as 'pending' (docs/behaviour.md §6): `origin` is the
+    chat's SessionSource as JSON text; `message_id` the transcript row it carries (when it is
+    not the reply recorded in the same call)."""
+
+    session_key: str
+    session_id: str
+    origin: str | None
+    content: str
+    internal: bool
+    reply_to: str | None
+    now_iso: str
+    now_ts: float
+    message_id: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Obligation:
+    """A stored delivery obligation (the `delivery_obligations` row; `origin` JSON text)."""
+
+    id: int
+    session_key: str | None
+    session_id: str | None
+    origin: str | None
+    content: str
+    state: str
+    attempts: int
+    internal: bool
+    last_error: str | None
+    message_id: int | None
+    reply_to: str | None
+    created_ts: float | None
+    updated_ts: float | None
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True, slots=True)
+class SearchHit:
+    """One full-text match: the session, the message row and a snippet with `[` `]` marks."""
+
+    session_id: str
+    message_id: int
+    snippet: str
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True, slots=True)
+class AliasRow:
+    """A stored identity alias (docs/behaviour.md §4)."""
+
+    platform: str
+    alias_id: str
+    canonical_id: str
+    source: str
+    first_seen: str
+    last_seen: str
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True, slots=True)
+class SessionRow:
+    """A `sessions` row (one session id: origin JSON, key, counters, end)."""
+
+    session_id: str
+    session_key: str
+    origin: str | None
+    platform: str | None
+    chat_id: str | None
+    participant_id: str | None
+    chat_type: str | None
+    display_name: str | None
+    created_at: str
+    updated_at: str
+    ended_at: str | None
+    end_reason: str | None
+    parent_session_id: str | None
+    input_tokens: int
+    output_tokens: int
+    cache_read_tokens: int
+    cache_write_tokens: int
+    total_tokens: int
+    estimated_cost_usd: float
+    cost_status: str
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
