@@ -27,6 +27,8 @@ class PipelineDeps:
             (the app forgets the session's stuck-loop count, docs/behaviour.md §6).
         agent_cache: the sessions' live transcripts across turns (seed §11); built from
             `config` (`[agent.agent_cache]`) when omitted.
+        background: the sessions' background work (`sdk.SessionWork`), stopped by `/stop`,
+            `/new` and `/reset` (docs/behaviour.md §10); None when the gateway runs none.
     """
 
     config: Any
@@ -38,6 +40,7 @@ class PipelineDeps:
     clock: Clock = utc_now
     on_turn_completed: Callable[[str], Any] | None = None
     agent_cache: AgentCache | None = None
+    background: Any = None
 
     def __post_init__(self) -> None:
         if self.agent_cache is None:
