@@ -4,15 +4,16 @@ Start: HERMES_HOME created and checked writable → plugins loaded → store ope
 the `hermes_session_key` hook) → unclean-shutdown check (`.clean_shutdown` consumed once; without
 it, marked turns are promoted by `store.recover_interrupted_turns`: no saved reply →
 `resume_pending`, saved reply → delivery ledger; with it, leftover turn markers are discarded)
-→ agent → runner created paused → enabled adapters resolved (entry points), each given its data
+→ agent → runner created paused, with the sessions' background work (`app.background`, a
+`sdk.SessionWork`; the store's `has_active_processes_fn`) → enabled adapters resolved (entry points), each given its data
 directory `HERMES_HOME/<platform>/` (0700) → start-up recovery queued on the runner (`recovery.restore_at_startup`: stuck loops, ledger sweep,
 auto-continue, intake replay) → adapters started → runner released → watcher started →
 `hermes_startup` broadcast.
 Stop: adapters stopped (no new input) → runner drained (`[scheduler] drain_timeout_s`; turns still
 running are marked `resume_pending`, reason `shutdown_timeout`, and counted in
 `restart_counts.json`; queued messages stay in the durable intake) → `.clean_shutdown` written
-right after the drain (docs/behaviour.md §6) → watcher stopped → `hermes_shutdown` broadcast → agent
-closed → store closed.
+right after the drain (docs/behaviour.md §6) → watcher stopped → `hermes_shutdown` broadcast →
+background work stopped → agent closed → store closed.
 
 Every start-up failure raises `StartupError` whose text is one line naming what is wrong
 (config file — through `load_gateway_config` —, HERMES_HOME, state.db, home lock, plugin, adapter).
@@ -35,6 +36,7 @@ from .plugin_system.manager import (attach_identity_aliases, create_plugin_manag
                                     session_shared_for)
 from .plugin_system.redaction import install_log_redaction
 from .scheduler import Watcher
+from .sdk.background import SessionWork
 from .settings import ConfigError, config_file_path, ensure_private_dir, env_home, load_config
 from .store.files import write_atomic
 
@@ -112,6 +114,7 @@ class GatewayApp:
         self.clock = clock
         self.store: Any = None
         self.runner: GatewayRunner | None = None
+        self.background: SessionWork | None = None
         self.watcher: Watcher | None = None
         self.platform_settings: dict[str, Any] = {}
         # `{platform: PlatformSettings}`: the common keys of every `[platforms.<id>]` table.
@@ -191,6 +194,11 @@ class GatewayApp:
         # Paused: recovered work is queued before new input can arrive, and nothing is sent
         # before the adapters have started (seed §7 "queue inbound messages while restoring").
         self.runner = GatewayRunner(deps, paused=True)
+        # Background work and wake-ups bound to a session (docs/behaviour.md §10): stopped by
+        # /stop, /new, /reset; a key with running work is never pruned.
+        self.background = SessionWork(self.store, self.runner.post_internal)
+        deps.background = self.background
+        self.store.has_active_processes_fn = self.background.active
         self._build_adapters()
         self.restart_counts = load_restart_counts(self.home)
         self.recovery = await restore_at_startup(
@@ -330,6 +338,8 @@ class GatewayApp:
             await self.watcher.stop()
         if self.pm is not None and self.started:
             await call_broadcast(self.pm, "hermes_shutdown", timeout=self.config.plugins.hook_timeout_s, app=self)
+        if self.background is not None:
+            await self.background.aclose()
         if self.agent is not None:
             try:
                 await self.agent.aclose()

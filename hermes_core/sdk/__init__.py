@@ -17,6 +17,8 @@ A platform plugin imports from here only (and from `hermes_core.testing` in its 
     MalformedPayload                           a payload a mapping function cannot read (sdk/errors.py)
     DeliveryPlan, OutboundDelivery, RedactionRule, SessionContext   records some hooks take or return
     neutralize_untrusted                       make user-chosen text (names, topics) safe for a prompt
+    SessionWork, WorkHandle                    background work and wake-ups bound to a session
+                                               (`app.background`; sdk/background.py, docs/behaviour.md §10)
     TESTING_PACKAGE                            where the test kit lives: `hermes_core.testing`
 """
 
@@ -29,6 +31,7 @@ from ..types import (CAP_EDIT, CAP_MEDIA, CAP_REACTIONS, CAP_THREADS, CAP_TYPING
                      INGRESS_SHARED, INGRESS_SINGLE_RECEIVER, AdapterSpec, DeliveryPlan, OutboundDelivery,
                      RedactionRule, SettingsSpec)
 from .adapter import AliasRecorder, BaseAdapter, InboundHandler, SendResult
+from .background import SessionWork, WorkHandle
 from .chunking import chunk_text, measure
 from .errors import MalformedPayload, RetryAfter, RetryAfterExceeded, SendError
 from .sending import ChatSendQueue, RetryPolicy, deliver_plan, send_chunks, send_with_retry
@@ -44,6 +47,6 @@ __all__ = [
     "HERMES_PLUGIN_API", "INGRESS_SHARED", "INGRESS_SINGLE_RECEIVER", "IdentityAlias", "InboundHandler",
     "MalformedPayload", "MessageEvent", "OutboundDelivery", "Platform", "PlatformSettings", "RedactionRule",
     "RetryAfter", "RetryAfterExceeded", "RetryPolicy", "SendError", "SendResult", "SessionContext",
-    "SessionSource", "SettingsSpec", "SourceError", "TESTING_PACKAGE", "chunk_text", "deliver_plan", "hookimpl",
-    "measure", "neutralize_untrusted", "send_chunks", "send_with_retry",
+    "SessionSource", "SessionWork", "SettingsSpec", "SourceError", "TESTING_PACKAGE", "chunk_text", "deliver_plan", "hookimpl",
+    "WorkHandle", "measure", "neutralize_untrusted", "send_chunks", "send_with_retry",
 ]
