@@ -85,9 +85,9 @@ def is_agent_turn(job: Job | None) -> bool:
 
 
 def _is_plain_turn(job: Job | None) -> bool:
-    """A human turn a follow-up may interrupt or steer: not a `/queue` turn, a resumed turn, a
-    wake-up or a `/retry`."""
-    return is_agent_turn(job) and job.kind == BURST and not job.resume
+    """A human turn a follow-up may interrupt or steer: a burst (interrupt mode) or a plain turn
+    (steer mode); not a `/queue` turn or `/retry` (`from_queue`), a resumed turn or a wake-up."""
+    return is_agent_turn(job) and job.kind in (BURST, TURN) and not job.from_queue and not job.resume
 
 
 def place(queue: SessionQueue, running: Job | None, event: MessageEvent, *, mode: str, live: bool,

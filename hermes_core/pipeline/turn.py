@@ -129,7 +129,7 @@ async def run_turn(deps: PipelineDeps, key: str, event: MessageEvent, *, inbound
     try:
         result, prompt_tokens = await _answer(deps, key, source, entry, context, adapter, live, history, text,
                                               recorded_user, reply_to=reply_to, internal=internal,
-                                              steered=steered or [], on_answered=on_answered)
+                                              steered=steered if steered is not None else [], on_answered=on_answered)
     except BaseException:
         # A failed store write or a cancelled turn: the live transcript may no longer match
         # the store; the next turn rebuilds it from there.
