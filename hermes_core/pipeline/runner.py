@@ -237,7 +237,8 @@ class GatewayRunner:
         removed = queue.drop_slot_follow_up() if where.clear == CLEAR_SLOT else queue.clear_human()
         interrupted = where.interrupt and self._interrupt(key, worker)
         background = self.deps.background.stop(key) if live and self.deps.background is not None else 0
-        job = Job(event, kind=CONTROL, inbound_id=inbound_id, dropped=len(removed),
+        # Messages, not jobs: a merged burst dropped by /stop is every message it holds.
+        job = Job(event, kind=CONTROL, inbound_id=inbound_id, dropped=sum(1 + len(j.parts) for j in removed),
                   stopped=bool(interrupted or removed or background))
         queue.add_control(job)
         if removed:
