@@ -100,6 +100,25 @@ def hermes_session_shared(source, policy):
     """
 
 
+# ---- Access control (docs/behaviour.md §9) --------------------------------------------------
+
+@hookspec(firstresult=True)
+def hermes_authorize(request):
+    """Decide whether the sender of one inbound message may talk to the agent.
+
+    Args: request (an `AccessRequest`: the SessionSource, the platform table's common settings,
+    and the sender's and chat's ids in every known form — raw, canonical, aliases).
+    Kind: FIRSTRESULT, SYNC ONLY. Called for every inbound message before anything about it is
+    stored; a refused message creates no session, transcript or intake row.
+    Returns: True (answer), False (refuse), or None to defer. Core default (trylast,
+    `builtin/access.py`): the local terminal is allowed; bots need `allow_bots`; then
+    `allow_all`, `allowed_users`, `allowed_chats` or `allowed_roles` allow; everything else is
+    refused.
+    Wrap: allowed (e.g. to log or audit every decision).
+    Timeout: none (must not block or do I/O: it runs once per message on the event loop).
+    """
+
+
 # ---- Context and PII-safe redaction (seed §9) ----------------------------------------------
 
 @hookspec
