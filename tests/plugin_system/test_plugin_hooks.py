@@ -338,3 +338,43 @@ def test_hook_hermes_failure_notice(tmp_path):
     # An empty text is not a notice: the configured one is sent.
     assert failure_notice(pm, config, "internal_error", source, error) == \
         "Sorry, this message could not be processed. Please try again later."
+
+
+def _hookspec_type_names():
+    """The names the hookspecs' annotations use (imported under TYPE_CHECKING there)."""
+    import typing
+
+    from hermes_core.app import GatewayApp
+    from hermes_core.model.access import AccessRequest
+    from hermes_core.model.context import SessionContext
+    from hermes_core.model.entry import SessionEntry
+    from hermes_core.scheduler import HousekeepingContext
+    from hermes_core.types import (DeliveryOutcome, DeliveryPlan, RecoveryPlan, RedactionRule, SettingsSpec)
+
+    names = dict(vars(typing))
+    names.update(GatewayApp=GatewayApp, AccessRequest=AccessRequest, SessionContext=SessionContext,
+                 SessionEntry=SessionEntry, SessionSource=SessionSource, HousekeepingContext=HousekeepingContext,
+                 GatewayConfig=GatewayConfig, DeliveryOutcome=DeliveryOutcome, DeliveryPlan=DeliveryPlan,
+                 KeyPolicy=KeyPolicy, OutboundDelivery=OutboundDelivery, RecoveryPlan=RecoveryPlan,
+                 RedactionRule=RedactionRule, SettingsSpec=SettingsSpec)
+    return names
+
+
+@pytest.mark.parametrize("name", _hook_names())
+def test_every_hookspec_is_annotated_with_real_types(name):
+    import inspect
+    import typing
+
+    spec = getattr(hookspecs, name)
+    signature = inspect.signature(spec)
+    unannotated = [p for p, param in signature.parameters.items() if param.annotation is inspect.Parameter.empty]
+    assert unannotated == [], f"{name}: arguments without a type: {unannotated}"
+    assert signature.return_annotation is not inspect.Signature.empty, f"{name} has no return type"
+    hints = typing.get_type_hints(spec, localns=_hookspec_type_names())  # NameError: a type that does not exist
+    assert set(hints) == set(signature.parameters) | {"return"}
+
+
+def test_the_package_ships_py_typed():
+    import hermes_core
+
+    assert (Path(hermes_core.__file__).parent / "py.typed").is_file()
