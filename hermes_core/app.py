@@ -302,6 +302,7 @@ class GatewayApp:
         if self._stopped:
             return
         self._stopped = True
+        unmarked = False
         for name, adapter in list(self.adapters.items()):
             try:
                 await adapter.stop()
@@ -312,12 +313,16 @@ class GatewayApp:
             for key in interrupted:
                 try:
                     await self.store.mark_resume_pending(key, "shutdown_timeout")
-                except Exception:
-                    log.exception("could not mark %s for resumption", key)
+                except Exception as exc:
+                    # Then the shutdown must not look clean: the next start promotes the turn
+                    # markers instead of discarding them, so the turn is still resumed once.
+                    unmarked = True
+                    log.error("could not mark %s for resumption (%s); the next start recovers it as "
+                              "after a crash", key, " ".join(str(exc).split()))
             if self.started:
                 # docs/behaviour.md §6: {key: old + 1} for the sessions the drain interrupted, others dropped.
                 save_restart_counts(self.home, {k: self.restart_counts.get(k, 0) + 1 for k in interrupted})
-        if self.started:
+        if self.started and not unmarked:
             self._write_clean_shutdown()
         await self._teardown()
 

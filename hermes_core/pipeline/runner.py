@@ -68,6 +68,7 @@ from typing import Any
 
 from ..model.events import INTERNAL as INTERNAL_KIND
 from ..model.events import MessageEvent, event_from_dict, event_to_dict
+from ..store import is_disk_full
 from . import commands
 from .busy import (BURST, COMMAND, CONTROL, CONTROL_COMMANDS, INTERNAL, INTERRUPTING_TEXT, QUEUE_EMPTY_TEXT,
                    QUEUED_TEXT, TURN, Job, SessionQueue)
@@ -470,7 +471,10 @@ class GatewayRunner:
                     # Not finished: the intake row stays and is replayed (or resumed) at the next start.
                     raise
                 except Exception as exc:  # isolation: report, keep this worker and the others going
-                    log.exception("job failed in %s", key)
+                    if is_disk_full(exc):  # one line, not a traceback per message (docs/behaviour.md §12)
+                        log.error("job failed in %s: disk full (%s)", key, " ".join(str(exc).split()))
+                    else:
+                        log.exception("job failed in %s", key)
                     if job.event is not None:
                         notice = failure_notice(self.deps.pm, self.deps.config, INTERNAL_ERROR, job.event.source, exc)
                         await self._notify(key, job.event, notice)
@@ -489,8 +493,11 @@ class GatewayRunner:
         for inbound_id in inbound_ids:
             try:
                 await self.deps.store.finish_inbound(inbound_id)
-            except Exception:  # the job ran; at worst it is replayed once more after a restart
-                log.exception("could not finish inbound row %s", inbound_id)
+            except Exception as exc:  # the job ran; at worst it is replayed once more after a restart
+                if is_disk_full(exc):
+                    log.error("could not finish inbound row %s: disk full", inbound_id)
+                else:
+                    log.exception("could not finish inbound row %s", inbound_id)
 
     async def _run_job(self, key: str, job: Job) -> None:
         event = job.event
