@@ -35,6 +35,8 @@ from typing import Any, AsyncIterator, Iterable, Sequence
 
 import aiosqlite
 
+from .cpu import in_thread
+
 log = logging.getLogger(__name__)
 
 _MIGRATION_RE = re.compile(r"^(\d{4})_[A-Za-z0-9_]+\.sql$")
@@ -489,4 +491,4 @@ class Database:
                 return conn.execute(sql, params).fetchall()
             finally:
                 conn.close()
-        return await asyncio.to_thread(read)
+        return await in_thread(read)

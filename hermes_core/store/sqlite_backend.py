@@ -16,6 +16,7 @@ from typing import Any, Iterable
 
 from ..model import SessionEntry, SessionSource, TokenUsage, format_timestamp
 from . import fts
+from .cpu import in_thread
 from .db import Database, StoreError
 from .mirror import render_from_json_texts
 from .records import (AliasRow, IntakeRow, MessageRow, NewObligation, Obligation, SearchHit, SessionRow,
@@ -416,7 +417,7 @@ class SqliteBackend:
         """sessions.json text from a consistent snapshot of `routes` (read beside the writer:
         `Database.snapshot_rows`), so the writer is never blocked by a large index."""
         rows = await self.db.snapshot_rows("SELECT session_key, entry FROM routes ORDER BY session_key")
-        return await asyncio.to_thread(render_from_json_texts, rows)
+        return await in_thread(render_from_json_texts, rows)
 
     async def get_meta(self, key: str) -> str | None:
         return await self.db.fetchval("SELECT value FROM meta WHERE key = ?", (key,))
