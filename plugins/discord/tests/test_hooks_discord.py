@@ -71,6 +71,12 @@ def test_platform_notes_for_a_thread():
                         "into several messages.")
     assert ("Mention syntax: <@USER_ID> for a user, <#CHANNEL_ID> for a channel, <@&ROLE_ID> for a role "
             "(raw Discord ids). Your replies never notify @everyone, @here or a role.") in lines
+    assert ("You only see the messages sent to you in this conversation: you cannot read the channel "
+            "history, pinned messages, other channels or attachments' contents, nor react to messages, "
+            "unless a tool for it is available.") in lines
+    # where the per-turn message id is given: nowhere the agent sees, and the reply answers it
+    assert ("Message ids are not shown to you; each reply is posted as a Discord reply to the message "
+            "you are answering.") in lines
     assert lines[-1] == ("This conversation is a Discord thread (or forum post); every member of the thread "
                          "shares it and your replies are posted in the thread.")
     assert not any("Bug: login loop" in line for line in lines)  # names stay in the core's neutralised section
