@@ -15,7 +15,9 @@ Web API, `POST|GET /api/{method}` with the token in `Authorization: Bearer …`:
 Socket Mode, `GET /link/` (WebSocket): sends `hello`, then every `events_api` envelope Slack still
 holds for the app (pushed with `push`, not yet acknowledged), and records the acks
 (`{"envelope_id": …}`). An envelope that is not acknowledged is sent again, with `retry_attempt`
-increased, on the next connection — as Slack redelivers to a reconnecting app. `disconnect()`
+increased, on the next connection — as Slack redelivers to a reconnecting app — and, when
+`redeliver_after` is set, on the open connection after that many seconds (Slack's own retry of
+an envelope that was not acknowledged in time). `disconnect()`
 sends Slack's `{"type": "disconnect"}` frame so the client reconnects through
 `apps.connections.open`.
 """
@@ -135,6 +137,8 @@ class FakeSlack:
         self.connections = 0
         self.sockets: list[web.WebSocketResponse] = []
         self.status_error: str | None = None
+        self.redeliver_after: float | None = None  # seconds; None: redeliver on reconnect only
+        self._redeliveries: set[asyncio.Task] = set()
         self._ts = itertools.count(1)
         self._envelope_ids = itertools.count(1)
         self._tickets = itertools.count(1)
@@ -212,6 +216,8 @@ class FakeSlack:
         return self
 
     async def __aexit__(self, *exc) -> None:
+        for task in list(self._redeliveries):
+            task.cancel()
         for ws in list(self.sockets):
             await ws.close()
         if self._runner is not None:
@@ -321,6 +327,15 @@ class FakeSlack:
         envelope.attempts += 1
         envelope.delivered_at.append(time.monotonic())
         await ws.send_str(json.dumps(frame))
+        if self.redeliver_after is not None:
+            task = asyncio.create_task(self._redeliver(ws, envelope, self.redeliver_after))
+            self._redeliveries.add(task)
+            task.add_done_callback(self._redeliveries.discard)
+
+    async def _redeliver(self, ws: web.WebSocketResponse, envelope: Envelope, delay: float) -> None:
+        await asyncio.sleep(delay)
+        if not envelope.acked and ws in self.sockets and not ws.closed:
+            await self._deliver(ws, envelope)
 
     async def _socket(self, request: web.Request) -> web.WebSocketResponse:
         ws = web.WebSocketResponse(autoping=True)

@@ -59,10 +59,40 @@ def test_platform_notes_for_a_thread():
         "Mention a person as <@USER_ID> (ids as they appear in messages); @here and @channel are not sent.",
         "You see only the messages addressed to you; you cannot read the channel history, pins or "
         "files unless a tool for it is loaded.",
+        "Message ids (Slack ts values) are not shown to you; your reply goes into the thread of the "
+        "message you are answering, or inline where there is no thread.",
         "This conversation is a Slack thread; everyone who replies in it shares it.",
     ]
 
 
 def test_platform_notes_only_for_slack():
     assert hooks.hermes_platform_notes(SessionContext(source=SessionSource(platform="telegram", chat_id="1"))) is None
-    assert len(hooks.hermes_platform_notes(context(chat_id="D0DMALICE1", chat_type="dm"))) == 3
+    assert len(hooks.hermes_platform_notes(context(chat_id="D0DMALICE1", chat_type="dm"))) == 4
+
+
+def test_plugins_json_lists_slack_without_secrets(tmp_path, monkeypatch):
+    import json
+
+    from typer.testing import CliRunner
+
+    from hermes_core.cli.plugins import plugins_app
+
+    secrets = {"BOT_TOKEN": "xoxb-1-SECRETBOTTOKEN", "APP_TOKEN": "xapp-1-SECRETAPPTOKEN",
+               "SIGNING_SECRET": "SECRETSIGNINGSECRET0"}
+    home = tmp_path / "home"
+    home.mkdir()
+    # one secret in the file (discouraged but accepted), the others in the environment
+    (home / "hermes.toml").write_text('[platforms.slack]\nenabled = true\nsigning_secret = "SECRETSIGNINGSECRET0"\n')
+    monkeypatch.setenv("HERMES_HOME", str(home))
+    monkeypatch.setenv("HERMES_PLATFORMS__SLACK__BOT_TOKEN", secrets["BOT_TOKEN"])
+    monkeypatch.setenv("HERMES_PLATFORMS__SLACK__APP_TOKEN", secrets["APP_TOKEN"])
+    monkeypatch.delenv("HERMES_CONFIG", raising=False)
+    monkeypatch.delenv("HERMES_DISABLE_PLUGIN_AUTOLOAD", raising=False)
+    result = CliRunner().invoke(plugins_app, ["--json"])
+    assert result.exit_code == 0, result.output
+    rows = {(row["name"], row["group"]): row for row in json.loads(result.output)}
+    row = rows[("slack", "hermes_core.plugins")]
+    assert (row["status"], row["distribution"], row["module"]) == ("loaded", "hermes-gateway-slack",
+                                                                   "hermes_slack.hooks")
+    assert row["hooks"] == ["hermes_platform_notes", "hermes_settings_schema"]
+    assert "SECRET" not in result.output
