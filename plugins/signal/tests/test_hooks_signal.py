@@ -57,6 +57,8 @@ def test_platform_notes(tmp_path):
         "Mentions arrive in the text as @ followed by the person's number or id; you cannot "
         "mention people yourself, and you cannot read the chat's history, attachments or "
         "reactions beyond what is in this conversation.",
+        "Message ids (Signal timestamps) are not shown to you; your reply quotes the message you "
+        "are answering.",
     ]
     assert notes(group)[-1] == "This is a Signal group: every member sees your replies."
     other = SessionSource(platform="telegram", chat_id="1", chat_type="dm")
