@@ -110,3 +110,20 @@ def test_plugins_json_lists_discord_without_secrets(tmp_path, monkeypatch):
                                                                    "hermes_discord.hooks")
     assert row["hooks"] == ["hermes_platform_notes", "hermes_settings_schema", "hermes_shutdown"]
     assert "SECRETPART" not in result.output
+
+
+def test_home_channel_and_raw_ids_in_the_session_context_even_with_redaction(tmp_path):
+    # pii_safe=False (docs/behaviour.md §7): Discord ids stay raw, mentions need them.
+    from hermes_core.pipeline.context import build_session_context, build_session_context_prompt
+
+    config = GatewayConfig(home=tmp_path, redaction={"enabled": True}, platforms={"discord": {
+        "enabled": True, "home_channel": "1100000000000000010", "home_channel_name": "general"}})
+    pm, _ = create_plugin_manager(config)
+    dm = SessionSource(platform="discord", chat_id="1600000000000000001", chat_type="dm",
+                       user_id="1300000000000000001")
+    prompt = build_session_context_prompt(build_session_context(dm, config, pm=pm), redact_pii=True, pm=pm)
+    lines = prompt.splitlines()
+    assert '**Source:** Discord ("DM with 1300000000000000001")' in lines
+    assert '**User ID:** "1300000000000000001"' in lines
+    assert '  - discord: "general" (ID: "1100000000000000010")' in lines
+    assert '- `"discord"` → Home channel ("general")' in lines
