@@ -49,6 +49,14 @@ class TestSlackAdapter(AdapterContract):
     def sent_texts(self, adapter, fake_transport):
         return [message["text"] for message in fake_transport.posted]
 
+    def test_slack_declares_its_limits_and_ingress(self, adapter_class):
+        spec = adapter_class.spec
+        # docs/platforms.md §0.4: keep a message within 4000 characters; user ids are redactable;
+        # §6: Socket Mode gives each event to one connection, HTTP posts it once.
+        assert (spec.max_message_length, spec.length_unit, spec.pii_safe, spec.ingress) == \
+            (4000, "chars", True, "shared")
+        assert spec.capabilities == frozenset({"threads", "typing", "edit", "webhook"})
+
     # The acknowledgement rule (Socket Mode): an envelope is acked only after `emit` returned;
     # a refused one stays unacknowledged and Slack sends it again.
     async def deliver_inbound(self, adapter, fake_transport, text):

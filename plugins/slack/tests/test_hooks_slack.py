@@ -96,3 +96,20 @@ def test_plugins_json_lists_slack_without_secrets(tmp_path, monkeypatch):
                                                                    "hermes_slack.hooks")
     assert row["hooks"] == ["hermes_platform_notes", "hermes_settings_schema"]
     assert "SECRET" not in result.output
+
+
+def test_home_channel_and_pseudonymised_ids_in_the_session_context(tmp_path):
+    # pii_safe=True: with [redaction] on, Slack user and channel ids reach the prompt as
+    # pseudonyms (user_<12 hex of sha256>, <12 hex>; docs/behaviour.md §7), routing keeps them raw.
+    from hermes_core.pipeline.context import build_session_context, build_session_context_prompt
+
+    config = GatewayConfig(home=tmp_path, redaction={"enabled": True}, platforms={"slack": {
+        "enabled": True, "home_channel": "C0GENERAL1", "home_channel_name": "general"}})
+    pm, _ = create_plugin_manager(config)
+    dm = SessionSource(platform="slack", chat_id="D0DMALICE1", chat_type="dm", user_id="U0ALICE01")
+    prompt = build_session_context_prompt(build_session_context(dm, config, pm=pm), redact_pii=True, pm=pm)
+    lines = prompt.splitlines()
+    assert '**Source:** Slack ("DM with user_c40e8a8b3822")' in lines  # sha256("U0ALICE01")[:12]
+    assert '  - slack: "general" (ID: "07f8abac5a7c")' in lines  # sha256("C0GENERAL1")[:12]
+    assert '- `"origin"` → Back to this chat ("f2a65322b02d")' in lines  # sha256("D0DMALICE1")[:12]
+    assert "U0ALICE01" not in prompt and "C0GENERAL1" not in prompt and "D0DMALICE1" not in prompt
