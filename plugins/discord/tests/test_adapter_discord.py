@@ -175,7 +175,8 @@ async def test_edits_are_turns_only_when_configured(fake, make_adapter):
         ("1500000000000000004@2026-01-01T00:05:00.000000+00:00", "can you check my PR #12?")]
 
 
-async def test_edits_are_ignored_by_default(fake, make_adapter):
+async def test_edits_are_ignored_by_default(fake, make_adapter, caplog):
+    caplog.set_level(logging.DEBUG, logger="hermes_discord")
     rec = Recorder()
     await make_adapter(rec)
     await fake.push("MESSAGE_UPDATE", dict(sample("d3_dm"), content="changed",
@@ -183,6 +184,7 @@ async def test_edits_are_ignored_by_default(fake, make_adapter):
     await fake.message(dict(sample("d3_dm"), id="1500000000000000010", content="next"))
     await wait_until(lambda: len(rec.events) == 1)
     assert rec.events[0].text == "next"
+    assert "discord update of message 1500000000000000004 skipped: edits_as_turns is off" in caplog.text
 
 
 # ---- reconnects --------------------------------------------------------------------------------
