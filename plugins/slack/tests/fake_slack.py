@@ -10,7 +10,8 @@ Web API, `POST|GET /api/{method}` with the token in `Authorization: Bearer …`:
 * `chat.postMessage` (records every attempt and every posted message, answers a new `ts`),
   `chat.update`, `assistant.threads.setStatus`;
 * scripted failures: HTTP 429 with a `Retry-After` header and `{"ok": false, "error":
-  "ratelimited"}`, or any `{"ok": false, "error": …}`; a wrong token answers `invalid_auth`.
+  "ratelimited"}`, or any `{"ok": false, "error": …}`; a wrong token answers `invalid_auth`;
+  `held[method] = asyncio.Event()` makes a method hang until the event is set.
 
 Socket Mode, `GET /link/` (WebSocket): sends `hello`, then every `events_api` envelope Slack still
 holds for the app (pushed with `push`, not yet acknowledged), and records the acks
@@ -138,6 +139,7 @@ class FakeSlack:
         self.sockets: list[web.WebSocketResponse] = []
         self.status_error: str | None = None
         self.redeliver_after: float | None = None  # seconds; None: redeliver on reconnect only
+        self.held: dict[str, asyncio.Event] = {}  # method → answered only once the event is set
         self._redeliveries: set[asyncio.Task] = set()
         self._ts = itertools.count(1)
         self._envelope_ids = itertools.count(1)
@@ -258,6 +260,8 @@ class FakeSlack:
                     return web.json_response({"ok": False, "error": "ratelimited"}, status=429,
                                              headers={"Retry-After": str(failure.retry_after)})
                 return web.json_response({"ok": False, "error": failure.error})
+            if method in self.held:
+                await self.held[method].wait()  # a Web API method that hangs (a slow Slack)
             handler = getattr(self, "_m_" + method.replace(".", "_"), None)
             if handler is None:
                 call.error = "unknown_method"
