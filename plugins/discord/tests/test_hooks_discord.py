@@ -127,3 +127,18 @@ def test_home_channel_and_raw_ids_in_the_session_context_even_with_redaction(tmp
     assert '**User ID:** "1300000000000000001"' in lines
     assert '  - discord: "general" (ID: "1100000000000000010")' in lines
     assert '- `"discord"` → Home channel ("general")' in lines
+
+
+def test_every_common_platform_key_is_accepted(tmp_path):
+    # The keys every [platforms.<id>] table takes (home_channel, access lists, …): each one, with
+    # a value other than its default, reaches the plugin's settings model unchanged.
+    from hermes_core.sdk import PlatformSettings
+
+    table = {}
+    for name, field in PlatformSettings.model_fields.items():
+        default = field.get_default(call_default_factory=True)
+        table[name] = (not default) if isinstance(default, bool) else ["id-1"] if isinstance(default, list) \
+            else f"value of {name}"
+    settings = validated(tmp_path, {**table, "bot_token": TOKEN})
+    assert {name: getattr(settings, name) for name in table} == table
+    assert settings.home_channel == "value of home_channel" and settings.enabled is True
