@@ -113,3 +113,18 @@ def test_home_channel_and_pseudonymised_ids_in_the_session_context(tmp_path):
     assert '  - slack: "general" (ID: "07f8abac5a7c")' in lines  # sha256("C0GENERAL1")[:12]
     assert '- `"origin"` → Back to this chat ("f2a65322b02d")' in lines  # sha256("D0DMALICE1")[:12]
     assert "U0ALICE01" not in prompt and "C0GENERAL1" not in prompt and "D0DMALICE1" not in prompt
+
+
+def test_every_common_platform_key_is_accepted(tmp_path):
+    # The keys every [platforms.<id>] table takes (home_channel, access lists, …): each one, with
+    # a value other than its default, reaches the plugin's settings model unchanged.
+    from hermes_core.sdk import PlatformSettings
+
+    table = {}
+    for name, field in PlatformSettings.model_fields.items():
+        default = field.get_default(call_default_factory=True)
+        table[name] = (not default) if isinstance(default, bool) else ["id-1"] if isinstance(default, list) \
+            else f"value of {name}"
+    settings = validated(tmp_path, {**table, "bot_token": "xoxb-1-SECRETBOT"})
+    assert {name: getattr(settings, name) for name in table} == table
+    assert settings.home_channel == "value of home_channel" and settings.enabled is True
