@@ -83,3 +83,18 @@ def test_home_channel_and_pseudonymised_ids_in_the_session_context(tmp_path):
     assert '**User ID:** "user_cceb2ad38c67"' in lines
     assert '  - signal: "family" (ID: "group:9ec4db73fda5")' in lines
     assert "+15551230001" not in prompt and "7d1e2c3b" not in prompt and group_id not in prompt
+
+
+def test_every_common_platform_key_is_accepted(tmp_path):
+    # The keys every [platforms.<id>] table takes (home_channel, access lists, …): each one, with
+    # a value other than its default, reaches the plugin's settings model unchanged.
+    from hermes_core.sdk import PlatformSettings
+
+    table = {}
+    for name, field in PlatformSettings.model_fields.items():
+        default = field.get_default(call_default_factory=True)
+        table[name] = (not default) if isinstance(default, bool) else ["id-1"] if isinstance(default, list) \
+            else f"value of {name}"
+    settings = validated(tmp_path, {**table, "account": "+15559990000"})
+    assert {name: getattr(settings, name) for name in table} == table
+    assert settings.home_channel == "value of home_channel" and settings.enabled is True
