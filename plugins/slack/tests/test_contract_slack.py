@@ -6,6 +6,7 @@ import asyncio
 import json
 from pathlib import Path
 
+import aiohttp
 import pytest
 from fake_slack import adapter_settings, post_event
 
@@ -85,8 +86,11 @@ class TestSlackAdapterOverHttp(TestSlackAdapter):
 
         async def slack_delivery():
             for retry in range(4):  # the first delivery and Slack's three retries
-                status, _ = await post_event(f"http://{host}:{port}/slack/events", envelope,
-                                             retry_num=retry or None)
+                try:
+                    status, _ = await post_event(f"http://{host}:{port}/slack/events", envelope,
+                                                 retry_num=retry or None)
+                except aiohttp.ClientError:
+                    return  # the adapter stopped
                 self.answers.append(status)
                 if 200 <= status < 300:
                     return
