@@ -168,3 +168,19 @@ async def test_the_thread_shows_typing_while_the_turn_runs(fake, gateway):
     # shown in the thread (the post), never in the forum parent, which takes no messages
     assert set(fake.typing) == {FORUM_POST_ID}
     assert fake.sent[0]["channel_id"] == FORUM_POST_ID
+
+
+async def test_access_by_role_bots_ignored_and_strangers_told_once_in_a_dm(fake, gateway):
+    # docs/behaviour.md §9 with D1 (a member holding role 1400000000000000001), D4 (a webhook)
+    # and D3 (a DM from someone who holds no allowed role: DMs carry no roles).
+    app = await gateway(allow_all=False, allowed_roles=["1400000000000000001"])
+    await fake.message(sample("d4_webhook"))
+    await fake.message(sample("d3_dm"))
+    await fake.message(sample("d1_guild_text_role"))
+    refused = app.runner.deps.access.refused
+    await fake.wait_for(lambda: len(fake.sent) == 2 and sum(refused.values()) == 2)
+    assert [(s["channel_id"], s["content"]) for s in fake.sent] == [
+        (DM_ID, "This assistant is private."), (GENERAL_ID, "echo: what changed today?")]
+    assert app.runner.deps.access.refused == {("discord", "bot"): 1, ("discord", "not_allowed"): 1}
+    assert [e.session_key for e in await app.store.list_sessions()] == [
+        "agent:main:discord:group:1100000000000000010:1300000000000000001"]

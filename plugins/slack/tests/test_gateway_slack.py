@@ -218,3 +218,25 @@ async def test_the_thread_shows_the_working_status_while_the_turn_runs(slack, ga
     assert {(s["channel_id"], s["thread_ts"]) for s in slack.statuses} == {("C0GENERAL1", GENERAL_ROOT)}
     assert sorted((p["channel"], p.get("thread_ts")) for p in slack.posted) == [
         ("C0GENERAL1", GENERAL_ROOT), ("D0DMALICE1", None)]
+
+
+async def test_only_allowed_users_are_answered_bots_ignored_and_a_channel_refusal_is_silent(slack, tmp_path):
+    # docs/behaviour.md §9: Alice (U0ALICE01) is allowed; Bob's S3 mention in a channel is
+    # refused without a notice (notices only in DMs); the S6 bot message, here mentioning the
+    # bot, is ignored (no allow_bots).
+    table = dict(adapter_settings(slack), enabled=True, allowed_users=["U0ALICE01"])
+    app = GatewayApp(GatewayConfig(home=tmp_path / "home", platforms={"slack": table}), watcher=False)
+    await app.start()
+    try:
+        await slack.push(load("s3_app_mention_private"))
+        await slack.push(load("s6_bot_message", text="<@U0BOT0001> Build #812 failed"))
+        await slack.push(load("s1_message_im"))
+        refused = app.runner.deps.access.refused
+        await slack.wait_for(lambda: len(slack.posted) == 1 and sum(refused.values()) == 2)
+        await settle(app)
+        assert [(p["channel"], p["text"]) for p in slack.posted] == [
+            ("D0DMALICE1", "echo: hi, can you draft the release notes?")]
+        assert app.runner.deps.access.refused == {("slack", "not_allowed"): 1, ("slack", "bot"): 1}
+        assert [e.session_key for e in await app.store.list_sessions()] == ["agent:main:slack:dm:D0DMALICE1"]
+    finally:
+        await app.stop()
