@@ -51,8 +51,9 @@ async def post_webhook(url: str, body: Any, *, secret: str | None = APP_SECRET, 
 
 
 class MetaPoster:
-    """Posts a notification like Meta: again after a non-2xx answer (pause `retry_s`), up to
-    `attempts` times. `answers` holds every status code received, in order."""
+    """Posts a notification like Meta: again after a non-2xx answer or a refused connection
+    (pause `retry_s`), up to `attempts` times. `answers` holds every status code received, in
+    order (0 for no connection)."""
 
     def __init__(self, url: str, *, retry_s: float = 0.05, attempts: int = 50):
         self.url = url
@@ -62,10 +63,13 @@ class MetaPoster:
 
     async def deliver(self, body: Any) -> int:
         for _ in range(self.attempts):
-            response = await post_webhook(self.url, body)
-            self.answers.append(response.status_code)
-            if response.status_code < 300:
-                return response.status_code
+            try:
+                status = (await post_webhook(self.url, body)).status_code
+            except httpx.TransportError:  # nobody listens (the gateway is down): retry later
+                status = 0
+            self.answers.append(status)
+            if 200 <= status < 300:
+                return status
             await asyncio.sleep(self.retry_s)
         return self.answers[-1]
 
