@@ -245,7 +245,8 @@ class WhatsAppAdapter(BaseAdapter):
             alias = mapping_update(payload)
             if alias is None:
                 await self._learn_groups(payload)
-                turns = map_bridge_event(payload, group_names=self._groups.get)
+                turns = map_bridge_event(payload, group_names=self._groups.get,
+                                         edits_as_turns=self.settings.edits_as_turns)
         except MalformedPayload as exc:
             log.warning("skipping malformed whatsapp bridge event: %s", exc)
             return True

@@ -18,7 +18,8 @@ so W1 and W2 share one session from the first message (W-T1).
 
 Not turns (None, reason logged at DEBUG): the bot's own messages (`fromMe`, W-T3), Status
 updates, broadcast lists and channels (W-T4), `append` history syncs, protocol messages
-(deletes, ephemeral settings), reactions, receipts and messages without text or media.
+(deletes, ephemeral settings), reactions, receipts, messages without text or media, and edits
+unless `edits_as_turns`.
 A broken event raises `MalformedPayload` naming the field.
 """
 
@@ -38,7 +39,7 @@ GroupNames = Callable[[str], "str | None"]
 
 # Wrappers that hide the real message one level deeper (W-T5).
 WRAPPERS = ("ephemeralMessage", "viewOnceMessage", "viewOnceMessageV2", "viewOnceMessageV2Extension",
-            "documentWithCaptionMessage", "editedMessage")
+            "documentWithCaptionMessage")
 # Message kinds that carry a caption and a file.
 MEDIA_KINDS = {"imageMessage": "image", "videoMessage": "video", "documentMessage": "document",
                "audioMessage": "audio", "stickerMessage": "sticker"}
@@ -93,6 +94,23 @@ def message_content(message: Mapping, path: str) -> tuple[str, list[dict[str, An
     return text, media, context
 
 
+def edited_content(inner: Mapping, path: str) -> tuple[dict, str] | None:
+    """The new content of an edit, or None when `inner` is no edit. Baileys delivers an edit as
+    `editedMessage: {message: {protocolMessage: {type: 14, editedMessage: {...}}}}` or as a bare
+    `protocolMessage` of type 14 (MESSAGE_EDIT)."""
+    outer = fields.obj(inner, "editedMessage", path)
+    if outer is not None:
+        inner = fields.obj(outer, "message", f"{path}.editedMessage") or {}
+        path = f"{path}.editedMessage.message"
+    protocol = fields.obj(inner, "protocolMessage", path)
+    if protocol is None:
+        return ({}, path) if outer is not None else None
+    edited = fields.obj(protocol, "editedMessage", f"{path}.protocolMessage")
+    if edited is None and outer is None:
+        return None
+    return edited or {}, f"{path}.protocolMessage.editedMessage"
+
+
 def _reply_context(context: Mapping | None, path: str) -> dict[str, Any]:
     """`reply_to_*` of a message quoting another (`contextInfo.stanzaId/participant/quotedMessage`)."""
     if not context:
@@ -125,9 +143,10 @@ def _source(chat: str, sender: str | None, push_name: str | None, message_id: st
                          user_id=chat, user_name=push_name, message_id=message_id)
 
 
-def map_baileys_message(item: Any, path: str, *, group_names: GroupNames | None = None
-                        ) -> tuple[SessionSource, MessageEvent] | None:
-    """Map one WAMessage of a Baileys `messages.upsert` (W1, W2, W4)."""
+def map_baileys_message(item: Any, path: str, *, group_names: GroupNames | None = None,
+                        edits_as_turns: bool = False) -> tuple[SessionSource, MessageEvent] | None:
+    """Map one WAMessage of a Baileys `messages.upsert` (W1, W2, W4). An edit is a turn only
+    with `edits_as_turns` (its own `key.id`, the new text)."""
     if not isinstance(item, dict):
         raise MalformedPayload(path, f"must be an object, got {fields.type_name(item)}")
     key = fields.obj(item, "key", path, required=True)
@@ -146,12 +165,20 @@ def map_baileys_message(item: Any, path: str, *, group_names: GroupNames | None 
     if message is None:
         _skip("%s has no message (a receipt, a stub or an undecryptable message)", message_id)
         return None
-    inner, _ = unwrap_message(message, f"{path}.message")
-    for kind in NOT_TURNS:
-        if kind in inner:
-            _skip("%s is a %s", message_id, kind)
+    inner, inner_path = unwrap_message(message, f"{path}.message")
+    edit = edited_content(inner, inner_path)
+    if edit is not None:
+        if not edits_as_turns:
+            _skip("%s is an edit (edits_as_turns is off)", message_id)
             return None
-    text, media, context = message_content(message, f"{path}.message")
+        message, message_path = edit
+    else:
+        for kind in NOT_TURNS:
+            if kind in inner:
+                _skip("%s is a %s", message_id, kind)
+                return None
+        message_path = f"{path}.message"
+    text, media, context = message_content(message, message_path)
     if not text.strip() and not media:
         _skip("%s has neither text nor media", message_id)
         return None
@@ -164,13 +191,13 @@ def map_baileys_message(item: Any, path: str, *, group_names: GroupNames | None 
     source = _source(chat, sender, fields.text(item, "pushName", path) or None, message_id, group_names)
     aliases = _aliases([(chat, chat_alt, "remoteJidAlt"), (participant, participant_alt, "participantAlt")])
     event = MessageEvent(source=source, text=text, message_id=message_id, media=media, raw=item,
-                         aliases=aliases, **_reply_context(context, f"{path}.message.contextInfo"))
+                         aliases=aliases, **_reply_context(context, f"{message_path}.contextInfo"))
     return source, event
 
 
-def map_whatsmeow_event(payload: Mapping, *, group_names: GroupNames | None = None
-                        ) -> tuple[SessionSource, MessageEvent] | None:
-    """Map one whatsmeow `events.Message` (W3)."""
+def map_whatsmeow_event(payload: Mapping, *, group_names: GroupNames | None = None,
+                        edits_as_turns: bool = False) -> tuple[SessionSource, MessageEvent] | None:
+    """Map one whatsmeow `events.Message` (W3); edits as in `map_baileys_message`."""
     info = fields.obj(payload, "Info", "event", required=True)
     assert info is not None
     chat = fields.ident(info, "Chat", "event.Info", required=True)
@@ -187,29 +214,38 @@ def map_whatsmeow_event(payload: Mapping, *, group_names: GroupNames | None = No
     if message is None:
         _skip("%s has no message", message_id)
         return None
-    inner, _ = unwrap_message(message, "event.Message")
-    for kind in NOT_TURNS:
-        if kind in inner:
-            _skip("%s is a %s", message_id, kind)
+    inner, inner_path = unwrap_message(message, "event.Message")
+    edit = edited_content(inner, inner_path)
+    if edit is not None:
+        if not edits_as_turns:
+            _skip("%s is an edit (edits_as_turns is off)", message_id)
             return None
-    text, media, context = message_content(message, "event.Message")
+        message, message_path = edit
+    else:
+        for kind in NOT_TURNS:
+            if kind in inner:
+                _skip("%s is a %s", message_id, kind)
+                return None
+        message_path = "event.Message"
+    text, media, context = message_content(message, message_path)
     if not text.strip() and not media:
         _skip("%s has neither text nor media", message_id)
         return None
     source = _source(chat, sender, fields.text(info, "PushName", "event.Info") or None, message_id, group_names)
     aliases = _aliases([(sender, fields.ident(info, "SenderAlt", "event.Info"), "SenderAlt")])
     event = MessageEvent(source=source, text=text, message_id=message_id, media=media, raw=dict(payload),
-                         aliases=aliases, **_reply_context(context, "event.Message.contextInfo"))
+                         aliases=aliases, **_reply_context(context, f"{message_path}.contextInfo"))
     return source, event
 
 
-def map_bridge_event(payload: Any, *, group_names: GroupNames | None = None
-                     ) -> list[tuple[SessionSource, MessageEvent]]:
+def map_bridge_event(payload: Any, *, group_names: GroupNames | None = None,
+                     edits_as_turns: bool = False) -> list[tuple[SessionSource, MessageEvent]]:
     """Map one bridge event to the turns in it, in order.
 
     Args:
         payload: a decoded bridge event (Baileys `messages.upsert` or whatsmeow `message`).
         group_names: `group JID -> subject or None` from the adapter's cache (never a fetch).
+        edits_as_turns: an edited message starts a turn (`[platforms.whatsapp] edits_as_turns`).
 
     Returns:
         The `(SessionSource, MessageEvent)` pairs for the agent; `[]` when nothing in the event
@@ -223,7 +259,7 @@ def map_bridge_event(payload: Any, *, group_names: GroupNames | None = None
         raise MalformedPayload("event", f"must be an object, got {fields.type_name(payload)}")
     kind = fields.text(payload, "type", "event")
     if "Info" in payload:
-        mapped = map_whatsmeow_event(payload, group_names=group_names)
+        mapped = map_whatsmeow_event(payload, group_names=group_names, edits_as_turns=edits_as_turns)
         return [mapped] if mapped else []
     if "messages" not in payload:
         log.debug("whatsapp bridge event of type %r skipped: not a message event", kind)
@@ -235,7 +271,8 @@ def map_bridge_event(payload: Any, *, group_names: GroupNames | None = None
     out = []
     for index, item in enumerate(fields.items(payload, "messages", "event")):
         try:
-            mapped = map_baileys_message(item, f"event.messages[{index}]", group_names=group_names)
+            mapped = map_baileys_message(item, f"event.messages[{index}]", group_names=group_names,
+                                         edits_as_turns=edits_as_turns)
         except MalformedPayload as exc:
             log.warning("skipping malformed whatsapp bridge message: %s", exc)
             continue

@@ -20,7 +20,6 @@ shows the typing indicator.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import time
 from typing import Any

@@ -75,7 +75,7 @@ def _skip(reason: str, *args: Any) -> None:
     log.debug("whatsapp cloud payload skipped: " + reason, *args)
 
 
-def _contact_for(contacts: list, message: Mapping, path: str) -> dict:
+def _contact_for(contacts: list, message: Mapping) -> dict:
     """The `contacts[]` entry of `message`'s sender: same BSUID, else same phone, else the only one."""
     sender_bsuid = message.get("from_user_id")
     sender_phone = message.get("from")
@@ -136,7 +136,7 @@ def map_message(message: Any, contacts: list, path: str, *, own_number: str | No
     if own_number and phone and phone.lstrip("+") == own_number.lstrip("+"):
         _skip("%s is the business number's own message", message_id)
         return None
-    contact = _contact_for(contacts, message, path)
+    contact = _contact_for(contacts, message)
     cpath = path.rsplit(".messages", 1)[0] + ".contacts[]"
     bsuid = fields.ident(contact, "user_id", cpath) or fields.ident(message, "from_user_id", path)
     if phone is None and bsuid is None:

@@ -11,7 +11,7 @@ import pytest
 # folder is not on sys.path by itself).
 sys.path.insert(0, str(Path(__file__).parent))
 
-from fake_whatsapp import APP_SECRET, PHONE_NUMBER_ID, VERIFY_TOKEN, FakeBridge, FakeGraph  # noqa: E402
+from fake_whatsapp import FakeBridge, FakeGraph, bridge_settings, cloud_settings  # noqa: E402
 
 from hermes_whatsapp.bridge_adapter import WhatsAppAdapter  # noqa: E402
 from hermes_whatsapp.cloud_adapter import WhatsAppCloudAdapter  # noqa: E402
@@ -35,20 +35,6 @@ async def graph():
     """A running fake Graph API on 127.0.0.1."""
     async with FakeGraph() as server:
         yield server
-
-
-def bridge_settings(bridge, **overrides) -> dict:
-    settings = {"bridge_url": bridge.base_url, "poll_timeout": 1.0, "reconnect_initial": 0.05, "reconnect_max": 0.2}
-    settings.update(overrides)
-    return settings
-
-
-def cloud_settings(graph, **overrides) -> dict:
-    settings = {"access_token": "test-access-token", "app_secret": APP_SECRET, "verify_token": VERIFY_TOKEN,
-                "phone_number_id": PHONE_NUMBER_ID, "graph_base_url": graph.base_url, "http_port": 0,
-                "rate_limit_wait": 0.5}
-    settings.update(overrides)
-    return settings
 
 
 @pytest.fixture

@@ -33,6 +33,22 @@ BOT_JID = "15550001111:12@s.whatsapp.net"
 BOT_LID = "222333444555666:12@lid"
 
 
+def bridge_settings(bridge, **overrides) -> dict:
+    """Adapter settings for `bridge` (fast polls and reconnects), with `overrides`."""
+    settings = {"bridge_url": bridge.base_url, "poll_timeout": 1.0, "reconnect_initial": 0.05, "reconnect_max": 0.2}
+    settings.update(overrides)
+    return settings
+
+
+def cloud_settings(graph, **overrides) -> dict:
+    """Adapter settings for `graph` (test secrets, a free webhook port), with `overrides`."""
+    settings = {"access_token": ACCESS_TOKEN, "app_secret": APP_SECRET, "verify_token": VERIFY_TOKEN,
+                "phone_number_id": PHONE_NUMBER_ID, "graph_base_url": graph.base_url, "http_port": 0,
+                "rate_limit_wait": 0.5}
+    settings.update(overrides)
+    return settings
+
+
 def sign(raw: bytes, secret: str = APP_SECRET) -> str:
     return "sha256=" + hmac.new(secret.encode(), raw, hashlib.sha256).hexdigest()
 

@@ -7,8 +7,7 @@ import asyncio
 
 import pytest
 
-from conftest import bridge_settings, cloud_settings
-from fake_whatsapp import MetaPoster
+from fake_whatsapp import MetaPoster, bridge_settings, cloud_settings
 from hermes_core.sdk import SessionSource
 from hermes_core.testing import AdapterContract, PluginContract, RedactionContract, SessionKeyContract
 from hermes_whatsapp import hooks

@@ -12,8 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import bridge_settings, cloud_settings
-from fake_whatsapp import MetaPoster, post_webhook
+from fake_whatsapp import MetaPoster, bridge_settings, cloud_settings, post_webhook
 from hermes_core import GatewayConfig
 from hermes_core.agents.echo import EchoAgent
 from hermes_core.app import GatewayApp
@@ -427,3 +426,33 @@ async def test_cloud_chat_shows_typing_while_the_turn_runs(graph, gateway):
     assert graph.sent == []
     agent.release.set()
     await graph.wait_for(lambda: len(graph.sent) == 1)
+
+
+async def test_bridge_malformed_events_are_skipped_and_the_gateway_keeps_serving(bridge, gateway, caplog):
+    await gateway({"whatsapp": bridge_table(bridge)})
+    seqs = bridge.push("not an object",
+                       {"type": "message", "Info": {"Chat": 15551234567, "Sender": "x", "ID": "y"}},
+                       {"type": "lid-mapping.update", "lid": "\ud800@lid", "pn": "15551234567@s.whatsapp.net"},
+                       load("w1_dm_pn"))
+    await bridge.wait_for(lambda: len(bridge.sent) == 1)
+    assert bridge.sent[0]["message"] == "echo: hello"
+    await bridge.wait_for(lambda: bridge.acked >= seqs[-1])
+    logged = [r.getMessage() for r in caplog.records]
+    assert "skipping malformed whatsapp bridge event: malformed payload: event must be an object, got str" in logged
+    assert ("skipping malformed whatsapp bridge event: malformed payload: event.Info.Chat must be a string, got int"
+            in logged)
+    assert ("skipping malformed whatsapp bridge event: malformed payload: event.lid is not valid Unicode "
+            "(lone surrogate)") in logged
+
+
+async def test_cloud_oversized_body_and_wrong_handshake_mode_are_refused(graph, gateway):
+    import httpx
+    app = await gateway({"whatsapp_cloud": cloud_table(graph, max_body_bytes=2048)})
+    url = webhook_url(app)
+    big = cloud_dm("x" * 4000, "wamid.BIG1")
+    assert (await post_webhook(url, big)).status_code == 413
+    async with httpx.AsyncClient() as client:
+        answer = await client.get(url, params={"hub.mode": "unsubscribe", "hub.verify_token": "test-verify-token",
+                                               "hub.challenge": "1"})
+    assert answer.status_code == 403
+    assert graph.sent == [] and await app.store.list_sessions() == []

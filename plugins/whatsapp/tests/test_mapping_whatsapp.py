@@ -338,3 +338,20 @@ def test_malformed_cloud_messages_are_named_and_the_rest_kept():
         f"{p}.statuses[0].id is missing"]
     with pytest.raises(MalformedPayload, match=r"^malformed payload: body.entry must be a list, got dict$"):
         map_webhook({"object": "whatsapp_business_account", "entry": {}})
+
+
+def test_edits_are_turns_only_when_configured(caplog):
+    edit = _upsert({"remoteJid": "15551234567@s.whatsapp.net", "id": "3EB0EDIT"}, {"editedMessage": {"message": {
+        "protocolMessage": {"key": {"remoteJid": "15551234567@s.whatsapp.net", "id": "3EB0ORIG"}, "type": 14,
+                            "editedMessage": {"conversation": "hello, corrected"}}}}})
+    with caplog.at_level(logging.DEBUG, logger="hermes_whatsapp"):
+        assert map_bridge_event(edit) == []
+    assert "whatsapp bridge message skipped: 3EB0EDIT is an edit (edits_as_turns is off)" in [
+        r.getMessage() for r in caplog.records]
+    [(source, event)] = map_bridge_event(edit, edits_as_turns=True)
+    assert (source.message_id, event.text) == ("3EB0EDIT", "hello, corrected")
+    bare = {"type": "message", "Info": {"Chat": "15551234567@s.whatsapp.net", "Sender": "15551234567@s.whatsapp.net",
+                                        "ID": "3A1EDIT", "PushName": "Carol"},
+            "Message": {"protocolMessage": {"type": 14, "editedMessage": {"conversation": "fixed"}}}}
+    assert map_bridge_event(bare) == []
+    assert [e.text for _, e in map_bridge_event(bare, edits_as_turns=True)] == ["fixed"]
