@@ -4,9 +4,11 @@ Start: HERMES_HOME created and checked writable → plugins loaded → store ope
 the `hermes_session_key` hook) → unclean-shutdown check (`.clean_shutdown` consumed once; without
 it, marked turns are promoted by `store.recover_interrupted_turns`: no saved reply →
 `resume_pending`, saved reply → delivery ledger; with it, leftover turn markers are discarded)
-→ agent → runner created paused → enabled adapters resolved (entry points), each given its data
-directory `HERMES_HOME/<platform>/` (0700) → start-up recovery queued on the runner (`recovery.restore_at_startup`: stuck loops, ledger sweep,
-auto-continue, intake replay) → adapters started → runner released → watcher started →
+→ agent → enabled adapters resolved (entry points), each given its data directory
+`HERMES_HOME/<platform>/` (0700), and a warning for each network platform that allows nobody
+(docs/behaviour.md §9) → access gate and runner created paused → start-up recovery queued on
+the runner (`recovery.restore_at_startup`: stuck loops, ledger sweep, auto-continue, intake
+replay) → adapters started → runner released → watcher started →
 `hermes_startup` broadcast.
 Stop: adapters stopped (no new input) → runner drained (`[scheduler] drain_timeout_s`; turns still
 running are marked `resume_pending`, reason `shutdown_timeout`, and counted in
@@ -27,6 +29,7 @@ from typing import Any, Mapping
 
 from .agents import create_agent
 from .model.timeutil import Clock, parse_timestamp, utc_now
+from .pipeline.access import AccessGate, refusing_platforms
 from .pipeline.deps import PipelineDeps
 from .recovery import RecoveryReport, load_restart_counts, restore_at_startup, save_restart_counts
 from .pipeline.runner import GatewayRunner
@@ -186,12 +189,16 @@ class GatewayApp:
         await self._check_clean_shutdown()
         if self.agent is None:
             self.agent = create_agent(self.config)
+        self._build_adapters()
+        for name in refusing_platforms(self.adapters, self.common_platform_settings):
+            log.warning("%s: no allowed_users/allow_all configured: every message will be refused", name)
+        access = AccessGate(self.pm, self.common_platform_settings, self.store.canonical_id)
         deps = PipelineDeps(config=self.config, store=self.store, pm=self.pm, agent=self.agent,
-                            adapters=self.adapters, clock=self.clock, on_turn_completed=self._turn_completed)
+                            adapters=self.adapters, clock=self.clock, on_turn_completed=self._turn_completed,
+                            access=access)
         # Paused: recovered work is queued before new input can arrive, and nothing is sent
         # before the adapters have started (seed §7 "queue inbound messages while restoring").
         self.runner = GatewayRunner(deps, paused=True)
-        self._build_adapters()
         self.restart_counts = load_restart_counts(self.home)
         self.recovery = await restore_at_startup(
             store=self.store, runner=self.runner, pm=self.pm, config=self.config, home=self.home,

@@ -156,6 +156,8 @@ class GatewayRunner:
         if event.source.platform not in self.deps.adapters:
             log.error("event from platform %r, which has no running adapter; ignored", event.source.platform)
             return
+        if self._refused(event):
+            return
         if event.aliases:
             # Before the key: the key, pseudonyms and owner scoping use the canonical ids
             # (docs/behaviour.md §4). A failed write raises: nothing is accepted then.
@@ -172,6 +174,21 @@ class GatewayRunner:
                         event.source.platform)
             return
         await self._place(key, event, inbound_id, live=True)
+
+    def _refused(self, event: MessageEvent) -> bool:
+        """docs/behaviour.md §9: True when the sender may not talk to the agent; then nothing
+        is stored and the refusal notice (if one is owed) is sent in the background."""
+        try:
+            refusal = self.deps.access.check(event)
+        except Exception:  # a broken hermes_authorize fails closed
+            log.exception("access decision failed on %s; message refused", event.source.platform)
+            return True
+        if refusal is None:
+            return False
+        if refusal.notice:
+            self._side_task(self._send_notice(self.deps.store.session_key(event.source), event,
+                                              refusal.notice, session_id=None))
+        return True
 
     def _too_long(self, key: str, event: MessageEvent) -> str | None:
         limit = self.deps.config.core.max_input_chars
@@ -503,13 +520,15 @@ class GatewayRunner:
                            on_answered=lambda: setattr(job, "answered", True))
 
     async def _notify(self, key: str, event: MessageEvent, text: str) -> None:
+        entry = await maybe_await(self.deps.store.get_entry(key))
+        await self._send_notice(key, event, text, session_id=getattr(entry, "session_id", None))
+
+    async def _send_notice(self, key: str, event: MessageEvent, text: str, *, session_id: str | None) -> None:
         adapter = self.deps.adapters.get(event.source.platform)
         if adapter is None:
             return
-        entry = await maybe_await(self.deps.store.get_entry(key))
         try:
-            await self.deps.deliverer.deliver(adapter, event.source, text, session_key=key,
-                                              session_id=getattr(entry, "session_id", None),
+            await self.deps.deliverer.deliver(adapter, event.source, text, session_key=key, session_id=session_id,
                                               reply_to=event.message_id, kind="notice")
         except Exception:  # the notice is best effort; the failure itself is logged
             log.exception("could not send a notice to %s", key)
