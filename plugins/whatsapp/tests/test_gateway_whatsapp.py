@@ -456,3 +456,25 @@ async def test_cloud_oversized_body_and_wrong_handshake_mode_are_refused(graph, 
                                                "hub.challenge": "1"})
     assert answer.status_code == 403
     assert graph.sent == [] and await app.store.list_sessions() == []
+
+
+async def test_access_control_uses_the_canonical_ids_the_plugin_supplies(bridge, graph, gateway, tmp_path):
+    # docs/behaviour.md §9: the core decides; the plugin gives raw ids plus their aliases, so the
+    # phone number allows Carol's LID DM (W2) and the BSUID allows Sheena's phone; strangers
+    # leave no row behind.
+    app = await gateway({
+        "whatsapp": {**bridge_table(bridge), "allow_all": False, "allowed_users": ["15551234567"]},
+        "whatsapp_cloud": {**cloud_table(graph), "allow_all": False, "allowed_users": [BSUID],
+                           "refusal_notice": ""}})
+    bridge.push(load("w2_dm_lid"), upsert("15557654321@s.whatsapp.net", "let me in", "3EB0STRANGER", name="Dave"))
+    url = webhook_url(app)
+    assert (await post_webhook(url, load("w5_cloud_dm"))).status_code == 200
+    assert (await post_webhook(url, load("w7_cloud_username"))).status_code == 200
+    await bridge.wait_for(lambda: len(bridge.sent) == 2)
+    await graph.wait_for(lambda: len(graph.sent) == 1)
+    await asyncio.sleep(0.5)
+    assert sorted((b["chatId"], b["message"]) for b in bridge.sent) == [
+        ("15557654321@s.whatsapp.net", "This assistant is private."), (CAROL_LID, "echo: are you there?")]
+    assert [b["text"]["body"] for b in graph.sent] == ["echo: Do you ship to Canada?"]
+    assert sorted(e.session_key for e in await app.store.list_sessions()) == [
+        "agent:main:whatsapp:dm:15551234567", "agent:main:whatsapp_cloud:dm:US.13491208655302741918"]
