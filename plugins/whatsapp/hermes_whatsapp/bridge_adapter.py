@@ -31,7 +31,7 @@ from cachetools import TTLCache
 from pydantic import BaseModel
 
 from hermes_core.sdk import (CAP_TYPING, INGRESS_SINGLE_RECEIVER, AdapterSpec, BaseAdapter, MalformedPayload,
-                             SendResult, SessionSource, measure)
+                             RetryAfter, SendResult, SessionSource, measure)
 
 from .bridge import BridgeClient, BridgeError, lid_mappings
 from .bridge_mapping import group_subjects, map_bridge_event, mapping_update
@@ -175,8 +175,13 @@ class WhatsAppAdapter(BaseAdapter):
             assert self._bridge is not None
             try:
                 batch = await self._bridge.events(self.cursor)
-            except BridgeError as exc:
-                if self.connected or self.last_error != str(exc):
+            except RetryAfter as exc:  # the bridge is pacing us: wait what it asked, capped
+                await asyncio.sleep(min(exc.seconds, self.settings.reconnect_max))
+                continue
+            except Exception as exc:  # BridgeError, or a bug: never let the poll loop die
+                if not isinstance(exc, BridgeError):
+                    log.exception("whatsapp bridge poll failed unexpectedly")
+                elif self.connected or self.last_error != str(exc):
                     log.warning("%s; polling again in %.1f s", exc, delay)
                 self.connected, self.last_error = False, str(exc)
                 await asyncio.sleep(delay)

@@ -179,6 +179,7 @@ class FakeBridge(_Server, _Failing):
         self.failures: list[Failure] = []
         self.groups: dict[str, str] = {"120363025555555555@g.us": "Book Club"}
         self.group_lookups: list[str] = []
+        self.poll_failures: list[int] = []        # HTTP statuses the next polls are answered with
         self._changed = asyncio.Event()
 
     def routes(self, app: web.Application) -> None:
@@ -213,6 +214,9 @@ class FakeBridge(_Server, _Failing):
 
     async def _events(self, request: web.Request) -> web.Response:
         self.polls.append(dict(request.query))
+        if self.poll_failures:
+            status = self.poll_failures.pop(0)
+            return web.json_response({"error": "busy"}, status=status, headers={"Retry-After": "0.1"})
         try:
             after = int(request.query.get("after", "0"))
             timeout = float(request.query.get("timeout", "0"))

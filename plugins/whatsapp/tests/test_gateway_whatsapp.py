@@ -220,6 +220,15 @@ async def test_bridge_restart_loses_nothing_it_still_holds(bridge, gateway):
     assert len(bridge.sent) == 3
 
 
+async def test_bridge_poll_errors_and_429s_do_not_stop_receiving(bridge, gateway):
+    app = await gateway({"whatsapp": bridge_table(bridge)})
+    bridge.poll_failures = [429, 500, 429]
+    bridge.push(load("w1_dm_pn"))
+    await bridge.wait_for(lambda: len(bridge.sent) == 1)
+    assert bridge.poll_failures == [] and bridge.sent[0]["message"] == "echo: hello"
+    assert (await app.adapters["whatsapp"].health())["ok"] is True
+
+
 async def test_bridge_session_files_fold_a_lid_dm_into_the_phone_session(bridge, gateway, tmp_path):
     session = tmp_path / "baileys_auth"
     session.mkdir()
