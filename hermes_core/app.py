@@ -205,7 +205,8 @@ class GatewayApp:
             now_ts=self.clock().timestamp(), counts=self.restart_counts,
             crash_interrupted=self._crash_interrupted)
         for name, adapter in self.adapters.items():
-            adapter.bind(self.runner.handle, record_aliases=self.store.record_aliases)
+            adapter.bind(self.runner.handle, record_aliases=self.store.record_aliases,
+                         report_delivery=self.store.settle_sent_message)
             await adapter.start()
             log.info("platform %s started", name)
         self.runner.release()
