@@ -19,11 +19,15 @@ from hermes_core.model import MessageEvent
 from hermes_core.sdk import SessionWork
 from hermes_core.settings import GatewayConfig
 
+# Access control (docs/behaviour.md §9): every sender of the test platform is allowed.
+ALLOW_TESTCHAT = {"testchat": {"allow_all": True}}
+
 
 async def start(tmp_path, **config):
     clock = Clock()
     adapter = ChatAdapter()
-    app = GatewayApp(GatewayConfig(home=tmp_path, platforms={}, **config), adapters={"testchat": adapter},
+    app = GatewayApp(GatewayConfig(home=tmp_path, platforms=ALLOW_TESTCHAT, **config),
+                     adapters={"testchat": adapter},
                      agent=EchoAgent(), watcher=False, clock=clock)
     await app.start()
     return app, adapter, clock

@@ -19,6 +19,9 @@ from hermes_core.markers import hookimpl
 from hermes_core.model import MessageEvent
 from hermes_core.settings import GatewayConfig
 
+# Access control (docs/behaviour.md §9): every sender of the test platform is allowed.
+ALLOW_TESTCHAT = {"testchat": {"allow_all": True}}
+
 
 class HistoryEcho(EchoAgent):
     """The echo agent, remembering the (role, content) history each turn saw."""
@@ -43,7 +46,8 @@ class HistoryEcho(EchoAgent):
 async def start(tmp_path, agent_impl=None, **config):
     clock = Clock()
     adapter = ChatAdapter()
-    app = GatewayApp(GatewayConfig(home=tmp_path, platforms={}, **config), adapters={"testchat": adapter},
+    app = GatewayApp(GatewayConfig(home=tmp_path, platforms=ALLOW_TESTCHAT, **config),
+                     adapters={"testchat": adapter},
                      agent=agent_impl or HistoryEcho(), watcher=False, clock=clock)
     await app.start()
     return app, adapter, clock

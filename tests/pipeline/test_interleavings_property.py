@@ -33,6 +33,9 @@ from hermes_core.settings import GatewayConfig
 
 OPS = ("msg", "queue", "stop", "new", "undo", "retry", "wake", "complete")
 
+# Access control (docs/behaviour.md §9): every sender of the test platform is allowed.
+ALLOW_TESTCHAT = {"testchat": {"allow_all": True}}
+
 
 class GatedAgent(Agent):
     """Each turn waits until the test completes it (`complete()`), or at once after `finish()`.
@@ -87,7 +90,7 @@ async def settle(app, agent) -> None:
 async def scenario(home: Path, mode: str, ops: list[str]) -> None:
     agent = GatedAgent()
     adapter = ChatAdapter()
-    app = GatewayApp(GatewayConfig(home=home, platforms={}, core={"busy_input_mode": mode},
+    app = GatewayApp(GatewayConfig(home=home, platforms=ALLOW_TESTCHAT, core={"busy_input_mode": mode},
                                    agent={"context_window": 0}),
                      adapters={"testchat": adapter}, agent=agent, watcher=False)
     await app.start()

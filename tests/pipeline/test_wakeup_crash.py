@@ -21,6 +21,9 @@ from hermes_core.settings import GatewayConfig
 
 SCRIPT = str(Path(__file__).with_name("wakeup_crash_script.py"))
 
+# Access control (docs/behaviour.md §9): every sender of the test platform is allowed.
+ALLOW_TESTCHAT = {"testchat": {"allow_all": True}}
+
 
 @pytest.mark.slow
 async def test_sigkill_with_a_bound_wake_up_queued_behind_new(tmp_path):
@@ -38,7 +41,7 @@ async def test_sigkill_with_a_bound_wake_up_queued_behind_new(tmp_path):
             await proc.wait()
 
     adapter = ChatAdapter()
-    app = GatewayApp(GatewayConfig(home=tmp_path, platforms={}), adapters={"testchat": adapter},
+    app = GatewayApp(GatewayConfig(home=tmp_path, platforms=ALLOW_TESTCHAT), adapters={"testchat": adapter},
                      agent=EchoAgent(), watcher=False)
     await app.start()
     try:

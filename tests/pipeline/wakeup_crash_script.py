@@ -56,7 +56,8 @@ class StuckAgent(Agent):
 
 async def main(home: str) -> None:
     agent = StuckAgent()
-    app = GatewayApp(GatewayConfig(home=Path(home), platforms={}), adapters={"testchat": SilentAdapter(None)},
+    app = GatewayApp(GatewayConfig(home=Path(home), platforms={"testchat": {"allow_all": True}}),
+                     adapters={"testchat": SilentAdapter(None)},
                      agent=agent, watcher=False)
     await app.start()
     source = SessionSource("testchat", "100", chat_type="dm", user_id="u100", user_name="Ann")

@@ -1,4 +1,4 @@
--- Schema version 5: conversation commands (docs/behaviour.md §11) and reasoning models (§3).
+-- Schema version 6: conversation commands (docs/behaviour.md §11) and reasoning models (§3).
 --
 -- `sessions.title`: the display title set by `/new <title>` or `/title <text>` (shown by `/resume`).
 -- `sessions.rewind_count`: how many times `rewind_session` rewound the session (`/undo`, `/retry`).
