@@ -153,20 +153,6 @@ class SessionQueue:
         self.jobs.append(job)
         return len(self.jobs)
 
-    def add_follow_up(self, event: MessageEvent, inbound_id: int | None) -> tuple[Job, bool]:
-        """Interrupt-mode follow-up: merge into the open burst at the tail, or open a new one.
-
-        Returns:
-            `(burst, merged)`: the burst holding the event, and True when it joined an existing one.
-        """
-        tail = self.jobs[-1] if self.jobs else None
-        if tail is not None and tail.can_merge(event):
-            tail.parts.append((event, inbound_id))
-            return tail, True
-        job = Job(event, kind=BURST, inbound_id=inbound_id)
-        self.jobs.append(job)
-        return job, False
-
     def add_control(self, job: Job) -> None:
         """Place a `/new`, `/reset` or `/stop` job ahead of everything except earlier ones."""
         self.insert_after_control(job)

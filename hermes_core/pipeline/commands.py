@@ -6,7 +6,7 @@ queue (`placement`):
 
 * `CONTROL` — `/new [title]`, `/reset`, `/stop`: interrupt the running turn, clear (or, for
   `/stop`, drop the one-slot follow-up of) the queued human messages, stop the session's
-  background work, and run right after the interrupted turn (`run_control`).
+  background work, and run right after the interrupted turn.
 * `QUEUE` — `/queue <text>`: a full turn of its own (the runner turns it into a TURN job).
 * `ORDERED` — `/resume`, `/title`, `/undo`, `/retry`, `/compress`: change the conversation, so
   they wait for the running turn and run in arrival order.
@@ -315,11 +315,6 @@ BY_NAME: dict[str, Command] = {c.name: c for c in COMMANDS}
 
 HELP_TEXT = "\n".join(["Commands:", *(c.help_line for c in COMMANDS)])
 UNKNOWN_TEXT = "Unknown command /{name}. Commands: " + ", ".join(f"/{c.name}" for c in COMMANDS) + "."
-
-
-def lookup(name: str) -> Command | None:
-    """The registered command `/name`, or None (an unknown command)."""
-    return BY_NAME.get(name)
 
 
 def placement_of(name: str) -> str:

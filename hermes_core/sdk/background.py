@@ -164,10 +164,6 @@ class SessionWork:
         """True while background work of `session_key` runs (`has_active_processes_fn`)."""
         return any(not h.done and not h.stopped for h in self._work.get(session_key, []))
 
-    def running(self, session_key: str) -> list[WorkHandle]:
-        """The units of `session_key` still running, oldest first."""
-        return [h for h in self._work.get(session_key, []) if not h.done and not h.stopped]
-
     async def aclose(self) -> None:
         """Stop all work and wait for it (gateway shutdown). Idempotent."""
         tasks = [h.task for hs in self._work.values() for h in hs if h.task is not None]
