@@ -50,8 +50,13 @@ class StoreBackend(Protocol):
     async def save_many(self, entries: list[SessionEntry]) -> None:
         """Upsert many routes at once (batched touch times)."""
 
-    async def delete_routes(self, keys: list[str], end_reason: str, now_iso: str) -> None:
-        """Remove routes (pruning)."""
+    async def delete_routes(self, keys: list[str]) -> None:
+        """Remove routes (pruning); their sessions are not ended."""
+
+    async def adoptable_session(self, session_key: str) -> SessionRow | None:
+        """The most recent session of `session_key` that no route points at and that was not
+        ended (or was ended as `pruned` by an older gateway), or None: what the next message on
+        a pruned key re-adopts."""
 
     async def routes_older_than(self, cutoff_ts: float) -> list[tuple[str, bool]]:
         """`(session_key, suspended)` of routes with `updated_at` before `cutoff_ts`."""

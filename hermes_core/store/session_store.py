@@ -24,7 +24,6 @@ from ..model import (
     SessionEntry,
     SessionSource,
     TokenUsage,
-    format_timestamp,
     new_session_id,
     utc_now,
     validate_session_id,
@@ -364,7 +363,8 @@ class SessionStore(TurnOps, TranscriptOps, AliasOps):
         Priority (docs/behaviour.md §2): suspended → new session id with `was_auto_reset=True`,
         `auto_reset_reason="suspended"`, `reset_had_activity` = the old session had a turn;
         else resume_pending → same id, flag kept; else the existing entry with `updated_at`
-        bumped. No entry, or `force_new=True` → a fresh entry (force_new ends the previous SQLite
+        bumped. No entry → the key's most recent session nothing ended, re-adopted (a pruned
+        route), else a fresh entry; `force_new=True` → a fresh entry (ending the previous SQLite
         session like a reset). Concurrent calls for one key create one row.
 
         Returns:
@@ -392,12 +392,33 @@ class SessionStore(TurnOps, TranscriptOps, AliasOps):
                 if self._mirror is not None:
                     self._mirror.mark_dirty()
                 return clone_entry(entry)
+            if entry is None and not force_new:
+                adopted = await self._readopt(key, source, now)
+                if adopted is not None:
+                    return adopted
             new = self._fresh_entry(key, source, now, template=entry)
             end = (entry.session_id, "reset") if entry is not None else None
             await self._save(new, new_session=True, end_session=end,
                              parent_session_id=entry.session_id if entry else None,
                              clear_marker=entry is not None)
             return clone_entry(new)
+
+    async def _readopt(self, key: str, source: SessionSource, now: datetime) -> SessionEntry | None:
+        """A key without a route (pruned) takes back its most recent session that nothing ended
+        (docs/behaviour.md §2: pruning frees a route, never a conversation). None when there is
+        none."""
+        row = await self._b().adoptable_session(key)
+        if row is None:
+            return None
+        entry = entry_from_session_row(row.as_dict())
+        entry.origin = source
+        entry.platform = source.platform
+        entry.chat_type = source.chat_type
+        entry.display_name = source.chat_name or entry.display_name
+        entry.updated_at = now
+        await self._save(entry, reopen_session=entry.session_id)
+        log.info("session key %r re-adopted session %s", key, entry.session_id)
+        return clone_entry(entry)
 
     async def get_entry(self, session_key: str) -> SessionEntry | None:
         """The current entry for `session_key` (a copy), or None. Changes nothing."""
@@ -497,14 +518,15 @@ class SessionStore(TurnOps, TranscriptOps, AliasOps):
         return True
 
     async def clear_resume_pending(self, session_key: str) -> bool:
-        """Clear `resume_pending` after a turn that really completed (docs/behaviour.md §2). Returns True
-        when a flag was cleared."""
+        """Clear `resume_pending`, `resume_reason` and `last_resume_marked_at` after a turn that
+        really completed (docs/behaviour.md §2). Returns True when a flag was cleared."""
         async with self._locks.hold(session_key):
             entry = await self._load(session_key)
             if entry is None or not entry.resume_pending:
                 return False
             entry.resume_pending = False
             entry.resume_reason = None
+            entry.last_resume_marked_at = None
             await self._save(entry)
             return True
 
@@ -605,7 +627,8 @@ class SessionStore(TurnOps, TranscriptOps, AliasOps):
         """Remove routes idle longer than `max_age_days` (default `session_store_max_age_days`),
         measured from `updated_at` (seed §3, docs/behaviour.md §2). `<= 0` disables. Suspended entries and
         keys for which `has_active_processes_fn(key)` is true or raises are kept. Only the route
-        goes; the SQLite session and transcript stay.
+        goes: the SQLite session is not ended (seed §10: time never ends a transcript) and the
+        next message on the key re-adopts it (`get_or_create_session`).
 
         Returns:
             The number of routes removed.
@@ -630,7 +653,7 @@ class SessionStore(TurnOps, TranscriptOps, AliasOps):
                         continue
                 doomed.append(key)
             if doomed:
-                await self._b().delete_routes(doomed, "pruned", format_timestamp(now))
+                await self._b().delete_routes(doomed)
                 for key in doomed:
                     self._cache.pop(key, None)
                 if self._mirror is not None:

@@ -142,13 +142,19 @@ class SqliteBackend:
             async with self.db.write() as conn:
                 await conn.executemany(_UPSERT_ROUTE, [route_params(e) for e in entries])
 
-    async def delete_routes(self, keys: list[str], end_reason: str, now_iso: str) -> None:
+    async def delete_routes(self, keys: list[str]) -> None:
+        # Only the routes go: pruning never ends a session (docs/behaviour.md §2).
         async with self.db.write() as conn:
-            for key in keys:
-                await conn.execute(
-                    "UPDATE sessions SET ended_at = ?, end_reason = ? WHERE ended_at IS NULL AND session_id = "
-                    "(SELECT session_id FROM routes WHERE session_key = ?)", (now_iso, end_reason, key))
-                await conn.execute("DELETE FROM routes WHERE session_key = ?", (key,))
+            await conn.executemany("DELETE FROM routes WHERE session_key = ?", [(key,) for key in keys])
+
+    async def adoptable_session(self, session_key: str) -> SessionRow | None:
+        # `pruned`: the end reason older gateways gave pruned routes' sessions.
+        row = await self.db.fetchone(
+            f"SELECT {_SESSION_COLS} FROM sessions s WHERE s.session_key = ? "
+            "AND (s.ended_at IS NULL OR s.end_reason = 'pruned') "
+            "AND NOT EXISTS (SELECT 1 FROM routes r WHERE r.session_id = s.session_id) "
+            "ORDER BY s.created_at DESC, s.session_id DESC LIMIT 1", (session_key,))
+        return SessionRow(*row) if row else None
 
     async def routes_older_than(self, cutoff_ts: float) -> list[tuple[str, bool]]:
         rows = await self.db.fetchall(
