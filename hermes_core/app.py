@@ -233,25 +233,27 @@ class GatewayApp:
                     "resumption", len(self.recovered_keys))
 
     def _consume_clean_marker(self) -> bool:
-        """True when the last run shut down cleanly: `.clean_shutdown` exists and holds the
-        timestamp `stop()` wrote. The marker is consumed (docs/behaviour.md §6); one that cannot be removed
-        is overwritten with `invalid`, so a later crash cannot look clean."""
+        """True when the last run shut down cleanly (docs/behaviour.md §6): `.clean_shutdown`
+        exists and is empty, as `stop()` and upstream write it (a timestamp, as older builds
+        wrote, counts too). The marker is consumed once. One that cannot be removed makes this
+        start unclean (fail closed: crash recovery runs) and is overwritten with `invalid`, which
+        every later start also reads as unclean."""
         marker = self.home / CLEAN_SHUTDOWN
         try:
             text = marker.read_text().strip()
+            valid = not text or parse_timestamp(text) is not None
         except FileNotFoundError:
             return False
+        except ValueError:
+            valid = False
         except OSError as exc:
             log.warning("%s cannot be read (%s); treating the last shutdown as unclean", marker, exc)
-            text = ""
-        try:
-            parse_timestamp(text)
-            valid = bool(text)
-        except ValueError:
             valid = False
         try:
             marker.unlink()
-        except OSError:
+        except OSError as exc:
+            log.warning("%s cannot be removed (%s); treating the last shutdown as unclean", marker, exc)
+            valid = False
             try:
                 marker.write_text("invalid\n")
             except OSError:
@@ -333,7 +335,7 @@ class GatewayApp:
 
     def _write_clean_shutdown(self) -> None:
         try:
-            write_atomic(self.home / CLEAN_SHUTDOWN, self.clock().isoformat() + "\n")
+            write_atomic(self.home / CLEAN_SHUTDOWN, "")  # empty, as upstream writes it
         except OSError as exc:
             log.error("could not write %s: %s", CLEAN_SHUTDOWN, exc)
 
