@@ -507,13 +507,15 @@ class SessionStore(TurnOps, TranscriptOps, AliasOps):
         async with self._locks.hold(session_key):
             return await self._mark_resume_locked(session_key, reason)
 
-    async def _mark_resume_locked(self, session_key: str, reason: str, clear_marker: bool = False) -> bool:
+    async def _mark_resume_locked(self, session_key: str, reason: str, clear_marker: bool = False,
+                                  keep_reason: bool = False) -> bool:
         entry = await self._load(session_key)
         if entry is None or entry.suspended:
             return False
+        if not (keep_reason and entry.resume_pending and entry.resume_reason):
+            entry.resume_reason = reason
+            entry.last_resume_marked_at = self._now()
         entry.resume_pending = True
-        entry.resume_reason = reason
-        entry.last_resume_marked_at = self._now()
         await self._save(entry, clear_marker=clear_marker)
         return True
 
