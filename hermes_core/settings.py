@@ -62,7 +62,8 @@ class AgentSettings(_Section):
     """`[agent]` (seed appendix) plus the agent backend choice."""
 
     backend: Literal["echo", "openai"] = "echo"
-    gateway_auto_continue_freshness: int = Field(3600, ge=0, description="seconds")
+    gateway_auto_continue_freshness: int = Field(
+        3600, description="seconds within which an interrupted turn auto-continues; <= 0: no limit")
     gateway_timeout: int = Field(1800, gt=0, description="seconds per agent turn")
     agent_cache: AgentCacheSettings = Field(default_factory=AgentCacheSettings)
     openai: OpenAIAgentSettings = Field(default_factory=OpenAIAgentSettings)

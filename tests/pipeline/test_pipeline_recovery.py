@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 from datetime import timedelta
 
+import pytest
 from pipeline_helpers import KEY, Clock, RecordingAdapter, dm, until
 
 from hermes_core import hookimpl
@@ -48,12 +49,13 @@ async def interrupted_home(home, clock):
     return entry.session_id
 
 
-async def restart(home, clock, planner=None):
+async def restart(home, clock, planner=None, **config):
     pm, _ = create_plugin_manager(None)
     if planner is not None:
         pm.register(planner, name="planner")
     adapter = RecordingAdapter()
-    app = GatewayApp(GatewayConfig(home=home, platforms={"testchat": {"allow_all": True}}), pm=pm, adapters={"testchat": adapter},
+    app = GatewayApp(GatewayConfig(home=home, platforms={"testchat": {"allow_all": True}}, **config), pm=pm,
+                     adapters={"testchat": adapter},
                      agent=EchoAgent(), watcher=False, clock=clock)
     await app.start()
     await app.runner.join()
@@ -114,6 +116,21 @@ async def test_interruption_older_than_the_freshness_window_is_not_continued(tmp
         assert (adapter.sent, planner.asked, app.recovery.stale) == ([], [], [KEY])
         entry = await app.store.get_entry(KEY)
         assert (entry.resume_pending, entry.resume_reason) == (True, "shutdown_timeout")
+    finally:
+        await app.stop()
+
+
+@pytest.mark.parametrize("freshness", [0, -1])
+async def test_freshness_zero_or_negative_means_no_limit(tmp_path, freshness):
+    """docs/behaviour.md §6: `gateway_auto_continue_freshness <= 0` sets no freshness limit (as
+    upstream): an interruption of a week ago still continues once."""
+    clock = Clock()
+    await interrupted_home(tmp_path, clock)
+    clock.now += timedelta(days=7)
+    app, adapter = await restart(tmp_path, clock, agent={"gateway_auto_continue_freshness": freshness})
+    try:
+        assert (adapter.sent, app.recovery.stale) == ([("100", "echo: first", None)], [])
+        assert (await app.store.get_entry(KEY)).resume_pending is False
     finally:
         await app.stop()
 
