@@ -9,7 +9,7 @@ from typing import Any, Mapping
 
 from ..model import format_timestamp, validate_session_id
 from .intake import IntakeOps
-from .ledger import LedgerOps, recovered_text, text_owed
+from .ledger import SILENT_NOTICE, LedgerOps, recovered_text, text_owed
 from .records import StoredMessage
 from .rows import normalize_message
 
@@ -68,8 +68,8 @@ class TurnOps(IntakeOps, LedgerOps):
         `max(3600, 2 × agent_timeout)`) is cleared without resuming; a suspended entry is not
         marked (marker cleared). A marked turn whose reply was persisted is not resumed: when the
         ledger has no obligation for that reply, one is recorded ('pending', judged like a
-        normal reply: a silence marker owes `SILENT_NOTICE`) with the text prefixed by
-        `RECOVERED_PREFIX` (it may already have reached the chat), and the marker is cleared;
+        normal reply: a silence marker owes `SILENT_NOTICE`, sent as is) with the reply prefixed
+        by `RECOVERED_PREFIX` (it may already have reached the chat), and the marker is cleared;
         the start-up ledger sweep delivers it once (seed §7). Sessions without a marker are untouched.
 
         Returns:
@@ -104,8 +104,10 @@ class TurnOps(IntakeOps, LedgerOps):
             content = text_owed(reply.content, internal=False)
             ob = None
             if content:
-                ob = self._obligation(key, session_id, entry.origin if entry else None, recovered_text(content),
-                                      False, None, message_id=reply.id)
+                if content != SILENT_NOTICE:  # the fixed notice is not the reply: sent as is
+                    content = recovered_text(content)
+                ob = self._obligation(key, session_id, entry.origin if entry else None, content, False, None,
+                                      message_id=reply.id)
                 log.warning("turn of %s has a saved reply that was never recorded for delivery; "
                             "it will be re-sent", key)
             await backend.record_reply(key, session_id, None, ob)
