@@ -299,12 +299,18 @@ class GatewayApp:
 
     # ---- stop ----------------------------------------------------------------------------------
 
-    async def stop(self) -> None:
-        """Stop everything in order (module docstring). Idempotent; never raises."""
+    async def stop(self, *, restart: bool = False) -> None:
+        """Stop everything in order (module docstring). Idempotent; never raises.
+
+        Args:
+            restart: a planned restart (SIGUSR1, `hermes-gateway restart`): turns the drain cuts
+                off are marked `restart_timeout` instead of `shutdown_timeout` (docs/behaviour.md §6).
+        """
         if self._stopped:
             return
         self._stopped = True
         unmarked = False
+        reason = "restart_timeout" if restart else "shutdown_timeout"
         for name, adapter in list(self.adapters.items()):
             try:
                 await adapter.stop()
@@ -314,7 +320,7 @@ class GatewayApp:
             interrupted = await self.runner.drain(self.config.scheduler.drain_timeout_s)
             for key in interrupted:
                 try:
-                    await self.store.mark_resume_pending(key, "shutdown_timeout")
+                    await self.store.mark_resume_pending(key, reason)
                 except Exception as exc:
                     # Then the shutdown must not look clean: the next start promotes the turn
                     # markers instead of discarding them, so the turn is still resumed once.

@@ -54,6 +54,11 @@ class SessionEntry:
     resume_pending: bool = False
     resume_reason: str | None = None
     last_resume_marked_at: datetime | None = None
+    # Why `suspended` was set: "stop" (`/stop`) or "stuck_loop" (3+ restarts, docs/behaviour.md §6).
+    suspend_reason: str | None = None
+    # A one-shot notice owed to the chat at its next message ("stuck_loop": the session that
+    # message replaces was suspended by the stuck-loop rule); cleared once told.
+    pending_notice: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """Serialise for sessions.json: datetimes as ISO-8601 UTC, origin via `SessionSource.to_dict`."""

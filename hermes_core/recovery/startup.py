@@ -117,7 +117,7 @@ async def restore_at_startup(*, store: Any, runner: Any, pm: Any, config: Any, h
     async def suspend(key: str) -> None:
         entry = await store.get_entry(key)
         counts.pop(key, None)
-        if entry is None or not await store.suspend_session(key):
+        if entry is None or not await store.suspend_session(key, reason="stuck_loop"):
             return
         plan = _plan(pm, entry, "stuck_loop")
         log.warning("session %s was active across %d+ restarts; suspended (%s)", key, STUCK_LOOP_THRESHOLD,

@@ -383,6 +383,8 @@ class SessionStore(TurnOps, TranscriptOps, AliasOps):
                     new.was_auto_reset = True
                     new.auto_reset_reason = "suspended"
                     new.reset_had_activity = had_turn
+                    if entry.suspend_reason == "stuck_loop":
+                        new.pending_notice = "stuck_loop"
                     await self._save(new, new_session=True, parent_session_id=entry.session_id,
                                      end_session=(entry.session_id, "suspended"), clear_marker=True)
                     return clone_entry(new)
@@ -479,21 +481,40 @@ class SessionStore(TurnOps, TranscriptOps, AliasOps):
             new.cost_status = info.get("cost_status") or "unknown"
             new.last_prompt_tokens = 0
             new.suspended = new.resume_pending = new.is_fresh_reset = new.was_auto_reset = False
-            new.resume_reason = new.auto_reset_reason = None
+            new.resume_reason = new.auto_reset_reason = new.suspend_reason = new.pending_notice = None
             await self._save(new, end_session=(entry.session_id, "session_switch"),
                              reopen_session=target_session_id, clear_marker=True)
             return clone_entry(new)
 
-    async def suspend_session(self, session_key: str) -> bool:
+    async def suspend_session(self, session_key: str, reason: str = "stop") -> bool:
         """`/stop` or stuck-loop escalation (seed §2): mark `suspended=True`; the next
-        get_or_create_session starts a new session id. Returns False when the key is unknown."""
+        get_or_create_session starts a new session id.
+
+        Args:
+            reason: `"stop"` or `"stuck_loop"`; after a stuck-loop suspension the new entry
+                carries `pending_notice="stuck_loop"`, told to the chat once
+                (`take_pending_notice`, docs/behaviour.md §6).
+        Returns:
+            False when the key is unknown."""
         async with self._locks.hold(session_key):
             entry = await self._load(session_key)
             if entry is None:
                 return False
             entry.suspended = True
+            entry.suspend_reason = reason
             await self._save(entry)
             return True
+
+    async def take_pending_notice(self, session_key: str) -> str | None:
+        """The entry's one-shot `pending_notice` (e.g. `"stuck_loop"`), cleared as it is read so
+        it is told once; None when there is none."""
+        async with self._locks.hold(session_key):
+            entry = await self._load(session_key)
+            if entry is None or not entry.pending_notice:
+                return None
+            notice, entry.pending_notice = entry.pending_notice, None
+            await self._save(entry)
+            return notice
 
     async def mark_resume_pending(self, session_key: str, reason: str) -> bool:
         """Drain timeout / crash recovery (seed §7): set `resume_pending=True`, `resume_reason`,
