@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Iterable, Protocol
 
-from ..model import SessionEntry, SessionSource, TokenUsage
+from ..model import SessionEntry, TokenUsage
 from .records import (AliasRow, IntakeRow, MessageRow, NewObligation, Obligation, SearchHit, SessionRow,
                       StoredMessage, TurnMarker)
 
@@ -158,9 +158,10 @@ class StoreBackend(Protocol):
 
     # search, mirror, meta, import, aliases -----------------------------------------------------
 
-    async def search(self, expression: str, limit: int, owner: SessionSource | None,
-                     shared_chat: bool) -> list[SearchHit]:
-        """Matches of an FTS5 expression (fts.match_expression), best first."""
+    async def search(self, expression: str, limit: int, offset: int, platform: str | None) -> list[SearchHit]:
+        """Matches of an FTS5 expression (fts.match_expression), best first, from the `offset`-th
+        on; with `platform`, only in sessions of that platform. Each hit carries its session's
+        origin (the store applies owner scoping to it)."""
 
     async def fts_check_and_repair(self) -> bool:
         """Integrity-check the full-text index, rebuild on damage; True when rebuilt."""

@@ -591,9 +591,9 @@ class SessionStore(TurnOps, TranscriptOps, AliasOps):
     async def lookup_by_session_id(self, session_id: str, *, owner: SessionSource | None = None
                                    ) -> SessionEntry | None:
         """The entry for a stored session id (seed §3): the route pointing at it, else an entry
-        rebuilt from its SQLite session row (an ended session). With `owner`, only a session of
-        the same platform and user (or, in a shared chat, the same chat) is returned
-        (docs/behaviour.md §2 owner scoping).
+        rebuilt from its SQLite session row (an ended session). With `owner`, only a session the
+        owner may reach is returned: a private one of the same platform and (canonical) user, a
+        shared one of the same chat and thread (`_owned_by`, docs/behaviour.md §2).
 
         Raises:
             ValueError: `session_id` is not path-safe.
@@ -628,19 +628,20 @@ class SessionStore(TurnOps, TranscriptOps, AliasOps):
         return self._canonical_fn(platform, kind, value) or value
 
     def _owned_by(self, origin: SessionSource | None, owner: SessionSource) -> bool:
-        """docs/behaviour.md §2 owner scoping: same platform and the same person (canonical participant
-        ids, so `+1555…` and `1555…:12@s.whatsapp.net` are one user), or, when the owner's chat
-        is shared, the same (canonical) chat."""
+        """docs/behaviour.md §2 owner scoping, judged on the session (its `origin`): a private
+        session is reachable by the same platform and the same person (canonical participant
+        ids, so `+1555…` and `1555…:12@s.whatsapp.net` are one user); a shared multi-user session
+        only from the same (canonical) chat and the same thread — a member of thread A never
+        reaches a session of thread B, nor another member's private session in the same chat."""
         if origin is None or origin.platform != owner.platform:
             return False
         platform = owner.platform
+        if self._shared(origin):
+            chat = self.canonical_id(platform, "chat", origin.chat_id)
+            return (bool(chat) and self.canonical_id(platform, "chat", owner.chat_id) == chat
+                    and (origin.thread_id or None) == (owner.thread_id or None))
         mine = self.canonical_id(platform, "user", owner.participant_id)
-        if mine and self.canonical_id(platform, "user", origin.participant_id) == mine:
-            return True
-        if not self._shared(owner):
-            return False
-        chat = self.canonical_id(platform, "chat", owner.chat_id)
-        return bool(chat) and self.canonical_id(platform, "chat", origin.chat_id) == chat
+        return bool(mine) and self.canonical_id(platform, "user", origin.participant_id) == mine
 
     async def has_any_sessions(self) -> bool:
         """True when any session was ever created (SQLite history, not only live routes)."""
