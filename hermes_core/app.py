@@ -242,25 +242,27 @@ class GatewayApp:
                     "resumption", len(self.recovered_keys))
 
     def _consume_clean_marker(self) -> bool:
-        """True when the last run shut down cleanly: `.clean_shutdown` exists and holds the
-        timestamp `stop()` wrote. The marker is consumed (docs/behaviour.md §6); one that cannot be removed
-        is overwritten with `invalid`, so a later crash cannot look clean."""
+        """True when the last run shut down cleanly (docs/behaviour.md §6): `.clean_shutdown`
+        exists and is empty, as `stop()` and upstream write it (a timestamp, as older builds
+        wrote, counts too). The marker is consumed once. One that cannot be removed makes this
+        start unclean (fail closed: crash recovery runs) and is overwritten with `invalid`, which
+        every later start also reads as unclean."""
         marker = self.home / CLEAN_SHUTDOWN
         try:
             text = marker.read_text().strip()
+            valid = not text or parse_timestamp(text) is not None
         except FileNotFoundError:
             return False
+        except ValueError:
+            valid = False
         except OSError as exc:
             log.warning("%s cannot be read (%s); treating the last shutdown as unclean", marker, exc)
-            text = ""
-        try:
-            parse_timestamp(text)
-            valid = bool(text)
-        except ValueError:
             valid = False
         try:
             marker.unlink()
-        except OSError:
+        except OSError as exc:
+            log.warning("%s cannot be removed (%s); treating the last shutdown as unclean", marker, exc)
+            valid = False
             try:
                 marker.write_text("invalid\n")
             except OSError:
@@ -306,12 +308,18 @@ class GatewayApp:
 
     # ---- stop ----------------------------------------------------------------------------------
 
-    async def stop(self) -> None:
-        """Stop everything in order (module docstring). Idempotent; never raises."""
+    async def stop(self, *, restart: bool = False) -> None:
+        """Stop everything in order (module docstring). Idempotent; never raises.
+
+        Args:
+            restart: a planned restart (SIGUSR1, `hermes-gateway restart`): turns the drain cuts
+                off are marked `restart_timeout` instead of `shutdown_timeout` (docs/behaviour.md §6).
+        """
         if self._stopped:
             return
         self._stopped = True
         unmarked = False
+        reason = "restart_timeout" if restart else "shutdown_timeout"
         for name, adapter in list(self.adapters.items()):
             try:
                 await adapter.stop()
@@ -321,7 +329,7 @@ class GatewayApp:
             interrupted = await self.runner.drain(self.config.scheduler.drain_timeout_s)
             for key in interrupted:
                 try:
-                    await self.store.mark_resume_pending(key, "shutdown_timeout")
+                    await self.store.mark_resume_pending(key, reason)
                 except Exception as exc:
                     # Then the shutdown must not look clean: the next start promotes the turn
                     # markers instead of discarding them, so the turn is still resumed once.
@@ -342,7 +350,7 @@ class GatewayApp:
 
     def _write_clean_shutdown(self) -> None:
         try:
-            write_atomic(self.home / CLEAN_SHUTDOWN, self.clock().isoformat() + "\n")
+            write_atomic(self.home / CLEAN_SHUTDOWN, "")  # empty, as upstream writes it
         except OSError as exc:
             log.error("could not write %s: %s", CLEAN_SHUTDOWN, exc)
 

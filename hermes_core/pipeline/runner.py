@@ -527,7 +527,8 @@ class GatewayRunner:
         if await self.deps.store.session_info(bound) is None:
             log.warning("wake-up for unknown session %s in %s; not run", bound, key)
             return False
-        await self.deps.store.append_to_transcript(bound, {"role": "user", "content": event.text,
+        # A system row: kept for that session's context, never taken for a user turn (/undo, /retry).
+        await self.deps.store.append_to_transcript(bound, {"role": "system", "content": event.text,
                                                            "timestamp": event.received_at})
         self.deps.agent_cache.invalidate_session(bound)
         log.info("wake-up for session %s kept in its transcript; %s now points elsewhere, nothing delivered",

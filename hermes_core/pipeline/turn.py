@@ -40,7 +40,7 @@ from .context import (build_session_context, build_session_context_prompt, chat_
                       should_redact)
 from .deps import PipelineDeps, maybe_await
 from .ledger import send_obligation
-from .notices import AGENT_FAILED, AGENT_TIMEOUT, failure_notice
+from .notices import AGENT_FAILED, AGENT_TIMEOUT, failure_notice, tell_pending_notice
 from .typing_indicator import typing_while
 
 log = logging.getLogger(__name__)
@@ -121,6 +121,8 @@ async def run_turn(deps: PipelineDeps, key: str, event: MessageEvent, *, inbound
     store, source = deps.store, event.source
     adapter = deps.adapters[source.platform]
     entry = await store.get_or_create_session(source)
+    if not event.is_internal:  # told at the user's next message (a stuck-loop suspension), once
+        await tell_pending_notice(deps, key, entry, source)
     context = build_session_context(source, deps.config, entry, pm=deps.pm)
     cache = deps.agent_cache
     reply_to = event.message_id

@@ -6,10 +6,12 @@ failed | abandoned. The final reply of a turn is recorded as 'pending' in the sa
 the assistant message, and that transaction also clears the turn marker; the sender marks it
 'attempting' before sending and 'delivered' / 'failed' after. After a crash, start-up re-sends
 'attempting' ones with `RECOVERED_PREFIX` (the chat may already have them) and 'pending' /
-'failed' ones plainly; a 'delivered' one never. An obligation is abandoned after
-`MAX_ATTEMPTS` (3) attempts or `MAX_AGE_S` (24 h). A delivered obligation keeps the platform
-message ids it produced (`sent_ids`), so a platform's later delivery report (WhatsApp status
-callbacks) settles it: `settle_sent_message`.
+'failed' ones plainly; a 'delivered' one never. A reply a crash left persisted but not in the
+ledger is recorded at recovery with the prefix already in its text (seed §7), so every send of
+it carries the notice. An obligation is abandoned after `MAX_ATTEMPTS` (3) attempts or
+`MAX_AGE_S` (24 h). A delivered obligation keeps the platform message ids it produced
+(`sent_ids`), so a platform's later delivery report (WhatsApp status callbacks) settles it:
+`settle_sent_message`.
 
 Silence (docs/behaviour.md §6): a reply that is only a silence marker (`[SILENT]`, `SILENT`, `NO_REPLY`,
 `NO REPLY`, any case, surrounding blanks ignored) owes nothing for an internal turn and
@@ -38,6 +40,14 @@ LEDGER_RETENTION_DAYS = 7
 RECOVERED_PREFIX = "Recovered reply (may be a duplicate):"
 SILENCE_MARKERS = frozenset({"[silent]", "silent", "no_reply", "no reply"})
 SILENT_NOTICE = "(The agent chose not to reply to this message.)"
+
+
+def recovered_text(content: str) -> str:
+    """The re-send of a reply that may already have reached the chat: `RECOVERED_PREFIX`, a
+    newline, the reply (a text already carrying the prefix is returned as is)."""
+    if content.startswith(RECOVERED_PREFIX):
+        return content
+    return f"{RECOVERED_PREFIX}\n{content}"
 
 
 def is_silence(text: str | None) -> bool:

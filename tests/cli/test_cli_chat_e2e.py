@@ -215,3 +215,18 @@ def test_interactive_terminal_shows_banner_prompt_and_continues(tmp_path):
     second = _terminal_session(tmp_path, ["/quit"])
     assert re.match(rf"hermes-gateway chat: continuing session {ID} \(1 turn\)\. "
                     r"/help for commands, /quit to leave\.\n> ", second), second
+
+
+@pytest.mark.parametrize("io_encoding", [None, "utf-8:strict"])
+def test_piped_input_with_one_invalid_utf8_byte_answers_every_line(tmp_path, io_encoding):
+    """Bad input loses nothing already accepted (docs/behaviour.md §0): the byte 0xff in the
+    second line becomes U+FFFD, is logged naming the line, and every line — the one before it
+    included — is answered; exit code 0. `PYTHONIOENCODING=utf-8:strict` is what a normal UTF-8
+    locale gives Python's stdin (the C locale is lenient on its own)."""
+    extra = {"PYTHONIOENCODING": io_encoding} if io_encoding else {}
+    result = subprocess.run([SCRIPT, "chat"], input=b"first\nsecond \xff bad\nthird\n", capture_output=True,
+                            timeout=60, env=gateway_env(tmp_path, **extra))
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.decode() == "echo: first\necho: second \ufffd bad\necho: third\n"
+    assert result.stderr.decode() == (
+        "hermes-gateway: WARNING: input line 2 is not valid utf-8 (byte 8); undecodable bytes replaced by U+FFFD\n")

@@ -102,7 +102,7 @@ async def test_new_stops_the_work_and_a_wake_up_of_the_old_session_stays_there(t
         assert adapter.texts() == ["echo: first", f"Started a new session. Session id: {new}"]  # nothing delivered
         assert await app.store.load_transcript(new) == []
         assert contents(await app.store.load_transcript(old)) == [
-            ("user", "first"), ("assistant", "echo: first"), ("user", "reminder: call Bob")]
+            ("user", "first"), ("assistant", "echo: first"), ("system", "reminder: call Bob")]
         # Unbound, the wake-up belongs to the current session and runs there.
         await app.background.post_wakeup(dm(), "reminder: buy milk")
         await app.runner.join()

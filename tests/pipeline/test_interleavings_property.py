@@ -139,7 +139,7 @@ async def scenario(home: Path, mode: str, ops: list[str]) -> None:
         if call["message"] in bound:
             assert call["session_id"] == bound[call["message"]]
     for wake, session_id in bound.items():
-        assert (session_id, "user", wake) in rows
+        assert (session_id, "user", wake) in rows or (session_id, "system", wake) in rows
 
     # Exactly once, FIFO.
     recorded = [part for sid, role, content in rows if role == "user" and content not in bound
@@ -163,6 +163,7 @@ async def scenario(home: Path, mode: str, ops: list[str]) -> None:
 @example(mode="queue", ops=["msg", "wake", "stop", "msg", "complete"])
 @example(mode="interrupt", ops=["msg", "queue", "msg", "msg", "stop", "complete"])
 @example(mode="interrupt", ops=["msg", "complete", "msg", "complete", "undo", "msg", "retry", "complete"])
+@example(mode="interrupt", ops=["msg", "stop", "wake", "retry"])
 def test_random_interleavings_keep_fifo_exactly_once_binding_and_no_rewound_history(mode, ops):
     with tempfile.TemporaryDirectory() as home:
         asyncio.run(scenario(Path(home), mode, ops))

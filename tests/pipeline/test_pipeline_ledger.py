@@ -101,6 +101,30 @@ async def test_pending_obligation_is_resent_plainly_and_clears_resume_pending(tm
         await app.stop()
 
 
+async def test_reply_persisted_but_never_in_the_ledger_is_sent_once_with_the_notice(tmp_path):
+    """seed §7, docs/behaviour.md §6: a crash between saving the reply and recording it for
+    delivery; the unclean start adopts it and sends it once with the recovered-reply notice."""
+    app = await start_app(tmp_path)
+    entry = await app.store.get_or_create_session(dm())
+    await app.store.begin_turn(KEY, entry.session_id, {"role": "user", "content": "q"})
+    await app.store.append_to_transcript(entry.session_id, {"role": "assistant", "content": "saved answer"})
+    await app.stop()
+    (tmp_path / ".clean_shutdown").unlink()  # the state a crash leaves
+    adapter = RecordingAdapter()
+    app = await start_app(tmp_path, adapter=adapter)
+    try:
+        assert adapter.sent == [("100", "Recovered reply (may be a duplicate):\nsaved answer", None)]
+        assert app.recovery.resumed == []
+    finally:
+        await app.stop()
+    adapter = RecordingAdapter()
+    app = await start_app(tmp_path, adapter=adapter)
+    try:
+        assert adapter.sent == []
+    finally:
+        await app.stop()
+
+
 async def test_obligation_given_up_after_three_attempts_or_a_day(tmp_path):
     app = await start_app(tmp_path)
     entry = await app.store.get_or_create_session(dm())
