@@ -17,9 +17,10 @@ from .timeutil import format_timestamp, parse_timestamp, utc_now
 USER = "user"
 INTERNAL = "internal"
 
+# The message a message replies to (docs/behaviour.md §7).
+REPLY_FIELDS = ("reply_to_message_id", "reply_to_text", "reply_to_author_id", "reply_to_author_name")
 # Optional string facts a platform may know about a message beyond its text.
-_OPTIONAL_IDS = ("reply_to_message_id", "reply_to_text", "reply_to_author_id", "reply_to_author_name",
-                 "platform_update_id", "media_group_id", "bound_session_id")
+_OPTIONAL_IDS = REPLY_FIELDS + ("platform_update_id", "media_group_id", "bound_session_id")
 
 
 @dataclass(slots=True)

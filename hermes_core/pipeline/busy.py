@@ -29,7 +29,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
-from ..model.events import USER, MessageEvent
+from ..model.events import REPLY_FIELDS, USER, MessageEvent
 
 BURST = "burst"
 TURN = "turn"
@@ -113,17 +113,22 @@ class Job:
     def merged_event(self) -> MessageEvent:
         """The event the turn answers: one event for a single message; for a burst the texts
         joined in order with "\\n" (empty texts of media-only messages skipped), the media
-        appended in order, and the last part's message id, sender and time (the reply answers
-        the latest message)."""
+        appended in order, and the last part's message id, sender, update id and time (the reply
+        answers the latest message); the reply context of the latest part that has one, the
+        channel context of the first that has one (docs/behaviour.md §7)."""
         assert self.event is not None
         if not self.parts:
             return self.event
         events = [self.event] + [e for e, _ in self.parts]
         last = events[-1]
+        replying = next((e for e in reversed(events) if e.reply_to_message_id or e.reply_to_text), None)
+        reply = {name: getattr(replying, name) for name in REPLY_FIELDS} if replying is not None else {}
         return MessageEvent(source=last.source, text="\n".join(e.text for e in events if e.text),
                             message_id=last.message_id,
                             media=[m for e in events for m in (e.media or [])],
-                            kind=USER, received_at=last.received_at)
+                            kind=USER, received_at=last.received_at, platform_update_id=last.platform_update_id,
+                            channel_context=next((e.channel_context for e in events if e.channel_context), []),
+                            **reply)
 
 
 class SessionQueue:

@@ -41,6 +41,7 @@ from .context import (build_session_context, build_session_context_prompt, chat_
 from .deps import PipelineDeps, maybe_await
 from .ledger import send_obligation
 from .notices import AGENT_FAILED, AGENT_TIMEOUT, failure_notice, tell_pending_notice
+from .reply_context import quoted_context
 from .typing_indicator import typing_while
 
 log = logging.getLogger(__name__)
@@ -154,6 +155,9 @@ async def run_turn(deps: PipelineDeps, key: str, event: MessageEvent, *, inbound
         # The agent gets the live list itself (no copy): the user message just recorded joins
         # it after the agent has answered, so until then the list is exactly the history.
         history = live.messages
+        # What the platform knows beyond the text reaches the agent only, as a quoted prefix;
+        # the transcript keeps the message as written (docs/behaviour.md §7).
+        text = quoted_context(event, pm=deps.pm, redact=should_redact(deps.config, adapter.spec)) + text
     try:
         result, prompt_tokens = await _answer(deps, key, source, entry, context, adapter, live, history, text,
                                               recorded_user, reply_to=reply_to, internal=internal,
