@@ -26,7 +26,7 @@ from __future__ import annotations
 import logging
 import tempfile
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 from .agents import create_agent
 from .model.timeutil import Clock, parse_timestamp, utc_now
@@ -106,11 +106,14 @@ class GatewayApp:
         agent: the Agent to use instead of `agents.create_agent(config)`.
         watcher: start the housekeeping watcher (default True).
         clock: aware-UTC clock for the store, the watcher and message timestamps.
+        on_restart: called when an admin sends `/restart` (`hermes-gateway run` passes what
+            SIGUSR1 does: a planned restart, docs/behaviour.md §6); None: `/restart` is refused.
     """
 
     def __init__(self, config: Any, *, pm: Any = None, adapters: Any = None, agent: Any = None,
-                 watcher: bool = True, clock: Clock = utc_now) -> None:
+                 watcher: bool = True, clock: Clock = utc_now, on_restart: Callable[[], None] | None = None) -> None:
         self.config = config
+        self.on_restart = on_restart
         self.pm = pm
         self.report = None
         self.agent = agent
@@ -198,7 +201,7 @@ class GatewayApp:
         access = AccessGate(self.pm, self.common_platform_settings, self.store.canonical_id)
         deps = PipelineDeps(config=self.config, store=self.store, pm=self.pm, agent=self.agent,
                             adapters=self.adapters, clock=self.clock, on_turn_completed=self._turn_completed,
-                            access=access)
+                            access=access, request_restart=self.on_restart)
         # Paused: recovered work is queued before new input can arrive, and nothing is sent
         # before the adapters have started (seed §7 "queue inbound messages while restoring").
         self.runner = GatewayRunner(deps, paused=True)

@@ -10,8 +10,8 @@ queue (`placement`):
 * `QUEUE` — `/queue <text>`: a full turn of its own (the runner turns it into a TURN job).
 * `ORDERED` — `/resume`, `/title`, `/undo`, `/retry`, `/compress`: change the conversation, so
   they wait for the running turn and run in arrival order.
-* `IMMEDIATE` — `/status`, `/help` and unknown commands: read-only, answered at once even while
-  a turn runs.
+* `IMMEDIATE` — `/status`, `/help`, `/restart` (admins only) and unknown commands: answered at
+  once even while a turn runs.
 
 Every command answers in one short message (the texts below are the literal replies, documented
 in docs/behaviour.md §11). `/retry` also asks the runner to run a turn afterwards
@@ -22,6 +22,7 @@ from the store and never sees a rewound or replaced message.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from dataclasses import dataclass
 from typing import Awaitable, Callable
@@ -64,6 +65,9 @@ NOTHING_TO_COMPRESS_TEXT = "Nothing to compress yet."
 COMPRESSED_TEXT = ("Compressed the conversation: {summarised} earlier message(s) summarised, "
                    "{kept} kept as they were.")
 COMPRESS_FAILED_TEXT = "Could not compress the conversation; it is unchanged."
+RESTARTING_TEXT = "Restarting the gateway: replies in progress finish first, then it starts again."
+RESTART_DENIED_TEXT = "Only an admin can restart the gateway."
+RESTART_UNAVAILABLE_TEXT = "Restarting is not available here: nothing would start the gateway again."
 
 
 @dataclass(frozen=True, slots=True)
@@ -282,6 +286,24 @@ async def _compress(call: CommandCall) -> CommandResult:
     return CommandResult(COMPRESSED_TEXT.format(summarised=outcome.summarised, kept=outcome.kept))
 
 
+# ---- /restart ------------------------------------------------------------------------------------
+
+async def _restart(call: CommandCall) -> CommandResult:
+    """Admin only (`[platforms.<id>] admin_users`, docs/behaviour.md §9): a planned restart — the
+    drain with reason `restart_timeout`, then exit code 75 for the supervisor (§6)."""
+    deps = call.deps
+    if deps.access is None or not deps.access.is_admin(call.event):
+        log.info("/restart refused in %s: the sender is not an admin", call.key)
+        return CommandResult(RESTART_DENIED_TEXT)
+    if deps.request_restart is None:
+        return CommandResult(RESTART_UNAVAILABLE_TEXT)
+    log.warning("/restart from an admin in %s: planned restart", call.key)
+    # After this answer is on its way: the shutdown stops the adapters from receiving, and the
+    # drain waits for answers still being sent.
+    asyncio.get_running_loop().call_soon(deps.request_restart)
+    return CommandResult(RESTARTING_TEXT)
+
+
 # ---- /status, /help, unknown --------------------------------------------------------------------
 
 async def _status(call: CommandCall) -> CommandResult:
@@ -310,6 +332,7 @@ COMMANDS: tuple[Command, ...] = (
     Command("status", "/status", "shows the session key, session id, turns, tokens and queued messages",
             IMMEDIATE, _status),
     Command("help", "/help", "shows this help", IMMEDIATE, _help),
+    Command("restart", "/restart", "restarts the gateway (admins only)", IMMEDIATE, _restart),
 )
 BY_NAME: dict[str, Command] = {c.name: c for c in COMMANDS}
 

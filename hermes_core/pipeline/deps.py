@@ -30,6 +30,8 @@ class PipelineDeps:
             `config` (`[agent.agent_cache]`) when omitted.
         access: who may talk to the agent (docs/behaviour.md §9); built from `config`'s
             `[platforms.<id>]` tables when omitted.
+        request_restart: `() -> None` asking the process for a planned restart (`/restart` from
+            an admin; docs/behaviour.md §6), or None where nothing would restart the gateway.
         background: the sessions' background work (`sdk.SessionWork`), stopped by `/stop`,
             `/new` and `/reset` (docs/behaviour.md §10); None when the gateway runs none.
     """
@@ -44,6 +46,7 @@ class PipelineDeps:
     on_turn_completed: Callable[[str], Any] | None = None
     agent_cache: AgentCache | None = None
     access: AccessGate | None = None
+    request_restart: Callable[[], None] | None = None
     background: Any = None
 
     def __post_init__(self) -> None:

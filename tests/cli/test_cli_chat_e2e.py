@@ -81,7 +81,7 @@ def test_unknown_command_and_empty_lines(tmp_path):
     result = run_cli(tmp_path, "chat", stdin="\n   \n/bogus arg\n\n")
     assert result.returncode == 0, result.stderr
     assert result.stdout == ("Unknown command /bogus. Commands: /new, /reset, /stop, /queue, /resume, /title, /undo, "
-                             "/retry, /compress, /status, /help.\n")
+                             "/retry, /compress, /status, /help, /restart.\n")
 
 
 def test_quit_stops_reading(tmp_path):

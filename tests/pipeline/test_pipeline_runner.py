@@ -78,10 +78,11 @@ async def test_status_help_unknown_and_new(tmp_path):
             "/retry — removes your last turn and sends that message again\n"
             "/compress — replaces the older part of the conversation by a summary\n"
             "/status — shows the session key, session id, turns, tokens and queued messages\n"
-            "/help — shows this help")
+            "/help — shows this help\n"
+            "/restart — restarts the gateway (admins only)")
         await say(app, dm(), "/frobnicate now")
         assert adapter.texts()[-1] == ("Unknown command /frobnicate. Commands: /new, /reset, /stop, /queue, /resume, "
-                                       "/title, /undo, /retry, /compress, /status, /help.")
+                                       "/title, /undo, /retry, /compress, /status, /help, /restart.")
         await say(app, dm(), "/new")
         second = (await app.store.get_entry("agent:main:testchat:dm:100")).session_id
         assert second != first
