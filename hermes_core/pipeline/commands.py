@@ -60,6 +60,7 @@ UNDO_USAGE_TEXT = "Write /undo, or /undo followed by the number of turns to undo
 NOTHING_TO_UNDO_TEXT = "Nothing to undo."
 UNDONE_TEXT = "Undid {turns} turn(s) ({rows} message(s)), back to before \"{text}\"."
 NOTHING_TO_RETRY_TEXT = "Nothing to retry."
+RETRY_STOPPED_TEXT = "Nothing to retry: the conversation was stopped. Your next message starts a new session."
 RETRYING_TEXT = "Retrying \"{text}\"."
 NOTHING_TO_COMPRESS_TEXT = "Nothing to compress yet."
 COMPRESSED_TEXT = ("Compressed the conversation: {summarised} earlier message(s) summarised, "
@@ -267,6 +268,12 @@ async def _undo(call: CommandCall) -> CommandResult:
 
 
 async def _retry(call: CommandCall) -> CommandResult:
+    entry = await maybe_await(call.deps.store.get_entry(call.key))
+    if entry is not None and entry.suspended:
+        # After /stop the conversation is closed: the next message starts a new session, so a
+        # retry would rewind one session and run the text in another (a wake-up's text too,
+        # outside the session it is bound to; docs/behaviour.md §10).
+        return CommandResult(RETRY_STOPPED_TEXT)
     result = await _rewind(call, 1)
     if result is None or not (result["target_text"] or "").strip():
         return CommandResult(NOTHING_TO_RETRY_TEXT)

@@ -198,6 +198,20 @@ async def test_retry_runs_the_last_message_again_without_the_old_reply(tmp_path)
         await app.stop()
 
 
+async def test_retry_after_stop_says_the_conversation_was_stopped_and_rewinds_nothing(tmp_path):
+    app, adapter, clock = await start(tmp_path)
+    try:
+        await say(app, "u1", clock=clock)
+        session = await current(app)
+        await app.store.suspend_session(KEY)  # what /stop does once it stopped something
+        await say(app, "/retry", clock=clock)
+        assert adapter.texts()[-1] == ("Nothing to retry: the conversation was stopped. "
+                                       "Your next message starts a new session.")
+        assert contents(await app.store.load_transcript(session)) == [("user", "u1"), ("assistant", "echo: u1")]
+    finally:
+        await app.stop()
+
+
 SUMMARY_OF_U1_U2 = ("Summary of the earlier conversation:\n"
                     "Summary of 4 earlier message(s). The user wrote: u1 | u2")
 
