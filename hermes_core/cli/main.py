@@ -93,12 +93,14 @@ def run() -> None:
 
 
 def _add_subapps() -> None:
+    from .doctor import doctor_command
     from .plugins import new_plugin_command, plugins_app
     from .sessions import sessions_app
 
     app.add_typer(sessions_app, name="sessions")
     app.add_typer(plugins_app, name="plugins")
     app.command("new-plugin")(new_plugin_command)
+    app.command("doctor")(doctor_command)
 
 
 _add_subapps()
