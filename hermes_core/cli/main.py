@@ -96,11 +96,13 @@ def _add_subapps() -> None:
     from .doctor import doctor_command
     from .plugins import new_plugin_command, plugins_app
     from .sessions import sessions_app
+    from .status import status_command
 
     app.add_typer(sessions_app, name="sessions")
     app.add_typer(plugins_app, name="plugins")
     app.command("new-plugin")(new_plugin_command)
     app.command("doctor")(doctor_command)
+    app.command("status")(status_command)
 
 
 _add_subapps()
