@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import signal
+import sys
 from typing import Optional
 
 import typer
@@ -66,6 +67,15 @@ def chat() -> None:
     run_async(lambda: run_chat(config))  # its own Ctrl-C handling: a line at once, twice quits
 
 
+def _with_terminal_platform(config):
+    """`run` on a terminal keeps the local platform beside the configured ones unless a
+    `[platforms.local]` table decides (docs/operations.md §6); without a terminal (a service,
+    a container) there is nobody to chat with, so only the configured platforms run."""
+    if "local" in config.platforms or not sys.stdin.isatty():
+        return config
+    return config.model_copy(update={"platforms": {**config.platforms, "local": {"enabled": True}}})
+
+
 @app.command()
 def run() -> None:
     """Run every enabled platform and the housekeeping watcher until Ctrl-C or SIGTERM."""
@@ -77,12 +87,14 @@ def run() -> None:
         if not config.enabled_platforms():
             raise CliError("no platform is enabled: set `enabled = true` in a [platforms.<name>] "
                            f"table of {config_file_path(config.home)}")
-        gateway = GatewayApp(config)
+        gateway = GatewayApp(_with_terminal_platform(config))
         stop = asyncio.Event()
         _install_stop_signals(stop)
         with held_terminal_log():  # a failed start prints one line, not the warnings leading to it
             await gateway.start()
-        typer.echo(f"hermes-gateway: running {', '.join(gateway.adapters) or 'no platforms'} "
+        note = ("" if "platforms" in config.model_fields_set else
+                f" (no [platforms.<name>] table in {config_file_path(config.home)}: the terminal platform only)")
+        typer.echo(f"hermes-gateway: running {', '.join(gateway.adapters) or 'no platforms'}{note} "
                    "(Ctrl-C or SIGTERM to stop)", err=True)
         try:
             await stop.wait()
