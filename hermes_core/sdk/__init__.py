@@ -17,6 +17,7 @@ A platform plugin imports from here only (and from `hermes_core.testing` in its 
     MalformedPayload                           a payload a mapping function cannot read (sdk/errors.py)
     DeliveryPlan, OutboundDelivery, RedactionRule, SessionContext   records some hooks take or return
     neutralize_untrusted                       make user-chosen text (names, topics) safe for a prompt
+    COMMAND_MENU                               the commands a platform's command menu advertises (sdk/commands.py)
     TESTING_PACKAGE                            where the test kit lives: `hermes_core.testing`
 """
 
@@ -30,6 +31,7 @@ from ..types import (CAP_EDIT, CAP_MEDIA, CAP_REACTIONS, CAP_THREADS, CAP_TYPING
                      RedactionRule, SettingsSpec)
 from .adapter import AliasRecorder, BaseAdapter, InboundHandler, SendResult
 from .chunking import chunk_text, measure
+from .commands import COMMAND_MENU
 from .errors import MalformedPayload, RetryAfter, RetryAfterExceeded, SendError
 from .sending import ChatSendQueue, RetryPolicy, deliver_plan, send_chunks, send_with_retry
 from .settings import PlatformSettings
@@ -39,7 +41,7 @@ from .settings import PlatformSettings
 TESTING_PACKAGE = "hermes_core.testing"
 
 __all__ = [
-    "AdapterSpec", "AliasError", "AliasRecorder", "BaseAdapter", "CAPABILITIES", "CAP_EDIT", "CAP_MEDIA",
+    "AdapterSpec", "AliasError", "COMMAND_MENU", "AliasRecorder", "BaseAdapter", "CAPABILITIES", "CAP_EDIT", "CAP_MEDIA",
     "CAP_REACTIONS", "CAP_THREADS", "CAP_TYPING", "CAP_WEBHOOK", "ChatSendQueue", "DeliveryPlan",
     "HERMES_PLUGIN_API", "INGRESS_SHARED", "INGRESS_SINGLE_RECEIVER", "IdentityAlias", "InboundHandler",
     "MalformedPayload", "MessageEvent", "OutboundDelivery", "Platform", "PlatformSettings", "RedactionRule",
