@@ -18,6 +18,7 @@ from typing import Any, Iterable, Iterator, Sequence
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 from rich.table import Table
+from rich.text import Text
 
 from ..model.timeutil import parse_timestamp
 
@@ -72,7 +73,8 @@ def print_table(rows: Sequence[dict[str, Any]], columns: Sequence[str], *, title
     for name in columns:
         table.add_column(name.replace("_", " ").upper(), overflow="fold")
     for row in rows:
-        table.add_row(*[(human_time(row.get(c)) if c in time_columns else human_value(row.get(c)))
+        # Text cells: a stored `[word]` (a snippet's match, a sender prefix) is text, not markup.
+        table.add_row(*[Text(human_time(row.get(c)) if c in time_columns else human_value(row.get(c)))
                         for c in columns])
     out.print(table)
 

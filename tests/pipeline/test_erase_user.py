@@ -235,3 +235,12 @@ async def test_show_prints_people_times_not_raw_values(tmp_path, monkeypatch):
     assert re.search(r"^created at: +\d{4}-\d\d-\d\d \d\d:\d\d:\d\d$", out, flags=re.M)
     assert re.search(r"^suspended: +no$", out, flags=re.M)
     assert "bob's own dm about otters" in out
+
+
+async def test_table_cells_are_text_not_markup(tmp_path, monkeypatch):
+    home = tmp_path / "home"
+    home.mkdir()
+    await _populate(home)
+    code, out, _ = await _cli(home, monkeypatch, "search", "herons")
+    assert code == 0
+    assert f"[{BOB_NAME}] bob likes [herons]" in out  # the sender prefix and the match marks stay
