@@ -4,9 +4,11 @@ Start: HERMES_HOME created and checked writable → plugins loaded → store ope
 the `hermes_session_key` hook) → unclean-shutdown check (`.clean_shutdown` consumed once; without
 it, marked turns are promoted by `store.recover_interrupted_turns`: no saved reply →
 `resume_pending`, saved reply → delivery ledger; with it, leftover turn markers are discarded)
-→ agent → runner created paused → enabled adapters resolved (entry points), each given its data
-directory `HERMES_HOME/<platform>/` (0700) → start-up recovery queued on the runner (`recovery.restore_at_startup`: stuck loops, ledger sweep,
-auto-continue, intake replay) → adapters started → runner released → watcher started →
+→ agent → enabled adapters resolved (entry points), each given its data directory
+`HERMES_HOME/<platform>/` (0700), and a warning for each network platform that allows nobody
+(docs/behaviour.md §9) → access gate and runner created paused → start-up recovery queued on
+the runner (`recovery.restore_at_startup`: stuck loops, ledger sweep, auto-continue, intake
+replay) → adapters started → runner released → watcher started →
 `hermes_startup` broadcast.
 Stop: adapters stopped (no new input) → runner drained (`[scheduler] drain_timeout_s`; turns still
 running are marked `resume_pending`, reason `shutdown_timeout`, and counted in
@@ -31,6 +33,7 @@ from .agents import create_agent
 from .model.timeutil import Clock, parse_timestamp, utc_now
 from .ops.metrics import NULL_METRICS, create_metrics
 from .ops.status import StatusPublisher
+from .pipeline.access import AccessGate, refusing_platforms
 from .pipeline.deps import PipelineDeps
 from .recovery import RecoveryReport, load_restart_counts, restore_at_startup, save_restart_counts
 from .pipeline.runner import GatewayRunner
@@ -199,13 +202,16 @@ class GatewayApp:
         await self._check_clean_shutdown()
         if self.agent is None:
             self.agent = create_agent(self.config)
+        self._build_adapters()
+        for name in refusing_platforms(self.adapters, self.common_platform_settings):
+            log.warning("%s: no allowed_users/allow_all configured: every message will be refused", name)
+        access = AccessGate(self.pm, self.common_platform_settings, self.store.canonical_id)
         deps = PipelineDeps(config=self.config, store=self.store, pm=self.pm, agent=self.agent,
                             adapters=self.adapters, clock=self.clock, on_turn_completed=self._turn_completed,
-                            metrics=self.metrics)
+                            access=access, metrics=self.metrics)
         # Paused: recovered work is queued before new input can arrive, and nothing is sent
         # before the adapters have started (seed §7 "queue inbound messages while restoring").
         self.runner = GatewayRunner(deps, paused=True)
-        self._build_adapters()
         self.restart_counts = load_restart_counts(self.home)
         self.recovery = await restore_at_startup(
             store=self.store, runner=self.runner, pm=self.pm, config=self.config, home=self.home,
@@ -213,7 +219,8 @@ class GatewayApp:
             crash_interrupted=self._crash_interrupted)
         self.metrics.recoveries(self.recovery.counts())
         for name, adapter in self.adapters.items():
-            adapter.bind(self.runner.handle, record_aliases=self.store.record_aliases)
+            adapter.bind(self.runner.handle, record_aliases=self.store.record_aliases,
+                         report_delivery=self.store.settle_sent_message)
             await adapter.start()
             log.info("platform %s started", name)
         self.runner.release()
@@ -268,25 +275,27 @@ class GatewayApp:
                     "resumption", len(self.recovered_keys))
 
     def _consume_clean_marker(self) -> bool:
-        """True when the last run shut down cleanly: `.clean_shutdown` exists and holds the
-        timestamp `stop()` wrote. The marker is consumed (docs/behaviour.md §6); one that cannot be removed
-        is overwritten with `invalid`, so a later crash cannot look clean."""
+        """True when the last run shut down cleanly (docs/behaviour.md §6): `.clean_shutdown`
+        exists and is empty, as `stop()` and upstream write it (a timestamp, as older builds
+        wrote, counts too). The marker is consumed once. One that cannot be removed makes this
+        start unclean (fail closed: crash recovery runs) and is overwritten with `invalid`, which
+        every later start also reads as unclean."""
         marker = self.home / CLEAN_SHUTDOWN
         try:
             text = marker.read_text().strip()
+            valid = not text or parse_timestamp(text) is not None
         except FileNotFoundError:
             return False
+        except ValueError:
+            valid = False
         except OSError as exc:
             log.warning("%s cannot be read (%s); treating the last shutdown as unclean", marker, exc)
-            text = ""
-        try:
-            parse_timestamp(text)
-            valid = bool(text)
-        except ValueError:
             valid = False
         try:
             marker.unlink()
-        except OSError:
+        except OSError as exc:
+            log.warning("%s cannot be removed (%s); treating the last shutdown as unclean", marker, exc)
+            valid = False
             try:
                 marker.write_text("invalid\n")
             except OSError:
@@ -332,12 +341,19 @@ class GatewayApp:
 
     # ---- stop ----------------------------------------------------------------------------------
 
-    async def stop(self) -> None:
-        """Stop everything in order (module docstring). Idempotent; never raises."""
+    async def stop(self, *, restart: bool = False) -> None:
+        """Stop everything in order (module docstring). Idempotent; never raises.
+
+        Args:
+            restart: a planned restart (SIGUSR1, `hermes-gateway restart`): turns the drain cuts
+                off are marked `restart_timeout` instead of `shutdown_timeout` (docs/behaviour.md §6).
+        """
         if self._stopped:
             return
         self._stopped = True
         self.ready = False  # /readyz says so while draining
+        unmarked = False
+        reason = "restart_timeout" if restart else "shutdown_timeout"
         for name, adapter in list(self.adapters.items()):
             try:
                 await adapter.stop()
@@ -347,13 +363,17 @@ class GatewayApp:
             interrupted = await self.runner.drain(self.config.scheduler.drain_timeout_s)
             for key in interrupted:
                 try:
-                    await self.store.mark_resume_pending(key, "shutdown_timeout")
-                except Exception:
-                    log.exception("could not mark %s for resumption", key)
+                    await self.store.mark_resume_pending(key, reason)
+                except Exception as exc:
+                    # Then the shutdown must not look clean: the next start promotes the turn
+                    # markers instead of discarding them, so the turn is still resumed once.
+                    unmarked = True
+                    log.error("could not mark %s for resumption (%s); the next start recovers it as "
+                              "after a crash", key, " ".join(str(exc).split()))
             if self.started:
                 # docs/behaviour.md §6: {key: old + 1} for the sessions the drain interrupted, others dropped.
                 save_restart_counts(self.home, {k: self.restart_counts.get(k, 0) + 1 for k in interrupted})
-        if self.started:
+        if self.started and not unmarked:
             self._write_clean_shutdown()
         await self._teardown()
 
@@ -364,7 +384,7 @@ class GatewayApp:
 
     def _write_clean_shutdown(self) -> None:
         try:
-            write_atomic(self.home / CLEAN_SHUTDOWN, self.clock().isoformat() + "\n")
+            write_atomic(self.home / CLEAN_SHUTDOWN, "")  # empty, as upstream writes it
         except OSError as exc:
             log.error("could not write %s: %s", CLEAN_SHUTDOWN, exc)
 

@@ -22,14 +22,14 @@ _WHATSAPP_SAFE = re.compile(r"^[A-Za-z0-9@.+-]+$")
 
 def normalize_whatsapp_id(value: str) -> str:
     """Normalise one WhatsApp id: trim, drop the first `+`, cut at the first `:` (device) and at
-    the first `@` (domain). `"15551234567:12@s.whatsapp.net"` → `"15551234567"`."""
-    text = str(value).strip()
+    the first `@` (domain). `"15551234567:12@s.whatsapp.net"` → `"15551234567"`; None → `""`."""
+    text = "" if value is None else str(value).strip()
     if text.startswith("+"):
         text = text[1:]
     return text.split(":", 1)[0].split("@", 1)[0]
 
 
-def canonical_whatsapp_identifier(value: str, aliases: Iterable[str] = ()) -> str:
+def canonical_whatsapp_identifier(value: str | None, aliases: Iterable[str] = ()) -> str:
     """Canonical WhatsApp id for keys and pseudonyms (seed §4 "special case", docs/behaviour.md §4).
 
     Args:
@@ -37,9 +37,12 @@ def canonical_whatsapp_identifier(value: str, aliases: Iterable[str] = ()) -> st
         aliases: other known forms of the same person (LID ↔ phone), raw or normalised.
 
     Returns:
-        The shortest normalised alias (ties: lexicographically smaller). An id with characters
-        outside `[A-Za-z0-9@.+-]` falls back to its normalised form. Never raises.
+        The shortest normalised alias (ties: lexicographically smaller); `""` for None or `""`
+        (never the string "None"). An id with characters outside `[A-Za-z0-9@.+-]` falls back
+        to its normalised form. Never raises.
     """
+    if value is None:
+        return ""
     raw = str(value).strip()
     normal = normalize_whatsapp_id(raw)
     if not _WHATSAPP_SAFE.match(raw):

@@ -11,13 +11,15 @@ The seed's appendix keys keep their names and nesting: top-level `group_sessions
 
 from __future__ import annotations
 
+import logging
 import os
+import re
 import tomllib
 import typing
 from pathlib import Path
 from typing import Any, Literal, Mapping
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator, model_validator
 from pydantic_settings import (
     BaseSettings,
     PydanticBaseSettingsSource,
@@ -25,14 +27,22 @@ from pydantic_settings import (
     TomlConfigSettingsSource,
 )
 
+from .strict_numbers import NoBoolNumbers
+
 CONFIG_FILE_NAME = "hermes.toml"
+log = logging.getLogger(__name__)
+
+# Session-reset timers of upstream gateways (seed §6 "conversation lifetime": idle and daily
+# resets are not supported). A config carried over keeps loading: these top-level keys are
+# dropped with one warning naming them; every other unknown key is still an error.
+LEGACY_TIMER_KEYS = ("session_reset", "default_reset_policy", "reset_by_type", "reset_by_platform")
 
 
 class ConfigError(Exception):
     """Configuration could not be loaded; `str(err)` is one line naming the key or file."""
 
 
-class _Section(BaseModel):
+class _Section(NoBoolNumbers):
     model_config = ConfigDict(extra="forbid")
 
 
@@ -62,7 +72,8 @@ class AgentSettings(_Section):
     """`[agent]` (seed appendix) plus the agent backend choice."""
 
     backend: Literal["echo", "openai"] = "echo"
-    gateway_auto_continue_freshness: int = Field(3600, ge=0, description="seconds")
+    gateway_auto_continue_freshness: int = Field(
+        3600, description="seconds within which an interrupted turn auto-continues; <= 0: no limit")
     gateway_timeout: int = Field(1800, gt=0, description="seconds per agent turn")
     agent_cache: AgentCacheSettings = Field(default_factory=AgentCacheSettings)
     openai: OpenAIAgentSettings = Field(default_factory=OpenAIAgentSettings)
@@ -192,7 +203,7 @@ def config_file_path(home: Path | str | None = None) -> Path:
     return Path(home).expanduser() / CONFIG_FILE_NAME if home else default_home() / CONFIG_FILE_NAME
 
 
-class GatewayConfig(BaseSettings):
+class GatewayConfig(NoBoolNumbers, BaseSettings):
     """Root settings of one gateway (seed appendix; docs/architecture.md §5).
 
     Construct in code with keyword overrides (`GatewayConfig(home=tmp, group_sessions_per_user=False)`)
@@ -228,6 +239,22 @@ class GatewayConfig(BaseSettings):
     # (docs/architecture.md §5). repr=False keeps tokens out of logs.
     platforms: dict[str, dict[str, Any]] = Field(
         default_factory=lambda: {"local": {"enabled": True}}, repr=False)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _ignore_legacy_timer_keys(cls, data: Any) -> Any:
+        if not isinstance(data, Mapping):
+            return data
+        found = [key for key in data if key in LEGACY_TIMER_KEYS]
+        if not found:
+            return data
+        names = []
+        for key in found:
+            value = data[key]
+            names += [f"{key}.{sub}" for sub in value] if isinstance(value, Mapping) and value else [key]
+        log.warning("ignored legacy session-reset timer setting(s) %s: no timer ends a conversation here, "
+                    "/new and /reset do (docs/behaviour.md §8)", ", ".join(sorted(names)))
+        return {key: value for key, value in data.items() if key not in found}
 
     @field_validator("home", mode="after")
     @classmethod
@@ -289,7 +316,18 @@ def _drop_empty_home_env(env_settings: PydanticBaseSettingsSource) -> None:
         env_settings.env_vars = {k: v for k, v in env_vars.items() if k not in blank}
 
 
-_SECRET_WORDS = ("key", "token", "secret", "password")
+_SECRET_WORDS = ("key", "token", "secret", "password", "credential", "auth")
+# Values that look like credentials wherever they were put (a bot token in a table's place):
+# Telegram `<digits>:<35 chars>`, Slack `xox?-…`/`xapp-…`, `sk-…`, GitHub `gh?_…`, a JWT, or any
+# run of 20+ characters without blanks that mixes letters and digits.
+_SECRET_LOOKING = re.compile(
+    r"\d{5,}:[\w-]{20,}|xox[a-z]-|xapp-|sk-[\w-]{8,}|gh[pousr]_\w{8,}|eyJ[\w-]{8,}\.|"
+    r"^(?=[^\s]*[A-Za-z])(?=[^\s]*\d)[^\s]{20,}$")
+
+
+def _looks_like_secret(value: Any) -> bool:
+    """True when `value` (shown in a config error) might be a credential."""
+    return isinstance(value, str) and bool(_SECRET_LOOKING.search(value.strip()))
 
 
 def _error_key_path(error: Mapping[str, Any]) -> list[str]:
@@ -389,6 +427,9 @@ def describe_value_source(path: list[str], overrides: Mapping[str, Any], toml_pa
     return f"from keyword arguments, HERMES_* environment variables or .env; {where}"
 
 
+_VALUE_NOT_SHOWN = frozenset({"extra_forbidden", "dict_type", "model_type", "model_attributes_type"})
+
+
 def _describe_validation_error(err: ValidationError, overrides: Mapping[str, Any], toml_path: Path) -> str:
     errors = err.errors()
     first = errors[0]
@@ -396,8 +437,10 @@ def _describe_validation_error(err: ValidationError, overrides: Mapping[str, Any
     key = ".".join(path) or ".".join(str(p) for p in first.get("loc", ())) or "<root>"
     message = first.get("msg", "invalid")
     value = first.get("input")
-    if (isinstance(value, (str, int, float, bool)) and first.get("type") != "extra_forbidden"
-            and not any(word in key.lower() for word in _SECRET_WORDS)):
+    # The value is echoed only when it cannot be a secret: never for a secret-looking key or
+    # value, nor for a table that got a scalar (a token put at HERMES_PLATFORMS__TELEGRAM).
+    if (isinstance(value, (str, int, float, bool)) and first.get("type") not in _VALUE_NOT_SHOWN
+            and not any(word in key.lower() for word in _SECRET_WORDS) and not _looks_like_secret(value)):
         shown = repr(value)
         message += f", got {shown if len(shown) <= 60 else shown[:57] + '...'}"
     others = len({".".join(_error_key_path(e)) for e in errors[1:]} - {".".join(path)})

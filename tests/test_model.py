@@ -2,6 +2,7 @@
 
 import dataclasses
 import json
+import logging
 import re
 from datetime import datetime, timedelta, timezone
 
@@ -81,6 +82,41 @@ def test_entry_roundtrip_and_naive_time_is_local():
     assert entry.platform == "telegram"
     again = SessionEntry.from_dict(json.loads(json.dumps(entry.to_dict())))
     assert again == entry
+
+
+def test_entry_with_a_bad_optional_field_is_kept_with_a_warning(caplog):
+    """docs/behaviour.md §2: a malformed optional field takes its default, logged by name; the
+    entry (and its route) stays."""
+    data = {"session_key": "agent:main:telegram:dm:12345", "session_id": "20260301_120000_0a1b2c3d",
+            "created_at": "2026-03-01T12:00:00+00:00", "resume_pending": True,
+            "resume_reason": "restart_timeout", "last_resume_marked_at": "yesterday-ish",
+            "suspended": "maybe", "input_tokens": "many", "origin": {"chat_id": "12345"}}
+    with caplog.at_level(logging.WARNING, logger="hermes_core.model.entry"):
+        entry = SessionEntry.from_dict(data)
+    assert entry.session_id == "20260301_120000_0a1b2c3d"
+    assert (entry.resume_pending, entry.resume_reason) == (True, "restart_timeout")
+    assert (entry.last_resume_marked_at, entry.suspended, entry.input_tokens, entry.origin) == (None, False, 0, None)
+    assert entry.created_at == datetime(2026, 3, 1, 12, 0, tzinfo=timezone.utc)
+    [record] = [r for r in caplog.records if "malformed" in r.getMessage()]
+    assert record.getMessage() == ("session entry 'agent:main:telegram:dm:12345': malformed field(s) "
+                                   "'input_tokens', 'suspended', 'last_resume_marked_at', 'origin' "
+                                   "replaced by their defaults")
+
+
+def test_entry_without_created_at_takes_updated_at():
+    entry = SessionEntry.from_dict({"session_key": "k", "session_id": "s", "created_at": "garbage",
+                                    "updated_at": "2026-03-01T12:00:00+00:00"})
+    assert entry.created_at == entry.updated_at == datetime(2026, 3, 1, 12, 0, tzinfo=timezone.utc)
+
+
+@pytest.mark.parametrize("data, field", [
+    ({"session_id": "s", "created_at": "2026-03-01T12:00:00+00:00"}, "session_key"),
+    ({"session_key": "k", "created_at": "2026-03-01T12:00:00+00:00"}, "session_id"),
+    ({"session_key": "k", "session_id": "../etc", "created_at": "2026-03-01T12:00:00+00:00"}, "session_id"),
+])
+def test_entry_without_a_usable_key_or_id_is_rejected(data, field):
+    with pytest.raises(ValueError, match=f"'{field}'"):
+        SessionEntry.from_dict(data)
 
 
 def test_parse_timestamp_epoch_and_offset():

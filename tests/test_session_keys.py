@@ -117,6 +117,9 @@ def test_key_and_predicate_follow_one_rule(source, kwargs, _):
         ("98765432109876@lid", ("15551234567@s.whatsapp.net",), "15551234567"),
         ("222@lid", ("111@s.whatsapp.net",), "111"),  # tie on length: lexicographically smaller
         ("bad id!@x", (), "bad id!"),  # characters outside the safe set: normalised form
+        (None, (), ""),  # docs/behaviour.md §4: never the string "None"
+        ("", (), ""),
+        (None, ("15551234567@s.whatsapp.net",), ""),
     ],
 )
 def test_whatsapp_canonicalisation(raw, aliases, expected):

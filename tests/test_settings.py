@@ -102,3 +102,85 @@ def test_one_line_even_with_several_bad_keys(home, monkeypatch):
     text = _error()
     assert "\n" not in text
     assert text.endswith("; 1 more invalid key(s)")
+
+
+TOKEN = "123456:ABCdefGHIjklMNOpqrSTUvwxYZ012345678"
+
+
+def test_a_token_put_where_a_table_belongs_is_never_echoed(home, monkeypatch):
+    """docs/configuration.md: a config error names the key and where it came from, never a
+    secret-looking value (the bot token put in HERMES_PLATFORMS__TELEGRAM instead of
+    …__BOT_TOKEN)."""
+    monkeypatch.setenv("HERMES_PLATFORMS__TELEGRAM", TOKEN)
+    assert _error() == ("invalid config value for 'platforms.telegram': Input should be a valid dictionary "
+                        "(environment variable HERMES_PLATFORMS__TELEGRAM)")
+
+
+@pytest.mark.parametrize("value", [TOKEN, "xoxb-1234-5678-abcdefghijkl", "sk-proj-abcdefgh1234",
+                                   "a1b2c3d4e5f6g7h8i9j0k1l2"])
+def test_a_secret_looking_value_is_not_echoed_under_any_key(home, monkeypatch, value):
+    monkeypatch.setenv("HERMES_AGENT__GATEWAY_TIMEOUT", value)
+    assert _error() == ("invalid config value for 'agent.gateway_timeout': Input should be a valid integer, "
+                        "unable to parse string as an integer (environment variable HERMES_AGENT__GATEWAY_TIMEOUT)")
+
+
+@pytest.mark.parametrize("toml, key", [
+    ("session_store_max_age_days = true\n", "session_store_max_age_days"),
+    ("[agent.agent_cache]\nmax_size = true\n", "agent.agent_cache.max_size"),
+    ("[agent]\ngateway_timeout = false\n", "agent.gateway_timeout"),
+    ("[agent.agent_cache]\nmemory_high_mb = true\n", "agent.agent_cache.memory_high_mb"),
+])
+def test_integer_settings_refuse_booleans(home, toml, key):
+    """docs/configuration.md: `true` is not 1."""
+    (home / "hermes.toml").write_text(toml)
+    value = "True" if "true" in toml else "False"
+    assert _error() == (f"invalid config value for {key!r}: Input should be a valid integer, not a boolean, "
+                        f"got {value} (config file {home / 'hermes.toml'})")
+
+
+def test_number_settings_refuse_booleans_but_still_parse_text(home, monkeypatch):
+    (home / "hermes.toml").write_text("[storage]\nbusy_timeout_s = true\n")
+    assert _error().startswith("invalid config value for 'storage.busy_timeout_s': Input should be a valid "
+                               "number, not a boolean, got True")
+    (home / "hermes.toml").write_text("")
+    monkeypatch.setenv("HERMES_AGENT__AGENT_CACHE__MAX_SIZE", "64")
+    monkeypatch.setenv("HERMES_SESSION_STORE_MAX_AGE_DAYS", "7")
+    config = load_config()
+    assert (config.agent.agent_cache.max_size, config.session_store_max_age_days) == (64, 7)
+
+
+def test_a_plugin_platform_setting_refuses_a_boolean_for_an_integer():
+    from pydantic import ValidationError
+
+    from hermes_core.sdk import PlatformSettings
+
+    class Settings(PlatformSettings):
+        max_chunks: int = 3
+
+    with pytest.raises(ValidationError, match="Input should be a valid integer, not a boolean"):
+        Settings(max_chunks=True)
+    assert Settings(max_chunks=5, enabled=True).max_chunks == 5
+
+
+def test_legacy_timer_keys_are_ignored_with_one_warning(home, caplog):
+    """docs/behaviour.md §13 (seed §6): upstream's idle/daily reset settings load, are ignored and
+    named in one warning."""
+    import logging
+
+    (home / "hermes.toml").write_text(
+        '[session_reset]\nmode = "both"\nat_hour = 4\nidle_minutes = 1440\n'
+        '[reset_by_platform.telegram]\nmode = "idle"\nidle_minutes = 240\n'
+        '[reset_by_type.dm]\nmode = "daily"\n')
+    with caplog.at_level(logging.WARNING, logger="hermes_core.settings"):
+        config = load_config()
+    assert config.session_store_max_age_days == 0
+    assert [r.getMessage() for r in caplog.records if r.name == "hermes_core.settings"] == [
+        "ignored legacy session-reset timer setting(s) reset_by_platform.telegram, reset_by_type.dm, "
+        "session_reset.at_hour, session_reset.idle_minutes, session_reset.mode: no timer ends a "
+        "conversation here, /new and /reset do (docs/behaviour.md §8)"]
+
+
+def test_other_unknown_keys_are_still_errors(home):
+    (home / "hermes.toml").write_text('[session_resets]\nmode = "both"\n')
+    assert _error() == ("invalid config value for 'session_resets': Extra inputs are not permitted "
+                        f"(config file {home / 'hermes.toml'})")

@@ -1,7 +1,8 @@
 """`hermes-gateway`: the command line (typer).
 
 Commands: `chat` (terminal chat on the local platform; piped stdin works, one message a line),
-`run` (every enabled platform plus the watcher until Ctrl-C / SIGTERM), `sessions …`,
+`run` (every enabled platform plus the watcher until Ctrl-C / SIGTERM; SIGUSR1 is a planned
+restart, exit code 75), `restart` (sends that SIGUSR1), `sessions …`,
 `plugins …`, and `--version`.
 
 Every command loads its config and reports errors through `cli/common.py`: one line on stderr
@@ -48,11 +49,25 @@ def root(version: Optional[bool] = typer.Option(None, "--version", callback=_ver
     """Session lifecycle core of an AI-agent messaging gateway."""
 
 
-def _install_stop_signals(stop: asyncio.Event) -> None:
+# `run` exits with this code after a planned restart (SIGUSR1, `hermes-gateway restart`), so a
+# supervisor starts it again: systemd's `Restart=on-failure` (or `RestartForceExitStatus=75`).
+# 75 is sysexits' EX_TEMPFAIL: "try again".
+EXIT_RESTART = 75
+
+
+def _install_stop_signals(stop: asyncio.Event, restart: asyncio.Event | None = None) -> None:
+    """SIGINT / SIGTERM set `stop`; SIGUSR1 sets `restart` and `stop` (a planned restart)."""
     loop = asyncio.get_running_loop()
-    for signum in (signal.SIGINT, signal.SIGTERM):
+
+    def request_restart() -> None:
+        restart.set()
+        stop.set()
+    handlers = [(signal.SIGINT, stop.set), (signal.SIGTERM, stop.set)]
+    if restart is not None:
+        handlers.append((signal.SIGUSR1, request_restart))
+    for signum, handler in handlers:
         try:
-            loop.add_signal_handler(signum, stop.set)
+            loop.add_signal_handler(signum, handler)
         except (NotImplementedError, RuntimeError):  # not the main thread / platform without it
             pass
 
@@ -78,18 +93,20 @@ def _with_terminal_platform(config):
 
 @app.command()
 def run() -> None:
-    """Run every enabled platform and the housekeeping watcher until Ctrl-C or SIGTERM."""
+    """Run every enabled platform and the housekeeping watcher until Ctrl-C or SIGTERM (exit 0).
+    SIGUSR1 (or `hermes-gateway restart`) is a planned restart: the same drain, then exit code
+    75 so a supervisor starts the gateway again (docs/behaviour.md §6)."""
     config = load_cli_config_or_exit()
 
-    async def main() -> None:
+    async def main() -> bool:
         from ..app import GatewayApp
 
         if not config.enabled_platforms():
             raise CliError("no platform is enabled: set `enabled = true` in a [platforms.<name>] "
                            f"table of {config_file_path(config.home)}")
         gateway = GatewayApp(_with_terminal_platform(config))
-        stop = asyncio.Event()
-        _install_stop_signals(stop)
+        stop, restart = asyncio.Event(), asyncio.Event()
+        _install_stop_signals(stop, restart)
         with held_terminal_log():  # a failed start prints one line, not the warnings leading to it
             await gateway.start()
         note = ("" if "platforms" in config.model_fields_set else
@@ -99,9 +116,31 @@ def run() -> None:
         try:
             await stop.wait()
         finally:
-            await gateway.stop()
+            await gateway.stop(restart=restart.is_set())
+        return restart.is_set()
 
-    run_async(main)
+    if run_async(main):
+        typer.echo(f"hermes-gateway: restarting (exit code {EXIT_RESTART})", err=True)
+        raise typer.Exit(EXIT_RESTART)
+
+
+@app.command()
+def restart() -> None:
+    """Ask the gateway running on this HERMES_HOME for a planned restart (SIGUSR1): it drains,
+    marks cut-off turns `restart_timeout` and exits 75 for its supervisor to start it again."""
+    import os
+
+    from ..store.home_lock import home_is_locked
+
+    config = load_cli_config_or_exit()
+    pid = home_is_locked(config.home)
+    if not pid:
+        raise fail(f"no gateway is running on HERMES_HOME {config.home}")
+    try:
+        os.kill(pid, signal.SIGUSR1)
+    except OSError as exc:
+        raise fail(f"the gateway (pid {pid}) cannot be signalled: {exc.strerror or exc}") from None
+    typer.echo(f"hermes-gateway: restart requested from the gateway (pid {pid})", err=True)
 
 
 def _add_subapps() -> None:

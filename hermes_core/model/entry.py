@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import logging
 from dataclasses import asdict, dataclass, field, fields
 from datetime import datetime
 from typing import Any, Mapping
 
+from .ids import validate_session_id
 from .source import SessionSource
-from .timeutil import format_timestamp, parse_timestamp
+from .timeutil import format_timestamp, parse_timestamp, utc_now
+
+log = logging.getLogger(__name__)
 
 _DATETIME_FIELDS = ("created_at", "updated_at", "last_resume_marked_at")
 
@@ -50,6 +54,11 @@ class SessionEntry:
     resume_pending: bool = False
     resume_reason: str | None = None
     last_resume_marked_at: datetime | None = None
+    # Why `suspended` was set: "stop" (`/stop`) or "stuck_loop" (3+ restarts, docs/behaviour.md §6).
+    suspend_reason: str | None = None
+    # A one-shot notice owed to the chat at its next message ("stuck_loop": the session that
+    # message replaces was suspended by the stuck-loop rule); cleared once told.
+    pending_notice: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """Serialise for sessions.json: datetimes as ISO-8601 UTC, origin via `SessionSource.to_dict`."""
@@ -61,31 +70,83 @@ class SessionEntry:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> "SessionEntry":
-        """Rebuild an entry; unknown (legacy) keys are ignored, naive times are read as local time.
+        """Rebuild an entry, leniently per field (docs/behaviour.md §2): a malformed optional field
+        (a bad `last_resume_marked_at`, a flag that is not a boolean, a counter that is not a
+        number, an unreadable origin) takes its default and is logged as a warning naming the
+        field, so one damaged field never costs the entry and its route. A missing or bad
+        `created_at` falls back to `updated_at` (then to now). Unknown (legacy) keys are
+        ignored; naive times are read as local time.
 
         Raises:
-            ValueError: `session_key`, `session_id` or `created_at` is missing or malformed
-                (the message names the field).
+            ValueError: `data` is not a mapping, or `session_key` / `session_id` is missing or
+                not a path-safe string (the message names the field).
         """
         if not isinstance(data, Mapping):
             raise ValueError(f"session entry must be a JSON object, got {type(data).__name__}")
-        for required in ("session_key", "session_id", "created_at"):
-            if not data.get(required):
-                raise ValueError(f"session entry field {required!r} is missing")
-        known = {f.name for f in fields(cls)}
-        kwargs = {k: v for k, v in data.items() if k in known}
-        for name in _DATETIME_FIELDS:
+        key = data.get("session_key")
+        if not key or not isinstance(key, str):
+            raise ValueError("session entry field 'session_key' is missing")
+        sid = data.get("session_id")
+        if not sid:
+            raise ValueError("session entry field 'session_id' is missing")
+        try:
+            validate_session_id(sid)
+        except ValueError as exc:
+            raise ValueError(f"session entry field 'session_id' is invalid: {exc}") from None
+        kwargs: dict[str, Any] = {"session_key": key, "session_id": sid}
+        bad: list[str] = []
+        for f in fields(cls):
+            if f.name in kwargs or f.name not in data or f.name == "origin":
+                continue
+            value = _field_value(f.name, f.type, data[f.name])
+            if value is _BAD:
+                bad.append(f.name)
+            else:
+                kwargs[f.name] = value
+        origin = data.get("origin")
+        if origin:
             try:
-                kwargs[name] = parse_timestamp(kwargs.get(name))
-            except (TypeError, ValueError) as exc:
-                raise ValueError(f"session entry field {name!r} is not a timestamp: {exc}") from None
-        kwargs["updated_at"] = kwargs["updated_at"] or kwargs["created_at"]
-        origin = kwargs.get("origin")
-        kwargs["origin"] = SessionSource.from_dict(origin) if origin else None
-        if kwargs.get("platform") is None and kwargs["origin"] is not None:
+                kwargs["origin"] = SessionSource.from_dict(origin)
+            except (ValueError, TypeError):
+                bad.append("origin")
+        created = kwargs.get("created_at") or kwargs.get("updated_at")
+        if created is None:
+            created = utc_now()
+            if "created_at" not in bad:
+                bad.append("created_at")
+        kwargs["created_at"] = created
+        kwargs["updated_at"] = kwargs.get("updated_at") or created
+        if kwargs.get("platform") is None and kwargs.get("origin") is not None:
             kwargs["platform"] = kwargs["origin"].platform
+        if bad:
+            log.warning("session entry %r: malformed field(s) %s replaced by their defaults",
+                        key, ", ".join(repr(name) for name in bad))
         return cls(**kwargs)
 
     def copy(self) -> "SessionEntry":
         """Return an independent copy (callers may mutate it without touching the store)."""
         return SessionEntry(**{f.name: getattr(self, f.name) for f in fields(self)})
+
+
+_BAD = object()
+
+
+def _field_value(name: str, annotation: str, value: Any) -> Any:
+    """`value` checked against a field's declared type; `_BAD` when it does not fit."""
+    if name in _DATETIME_FIELDS:
+        try:
+            return parse_timestamp(value)
+        except (TypeError, ValueError, OverflowError, OSError):
+            return _BAD
+    if value is None:
+        return None if "None" in annotation else _BAD
+    if annotation == "bool":
+        return value if isinstance(value, bool) else _BAD
+    if annotation == "int":
+        return value if isinstance(value, int) and not isinstance(value, bool) else _BAD
+    if annotation == "float":
+        ok = isinstance(value, (int, float)) and not isinstance(value, bool)
+        return float(value) if ok else _BAD
+    if annotation.startswith("str"):
+        return value if isinstance(value, str) else _BAD
+    return value

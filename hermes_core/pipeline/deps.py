@@ -8,6 +8,7 @@ from typing import Any, Callable
 
 from ..model.timeutil import Clock, utc_now
 from ..ops.metrics import NULL_METRICS, NullMetrics
+from .access import AccessGate
 from .agent_cache import AgentCache
 from .delivery import Deliverer
 
@@ -30,6 +31,8 @@ class PipelineDeps:
             `config` (`[agent.agent_cache]`) when omitted.
         metrics: where the pipeline reports messages, turns, interrupts and deliveries
             (`ops.metrics`; `NULL_METRICS` unless `[metrics] enabled`).
+        access: who may talk to the agent (docs/behaviour.md §9); built from `config`'s
+            `[platforms.<id>]` tables when omitted.
     """
 
     config: Any
@@ -42,8 +45,13 @@ class PipelineDeps:
     on_turn_completed: Callable[[str], Any] | None = None
     agent_cache: AgentCache | None = None
     metrics: NullMetrics = NULL_METRICS
+    access: AccessGate | None = None
 
     def __post_init__(self) -> None:
+        if self.access is None:
+            from ..plugin_system.settings import common_platform_settings
+
+            self.access = AccessGate(self.pm, common_platform_settings(self.config, {}), self.store.canonical_id)
         if self.agent_cache is None:
             self.agent_cache = AgentCache.from_config(self.config)
         if self.deliverer is None:

@@ -13,7 +13,7 @@ import logging
 from typing import Any
 
 from ..model.source import SessionSource
-from ..store.ledger import MAX_AGE_S, MAX_ATTEMPTS, RECOVERED_PREFIX
+from ..store.ledger import MAX_AGE_S, MAX_ATTEMPTS, recovered_text
 from .deps import PipelineDeps
 
 log = logging.getLogger(__name__)
@@ -36,13 +36,8 @@ async def send_obligation(deps: PipelineDeps, obligation_id: int, target: Sessio
     await store.start_delivery(obligation_id)
     outcome = await deps.deliverer.deliver(adapter, target, text, session_key=session_key,
                                            session_id=session_id, reply_to=reply_to, kind=kind)
-    await store.finish_delivery(obligation_id, outcome.delivered, outcome.error)
+    await store.finish_delivery(obligation_id, outcome.delivered, outcome.error, sent_ids=outcome.message_ids)
     return outcome.delivered
-
-
-def recovered_text(content: str) -> str:
-    """The re-send of a reply that may already have reached the chat."""
-    return f"{RECOVERED_PREFIX}\n{content}"
 
 
 async def redeliver(deps: PipelineDeps, ob: dict[str, Any]) -> str:

@@ -12,10 +12,36 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from .ledger import send_obligation
+
 log = logging.getLogger(__name__)
 
 AGENT_FAILED, AGENT_TIMEOUT, INTERNAL_ERROR = "agent_failed", "agent_timeout", "internal_error"
 TIMEOUT_TEXT = "The agent did not answer within {seconds} seconds; the turn was stopped."
+# One-shot notices an entry can owe its chat (`SessionEntry.pending_notice`, docs/behaviour.md §6).
+PENDING_NOTICES = {
+    "stuck_loop": "The previous conversation was stopped after it failed 3 restarts in a row; "
+                  "this is a new session.",
+}
+
+
+async def tell_pending_notice(deps: Any, key: str, entry: Any, source: Any) -> None:
+    """Tell the chat, once, the notice its entry owes (`entry.pending_notice`), through the
+    delivery ledger like any reply. No-op without one; a failure is logged, never raised (the
+    user's message is still answered)."""
+    if not entry.pending_notice:
+        return
+    try:
+        kind = await deps.store.take_pending_notice(key)
+        text = PENDING_NOTICES.get(kind or "")
+        if text is None:
+            return
+        ob_id = await deps.store.record_reply(key, entry.session_id, None, origin=source, content=text)
+        if ob_id is not None:
+            await send_obligation(deps, ob_id, source, text, session_key=key, session_id=entry.session_id,
+                                  reply_to=None, kind="notice")
+    except Exception as exc:
+        log.error("the %s notice of %s could not be sent: %s", entry.pending_notice, key, exc)
 
 
 def default_notice(config: Any, kind: str) -> str:

@@ -68,6 +68,7 @@ from typing import Any
 
 from ..model.events import INTERNAL as INTERNAL_KIND
 from ..model.events import MessageEvent, event_from_dict, event_to_dict
+from ..store import is_disk_full
 from . import commands
 from .busy import (BURST, COMMAND, CONTROL, CONTROL_COMMANDS, INTERNAL, INTERRUPTING_TEXT, QUEUE_EMPTY_TEXT,
                    QUEUED_TEXT, TURN, Job, SessionQueue)
@@ -156,6 +157,8 @@ class GatewayRunner:
         if event.source.platform not in self.deps.adapters:
             log.error("event from platform %r, which has no running adapter; ignored", event.source.platform)
             return
+        if self._refused(event):
+            return
         if event.aliases:
             # Before the key: the key, pseudonyms and owner scoping use the canonical ids
             # (docs/behaviour.md §4). A failed write raises: nothing is accepted then.
@@ -174,6 +177,22 @@ class GatewayRunner:
                         event.source.platform)
             return
         await self._place(key, event, inbound_id, live=True)
+
+    def _refused(self, event: MessageEvent) -> bool:
+        """docs/behaviour.md §9: True when the sender may not talk to the agent; then nothing
+        is stored and the refusal notice (if one is owed) is sent in the background."""
+        try:
+            refusal = self.deps.access.check(event)
+        except Exception:  # a broken hermes_authorize fails closed
+            log.exception("access decision failed on %s; message refused", event.source.platform)
+            return True
+        if refusal is None:
+            return False
+        self.deps.metrics.message(event.source.platform, "denied")
+        if refusal.notice:
+            self._side_task(self._send_notice(self.deps.store.session_key(event.source), event,
+                                              refusal.notice, session_id=None))
+        return True
 
     def _too_long(self, key: str, event: MessageEvent) -> str | None:
         limit = self.deps.config.core.max_input_chars
@@ -457,7 +476,10 @@ class GatewayRunner:
                     # Not finished: the intake row stays and is replayed (or resumed) at the next start.
                     raise
                 except Exception as exc:  # isolation: report, keep this worker and the others going
-                    log.exception("job failed in %s", key)
+                    if is_disk_full(exc):  # one line, not a traceback per message (docs/behaviour.md §12)
+                        log.error("job failed in %s: disk full (%s)", key, " ".join(str(exc).split()))
+                    else:
+                        log.exception("job failed in %s", key)
                     if job.event is not None:
                         notice = failure_notice(self.deps.pm, self.deps.config, INTERNAL_ERROR, job.event.source, exc)
                         await self._notify(key, job.event, notice)
@@ -476,8 +498,11 @@ class GatewayRunner:
         for inbound_id in inbound_ids:
             try:
                 await self.deps.store.finish_inbound(inbound_id)
-            except Exception:  # the job ran; at worst it is replayed once more after a restart
-                log.exception("could not finish inbound row %s", inbound_id)
+            except Exception as exc:  # the job ran; at worst it is replayed once more after a restart
+                if is_disk_full(exc):
+                    log.error("could not finish inbound row %s: disk full", inbound_id)
+                else:
+                    log.exception("could not finish inbound row %s", inbound_id)
 
     async def _run_job(self, key: str, job: Job) -> None:
         event = job.event
@@ -507,13 +532,15 @@ class GatewayRunner:
                            on_answered=lambda: setattr(job, "answered", True))
 
     async def _notify(self, key: str, event: MessageEvent, text: str) -> None:
+        entry = await maybe_await(self.deps.store.get_entry(key))
+        await self._send_notice(key, event, text, session_id=getattr(entry, "session_id", None))
+
+    async def _send_notice(self, key: str, event: MessageEvent, text: str, *, session_id: str | None) -> None:
         adapter = self.deps.adapters.get(event.source.platform)
         if adapter is None:
             return
-        entry = await maybe_await(self.deps.store.get_entry(key))
         try:
-            await self.deps.deliverer.deliver(adapter, event.source, text, session_key=key,
-                                              session_id=getattr(entry, "session_id", None),
+            await self.deps.deliverer.deliver(adapter, event.source, text, session_key=key, session_id=session_id,
                                               reply_to=event.message_id, kind="notice")
         except Exception:  # the notice is best effort; the failure itself is logged
             log.exception("could not send a notice to %s", key)

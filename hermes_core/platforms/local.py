@@ -75,6 +75,32 @@ def _os_user() -> str:
         return "user"
 
 
+_ESCAPED_BYTE = re.compile("[\udc80-\udcff]")
+
+
+def _line_reader(stdin: TextIO):
+    """`readline` for `stdin` that never fails on undecodable bytes: a strict text stream is
+    switched to `surrogateescape` (decoding a buffered chunk strictly would raise for the whole
+    chunk, losing the lines before the bad byte too), and a line holding escaped bytes is logged
+    with its number; the message layer turns them into U+FFFD (`model.text`)."""
+    if getattr(stdin, "errors", None) == "strict" and hasattr(stdin, "reconfigure"):
+        stdin.reconfigure(errors="surrogateescape")
+    encoding = getattr(stdin, "encoding", None) or "utf-8"
+    count = 0
+
+    def read_line() -> str:
+        nonlocal count
+        line = stdin.readline()
+        count += 1
+        bad = _ESCAPED_BYTE.search(line)
+        if bad is not None:
+            offset = len(line[:bad.start()].encode(encoding, "surrogateescape")) + 1
+            log.warning("input line %d is not valid %s (byte %d); undecodable bytes replaced by U+FFFD",
+                        count, encoding, offset)
+        return line
+    return read_line
+
+
 class LocalAdapter(BaseAdapter):
     """Terminal adapter.
 
@@ -192,9 +218,11 @@ class LocalAdapter(BaseAdapter):
         stdin = self.stdin
         self.write_prompt()
 
+        plain_line = _line_reader(stdin)
+
         def read_line() -> str:
             if self._readline is None:
-                return stdin.readline()
+                return plain_line()
             self._may_read.wait()
             self._editing = True
             try:

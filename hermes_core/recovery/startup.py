@@ -15,7 +15,8 @@ messages never processed → new input.
 2. Ledger sweep: every open delivery obligation is queued for re-sending (`ledger.redeliver`);
    its session's `resume_pending` is cleared (delivered, not answered a second time).
 3. Auto-continue: for each entry still `resume_pending` with a seed auto-resume reason whose
-   interruption is younger than `[agent] gateway_auto_continue_freshness` seconds, the plan
+   interruption is younger than `[agent] gateway_auto_continue_freshness` seconds (`<= 0`: any
+   age), the plan
    comes from `hermes_recovery_plan(session=entry, failure=reason)`: `resume` / `retry` /
    `backoff` queue one auto-continue turn; `reset` starts a new session; `give_up` clears the
    flag. Every applied plan is broadcast through `hermes_on_session_recovered`. Older ones keep
@@ -122,7 +123,7 @@ async def restore_at_startup(*, store: Any, runner: Any, pm: Any, config: Any, h
     async def suspend(key: str) -> None:
         entry = await store.get_entry(key)
         counts.pop(key, None)
-        if entry is None or not await store.suspend_session(key):
+        if entry is None or not await store.suspend_session(key, reason="stuck_loop"):
             return
         plan = _plan(pm, entry, "stuck_loop")
         log.warning("session %s was active across %d+ restarts; suspended (%s)", key, STUCK_LOOP_THRESHOLD,
@@ -153,7 +154,7 @@ async def restore_at_startup(*, store: Any, runner: Any, pm: Any, config: Any, h
         since = crash_interrupted.get(key)
         if since is None:
             since = entry.last_resume_marked_at.timestamp() if entry.last_resume_marked_at else now_ts
-        if now_ts - since > freshness:
+        if freshness > 0 and now_ts - since > freshness:  # <= 0: no limit, as upstream
             log.info("session %s was interrupted %.0f s ago (more than %d s): not continued automatically",
                      key, now_ts - since, freshness)
             report.stale.append(key)

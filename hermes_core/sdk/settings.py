@@ -11,12 +11,14 @@ by the plugin itself.
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import ConfigDict, Field
+
+from ..strict_numbers import NoBoolNumbers
 
 DEFAULT_REFUSAL_NOTICE = "This assistant is private."
 
 
-class PlatformSettings(BaseModel):
+class PlatformSettings(NoBoolNumbers):
     """Settings every platform table accepts (unknown keys are refused: `extra="forbid"`).
 
     Attributes:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Iterable, Protocol
 
-from ..model import SessionEntry, SessionSource, TokenUsage
+from ..model import SessionEntry, TokenUsage
 from .records import (AliasRow, IntakeRow, MessageRow, NewObligation, Obligation, SearchHit, SessionRow,
                       StoredMessage, TurnMarker)
 
@@ -50,8 +50,13 @@ class StoreBackend(Protocol):
     async def save_many(self, entries: list[SessionEntry]) -> None:
         """Upsert many routes at once (batched touch times)."""
 
-    async def delete_routes(self, keys: list[str], end_reason: str, now_iso: str) -> None:
-        """Remove routes (pruning)."""
+    async def delete_routes(self, keys: list[str]) -> None:
+        """Remove routes (pruning); their sessions are not ended."""
+
+    async def adoptable_session(self, session_key: str) -> SessionRow | None:
+        """The most recent session of `session_key` that no route points at and that was not
+        ended (or was ended as `pruned` by an older gateway), or None: what the next message on
+        a pruned key re-adopts."""
 
     async def routes_older_than(self, cutoff_ts: float) -> list[tuple[str, bool]]:
         """`(session_key, suspended)` of routes with `updated_at` before `cutoff_ts`."""
@@ -142,8 +147,14 @@ class StoreBackend(Protocol):
         """The obligation carrying transcript row `message_id`, or None."""
 
     async def obligation_update(self, ob_id: int, state: str, now_iso: str, now_ts: float, *,
-                                attempt: bool = False, error: str | None = None) -> None:
-        """Set an obligation's state (counting an attempt when `attempt`)."""
+                                attempt: bool = False, error: str | None = None,
+                                sent_ids: str | None = None) -> None:
+        """Set an obligation's state (counting an attempt when `attempt`; `sent_ids`, a JSON
+        array text, replaces the recorded platform message ids when given)."""
+
+    async def obligation_by_sent_id(self, platform: str, sent_id: str, since_ts: float) -> tuple[int, str] | None:
+        """`(id, state)` of the newest obligation to `platform` changed at or after `since_ts`
+        whose `sent_ids` hold `sent_id`, or None."""
 
     async def obligations(self, states: tuple[str, ...]) -> list[Obligation]:
         """Obligations in `states`, oldest first."""
@@ -153,9 +164,10 @@ class StoreBackend(Protocol):
 
     # search, mirror, meta, import, aliases -----------------------------------------------------
 
-    async def search(self, expression: str, limit: int, owner: SessionSource | None,
-                     shared_chat: bool) -> list[SearchHit]:
-        """Matches of an FTS5 expression (fts.match_expression), best first."""
+    async def search(self, expression: str, limit: int, offset: int, platform: str | None) -> list[SearchHit]:
+        """Matches of an FTS5 expression (fts.match_expression), best first, from the `offset`-th
+        on; with `platform`, only in sessions of that platform. Each hit carries its session's
+        origin (the store applies owner scoping to it)."""
 
     async def fts_check_and_repair(self) -> bool:
         """Integrity-check the full-text index, rebuild on damage; True when rebuilt."""

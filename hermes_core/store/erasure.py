@@ -165,7 +165,7 @@ class ErasureOps:
 
     async def _person_ids(self, platform: str, user_id: str) -> set[str]:
         """`user_id`, its canonical id and every alias folded into that canonical id."""
-        canonical = self._canonical(platform, "user", user_id) or user_id
+        canonical = self.canonical_id(platform, "user", user_id) or user_id
         ids = {user_id, canonical}
         for (alias,) in await self._b().db.fetchall(
                 "SELECT alias_id FROM identity_aliases WHERE platform = ? AND canonical_id = ?", (platform, canonical)):

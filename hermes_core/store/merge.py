@@ -20,7 +20,7 @@ What the replay keeps when `state.db` already has a row with the same key:
 * `inbound`: a platform message `state.db` already accepted under another id is not accepted
   a second time (so it is not answered twice).
 * `identity_aliases`: the one seen last.
-* deletions of routes and sessions (pruning while degraded) are not replayed: pruning only
+* deletions of routes (pruning while degraded) are not replayed: pruning only
   frees a route, and the next message re-adopts the session anyway.
 
 The merged rows are then ordinary `state.db` rows: open intake rows are replayed, open delivery

@@ -99,14 +99,16 @@ class Obligation:
 
 @dataclass(frozen=True, slots=True)
 class SearchHit:
-    """One full-text match: the session, the message row and a snippet with `[` `]` marks."""
+    """One full-text match: the session, the message row, a snippet with `[` `]` marks, and the
+    session's origin (JSON text, for owner scoping; not part of `as_dict`)."""
 
     session_id: str
     message_id: int
     snippet: str
+    origin: str | None = None
 
     def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        return {"session_id": self.session_id, "message_id": self.message_id, "snippet": self.snippet}
 
 
 @dataclass(frozen=True, slots=True)

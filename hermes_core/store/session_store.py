@@ -24,7 +24,6 @@ from ..model import (
     SessionEntry,
     SessionSource,
     TokenUsage,
-    format_timestamp,
     new_session_id,
     utc_now,
     validate_session_id,
@@ -365,7 +364,8 @@ class SessionStore(TurnOps, TranscriptOps, AliasOps, ErasureOps):
         Priority (docs/behaviour.md §2): suspended → new session id with `was_auto_reset=True`,
         `auto_reset_reason="suspended"`, `reset_had_activity` = the old session had a turn;
         else resume_pending → same id, flag kept; else the existing entry with `updated_at`
-        bumped. No entry, or `force_new=True` → a fresh entry (force_new ends the previous SQLite
+        bumped. No entry → the key's most recent session nothing ended, re-adopted (a pruned
+        route), else a fresh entry; `force_new=True` → a fresh entry (ending the previous SQLite
         session like a reset). Concurrent calls for one key create one row.
 
         Returns:
@@ -384,6 +384,8 @@ class SessionStore(TurnOps, TranscriptOps, AliasOps, ErasureOps):
                     new.was_auto_reset = True
                     new.auto_reset_reason = "suspended"
                     new.reset_had_activity = had_turn
+                    if entry.suspend_reason == "stuck_loop":
+                        new.pending_notice = "stuck_loop"
                     await self._save(new, new_session=True, parent_session_id=entry.session_id,
                                      end_session=(entry.session_id, "suspended"), clear_marker=True)
                     return clone_entry(new)
@@ -393,12 +395,33 @@ class SessionStore(TurnOps, TranscriptOps, AliasOps, ErasureOps):
                 if self._mirror is not None:
                     self._mirror.mark_dirty()
                 return clone_entry(entry)
+            if entry is None and not force_new:
+                adopted = await self._readopt(key, source, now)
+                if adopted is not None:
+                    return adopted
             new = self._fresh_entry(key, source, now, template=entry)
             end = (entry.session_id, "reset") if entry is not None else None
             await self._save(new, new_session=True, end_session=end,
                              parent_session_id=entry.session_id if entry else None,
                              clear_marker=entry is not None)
             return clone_entry(new)
+
+    async def _readopt(self, key: str, source: SessionSource, now: datetime) -> SessionEntry | None:
+        """A key without a route (pruned) takes back its most recent session that nothing ended
+        (docs/behaviour.md §2: pruning frees a route, never a conversation). None when there is
+        none."""
+        row = await self._b().adoptable_session(key)
+        if row is None:
+            return None
+        entry = entry_from_session_row(row.as_dict())
+        entry.origin = source
+        entry.platform = source.platform
+        entry.chat_type = source.chat_type
+        entry.display_name = source.chat_name or entry.display_name
+        entry.updated_at = now
+        await self._save(entry, reopen_session=entry.session_id)
+        log.info("session key %r re-adopted session %s", key, entry.session_id)
+        return clone_entry(entry)
 
     async def get_entry(self, session_key: str) -> SessionEntry | None:
         """The current entry for `session_key` (a copy), or None. Changes nothing."""
@@ -459,21 +482,40 @@ class SessionStore(TurnOps, TranscriptOps, AliasOps, ErasureOps):
             new.cost_status = info.get("cost_status") or "unknown"
             new.last_prompt_tokens = 0
             new.suspended = new.resume_pending = new.is_fresh_reset = new.was_auto_reset = False
-            new.resume_reason = new.auto_reset_reason = None
+            new.resume_reason = new.auto_reset_reason = new.suspend_reason = new.pending_notice = None
             await self._save(new, end_session=(entry.session_id, "session_switch"),
                              reopen_session=target_session_id, clear_marker=True)
             return clone_entry(new)
 
-    async def suspend_session(self, session_key: str) -> bool:
+    async def suspend_session(self, session_key: str, reason: str = "stop") -> bool:
         """`/stop` or stuck-loop escalation (seed §2): mark `suspended=True`; the next
-        get_or_create_session starts a new session id. Returns False when the key is unknown."""
+        get_or_create_session starts a new session id.
+
+        Args:
+            reason: `"stop"` or `"stuck_loop"`; after a stuck-loop suspension the new entry
+                carries `pending_notice="stuck_loop"`, told to the chat once
+                (`take_pending_notice`, docs/behaviour.md §6).
+        Returns:
+            False when the key is unknown."""
         async with self._locks.hold(session_key):
             entry = await self._load(session_key)
             if entry is None:
                 return False
             entry.suspended = True
+            entry.suspend_reason = reason
             await self._save(entry)
             return True
+
+    async def take_pending_notice(self, session_key: str) -> str | None:
+        """The entry's one-shot `pending_notice` (e.g. `"stuck_loop"`), cleared as it is read so
+        it is told once; None when there is none."""
+        async with self._locks.hold(session_key):
+            entry = await self._load(session_key)
+            if entry is None or not entry.pending_notice:
+                return None
+            notice, entry.pending_notice = entry.pending_notice, None
+            await self._save(entry)
+            return notice
 
     async def mark_resume_pending(self, session_key: str, reason: str) -> bool:
         """Drain timeout / crash recovery (seed §7): set `resume_pending=True`, `resume_reason`,
@@ -487,25 +529,28 @@ class SessionStore(TurnOps, TranscriptOps, AliasOps, ErasureOps):
         async with self._locks.hold(session_key):
             return await self._mark_resume_locked(session_key, reason)
 
-    async def _mark_resume_locked(self, session_key: str, reason: str, clear_marker: bool = False) -> bool:
+    async def _mark_resume_locked(self, session_key: str, reason: str, clear_marker: bool = False,
+                                  keep_reason: bool = False) -> bool:
         entry = await self._load(session_key)
         if entry is None or entry.suspended:
             return False
+        if not (keep_reason and entry.resume_pending and entry.resume_reason):
+            entry.resume_reason = reason
+            entry.last_resume_marked_at = self._now()
         entry.resume_pending = True
-        entry.resume_reason = reason
-        entry.last_resume_marked_at = self._now()
         await self._save(entry, clear_marker=clear_marker)
         return True
 
     async def clear_resume_pending(self, session_key: str) -> bool:
-        """Clear `resume_pending` after a turn that really completed (docs/behaviour.md §2). Returns True
-        when a flag was cleared."""
+        """Clear `resume_pending`, `resume_reason` and `last_resume_marked_at` after a turn that
+        really completed (docs/behaviour.md §2). Returns True when a flag was cleared."""
         async with self._locks.hold(session_key):
             entry = await self._load(session_key)
             if entry is None or not entry.resume_pending:
                 return False
             entry.resume_pending = False
             entry.resume_reason = None
+            entry.last_resume_marked_at = None
             await self._save(entry)
             return True
 
@@ -547,9 +592,9 @@ class SessionStore(TurnOps, TranscriptOps, AliasOps, ErasureOps):
     async def lookup_by_session_id(self, session_id: str, *, owner: SessionSource | None = None
                                    ) -> SessionEntry | None:
         """The entry for a stored session id (seed §3): the route pointing at it, else an entry
-        rebuilt from its SQLite session row (an ended session). With `owner`, only a session of
-        the same platform and user (or, in a shared chat, the same chat) is returned
-        (docs/behaviour.md §2 owner scoping).
+        rebuilt from its SQLite session row (an ended session). With `owner`, only a session the
+        owner may reach is returned: a private one of the same platform and (canonical) user, a
+        shared one of the same chat and thread (`_owned_by`, docs/behaviour.md §2).
 
         Raises:
             ValueError: `session_id` is not path-safe.
@@ -575,25 +620,29 @@ class SessionStore(TurnOps, TranscriptOps, AliasOps, ErasureOps):
             source, group_sessions_per_user=self.config.group_sessions_per_user,
             thread_sessions_per_user=self.config.thread_sessions_per_user)
 
-    def _canonical(self, platform: str, kind: str, value: str | None) -> str | None:
+    def canonical_id(self, platform: str, kind: str, value: str | None) -> str | None:
+        """`value` folded into its canonical id (kind `"user"` or `"chat"`; the
+        `hermes_canonical_identity` chain, stored aliases included; docs/behaviour.md §4), or None
+        for an empty value. Pure lookup: nothing is written."""
         if not value:
             return None
         return self._canonical_fn(platform, kind, value) or value
 
     def _owned_by(self, origin: SessionSource | None, owner: SessionSource) -> bool:
-        """docs/behaviour.md §2 owner scoping: same platform and the same person (canonical participant
-        ids, so `+1555…` and `1555…:12@s.whatsapp.net` are one user), or, when the owner's chat
-        is shared, the same (canonical) chat."""
+        """docs/behaviour.md §2 owner scoping, judged on the session (its `origin`): a private
+        session is reachable by the same platform and the same person (canonical participant
+        ids, so `+1555…` and `1555…:12@s.whatsapp.net` are one user); a shared multi-user session
+        only from the same (canonical) chat and the same thread — a member of thread A never
+        reaches a session of thread B, nor another member's private session in the same chat."""
         if origin is None or origin.platform != owner.platform:
             return False
         platform = owner.platform
-        mine = self._canonical(platform, "user", owner.participant_id)
-        if mine and self._canonical(platform, "user", origin.participant_id) == mine:
-            return True
-        if not self._shared(owner):
-            return False
-        chat = self._canonical(platform, "chat", owner.chat_id)
-        return bool(chat) and self._canonical(platform, "chat", origin.chat_id) == chat
+        if self._shared(origin):
+            chat = self.canonical_id(platform, "chat", origin.chat_id)
+            return (bool(chat) and self.canonical_id(platform, "chat", owner.chat_id) == chat
+                    and (origin.thread_id or None) == (owner.thread_id or None))
+        mine = self.canonical_id(platform, "user", owner.participant_id)
+        return bool(mine) and self.canonical_id(platform, "user", origin.participant_id) == mine
 
     async def has_any_sessions(self) -> bool:
         """True when any session was ever created (SQLite history, not only live routes)."""
@@ -603,7 +652,8 @@ class SessionStore(TurnOps, TranscriptOps, AliasOps, ErasureOps):
         """Remove routes idle longer than `max_age_days` (default `session_store_max_age_days`),
         measured from `updated_at` (seed §3, docs/behaviour.md §2). `<= 0` disables. Suspended entries and
         keys for which `has_active_processes_fn(key)` is true or raises are kept. Only the route
-        goes; the SQLite session and transcript stay.
+        goes: the SQLite session is not ended (seed §10: time never ends a transcript) and the
+        next message on the key re-adopts it (`get_or_create_session`).
 
         Returns:
             The number of routes removed.
@@ -611,7 +661,7 @@ class SessionStore(TurnOps, TranscriptOps, AliasOps, ErasureOps):
         async with self._locks.hold_all():
             doomed = await self._prune_doomed_locked(max_age_days)
             if doomed:
-                await self._b().delete_routes(doomed, "pruned", format_timestamp(self._now()))
+                await self._b().delete_routes(doomed)
                 for key in doomed:
                     self._cache.pop(key, None)
                 if self._mirror is not None:

@@ -14,8 +14,9 @@ import sqlite3
 from dataclasses import fields
 from typing import Any, Iterable
 
-from ..model import SessionEntry, SessionSource, TokenUsage, format_timestamp
+from ..model import SessionEntry, TokenUsage, format_timestamp
 from . import fts
+from .cpu import in_thread
 from .db import Database, StoreError
 from .mirror import render_from_json_texts
 from .records import (AliasRow, IntakeRow, MessageRow, NewObligation, Obligation, SearchHit, SessionRow,
@@ -141,13 +142,19 @@ class SqliteBackend:
             async with self.db.write() as conn:
                 await conn.executemany(_UPSERT_ROUTE, [route_params(e) for e in entries])
 
-    async def delete_routes(self, keys: list[str], end_reason: str, now_iso: str) -> None:
+    async def delete_routes(self, keys: list[str]) -> None:
+        # Only the routes go: pruning never ends a session (docs/behaviour.md §2).
         async with self.db.write() as conn:
-            for key in keys:
-                await conn.execute(
-                    "UPDATE sessions SET ended_at = ?, end_reason = ? WHERE ended_at IS NULL AND session_id = "
-                    "(SELECT session_id FROM routes WHERE session_key = ?)", (now_iso, end_reason, key))
-                await conn.execute("DELETE FROM routes WHERE session_key = ?", (key,))
+            await conn.executemany("DELETE FROM routes WHERE session_key = ?", [(key,) for key in keys])
+
+    async def adoptable_session(self, session_key: str) -> SessionRow | None:
+        # `pruned`: the end reason older gateways gave pruned routes' sessions.
+        row = await self.db.fetchone(
+            f"SELECT {_SESSION_COLS} FROM sessions s WHERE s.session_key = ? "
+            "AND (s.ended_at IS NULL OR s.end_reason = 'pruned') "
+            "AND NOT EXISTS (SELECT 1 FROM routes r WHERE r.session_id = s.session_id) "
+            "ORDER BY s.created_at DESC, s.session_id DESC LIMIT 1", (session_key,))
+        return SessionRow(*row) if row else None
 
     async def routes_older_than(self, cutoff_ts: float) -> list[tuple[str, bool]]:
         rows = await self.db.fetchall(
@@ -352,10 +359,22 @@ class SqliteBackend:
                                       (message_id,))
 
     async def obligation_update(self, ob_id: int, state: str, now_iso: str, now_ts: float, *,
-                                attempt: bool = False, error: str | None = None) -> None:
+                                attempt: bool = False, error: str | None = None,
+                                sent_ids: str | None = None) -> None:
         await self.db.write_one(
             "UPDATE delivery_obligations SET state = ?, attempts = attempts + ?, last_error = coalesce(?, last_error), "
-            "updated_at = ?, updated_ts = ? WHERE id = ?", (state, 1 if attempt else 0, error, now_iso, now_ts, ob_id))
+            "sent_ids = coalesce(?, sent_ids), updated_at = ?, updated_ts = ? WHERE id = ?",
+            (state, 1 if attempt else 0, error, sent_ids, now_iso, now_ts, ob_id))
+
+    async def obligation_by_sent_id(self, platform: str, sent_id: str, since_ts: float) -> tuple[int, str] | None:
+        # The updated_ts index bounds the scan to the last day's obligations; json_each reads
+        # the ids of each (a handful per reply).
+        row = await self.db.fetchone(
+            "SELECT o.id, o.state FROM delivery_obligations AS o, json_each(o.sent_ids) AS s "
+            "WHERE o.updated_ts >= ? AND o.sent_ids IS NOT NULL AND s.value = ? "
+            "AND json_extract(o.origin, '$.platform') = ? ORDER BY o.id DESC LIMIT 1",
+            (since_ts, sent_id, platform))
+        return (int(row[0]), str(row[1])) if row else None
 
     async def obligations(self, states: tuple[str, ...]) -> list[Obligation]:
         marks = ", ".join("?" for _ in states)
@@ -377,25 +396,17 @@ class SqliteBackend:
         entries = (self._entry(r[0], f"of session {r[1]}") for r in rows)
         return [e for e in entries if e is not None]
 
-    async def search(self, expression: str, limit: int, owner: SessionSource | None,
-                     shared_chat: bool) -> list[SearchHit]:
-        sql = ("SELECT m.session_id, m.id, snippet(messages_fts, 0, '[', ']', '…', 12) "
-               "FROM messages_fts JOIN messages m ON m.id = messages_fts.rowid ")
-        params: list[Any] = []
-        where = ["messages_fts MATCH ?", "m.active = 1"]
-        params.append(expression)
-        if owner is not None:
-            sql += "JOIN sessions s ON s.session_id = m.session_id "
-            where.append("s.platform = ?")
-            params.append(owner.platform)
-            if shared_chat:
-                where.append("(s.participant_id = ? OR s.chat_id = ?)")
-                params += [owner.participant_id or "", owner.chat_id]
-            else:
-                where.append("s.participant_id = ?")
-                params.append(owner.participant_id or "")
-        sql += "WHERE " + " AND ".join(where) + " ORDER BY rank LIMIT ?"
-        params.append(limit)
+    async def search(self, expression: str, limit: int, offset: int, platform: str | None) -> list[SearchHit]:
+        sql = ("SELECT m.session_id, m.id, snippet(messages_fts, 0, '[', ']', '…', 12), s.origin "
+               "FROM messages_fts JOIN messages m ON m.id = messages_fts.rowid "
+               "LEFT JOIN sessions s ON s.session_id = m.session_id "
+               "WHERE messages_fts MATCH ? AND m.active = 1")
+        params: list[Any] = [expression]
+        if platform is not None:
+            sql += " AND s.platform = ?"
+            params.append(platform)
+        sql += " ORDER BY rank LIMIT ? OFFSET ?"
+        params += [limit, offset]
 
         async def work():
             return await self.db.fetchall(sql, params)
@@ -407,7 +418,7 @@ class SqliteBackend:
             log.warning("search hit a damaged full-text index (%s); rebuilding it", exc)
             await fts.rebuild(self.db)
             rows = await work()
-        return [SearchHit(r[0], r[1], r[2]) for r in rows]
+        return [SearchHit(r[0], r[1], r[2], r[3]) for r in rows]
 
     async def fts_check_and_repair(self) -> bool:
         return await fts.check_and_repair(self.db)
@@ -416,7 +427,7 @@ class SqliteBackend:
         """sessions.json text from a consistent snapshot of `routes` (read beside the writer:
         `Database.snapshot_rows`), so the writer is never blocked by a large index."""
         rows = await self.db.snapshot_rows("SELECT session_key, entry FROM routes ORDER BY session_key")
-        return await asyncio.to_thread(render_from_json_texts, rows)
+        return await in_thread(render_from_json_texts, rows)
 
     async def get_meta(self, key: str) -> str | None:
         return await self.db.fetchval("SELECT value FROM meta WHERE key = ?", (key,))

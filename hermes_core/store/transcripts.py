@@ -3,6 +3,7 @@ search (seed §3, "State DB and FTS recovery"; docs/behaviour.md §2, §3). Mixe
 
 from __future__ import annotations
 
+import json
 import sqlite3
 from typing import Any, Iterable, Mapping
 
@@ -13,7 +14,7 @@ from .rows import TranscriptReadError, normalize_message
 
 class TranscriptOps:
     """Transcript and search methods. Relies on the SessionStore attributes `_b()`, `_now()` and
-    `_shared()`."""
+    `_owned_by()`."""
 
     async def append_to_transcript(self, session_id: str, message: Mapping[str, Any], skip_db: bool = False) -> None:
         """Append one message to the transcript (seed §3).
@@ -90,10 +91,40 @@ class TranscriptOps:
         expression = fts.match_expression(query)
         if expression is None:
             return []
-        shared = self._shared(owner) if owner is not None else False
-        return [hit.as_dict() for hit in await self._b().search(expression, max(1, int(limit)), owner, shared)]
+        limit = max(1, int(limit))
+        if owner is None:
+            return [hit.as_dict() for hit in await self._b().search(expression, limit, 0, None)]
+        # Owner scoping is the one rule of `lookup_by_session_id` (`_owned_by`: canonical ids,
+        # shared sessions per chat and thread), applied to the candidates of the owner's platform
+        # page by page until `limit` hits are owned.
+        owned: dict[str, bool] = {}
+        found: list[dict[str, Any]] = []
+        page, offset = max(4 * limit, 50), 0
+        while len(found) < limit:
+            hits = await self._b().search(expression, page, offset, owner.platform)
+            for hit in hits:
+                if hit.session_id not in owned:
+                    owned[hit.session_id] = self._owned_by(_origin(hit.origin), owner)
+                if owned[hit.session_id]:
+                    found.append(hit.as_dict())
+                    if len(found) == limit:
+                        break
+            if len(hits) < page:
+                break
+            offset += page
+        return found
 
     async def check_fts(self) -> bool:
         """Housekeeping: FTS integrity-check (rank=1) and rebuild on damage. Returns True when a
         rebuild was needed. No-op (False) in degraded mode."""
         return await self._b().fts_check_and_repair()
+
+
+def _origin(text: str | None) -> SessionSource | None:
+    """The origin stored with a session row, or None when absent or unreadable."""
+    if not text:
+        return None
+    try:
+        return SessionSource.from_dict(json.loads(text))
+    except (TypeError, ValueError):
+        return None

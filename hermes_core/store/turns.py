@@ -9,7 +9,7 @@ from typing import Any, Mapping
 
 from ..model import format_timestamp, validate_session_id
 from .intake import IntakeOps
-from .ledger import LedgerOps, text_owed
+from .ledger import SILENT_NOTICE, LedgerOps, recovered_text, text_owed
 from .records import StoredMessage
 from .rows import normalize_message
 
@@ -62,13 +62,15 @@ class TurnOps(IntakeOps, LedgerOps):
 
     async def recover_interrupted_turns(self, max_age_seconds: float) -> list[str]:
         """Crash recovery (seed §7): promote each persisted turn marker whose turn has no
-        persisted reply to `resume_pending=True`, `resume_reason="restart_interrupted"`, and
-        clear the marker. A marker older than `max_age_seconds` (docs/behaviour.md §6:
+        persisted reply to `resume_pending=True`, `resume_reason="restart_interrupted"` (a
+        reason a drain already set — `restart_timeout`, `shutdown_timeout` — is kept, with its
+        time), and clear the marker. A marker older than `max_age_seconds` (docs/behaviour.md §6:
         `max(3600, 2 × agent_timeout)`) is cleared without resuming; a suspended entry is not
         marked (marker cleared). A marked turn whose reply was persisted is not resumed: when the
         ledger has no obligation for that reply, one is recorded ('pending', judged like a
-        normal reply: a silence marker owes `SILENT_NOTICE`), and the marker is cleared; the
-        start-up ledger sweep delivers it (seed §7). Sessions without a marker are untouched.
+        normal reply: a silence marker owes `SILENT_NOTICE`, sent as is) with the reply prefixed
+        by `RECOVERED_PREFIX` (it may already have reached the chat), and the marker is cleared;
+        the start-up ledger sweep delivers it once (seed §7). Sessions without a marker are untouched.
 
         Returns:
             The session keys marked resume_pending.
@@ -87,7 +89,8 @@ class TurnOps(IntakeOps, LedgerOps):
                 if reply is not None:
                     await self._adopt_orphan_reply(key, marker.session_id, reply)
                     continue
-                if await self._mark_resume_locked(key, "restart_interrupted", clear_marker=True):
+                # A drain's reason (restart_timeout, shutdown_timeout) is more specific: kept.
+                if await self._mark_resume_locked(key, "restart_interrupted", clear_marker=True, keep_reason=True):
                     marked.append(key)
                 else:
                     await self._b().end_turn(key)
@@ -101,6 +104,8 @@ class TurnOps(IntakeOps, LedgerOps):
             content = text_owed(reply.content, internal=False)
             ob = None
             if content:
+                if content != SILENT_NOTICE:  # the fixed notice is not the reply: sent as is
+                    content = recovered_text(content)
                 ob = self._obligation(key, session_id, entry.origin if entry else None, content, False, None,
                                       message_id=reply.id)
                 log.warning("turn of %s has a saved reply that was never recorded for delivery; "

@@ -234,3 +234,18 @@ def test_terminal_chat_has_a_line_editor_history_and_arrows(tmp_path):
 
     contents = [m["content"] for m in json.loads(result.stdout)["messages"] if m["role"] == "user"]
     assert contents == ["pelican", "pelican", "heron"]
+
+
+@pytest.mark.parametrize("io_encoding", [None, "utf-8:strict"])
+def test_piped_input_with_one_invalid_utf8_byte_answers_every_line(tmp_path, io_encoding):
+    """Bad input loses nothing already accepted (docs/behaviour.md §0): the byte 0xff in the
+    second line becomes U+FFFD, is logged naming the line, and every line — the one before it
+    included — is answered; exit code 0. `PYTHONIOENCODING=utf-8:strict` is what a normal UTF-8
+    locale gives Python's stdin (the C locale is lenient on its own)."""
+    extra = {"PYTHONIOENCODING": io_encoding} if io_encoding else {}
+    result = subprocess.run([SCRIPT, "chat"], input=b"first\nsecond \xff bad\nthird\n", capture_output=True,
+                            timeout=60, env=gateway_env(tmp_path, **extra))
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.decode() == "echo: first\necho: second \ufffd bad\necho: third\n"
+    assert result.stderr.decode() == (
+        "hermes-gateway: WARNING: input line 2 is not valid utf-8 (byte 8); undecodable bytes replaced by U+FFFD\n")

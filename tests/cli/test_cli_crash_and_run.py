@@ -106,6 +106,43 @@ async def test_run_stops_cleanly_on_signal(tmp_path, signum):
     assert (tmp_path / ".clean_shutdown").is_file()
 
 
+@pytest.mark.parametrize("how", ["sigusr1", "restart-command"])
+async def test_a_planned_restart_exits_75_for_the_supervisor(tmp_path, how):
+    """docs/behaviour.md §6: SIGUSR1 to `run` (or `hermes-gateway restart`) drains like a
+    shutdown, writes `.clean_shutdown`, and exits 75 so systemd starts it again."""
+    env = gateway_env(tmp_path)
+    proc = await asyncio.create_subprocess_exec(
+        SCRIPT, "run", stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE, env=env)
+    try:
+        line = await asyncio.wait_for(proc.stderr.readline(), 60)
+        assert line.decode() == "hermes-gateway: running local (Ctrl-C or SIGTERM to stop)\n"
+        if how == "sigusr1":
+            proc.send_signal(signal.SIGUSR1)
+        else:
+            asker = await asyncio.create_subprocess_exec(
+                SCRIPT, "restart", stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, env=env)
+            _, asked = await asyncio.wait_for(asker.communicate(), 60)
+            assert (asker.returncode, asked.decode()) == (
+                0, f"hermes-gateway: restart requested from the gateway (pid {proc.pid})\n")
+        out, err = await asyncio.wait_for(proc.communicate(), 30)
+    finally:
+        if proc.returncode is None:
+            proc.kill()
+            await proc.wait()
+    assert proc.returncode == 75
+    assert err.decode().splitlines()[-1] == "hermes-gateway: restarting (exit code 75)"
+    assert (tmp_path / ".clean_shutdown").is_file()
+
+
+async def test_restart_without_a_running_gateway_is_one_line(tmp_path):
+    proc = await asyncio.create_subprocess_exec(
+        SCRIPT, "restart", stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, env=gateway_env(tmp_path))
+    out, err = await asyncio.wait_for(proc.communicate(), 60)
+    assert (proc.returncode, err.decode()) == (
+        2, f"hermes-gateway: error: no gateway is running on HERMES_HOME {tmp_path}\n")
+
+
 async def test_run_with_no_enabled_platform_is_one_line(tmp_path):
     (tmp_path / "hermes.toml").write_text("[platforms.local]\nenabled = false\n")
     proc = await asyncio.create_subprocess_exec(

@@ -19,7 +19,7 @@ def _app(home, **kw):
     import io
 
     adapter = LocalAdapter(stdin=io.StringIO(""), stdout=io.StringIO(), user="alice")
-    return GatewayApp(GatewayConfig(home=home, platforms={}), adapters=[adapter], agent=EchoAgent(),
+    return GatewayApp(GatewayConfig(home=home, platforms={"testchat": {"allow_all": True}}), adapters=[adapter], agent=EchoAgent(),
                       watcher=False, clock=lambda: T0, **kw), adapter
 
 
@@ -34,7 +34,8 @@ async def _one_turn(home):
 async def test_clean_stop_writes_marker_and_next_start_consumes_it(tmp_path):
     app = await _one_turn(tmp_path)
     await app.stop()
-    assert (tmp_path / ".clean_shutdown").read_text() == "2026-05-06T07:08:09+00:00\n"
+    # written empty, as upstream writes it; an empty marker counts as clean (docs/behaviour.md §6)
+    assert (tmp_path / ".clean_shutdown").read_bytes() == b""
     again, _ = _app(tmp_path)
     await again.start()
     try:
@@ -44,7 +45,40 @@ async def test_clean_stop_writes_marker_and_next_start_consumes_it(tmp_path):
         await again.stop()
 
 
-@pytest.mark.parametrize("content", [None, "invalid\n", ""])
+@pytest.mark.parametrize("content", ["", "\n", "2026-05-06T07:08:09+00:00\n"])
+async def test_an_empty_or_older_timestamp_marker_is_clean(tmp_path, content):
+    app = await _one_turn(tmp_path)
+    await app.stop()
+    (tmp_path / ".clean_shutdown").write_text(content)
+    again, _ = _app(tmp_path)
+    await again.start()
+    try:
+        assert again.unclean_start is False
+    finally:
+        await again.stop()
+
+
+async def test_a_marker_that_cannot_be_removed_makes_the_start_unclean(tmp_path, monkeypatch):
+    app = await _one_turn(tmp_path)
+    await app.stop()
+    marker = tmp_path / ".clean_shutdown"
+    real_unlink = type(marker).unlink
+
+    def refuse(self, *a, **kw):
+        if self.name == ".clean_shutdown":
+            raise PermissionError(13, "Permission denied")
+        return real_unlink(self, *a, **kw)
+    monkeypatch.setattr(type(marker), "unlink", refuse)
+    again, _ = _app(tmp_path)
+    await again.start()
+    try:
+        assert again.unclean_start is True
+        assert marker.read_text() == "invalid\n"
+    finally:
+        await again.stop()
+
+
+@pytest.mark.parametrize("content", [None, "invalid\n", "garbage"])
 async def test_missing_or_invalid_marker_means_unclean(tmp_path, content):
     app = await _one_turn(tmp_path)
     await app.stop()

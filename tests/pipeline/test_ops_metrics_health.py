@@ -39,7 +39,9 @@ class GatedAdapter(RecordingAdapter):
 
 
 def _config(home, **kw):
-    return GatewayConfig(home=home, platforms={}, metrics={"enabled": True, "port": 0}, **kw)
+    # testchat lets everybody in (docs/behaviour.md §9): these tests count what gets through.
+    return GatewayConfig(home=home, platforms={"testchat": {"allow_all": True}},
+                         metrics={"enabled": True, "port": 0}, **kw)
 
 
 async def test_readyz_is_503_until_adapters_are_up_and_metrics_count_by_platform_and_outcome(tmp_path):
@@ -108,5 +110,21 @@ async def test_metrics_off_by_default_serve_nothing(tmp_path):
     await app.start()
     try:
         assert app._health is None and app.metrics.enabled is False
+    finally:
+        await app.stop()
+
+
+async def test_a_sender_refused_by_access_control_is_counted_denied(tmp_path):
+    config = GatewayConfig(home=tmp_path, platforms={"testchat": {"allowed_users": ["someone-else"]}},
+                           metrics={"enabled": True, "port": 0})
+    app = GatewayApp(config, adapters=[RecordingAdapter()], agent=EchoAgent(), watcher=False)
+    await app.start()
+    try:
+        await app.runner.handle(MessageEvent(source=dm(user="u-stranger"), text="hello", message_id="m1"))
+        await app.runner.join()
+        _code, text = await asyncio.to_thread(_get, f"http://127.0.0.1:{app._health.port}/metrics")
+        lines = set(text.splitlines())
+        assert 'hermes_messages_total{outcome="denied",platform="testchat"} 1.0' in lines
+        assert not any(line.startswith('hermes_messages_total{outcome="accepted"') for line in lines)
     finally:
         await app.stop()

@@ -71,7 +71,7 @@ async def test_sigkill_during_send_resends_once_with_the_recovered_prefix(tmp_pa
 
 
 async def start_app(home: Path, adapter=None, agent=None, clock=None, **config):
-    cfg = GatewayConfig(home=home, platforms={}, **config)
+    cfg = GatewayConfig(home=home, platforms={"testchat": {"allow_all": True}}, **config)
     app = GatewayApp(cfg, adapters={"testchat": adapter or RecordingAdapter()}, agent=agent or EchoAgent(),
                      watcher=False, **({"clock": clock} if clock else {}))
     await app.start()
@@ -97,6 +97,30 @@ async def test_pending_obligation_is_resent_plainly_and_clears_resume_pending(tm
         assert (await app.store.get_entry(KEY)).resume_pending is False
         assert [m["content"] for m in await app.store.load_transcript(entry.session_id)] == ["q", "saved answer"]
         assert app.recovery.redeliveries == [1] and app.recovery.resumed == []
+    finally:
+        await app.stop()
+
+
+async def test_reply_persisted_but_never_in_the_ledger_is_sent_once_with_the_notice(tmp_path):
+    """seed §7, docs/behaviour.md §6: a crash between saving the reply and recording it for
+    delivery; the unclean start adopts it and sends it once with the recovered-reply notice."""
+    app = await start_app(tmp_path)
+    entry = await app.store.get_or_create_session(dm())
+    await app.store.begin_turn(KEY, entry.session_id, {"role": "user", "content": "q"})
+    await app.store.append_to_transcript(entry.session_id, {"role": "assistant", "content": "saved answer"})
+    await app.stop()
+    (tmp_path / ".clean_shutdown").unlink()  # the state a crash leaves
+    adapter = RecordingAdapter()
+    app = await start_app(tmp_path, adapter=adapter)
+    try:
+        assert adapter.sent == [("100", "Recovered reply (may be a duplicate):\nsaved answer", None)]
+        assert app.recovery.resumed == []
+    finally:
+        await app.stop()
+    adapter = RecordingAdapter()
+    app = await start_app(tmp_path, adapter=adapter)
+    try:
+        assert adapter.sent == []
     finally:
         await app.stop()
 

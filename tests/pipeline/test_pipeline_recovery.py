@@ -8,11 +8,13 @@ from __future__ import annotations
 import json
 from datetime import timedelta
 
+import pytest
 from pipeline_helpers import KEY, Clock, RecordingAdapter, dm, until
 
 from hermes_core import hookimpl
 from hermes_core.agents import EchoAgent
 from hermes_core.app import GatewayApp
+from hermes_core.model import MessageEvent
 from hermes_core.plugin_system import create_plugin_manager
 from hermes_core.settings import GatewayConfig
 from hermes_core.types import RecoveryPlan
@@ -38,7 +40,7 @@ class Planner:
 
 async def interrupted_home(home, clock):
     """A home whose last run was cut off while answering "first" (resume_pending, clean shutdown)."""
-    app = GatewayApp(GatewayConfig(home=home, platforms={}), adapters={"testchat": RecordingAdapter()},
+    app = GatewayApp(GatewayConfig(home=home, platforms={"testchat": {"allow_all": True}}), adapters={"testchat": RecordingAdapter()},
                      agent=EchoAgent(), watcher=False, clock=clock)
     await app.start()
     entry = await app.store.get_or_create_session(dm())
@@ -48,12 +50,13 @@ async def interrupted_home(home, clock):
     return entry.session_id
 
 
-async def restart(home, clock, planner=None):
+async def restart(home, clock, planner=None, **config):
     pm, _ = create_plugin_manager(None)
     if planner is not None:
         pm.register(planner, name="planner")
     adapter = RecordingAdapter()
-    app = GatewayApp(GatewayConfig(home=home, platforms={}), pm=pm, adapters={"testchat": adapter},
+    app = GatewayApp(GatewayConfig(home=home, platforms={"testchat": {"allow_all": True}}, **config), pm=pm,
+                     adapters={"testchat": adapter},
                      agent=EchoAgent(), watcher=False, clock=clock)
     await app.start()
     await app.runner.join()
@@ -118,6 +121,21 @@ async def test_interruption_older_than_the_freshness_window_is_not_continued(tmp
         await app.stop()
 
 
+@pytest.mark.parametrize("freshness", [0, -1])
+async def test_freshness_zero_or_negative_means_no_limit(tmp_path, freshness):
+    """docs/behaviour.md §6: `gateway_auto_continue_freshness <= 0` sets no freshness limit (as
+    upstream): an interruption of a week ago still continues once."""
+    clock = Clock()
+    await interrupted_home(tmp_path, clock)
+    clock.now += timedelta(days=7)
+    app, adapter = await restart(tmp_path, clock, agent={"gateway_auto_continue_freshness": freshness})
+    try:
+        assert (adapter.sent, app.recovery.stale) == ([("100", "echo: first", None)], [])
+        assert (await app.store.get_entry(KEY)).resume_pending is False
+    finally:
+        await app.stop()
+
+
 async def test_session_counted_in_three_restarts_is_suspended(tmp_path):
     clock = Clock()
     sid = await interrupted_home(tmp_path, clock)
@@ -136,6 +154,30 @@ async def test_session_counted_in_three_restarts_is_suspended(tmp_path):
         await app.stop()
 
 
+@pytest.mark.parametrize("restart_requested, reason", [(False, "shutdown_timeout"), (True, "restart_timeout")])
+async def test_a_planned_restart_drains_with_restart_timeout(tmp_path, restart_requested, reason):
+    """docs/behaviour.md §6: SIGTERM / Ctrl-C is `shutdown_timeout`; a planned restart (SIGUSR1,
+    `hermes-gateway restart`) is `restart_timeout`."""
+    import asyncio
+
+    from hermes_core.agents.base import Agent
+
+    class Blocking(Agent):
+        async def _generate(self, context, history, message, system_context):
+            await asyncio.Event().wait()
+
+    cfg = GatewayConfig(home=tmp_path, platforms={"testchat": {"allow_all": True}}, scheduler={"drain_timeout_s": 0.1})
+    app = GatewayApp(cfg, adapters={"testchat": RecordingAdapter()}, agent=Blocking(), watcher=False, clock=Clock())
+    await app.start()
+    await app.runner.handle(MessageEvent(source=dm(), text="stuck"))
+    await until(lambda: app.runner.busy_sessions())
+    await app.stop(restart=restart_requested)
+    from hermes_core.store import SessionStore
+    async with SessionStore(cfg.sessions_dir, cfg) as store:
+        entry = await store.get_entry(KEY)
+    assert (entry.resume_pending, entry.resume_reason) == (True, reason)
+
+
 async def test_drain_interruption_is_counted_and_a_completed_turn_forgets_it(tmp_path):
     import asyncio
 
@@ -146,7 +188,7 @@ async def test_drain_interruption_is_counted_and_a_completed_turn_forgets_it(tmp
             await asyncio.Event().wait()
 
     clock = Clock()
-    cfg = GatewayConfig(home=tmp_path, platforms={}, scheduler={"drain_timeout_s": 0.1})
+    cfg = GatewayConfig(home=tmp_path, platforms={"testchat": {"allow_all": True}}, scheduler={"drain_timeout_s": 0.1})
     app = GatewayApp(cfg, adapters={"testchat": RecordingAdapter()}, agent=Blocking(), watcher=False, clock=clock)
     await app.start()
     from hermes_core.model import MessageEvent
@@ -166,7 +208,7 @@ async def crashed_home(home, clock):
     """The state a crash mid-turn leaves: a marked turn, no reply, no `.clean_shutdown`."""
     from hermes_core.store import SessionStore
 
-    config = GatewayConfig(home=home, platforms={})
+    config = GatewayConfig(home=home, platforms={"testchat": {"allow_all": True}})
     (home / ".clean_shutdown").unlink(missing_ok=True)  # the crashed run consumed it at its start
     async with SessionStore(config.sessions_dir, config, clock=clock) as store:
         entry = await store.get_or_create_session(dm())
@@ -196,5 +238,30 @@ async def test_crash_interrupted_turn_counts_towards_the_stuck_loop(tmp_path):
         assert planner.told == [(KEY, "give_up", "active across 3+ restarts: suspended")]
         assert (await app.store.get_entry(KEY)).suspended is True
         assert not (tmp_path / "restart_counts.json").exists()
+        # docs/behaviour.md §6: the user's next message gets a new session and is told, once
+        await app.runner.handle(MessageEvent(source=dm(), text="hello again", message_id="m2"))
+        await app.runner.join()
+        await app.runner.handle(MessageEvent(source=dm(), text="and again", message_id="m3"))
+        await app.runner.join()
+        assert adapter.sent == [
+            ("100", "The previous conversation was stopped after it failed 3 restarts in a row; "
+                    "this is a new session.", None),
+            ("100", "echo: hello again", "m2"),
+            ("100", "echo: and again", "m3")]
+        entry = await app.store.get_entry(KEY)
+        assert (entry.auto_reset_reason, entry.pending_notice) == ("suspended", None)
+    finally:
+        await app.stop()
+
+
+async def test_a_stop_suspension_is_not_told_as_a_stuck_loop(tmp_path):
+    clock = Clock()
+    app, adapter = await restart(tmp_path, clock)
+    try:
+        await app.store.get_or_create_session(dm())
+        await app.store.suspend_session(KEY)  # what /stop does
+        await app.runner.handle(MessageEvent(source=dm(), text="hi", message_id="m1"))
+        await app.runner.join()
+        assert adapter.sent == [("100", "echo: hi", "m1")]
     finally:
         await app.stop()

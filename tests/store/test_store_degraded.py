@@ -84,7 +84,7 @@ async def test_degraded_loader_skips_bad_entries_one_at_a_time(broken_db, clock,
             "created_at": "2026-01-01T00:00:00+00:00", "updated_at": "2026-01-01T00:00:00+00:00",
             "origin": {"platform": "telegram", "chat_id": "1", "chat_type": "dm"}}
     data = {"_README": "x", "agent:main:telegram:dm:1": good, "not-a-dict": [1, 2],
-            "agent:main:telegram:dm:2": {"session_id": "20260101_000000_bbbbbbbb"},  # no created_at
+            "agent:main:telegram:dm:2": {"created_at": "2026-01-01T00:00:00+00:00"},  # no session_id
             "agent:main:telegram:dm:3": dict(good, session_id="../../etc/passwd")}
     broken_db.sessions_dir.mkdir(parents=True)
     (broken_db.sessions_dir / "sessions.json").write_text(json.dumps(data))
@@ -104,7 +104,7 @@ def test_the_one_engine_implements_the_backend_protocol_with_typed_records():
     from hermes_core.store.sqlite_backend import SqliteBackend
 
     methods = sorted(n for n, v in vars(StoreBackend).items() if inspect.iscoroutinefunction(v))
-    assert len(methods) == 41
+    assert len(methods) == 43  # obligation_by_sent_id: delivery reports (docs/behaviour.md §6)
     assert [n for n in methods if not inspect.iscoroutinefunction(getattr(SqliteBackend, n, None))] == []
     for name in methods:
         assert list(inspect.signature(getattr(SqliteBackend, name)).parameters) == list(

@@ -36,7 +36,7 @@ SEED_FILE = {
         "origin": {"platform": "discord", "chat_id": "77", "chat_type": "group", "user_id": "u1"},
         "resume_pending": True, "resume_reason": "restart_timeout",
     },
-    "agent:main:telegram:dm:broken": {"session_id": "20250101_000000_ffffffff"},
+    "agent:main:telegram:dm:broken": {"created_at": "2025-01-01T00:00:00"},  # no session_id
     "agent:main:telegram:dm:evil": {"session_id": "../../x", "created_at": "2025-01-01T00:00:00"},
     "_meta": {"written_by": "old gateway"},
     "junk": "not an entry",

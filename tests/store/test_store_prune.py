@@ -34,11 +34,41 @@ async def test_prunes_old_routes_keeps_transcripts(store, clock):
     for e in old:
         assert await store.get_entry(e.session_key) is None
         assert [m["content"] for m in await store.load_transcript(e.session_id)] == ["kept transcript"]
-        assert (await store.session_info(e.session_id))["end_reason"] == "pruned"
-    # the pruned chat writes again: a new session id, the old transcript untouched
+        # Only the route goes: the session is not ended (docs/behaviour.md §2, seed §10).
+        info = await store.session_info(e.session_id)
+        assert (info["ended_at"], info["end_reason"]) == (None, None)
+    # the pruned chat writes again: the same session is re-adopted, its transcript goes on
     again = await store.get_or_create_session(src("0"))
-    assert again.session_id != old[0].session_id
-    assert await store.has_any_sessions() is True
+    assert again.session_id == old[0].session_id
+    assert again.session_key == "agent:main:telegram:dm:0"
+    assert (again.was_auto_reset, again.is_fresh_reset) == (False, False)
+    await store.append_to_transcript(again.session_id, {"role": "user", "content": "back again"})
+    assert [m["content"] for m in await store.load_transcript(again.session_id)] == \
+        ["kept transcript", "back again"]
+    assert (await store.get_entry("agent:main:telegram:dm:0")).session_id == old[0].session_id
+
+
+async def test_readoption_skips_sessions_ended_by_reset(store, clock):
+    """`/new` is a boundary: after a reset and a prune the key re-adopts the session the reset
+    started, never the one it ended."""
+    first = await store.get_or_create_session(src("r"))
+    second = await store.reset_session(first.session_key)
+    clock.advance(days=10)
+    assert await store.prune_old_entries(7) == 1
+    again = await store.get_or_create_session(src("r"))
+    assert again.session_id == second.session_id
+    assert (await store.session_info(first.session_id))["end_reason"] == "reset"
+
+
+async def test_a_session_an_older_gateway_ended_as_pruned_is_readopted(store, clock):
+    entry = await store.get_or_create_session(src("p"))
+    clock.advance(days=10)
+    assert await store.prune_old_entries(7) == 1
+    await store._b().db.execute("UPDATE sessions SET ended_at = '2026-03-08T12:00:00+00:00', end_reason = 'pruned' "
+                                "WHERE session_id = ?", (entry.session_id,))
+    again = await store.get_or_create_session(src("p"))
+    assert again.session_id == entry.session_id
+    assert (await store.session_info(entry.session_id))["end_reason"] is None
 
 
 async def test_suspended_and_active_processes_are_kept(config, clock):

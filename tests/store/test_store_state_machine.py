@@ -80,7 +80,10 @@ async def test_resume_pending_keeps_id_and_flag(store, dm, clock):
     assert again2.resume_pending is True
     assert await store.clear_resume_pending(old.session_key) is True
     cleared = await store.get_entry(old.session_key)
-    assert (cleared.resume_pending, cleared.resume_reason) == (False, None)
+    # docs/behaviour.md §2: the reason and the time go with the flag
+    assert (cleared.resume_pending, cleared.resume_reason, cleared.last_resume_marked_at) == (False, None, None)
+    stored = await store._b().get_route(old.session_key)
+    assert (stored.resume_pending, stored.resume_reason, stored.last_resume_marked_at) == (False, None, None)
     assert await store.clear_resume_pending(old.session_key) is False
 
 

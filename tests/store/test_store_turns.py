@@ -46,8 +46,9 @@ async def test_recover_clears_stale_marker_without_resuming(store, dm, clock):
 
 
 async def test_recover_hands_answered_turn_to_the_ledger(store, dm):
-    # seed §7: a marked turn whose reply was saved but never recorded for delivery becomes a
-    # pending obligation and the marker is cleared; the turn is not resumed.
+    # seed §7: a marked turn whose reply was saved but never recorded for delivery becomes an
+    # obligation carrying the recovered-reply notice (it may have reached the chat), and the
+    # marker is cleared; the turn is not resumed.
     entry = await store.get_or_create_session(dm)
     await store.begin_turn(entry.session_key, entry.session_id, {"role": "user", "content": "q"})
     await store.append_to_transcript(entry.session_id, {"role": "assistant", "content": "persisted reply"})
@@ -56,7 +57,22 @@ async def test_recover_hands_answered_turn_to_the_ledger(store, dm):
     assert await store.turn_markers() == []
     [ob] = await store.open_obligations()
     assert (ob["session_key"], ob["content"], ob["state"], ob["attempts"], ob["origin"].chat_id) == (
-        entry.session_key, "persisted reply", "pending", 0, dm.chat_id)
+        entry.session_key, "Recovered reply (may be a duplicate):\npersisted reply", "pending", 0, dm.chat_id)
+
+
+@pytest.mark.parametrize("reason", ["restart_timeout", "shutdown_timeout"])
+async def test_recover_keeps_the_more_specific_reason_of_a_drain(store, dm, clock, reason):
+    """docs/behaviour.md §6: a drain marked the turn first (then the process died before
+    `.clean_shutdown`); recovery only adds `restart_interrupted` where no reason is set."""
+    entry = await store.get_or_create_session(dm)
+    await store.begin_turn(entry.session_key, entry.session_id, {"role": "user", "content": "q"})
+    assert await store.mark_resume_pending(entry.session_key, reason) is True
+    marked_at = (await store.get_entry(entry.session_key)).last_resume_marked_at
+    clock.advance(seconds=30)
+    assert await store.recover_interrupted_turns(3600) == [entry.session_key]
+    got = await store.get_entry(entry.session_key)
+    assert (got.resume_pending, got.resume_reason, got.last_resume_marked_at) == (True, reason, marked_at)
+    assert await store.turn_markers() == []
 
 
 async def test_recover_does_not_mark_suspended(store, dm):
