@@ -165,12 +165,21 @@ def _debugging() -> bool:
     return bool(os.environ.get("HERMES_DEBUG")) or os.environ.get("HERMES_LOG_LEVEL", "").upper() == "DEBUG"
 
 
-def quiet_client_loggers() -> None:
-    """`CHATTY_LOGGERS` at WARNING, unless `HERMES_DEBUG` is set or `HERMES_LOG_LEVEL=DEBUG`."""
-    if _debugging():
-        return
-    for name in CHATTY_LOGGERS:
-        logging.getLogger(name).setLevel(logging.WARNING)
+class ClientNoiseFilter(logging.Filter):
+    """On the gateway's own handlers (terminal and gateway.log): drops the records below WARNING
+    of `CHATTY_LOGGERS`, unless `HERMES_DEBUG` is set or `HERMES_LOG_LEVEL=DEBUG` (read when the
+    filter is made). The libraries' logger levels are left alone, so other handlers still see
+    everything."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.debugging = _debugging()
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if self.debugging or record.levelno >= logging.WARNING:
+            return True
+        name = record.name
+        return not any(name == chatty or name.startswith(chatty + ".") for chatty in CHATTY_LOGGERS)
 
 
 def quiet_terminal_logging() -> None:
@@ -186,13 +195,12 @@ def setup_logging(home: Path, *, terminal: bool = True, fmt: str = "text") -> No
     """Log INFO and up to `<home>/gateway.log` (`fmt`: `"text"` or `"json"`, `[logging] format`);
     WARNING and up (or `HERMES_LOG_LEVEL`) to stderr as single lines (only the log file when
     `terminal` is False: the command reports itself). Client libraries' per-request lines stay
-    out unless debugging (`quiet_client_loggers`). Idempotent within a process."""
+    out unless debugging (`ClientNoiseFilter`). Idempotent within a process."""
     global _stderr_handler
     root_logger = logging.getLogger()
     if _stderr_handler is not None and _stderr_handler in root_logger.handlers:
         return
     root_logger.setLevel(logging.INFO)
-    quiet_client_loggers()
     if not terminal:
         quiet_terminal_logging()
         _add_file_handler(root_logger, home, fmt)
@@ -203,6 +211,7 @@ def setup_logging(home: Path, *, terminal: bool = True, fmt: str = "text") -> No
     stderr.setFormatter(_OneLineFormatter("hermes-gateway: %(levelname)s: %(message)s"))
     stderr.addFilter(lambda record: not getattr(record, "file_only", False))
     stderr.addFilter(_hold)
+    stderr.addFilter(ClientNoiseFilter())
     root_logger.addHandler(stderr)
     _stderr_handler = stderr
     _add_file_handler(root_logger, home, fmt)
@@ -222,6 +231,7 @@ def _add_file_handler(root_logger: logging.Logger, home: Path, fmt: str = "text"
                                              encoding="utf-8")
         handler.setFormatter(JsonLineFormatter() if fmt == "json" else
                              logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+        handler.addFilter(ClientNoiseFilter())
         root_logger.addHandler(handler)
         _file_handler = handler
     except OSError:

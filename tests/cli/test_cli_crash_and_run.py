@@ -116,7 +116,8 @@ async def test_a_planned_restart_exits_75_for_the_supervisor(tmp_path, how):
         stderr=asyncio.subprocess.PIPE, env=env)
     try:
         line = await asyncio.wait_for(proc.stderr.readline(), 60)
-        assert line.decode() == "hermes-gateway: running local (Ctrl-C or SIGTERM to stop)\n"
+        assert line.decode() == ("hermes-gateway: running local (no [platforms.<name>] table in "
+                                 f"{tmp_path / 'hermes.toml'}: the terminal platform only) (Ctrl-C or SIGTERM to stop)\n")
         if how == "sigusr1":
             proc.send_signal(signal.SIGUSR1)
         else:

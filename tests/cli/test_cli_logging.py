@@ -9,7 +9,7 @@ import logging
 
 from cli_helpers import gateway_env, run
 
-from hermes_core.cli.common import CHATTY_LOGGERS, quiet_client_loggers
+from hermes_core.cli.common import CHATTY_LOGGERS, ClientNoiseFilter
 
 KEY = "agent:main:local:dm:terminal"
 
@@ -52,13 +52,20 @@ def test_text_log_is_the_default(tmp_path):
     assert f"INFO hermes_core.pipeline.turn: turn completed in {KEY} (local): " in text
 
 
+def _record(name: str, level: int) -> logging.LogRecord:
+    return logging.LogRecord(name, level, __file__, 1, "HTTP Request: POST …", (), None)
+
+
 def test_client_libraries_per_request_lines_stay_out_unless_debugging(monkeypatch):
-    for name in CHATTY_LOGGERS:
-        monkeypatch.setattr(logging.getLogger(name), "level", logging.NOTSET)
     monkeypatch.delenv("HERMES_DEBUG", raising=False)
+    monkeypatch.delenv("HERMES_LOG_LEVEL", raising=False)
+    quiet = ClientNoiseFilter()
+    assert [quiet.filter(_record(name, logging.INFO)) for name in ("httpx", "telegram.ext.Updater", "discord.gateway",
+                                                                    "aiohttp.access")] == [False] * 4
+    assert quiet.filter(_record("httpx", logging.WARNING)) is True  # problems still show
+    assert quiet.filter(_record("hermes_core.pipeline.turn", logging.INFO)) is True
+    assert quiet.filter(_record("httpxtra", logging.INFO)) is True  # a prefix of a name is not the logger
+    assert "httpx" in CHATTY_LOGGERS and logging.getLogger("httpx").level == logging.NOTSET  # levels untouched
     monkeypatch.setenv("HERMES_LOG_LEVEL", "DEBUG")
-    quiet_client_loggers()
-    assert logging.getLogger("httpx").level == logging.NOTSET  # debugging: everything
-    monkeypatch.delenv("HERMES_LOG_LEVEL")
-    quiet_client_loggers()
-    assert {logging.getLogger(n).level for n in ("httpx", "telegram", "discord", "aiohttp.access")} == {logging.WARNING}
+    assert ClientNoiseFilter().filter(_record("httpx", logging.INFO)) is True  # debugging: everything
+

@@ -362,9 +362,6 @@ def test_webhook_mode_requires_url():
 # ---- secrets -----------------------------------------------------------------------------------
 
 async def test_token_never_appears_in_logs(tg, make_adapter, caplog):
-    # httpx's own level too: the CLI keeps client libraries at WARNING once it set up logging
-    # in this process (docs/operations.md §4).
-    caplog.set_level(logging.DEBUG, logger="httpx")
     with caplog.at_level(logging.DEBUG):
         rec = FakeGateway(refuse=1)
         adapter = await make_adapter(rec)
