@@ -6,15 +6,16 @@ it, marked turns are promoted by `store.recover_interrupted_turns`: no saved rep
 `resume_pending`, saved reply → delivery ledger; with it, leftover turn markers are discarded)
 → agent → enabled adapters resolved (entry points), each given its data directory
 `HERMES_HOME/<platform>/` (0700), and a warning for each network platform that allows nobody
-(docs/behaviour.md §9) → access gate and runner created paused → start-up recovery queued on
-the runner (`recovery.restore_at_startup`: stuck loops, ledger sweep, auto-continue, intake
-replay) → adapters started → runner released → watcher started →
+(docs/behaviour.md §9) → access gate and runner created paused, with the sessions' background
+work (`app.background`, a `sdk.SessionWork`; the store's `has_active_processes_fn`) → start-up
+recovery queued on the runner (`recovery.restore_at_startup`: stuck loops, ledger sweep,
+auto-continue, intake replay) → adapters started → runner released → watcher started →
 `hermes_startup` broadcast.
 Stop: adapters stopped (no new input) → runner drained (`[scheduler] drain_timeout_s`; turns still
 running are marked `resume_pending`, reason `shutdown_timeout`, and counted in
 `restart_counts.json`; queued messages stay in the durable intake) → `.clean_shutdown` written
-right after the drain (docs/behaviour.md §6) → watcher stopped → `hermes_shutdown` broadcast → agent
-closed → store closed.
+right after the drain (docs/behaviour.md §6) → watcher stopped → `hermes_shutdown` broadcast →
+background work stopped → agent closed → store closed.
 
 Every start-up failure raises `StartupError` whose text is one line naming what is wrong
 (config file — through `load_gateway_config` —, HERMES_HOME, state.db, home lock, plugin, adapter).
@@ -27,7 +28,7 @@ import logging
 import tempfile
 import time
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 from .agents import create_agent
 from .model.timeutil import Clock, parse_timestamp, utc_now
@@ -42,6 +43,7 @@ from .plugin_system.manager import (attach_identity_aliases, create_plugin_manag
                                     session_shared_for)
 from .plugin_system.redaction import install_log_redaction
 from .scheduler import Watcher
+from .sdk.background import SessionWork
 from .settings import ConfigError, config_file_path, ensure_private_dir, env_home, load_config
 from .store.files import write_atomic
 
@@ -108,17 +110,21 @@ class GatewayApp:
         agent: the Agent to use instead of `agents.create_agent(config)`.
         watcher: start the housekeeping watcher (default True).
         clock: aware-UTC clock for the store, the watcher and message timestamps.
+        on_restart: called when an admin sends `/restart` (`hermes-gateway run` passes what
+            SIGUSR1 does: a planned restart, docs/behaviour.md §6); None: `/restart` is refused.
     """
 
     def __init__(self, config: Any, *, pm: Any = None, adapters: Any = None, agent: Any = None,
-                 watcher: bool = True, clock: Clock = utc_now) -> None:
+                 watcher: bool = True, clock: Clock = utc_now, on_restart: Callable[[], None] | None = None) -> None:
         self.config = config
+        self.on_restart = on_restart
         self.pm = pm
         self.report = None
         self.agent = agent
         self.clock = clock
         self.store: Any = None
         self.runner: GatewayRunner | None = None
+        self.background: SessionWork | None = None
         self.watcher: Watcher | None = None
         self.platform_settings: dict[str, Any] = {}
         # `{platform: PlatformSettings}`: the common keys of every `[platforms.<id>]` table.
@@ -208,10 +214,15 @@ class GatewayApp:
         access = AccessGate(self.pm, self.common_platform_settings, self.store.canonical_id)
         deps = PipelineDeps(config=self.config, store=self.store, pm=self.pm, agent=self.agent,
                             adapters=self.adapters, clock=self.clock, on_turn_completed=self._turn_completed,
-                            access=access, metrics=self.metrics)
+                            access=access, request_restart=self.on_restart, metrics=self.metrics)
         # Paused: recovered work is queued before new input can arrive, and nothing is sent
         # before the adapters have started (seed §7 "queue inbound messages while restoring").
         self.runner = GatewayRunner(deps, paused=True)
+        # Background work and wake-ups bound to a session (docs/behaviour.md §10): stopped by
+        # /stop, /new, /reset; a key with running work is never pruned.
+        self.background = SessionWork(self.store, self.runner.post_internal)
+        deps.background = self.background
+        self.store.has_active_processes_fn = self.background.active
         self.restart_counts = load_restart_counts(self.home)
         self.recovery = await restore_at_startup(
             store=self.store, runner=self.runner, pm=self.pm, config=self.config, home=self.home,
@@ -400,6 +411,8 @@ class GatewayApp:
             await self.watcher.stop()
         if self.pm is not None and self.started:
             await call_broadcast(self.pm, "hermes_shutdown", timeout=self.config.plugins.hook_timeout_s, app=self)
+        if self.background is not None:
+            await self.background.aclose()
         if self.agent is not None:
             try:
                 await self.agent.aclose()

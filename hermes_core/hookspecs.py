@@ -248,6 +248,23 @@ def hermes_failure_notice(kind: str, source: SessionSource, error: BaseException
     """
 
 
+@hookspec(firstresult=True)
+def hermes_chat_instructions(source: SessionSource) -> str | None:
+    """The platform's standing instructions for one chat, topic or channel (seed §2
+    `is_fresh_reset`: "re-inject the topic/channel skill"), given to the first turn after `/new`
+    or `/reset`.
+
+    Args: source — the SessionSource of the message (platform, chat, thread, chat_topic).
+    Kind: FIRSTRESULT, SYNC ONLY.
+    Returns: the instructions (str), or None to defer. The core appends a non-empty result to the
+    turn's system context under `## Chat Instructions`, once: the session's `is_fresh_reset` flag
+    is cleared after that turn completes. A raising implementation is logged and the turn runs
+    without instructions.
+    Wrap: allowed.
+    Timeout: none.
+    """
+
+
 # ---- Recovery (seed §7) ---------------------------------------------------------------------
 
 @hookspec(firstresult=True)

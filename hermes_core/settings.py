@@ -68,6 +68,14 @@ class OpenAIAgentSettings(_Section):
     system_prompt: str = "You are a helpful assistant reached through a messaging gateway."
 
 
+class CompressionSettings(_Section):
+    """`[agent.compression]`: context compression (docs/behaviour.md §11)."""
+
+    threshold: float = Field(0.8, gt=0, le=1, description="share of agent.context_window above which the "
+                             "last prompt triggers automatic compression")
+    keep_recent: int = Field(20, ge=1, description="most recent messages kept verbatim by a compression")
+
+
 class AgentSettings(_Section):
     """`[agent]` (seed appendix) plus the agent backend choice."""
 
@@ -75,6 +83,9 @@ class AgentSettings(_Section):
     gateway_auto_continue_freshness: int = Field(
         3600, description="seconds within which an interrupted turn auto-continues; <= 0: no limit")
     gateway_timeout: int = Field(1800, gt=0, description="seconds per agent turn")
+    context_window: int = Field(128000, ge=0, description="tokens the model accepts in one prompt; "
+                                "0 disables automatic compression")
+    compression: CompressionSettings = Field(default_factory=CompressionSettings)
     agent_cache: AgentCacheSettings = Field(default_factory=AgentCacheSettings)
     openai: OpenAIAgentSettings = Field(default_factory=OpenAIAgentSettings)
 
@@ -83,7 +94,7 @@ class CoreSettings(_Section):
     """`[core]`: gateway-wide behaviour."""
 
     max_input_chars: int = Field(32000, ge=1, description="longest accepted user message, in characters")
-    busy_input_mode: Literal["interrupt", "queue"] = "interrupt"
+    busy_input_mode: Literal["interrupt", "queue", "steer"] = "interrupt"
     db_path: Path | None = Field(None, description="default: $HERMES_HOME/state.db")
     # What a chat is told when its message could not be answered; the detail goes to the log only
     # (users never see internal errors, URLs or exception names). Hook `hermes_failure_notice`

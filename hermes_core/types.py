@@ -63,7 +63,8 @@ class AdapterSpec:
             Telegram long polling) or `"shared"` (several replicas may receive: webhooks, Slack
             Socket Mode); docs/platforms.md §6.
         busy_input_mode: this platform's override of `[core] busy_input_mode` (`"interrupt"`,
-            `"queue"` or `"sequential"`), or None to follow the core setting (docs/behaviour.md §5).
+            `"queue"`, `"steer"` or `"sequential"`), or None to follow the core setting
+            (docs/behaviour.md §5).
     """
 
     name: str
@@ -76,7 +77,7 @@ class AdapterSpec:
     required_env: tuple[str, ...] = ()
     install_hint: str = ""
     ingress: Literal["single_receiver", "shared"] = INGRESS_SINGLE_RECEIVER
-    busy_input_mode: Literal["interrupt", "queue", "sequential"] | None = None
+    busy_input_mode: Literal["interrupt", "queue", "steer", "sequential"] | None = None
 
 
 @dataclass(frozen=True, slots=True)

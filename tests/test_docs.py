@@ -187,6 +187,13 @@ def test_failure_notice_example_words_acme_failures(hermes_config):
         "Sorry, this message could not be processed. Please try again later."
 
 
+def test_chat_instructions_example_answers_for_its_topic_only():
+    pm, _ = pm_with("hermes_chat_instructions")
+    topic = SessionSource("telegram", "-100123", chat_type="group", thread_id="7")
+    assert pm.hook.hermes_chat_instructions(source=topic) == "In this topic, answer in French and keep it short."
+    assert pm.hook.hermes_chat_instructions(source=SessionSource("telegram", "-100123", chat_type="group")) is None
+
+
 def test_redaction_rules_example_tags_tickets_in_its_scopes():
     pm, _ = pm_with("hermes_redaction_rules")
     assert redact_text(pm, "acme", "see ACME-123456 now", "log") == "see [ticket] now"

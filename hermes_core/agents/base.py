@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import abc
 import asyncio
-from dataclasses import dataclass
-from typing import Any, ClassVar
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, Mapping
 
 from ..model.context import SessionContext
 from ..model.usage import TokenUsage
@@ -31,11 +31,16 @@ class AgentReply:
 
     Attributes:
         text: the assistant's reply text (may be empty).
-        usage: tokens reported for this turn (seed §2 counters).
+        usage: tokens reported for this turn (seed §2 counters); `usage.input_tokens` is the
+            prompt size the backend used (what automatic compression compares to the window).
+        reasoning: what a reasoning model returned beside the text, by transcript key
+            (`reasoning`, `reasoning_content`, `reasoning_details`, `codex_reasoning_items`);
+            kept in the transcript with the reply (docs/behaviour.md §3).
     """
 
     text: str
     usage: TokenUsage
+    reasoning: Mapping[str, Any] = field(default_factory=dict)
 
 
 class Agent(abc.ABC):
@@ -47,11 +52,44 @@ class Agent(abc.ABC):
     """
 
     name: ClassVar[str] = "agent"
+    # True for a backend that takes follow-ups into a running turn at its next request boundary
+    # (`steer`; `busy_input_mode = "steer"`, docs/behaviour.md §11).
+    can_steer: ClassVar[bool] = False
 
     def __init__(self) -> None:
         # session key (or "" when the context has none) -> running generation task
         self._running: dict[str, asyncio.Task] = {}
         self._interrupted: set[asyncio.Task] = set()
+        # Follow-ups handed to a running turn, not taken yet; and how many a turn took.
+        self._steers: dict[str, list[str]] = {}
+        self._steered: dict[str, int] = {}
+
+    def steer(self, session_key: str, text: str) -> bool:
+        """Hand `text` (a follow-up from the user) to the running turn of `session_key`, to be
+        read at the backend's next request boundary.
+
+        Returns:
+            True when it was handed over (the backend steers and a turn is running); False →
+            the caller queues the message as a turn of its own. A handed-over message the turn
+            ends without taking is counted out by `take_steered` and queued by the caller.
+        """
+        task = self._running.get(session_key)
+        if not self.can_steer or task is None or task.done():
+            return False
+        self._steers.setdefault(session_key, []).append(text)
+        return True
+
+    def take_steered(self, session_key: str) -> int:
+        """How many handed-over follow-ups the last turn of `session_key` took (in order); resets
+        the count."""
+        return self._steered.pop(session_key, 0)
+
+    def _take_steers(self, slot: str) -> list[str]:
+        """For backends: the follow-ups handed over since the last call (at a request boundary)."""
+        texts = self._steers.pop(slot, [])
+        if texts:
+            self._steered[slot] = self._steered.get(slot, 0) + len(texts)
+        return texts
 
     async def run_turn(self, context: SessionContext, history: list[dict[str, Any]], message: str, *,
                        system_context: str = "") -> AgentReply:
@@ -75,8 +113,31 @@ class Agent(abc.ABC):
             AgentInterrupted: `interrupt()` was called while the turn ran.
             AgentError: the backend failed.
         """
+        return await self._tracked(context, self._generate(context, history, message, system_context))
+
+    async def summarize(self, context: SessionContext, messages: list[dict[str, Any]]) -> AgentReply:
+        """Write a summary of `messages` (context compression, docs/behaviour.md §11).
+
+        Args:
+            context: the SessionContext of the session.
+            messages: the older part of the transcript, oldest first (load_transcript dicts);
+                read only.
+        Returns:
+            AgentReply whose text is the summary (what replaces `messages` in the transcript).
+        Raises:
+            AgentInterrupted: `interrupt()` was called meanwhile.
+            AgentError: the backend failed or cannot summarise (then nothing is changed).
+        """
+        return await self._tracked(context, self._summarize(context, messages))
+
+    async def _summarize(self, context: SessionContext, messages: list[dict[str, Any]]) -> AgentReply:
+        """Backend-specific summary; the default backend cannot summarise."""
+        raise AgentError(f"the {self.name} agent cannot summarise a conversation")
+
+    async def _tracked(self, context: SessionContext, work: Any) -> AgentReply:
+        """Run `work` (a coroutine) as this session's interruptible task (module docstring)."""
         slot = context.session_key or ""
-        task = asyncio.ensure_future(self._generate(context, history, message, system_context))
+        task = asyncio.ensure_future(work)
         self._running[slot] = task
         try:
             return await task
@@ -89,6 +150,7 @@ class Agent(abc.ABC):
             self._interrupted.discard(task)
             if self._running.get(slot) is task:
                 del self._running[slot]
+                self._steers.pop(slot, None)  # not taken: the caller queues them (take_steered)
 
     def interrupt(self, session_key: str | None = None) -> bool:
         """End the running turn of `session_key` (or every running turn when None) promptly.

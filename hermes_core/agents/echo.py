@@ -8,6 +8,11 @@ non-whitespace characters (`len(text.split())`).
   * output_tokens = tokens of the reply (so `"echo: hi"` is 2);
   * total_tokens  = input + output; cost 0.0 USD, cost_status "exact" (nothing is billed).
 
+Summary rule (context compression, deterministic so tests can pin it):
+`"Summary of N earlier message(s). The user wrote: " + " | ".join(user texts)`, each user text on
+one line and cut to `SUMMARY_TEXT_CHARS` characters (an ellipsis marks a cut); usage counts the
+summarised contents as input and the summary as output.
+
 Counting is O(1) per turn in the history's length: the agent keeps, per session key, the running
 input count of the history it last saw. When the new history extends that one (same first and
 last counted message objects — the pipeline's live transcript grows by appending, seed §11), only
@@ -26,6 +31,7 @@ from ..model.usage import TokenUsage
 from .base import Agent, AgentReply
 
 ECHO_PREFIX = "echo: "
+SUMMARY_TEXT_CHARS = 40
 # Sessions whose running count is remembered (least recently used forgotten first); a forgotten
 # session is simply counted in full once.
 MAX_TRACKED_SESSIONS = 1024
@@ -80,4 +86,15 @@ class EchoAgent(Agent):
         input_tokens = self.history_tokens(context.session_key or "", history) + count_tokens(message)
         usage = TokenUsage(input_tokens=input_tokens, output_tokens=count_tokens(text),
                            estimated_cost_usd=0.0, cost_status="exact")
+        return AgentReply(text=text, usage=usage)
+
+    async def _summarize(self, context: SessionContext, messages: list[dict[str, Any]]) -> AgentReply:
+        users = []
+        for message in messages:
+            if message.get("role") == "user" and isinstance(message.get("content"), str):
+                line = " ".join(message["content"].split())
+                users.append(line if len(line) <= SUMMARY_TEXT_CHARS else line[:SUMMARY_TEXT_CHARS - 1] + "…")
+        text = f"Summary of {len(messages)} earlier message(s). The user wrote: " + " | ".join(users)
+        usage = TokenUsage(input_tokens=sum(count_tokens(m.get("content")) for m in messages),
+                           output_tokens=count_tokens(text), estimated_cost_usd=0.0, cost_status="exact")
         return AgentReply(text=text, usage=usage)

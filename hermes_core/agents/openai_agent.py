@@ -8,6 +8,14 @@ Usage mapping onto the entry's counters (seed §2):
   prompt_tokens_details.cached_tokens → cache_read_tokens. The API reports no cache writes and no
   cost, so cache_write_tokens = 0 and cost_status = "unknown".
 Interruption cancels the in-flight HTTP request (the base class cancels the task).
+Steering (`busy_input_mode = "steer"`): follow-ups handed over while a request runs are appended
+after its reply at the request boundary and the model is asked again; usage adds up.
+
+Reasoning models: the fields such servers add to the reply message (`reasoning`,
+`reasoning_content`, `reasoning_details`, `codex_reasoning_items`) are returned in
+`AgentReply.reasoning` and kept in the transcript beside the text; they are not sent back.
+Summaries (context compression): one request with `SUMMARY_PROMPT` as the system message, the
+older messages as history and `SUMMARY_REQUEST` as the user message.
 """
 
 from __future__ import annotations
@@ -24,6 +32,10 @@ from .base import Agent, AgentError, AgentReply
 # Message keys the chat-completions API accepts from a stored transcript row.
 _PASS_THROUGH = ("tool_call_id", "tool_calls", "name")
 _ROLES = frozenset({"system", "user", "assistant", "tool"})
+REASONING_FIELDS = ("reasoning", "reasoning_content", "reasoning_details", "codex_reasoning_items")
+SUMMARY_PROMPT = ("You compress conversations. Summarise the conversation you are given so that it "
+                  "can replace it: keep facts, decisions, names, numbers and open questions; be brief.")
+SUMMARY_REQUEST = "Write the summary of the conversation above now, in the language it was held in."
 
 
 def build_messages(system_prompt: str, system_context: str, history: list[dict[str, Any]],
@@ -57,6 +69,18 @@ def usage_from_completion(usage: Any) -> TokenUsage:
                       cost_status="unknown")
 
 
+def reasoning_fields(message: Any) -> dict[str, Any]:
+    """The reasoning fields a server added to a reply message (`REASONING_FIELDS` that are set;
+    the client keeps unknown fields as extra attributes)."""
+    extra = getattr(message, "model_extra", None) or {}
+    found = {}
+    for name in REASONING_FIELDS:
+        value = extra.get(name, getattr(message, name, None))
+        if value is not None:
+            found[name] = value
+    return found
+
+
 class OpenAIAgent(Agent):
     """Chat-completions agent.
 
@@ -67,6 +91,7 @@ class OpenAIAgent(Agent):
     """
 
     name = "openai"
+    can_steer = True
 
     def __init__(self, settings: Any, *, client: AsyncOpenAI | None = None) -> None:
         super().__init__()
@@ -78,6 +103,23 @@ class OpenAIAgent(Agent):
     async def _generate(self, context: SessionContext, history: list[dict[str, Any]], message: str,
                         system_context: str) -> AgentReply:
         messages = build_messages(self.settings.system_prompt, system_context, history, message)
+        slot = context.session_key or ""
+        reply = await self._complete(messages)
+        usage = reply.usage
+        # Steering: follow-ups handed over during a request join the conversation at this
+        # boundary, and the model answers again with them in view.
+        while steers := self._take_steers(slot):
+            messages += [{"role": "assistant", "content": reply.text}] + [{"role": "user", "content": t}
+                                                                           for t in steers]
+            reply = await self._complete(messages)
+            usage = usage + reply.usage
+        return AgentReply(text=reply.text, usage=usage, reasoning=reply.reasoning)
+
+    async def _summarize(self, context: SessionContext, messages: list[dict[str, Any]]) -> AgentReply:
+        return await self._complete(build_messages(SUMMARY_PROMPT, "", messages, SUMMARY_REQUEST))
+
+    async def _complete(self, messages: list[dict[str, Any]]) -> AgentReply:
+        """One chat-completions request → AgentReply (text, usage, reasoning fields)."""
         try:
             completion = await self._client.chat.completions.create(
                 model=self.settings.model, messages=messages)
@@ -86,8 +128,9 @@ class OpenAIAgent(Agent):
                              f"{type(exc).__name__}: {exc}") from exc
         if not completion.choices:
             raise AgentError(f"chat-completions server at {self.settings.base_url} returned no choices")
-        text = completion.choices[0].message.content or ""
-        return AgentReply(text=text, usage=usage_from_completion(completion.usage))
+        reply = completion.choices[0].message
+        return AgentReply(text=reply.content or "", usage=usage_from_completion(completion.usage),
+                          reasoning=reasoning_fields(reply))
 
     async def aclose(self) -> None:
         """Interrupt running turns and close the HTTP client."""

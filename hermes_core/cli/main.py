@@ -104,8 +104,12 @@ def run() -> None:
         if not config.enabled_platforms():
             raise CliError("no platform is enabled: set `enabled = true` in a [platforms.<name>] "
                            f"table of {config_file_path(config.home)}")
-        gateway = GatewayApp(_with_terminal_platform(config))
         stop, restart = asyncio.Event(), asyncio.Event()
+
+        def request_restart() -> None:  # `/restart` from an admin: what SIGUSR1 does
+            restart.set()
+            stop.set()
+        gateway = GatewayApp(_with_terminal_platform(config), on_restart=request_restart)
         _install_stop_signals(stop, restart)
         with held_terminal_log():  # a failed start prints one line, not the warnings leading to it
             await gateway.start()

@@ -17,9 +17,10 @@ from .timeutil import format_timestamp, parse_timestamp, utc_now
 USER = "user"
 INTERNAL = "internal"
 
+# The message a message replies to (docs/behaviour.md §7).
+REPLY_FIELDS = ("reply_to_message_id", "reply_to_text", "reply_to_author_id", "reply_to_author_name")
 # Optional string facts a platform may know about a message beyond its text.
-_OPTIONAL_IDS = ("reply_to_message_id", "reply_to_text", "reply_to_author_id", "reply_to_author_name",
-                 "platform_update_id")
+_OPTIONAL_IDS = REPLY_FIELDS + ("platform_update_id", "media_group_id", "bound_session_id")
 
 
 @dataclass(slots=True)
@@ -42,6 +43,11 @@ class MessageEvent:
             (Telegram `update_id`, Slack `event_id`), for logs and redelivery diagnosis.
         channel_context: recent messages of the channel, `[{"author": str, "text": str}]`, that a
             platform backfills for the first turn in a busy channel (oldest first).
+        media_group_id: the platform's id of the album a media message belongs to (Telegram
+            `media_group_id`): the messages of one album from one sender are one turn
+            (docs/behaviour.md §5).
+        bound_session_id: internal wake-ups only: the session id the wake-up belongs to; it runs
+            only while its session key still points at that session (docs/behaviour.md §10).
         aliases: identity aliases the mapping learned from the payload; the core records them in
             the store before it builds the session key (docs/behaviour.md §4). Not persisted
             with the event: they are recorded when it is accepted.
@@ -59,6 +65,8 @@ class MessageEvent:
     reply_to_author_id: str | None = None
     reply_to_author_name: str | None = None
     platform_update_id: str | None = None
+    media_group_id: str | None = None
+    bound_session_id: str | None = None
     channel_context: list[dict[str, Any]] = field(default_factory=list)
     aliases: list[IdentityAlias] = field(default_factory=list, compare=False)
 

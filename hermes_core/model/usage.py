@@ -24,3 +24,14 @@ class TokenUsage:
     def __post_init__(self) -> None:
         if not self.total_tokens:
             object.__setattr__(self, "total_tokens", self.input_tokens + self.output_tokens)
+
+    def __add__(self, other: "TokenUsage") -> "TokenUsage":
+        """The usage of two requests of one turn together (counters added; the cost status is
+        the weaker of the two: unknown < estimated < exact)."""
+        order = ("unknown", "estimated", "exact")
+        status = min(self.cost_status, other.cost_status, key=lambda s: order.index(s) if s in order else 0)
+        return TokenUsage(self.input_tokens + other.input_tokens, self.output_tokens + other.output_tokens,
+                          self.cache_read_tokens + other.cache_read_tokens,
+                          self.cache_write_tokens + other.cache_write_tokens,
+                          self.total_tokens + other.total_tokens,
+                          self.estimated_cost_usd + other.estimated_cost_usd, status)

@@ -3,8 +3,9 @@
 The seed keeps a one-event "next-up" slot (`_pending_messages`) and a FIFO overflow
 (`_queued_events`). Here both live in one ordered deque of `Job`s per session key: the head is
 the slot, the rest the overflow, so the queue depth is `len(queue)` =
-`len(overflow) + (1 if slot occupied else 0)` (seed §8 "queue depth"). No I/O happens here; the
-runner (`runner.py`) persists, interrupts and acknowledges.
+`len(overflow) + (1 if slot occupied else 0)` (seed §8 "queue depth"). No I/O happens here; where
+an event goes is decided by `placement.place`, and the runner (`runner.py`) persists, interrupts
+and acknowledges.
 
 Kinds of queued jobs (`Job.kind`):
 
@@ -16,7 +17,7 @@ Kinds of queued jobs (`Job.kind`):
   `busy_input_mode = "queue"`.
 * `INTERNAL` — gateway-made work (internal wake-ups, resumed turns, ledger re-sends). Survives
   `/new`, `/reset` and `/stop` (seed §8 "clearing").
-* `CONTROL` — `/new`, `/reset`, `/stop`: placed ahead of everything else (after earlier control
+* `CONTROL` — `/new`, `/reset`, `/stop` (`commands.COMMANDS`): placed ahead of everything else (after earlier control
   commands), so they run right after the interrupted turn and the surviving internal wake-ups
   right after them.
 * `COMMAND` — other commands and notices (refusals), run in arrival order.
@@ -28,7 +29,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
-from ..model.events import USER, MessageEvent
+from ..model.events import REPLY_FIELDS, USER, MessageEvent
 
 BURST = "burst"
 TURN = "turn"
@@ -36,13 +37,12 @@ INTERNAL = "internal"
 CONTROL = "control"
 COMMAND = "command"
 
-# Commands that end or replace the running turn (seed §8 `_interrupt_and_clear_session`).
-CONTROL_COMMANDS = ("new", "reset", "stop")
-
 # Acknowledgements (docs/behaviour.md §5 "acknowledgements are truthful").
 INTERRUPTING_TEXT = "Interrupting the current reply…"
 QUEUED_TEXT = "Queued (position {position})."
 QUEUE_EMPTY_TEXT = "Nothing to queue: write /queue followed by your message (or attach a file)."
+STEER_FALLBACK_TEXT = "Queued (position {position}): this assistant cannot take a message while it replies."
+STEERED_TEXT = "Added to the current reply."
 STOPPED_TEXT = "Stopped. Your next message starts a new session."
 NOTHING_TO_STOP_TEXT = "No active task to stop."
 DROPPED_TEXT = "Dropped {count} queued message(s)."
@@ -63,7 +63,10 @@ class Job:
         sealed: a burst that accepts no more merges (it ran, or was merged before a restart).
         stopped: for `/stop`: a turn was interrupted or a follow-up dropped when it arrived.
         dropped: for `/new`, `/reset`, `/stop`: queued human messages cleared when it arrived.
-        from_queue: a TURN made by `/queue <text>` (`event.text` is the argument).
+        from_queue: a TURN that a follow-up never interrupts or steers: made by `/queue <text>`
+            (`event.text` is the argument), or the turn `/retry` runs.
+        steered: follow-ups handed to this running turn (`busy_input_mode = "steer"`), as
+            `(event, inbound_id)`; recorded in the transcript with the turn, finished with the job.
         answered: a running turn whose reply is recorded: what is left (sending, bookkeeping)
             is not interrupted, and a follow-up meanwhile is not told it waits.
     """
@@ -80,6 +83,7 @@ class Job:
     dropped: int = 0
     from_queue: bool = False
     answered: bool = False
+    steered: list[tuple[MessageEvent, int | None]] = field(default_factory=list)
 
     @property
     def human(self) -> bool:
@@ -89,8 +93,16 @@ class Job:
     @property
     def inbound_ids(self) -> list[int]:
         """Every durable intake row this job stands for (a merged burst has several)."""
-        ids = [self.inbound_id] + [i for _, i in self.parts]
+        ids = [self.inbound_id] + [i for _, i in self.parts] + [i for _, i in self.steered]
         return [i for i in ids if i is not None]
+
+    def same_album(self, event: MessageEvent) -> bool:
+        """True when `event` is one more media message of this open job's album (same sender,
+        same `media_group_id`): an album is one turn in every busy mode."""
+        first = self.event
+        return (self.kind in (BURST, TURN) and not self.sealed and first is not None and bool(event.media)
+                and event.media_group_id is not None and first.media_group_id == event.media_group_id
+                and first.source.user_id == event.source.user_id and first.source.chat_id == event.source.chat_id)
 
     def can_merge(self, event: MessageEvent) -> bool:
         """True when `event` may join this burst: open, and from the same sender (a shared chat
@@ -101,17 +113,22 @@ class Job:
     def merged_event(self) -> MessageEvent:
         """The event the turn answers: one event for a single message; for a burst the texts
         joined in order with "\\n" (empty texts of media-only messages skipped), the media
-        appended in order, and the last part's message id, sender and time (the reply answers
-        the latest message)."""
+        appended in order, and the last part's message id, sender, update id and time (the reply
+        answers the latest message); the reply context of the latest part that has one, the
+        channel context of the first that has one (docs/behaviour.md §7)."""
         assert self.event is not None
         if not self.parts:
             return self.event
         events = [self.event] + [e for e, _ in self.parts]
         last = events[-1]
+        replying = next((e for e in reversed(events) if e.reply_to_message_id or e.reply_to_text), None)
+        reply = {name: getattr(replying, name) for name in REPLY_FIELDS} if replying is not None else {}
         return MessageEvent(source=last.source, text="\n".join(e.text for e in events if e.text),
                             message_id=last.message_id,
                             media=[m for e in events for m in (e.media or [])],
-                            kind=USER, received_at=last.received_at)
+                            kind=USER, received_at=last.received_at, platform_update_id=last.platform_update_id,
+                            channel_context=next((e.channel_context for e in events if e.channel_context), []),
+                            **reply)
 
 
 class SessionQueue:
@@ -141,26 +158,17 @@ class SessionQueue:
         self.jobs.append(job)
         return len(self.jobs)
 
-    def add_follow_up(self, event: MessageEvent, inbound_id: int | None) -> tuple[Job, bool]:
-        """Interrupt-mode follow-up: merge into the open burst at the tail, or open a new one.
-
-        Returns:
-            `(burst, merged)`: the burst holding the event, and True when it joined an existing one.
-        """
-        tail = self.jobs[-1] if self.jobs else None
-        if tail is not None and tail.can_merge(event):
-            tail.parts.append((event, inbound_id))
-            return tail, True
-        job = Job(event, kind=BURST, inbound_id=inbound_id)
-        self.jobs.append(job)
-        return job, False
-
     def add_control(self, job: Job) -> None:
         """Place a `/new`, `/reset` or `/stop` job ahead of everything except earlier ones."""
+        self.insert_after_control(job)
+
+    def insert_after_control(self, job: Job, offset: int = 0) -> None:
+        """Place `job` right after the leading CONTROL jobs (plus `offset` places): what a running
+        turn hands back runs before anything that arrived after it."""
         index = 0
         while index < len(self.jobs) and self.jobs[index].kind == CONTROL:
             index += 1
-        self.jobs.insert(index, job)
+        self.jobs.insert(min(index + offset, len(self.jobs)), job)
 
     def clear_human(self) -> list[Job]:
         """`/new`, `/reset`: remove every queued human message (slot and overflow); internal

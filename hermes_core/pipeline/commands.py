@@ -1,83 +1,147 @@
-"""Chat commands of the gateway (seed §6, §8; docs/behaviour.md §5): `/new`, `/reset`,
-`/stop`, `/queue`, `/status`, `/help`.
+"""Chat commands of the gateway, each in one place with its help line (seed §3, §6, §8;
+docs/behaviour.md §5, §11).
 
-`/new` and `/reset` are the explicit conversation boundaries (seed §6): a new session id, the
-old transcript kept. `/stop` marks the session `suspended` (seed §2). `/queue` and the queue
-clearing of `/new`, `/reset`, `/stop` are done by the runner (`runner.py`, `busy.py`), which
-calls `run_control` once the interrupted turn has ended. Unknown commands get one short help
-line.
+`COMMANDS` is the registry: name, usage, help line and how the runner places it in the session's
+queue (`placement`):
+
+* `CONTROL` — `/new [title]`, `/reset`, `/stop`: interrupt the running turn, clear (or, for
+  `/stop`, drop the one-slot follow-up of) the queued human messages, stop the session's
+  background work, and run right after the interrupted turn.
+* `QUEUE` — `/queue <text>`: a full turn of its own (the runner turns it into a TURN job).
+* `ORDERED` — `/resume`, `/title`, `/undo`, `/retry`, `/compress`: change the conversation, so
+  they wait for the running turn and run in arrival order.
+* `IMMEDIATE` — `/status`, `/help`, `/restart` (admins only) and unknown commands: answered at
+  once even while a turn runs.
+
+Every command answers in one short message (the texts below are the literal replies, documented
+in docs/behaviour.md §11). `/retry` also asks the runner to run a turn afterwards
+(`CommandResult.turn_text`). The store is canonical: after `/undo`, `/retry`, `/compress` and
+`/resume` the session's live transcript in the agent cache is dropped, so the next turn is built
+from the store and never sees a rewound or replaced message.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
+from dataclasses import dataclass
+from typing import Awaitable, Callable
 
 from ..model.events import MessageEvent
+from ..model.timeutil import parse_timestamp
 from ..plugin_system.dispatch import call_broadcast
 from .busy import DROPPED_TEXT, NOTHING_TO_STOP_TEXT, STOPPED_TEXT
+from .compression import compress_session
 from .deps import PipelineDeps, maybe_await
 
 log = logging.getLogger(__name__)
 
-COMMANDS = ("new", "reset", "stop", "queue", "status", "help")
-HELP_TEXT = ("Commands: /new or /reset starts a new session (the old transcript is kept), "
-             "/stop stops the current reply (your next message starts a new session), "
-             "/queue <message> runs a message as its own turn after the current one, "
-             "/status shows the session key, session id, turns, tokens and queued messages, "
-             "/help shows this help.")
-UNKNOWN_TEXT = "Unknown command /{name}. Commands: /new, /reset, /stop, /queue, /status, /help."
+# How the runner places a command (module docstring).
+CONTROL, QUEUE, ORDERED, IMMEDIATE = "control", "queue", "ordered", "immediate"
+
+TITLE_MAX_CHARS = 100
+# A label (title or first user line) in a /resume listing or a reply, at most this long.
+LABEL_MAX_CHARS = 60
+RESUME_LIST_LIMIT = 10
+
+NO_SESSION_TEXT = "No session yet: send a message to start one."
+NEW_SESSION_TEXT = "Started a new session. Session id: {session_id}"
+NEW_TITLED_TEXT = "Started a new session \"{title}\". Session id: {session_id}"
+TITLE_EMPTY_TEXT = "Nothing to name: write /title followed by the session's title."
+TITLED_TEXT = "Session titled \"{title}\"."
+RESUME_NONE_TEXT = "No earlier sessions to resume."
+RESUME_HEADER = "Your recent sessions:"
+RESUME_FOOTER = "Switch with /resume <number>."
+RESUME_NOT_FOUND_TEXT = "No session \"{query}\" to resume. Send /resume for the list."
+RESUME_CURRENT_TEXT = "Already in this session."
+RESUMED_TEXT = "Resumed \"{label}\". Session id: {session_id}"
+RESUME_RACE_TEXT = "The chat changed meanwhile; nothing was switched. Send /resume again."
+UNDO_USAGE_TEXT = "Write /undo, or /undo followed by the number of turns to undo."
+NOTHING_TO_UNDO_TEXT = "Nothing to undo."
+UNDONE_TEXT = "Undid {turns} turn(s) ({rows} message(s)), back to before \"{text}\"."
+NOTHING_TO_RETRY_TEXT = "Nothing to retry."
+RETRY_STOPPED_TEXT = "Nothing to retry: the conversation was stopped. Your next message starts a new session."
+RETRYING_TEXT = "Retrying \"{text}\"."
+NOTHING_TO_COMPRESS_TEXT = "Nothing to compress yet."
+COMPRESSED_TEXT = ("Compressed the conversation: {summarised} earlier message(s) summarised, "
+                   "{kept} kept as they were.")
+COMPRESS_FAILED_TEXT = "Could not compress the conversation; it is unchanged."
+RESTARTING_TEXT = "Restarting the gateway: replies in progress finish first, then it starts again."
+RESTART_DENIED_TEXT = "Only an admin can restart the gateway."
+RESTART_UNAVAILABLE_TEXT = "Restarting is not available here: nothing would start the gateway again."
 
 
-def is_known(name: str) -> bool:
-    """True for a command this module answers."""
-    return name in COMMANDS
+@dataclass(frozen=True, slots=True)
+class CommandResult:
+    """What a command did: `text` is the reply; `turn_text`, when set, is a user message the
+    runner runs as a new turn right after the reply (`/retry`), exactly as it was recorded."""
+
+    text: str
+    turn_text: str | None = None
 
 
-async def run_command(deps: PipelineDeps, key: str, event: MessageEvent, *, queue_depth: int = 0) -> str:
-    """Execute the slash command in `event` for session `key` and return the text to send back.
+@dataclass(frozen=True, slots=True)
+class CommandCall:
+    """One command being run: the gateway's services, the session key, the event, the argument
+    and, for the runner's bookkeeping, the queue depth (`/status`), whether `/stop` found
+    something to stop and how many queued messages the command cleared."""
 
-    Args:
-        queue_depth: messages waiting in the session's queue (shown by `/status`; seed §8).
-    Raises:
-        StoreError (from the store): the store failed; the worker reports it to the chat.
-    """
-    name, _arg = event.command()
-    if name in ("new", "reset", "stop"):
-        return await run_control(deps, key, event)
-    if name == "status":
-        return await status_text(deps, key, queued=queue_depth)
-    if name == "help":
-        return HELP_TEXT
-    log.info("unknown command /%s in %s", name, key)
-    return UNKNOWN_TEXT.format(name=name or "")
+    deps: PipelineDeps
+    key: str
+    event: MessageEvent
+    arg: str
+    queue_depth: int = 0
+    stopped: bool = False
+    dropped: int = 0
 
 
-async def run_control(deps: PipelineDeps, key: str, event: MessageEvent, *, stopped: bool = False,
-                      dropped: int = 0) -> str:
-    """`/new`, `/reset` or `/stop` after the runner interrupted the running turn and cleared the
-    queue (seed §8 "clearing"). Returns the reply text.
+Handler = Callable[[CommandCall], Awaitable[CommandResult]]
 
-    Args:
-        stopped: `/stop` only — a turn was interrupted or a follow-up dropped; then the session is
-            marked `suspended` (seed §2: the next message starts a new session id) and the reply is
-            "Stopped. Your next message starts a new session."; otherwise "No active task to stop."
-            and nothing changes.
-        dropped: queued human messages cleared; when > 0 the reply gains a line
-            "Dropped N queued message(s)."
-    Raises:
-        StoreError (from the store): the store failed; the worker reports it to the chat.
-    """
-    name, _arg = event.command()
+
+@dataclass(frozen=True, slots=True)
+class Command:
+    """One chat command: `/name`, its usage and help line (`/help`), its placement (module
+    docstring) and its handler (None for `/queue`, which the runner turns into a turn)."""
+
+    name: str
+    usage: str
+    help: str
+    placement: str
+    handler: Handler | None
+
+    @property
+    def help_line(self) -> str:
+        return f"{self.usage} — {self.help}"
+
+
+def _short(text: str | None, limit: int = LABEL_MAX_CHARS) -> str:
+    """One line of at most `limit` characters (an ellipsis marks a cut)."""
+    line = " ".join((text or "").split())
+    return line if len(line) <= limit else line[:limit - 1] + "…"
+
+
+# ---- /new, /reset, /stop ----------------------------------------------------------------------
+
+async def _control(call: CommandCall) -> CommandResult:
+    """`/new [title]`, `/reset` or `/stop` after the runner interrupted the running turn, cleared
+    the queue and stopped the background work (seed §8 "clearing").
+
+    `/stop`: when something was stopped (`call.stopped`: a turn, a follow-up or background work)
+    the session is marked `suspended` (seed §2: the next message starts a new session id) and the
+    reply is "Stopped. Your next message starts a new session."; otherwise "No active task to
+    stop." and nothing changes. `call.dropped` > 0 adds "Dropped N queued message(s)."."""
+    name = call.event.command()[0]
     if name == "stop":
-        if not stopped:
-            return NOTHING_TO_STOP_TEXT
-        await store_suspend(deps, key)
+        if not call.stopped:
+            return CommandResult(NOTHING_TO_STOP_TEXT)
+        await store_suspend(call.deps, call.key)
         text = STOPPED_TEXT
     else:
-        text = await _new_session(deps, key, event, reason=name)
-    if dropped:
-        text += "\n" + DROPPED_TEXT.format(count=dropped)
-    return text
+        title = _short(call.arg, TITLE_MAX_CHARS) if name == "new" else ""
+        text = await _new_session(call.deps, call.key, call.event, reason=name, title=title or None)
+    if call.dropped:
+        text += "\n" + DROPPED_TEXT.format(count=call.dropped)
+    return CommandResult(text)
 
 
 async def store_suspend(deps: PipelineDeps, key: str) -> None:
@@ -88,17 +152,227 @@ async def store_suspend(deps: PipelineDeps, key: str) -> None:
         log.info("/stop: session %s suspended", key)
 
 
-async def _new_session(deps: PipelineDeps, key: str, event: MessageEvent, *, reason: str) -> str:
+async def _new_session(deps: PipelineDeps, key: str, event: MessageEvent, *, reason: str,
+                       title: str | None) -> str:
     store = deps.store
     old = await maybe_await(store.get_entry(key))
-    entry = await store.reset_session(key, display_name=event.source.chat_name)
+    entry = await store.reset_session(key, display_name=event.source.chat_name, title=title)
     if entry is None:  # no route yet: the first session of this chat starts fresh
         entry = await store.get_or_create_session(event.source, force_new=True)
+        if title:
+            await store.set_session_title(entry.session_id, title)
     if old is not None:
         await call_broadcast(deps.pm, "hermes_session_finalized", timeout=deps.hook_timeout_s, entry=old)
     await call_broadcast(deps.pm, "hermes_session_reset", timeout=deps.hook_timeout_s,
                          entry=entry, reason=reason)
-    return f"Started a new session. Session id: {entry.session_id}"
+    if title:
+        return NEW_TITLED_TEXT.format(title=title, session_id=entry.session_id)
+    return NEW_SESSION_TEXT.format(session_id=entry.session_id)
+
+
+# ---- /title, /resume ----------------------------------------------------------------------------
+
+async def _title(call: CommandCall) -> CommandResult:
+    title = _short(call.arg, TITLE_MAX_CHARS)
+    if not title:
+        return CommandResult(TITLE_EMPTY_TEXT)
+    entry = await maybe_await(call.deps.store.get_entry(call.key))
+    if entry is None:
+        return CommandResult(NO_SESSION_TEXT)
+    await call.deps.store.set_session_title(entry.session_id, title)
+    log.info("session %s titled", entry.session_id)
+    return CommandResult(TITLED_TEXT.format(title=title))
+
+
+def _label(summary: dict) -> str:
+    return _short(summary.get("title") or summary.get("first_user_text") or "(empty)")
+
+
+def _listing_line(number: int, summary: dict, current: str | None) -> str:
+    when = parse_timestamp(summary["last_activity"])
+    stamp = when.strftime("%Y-%m-%d %H:%M UTC") if when is not None else "?"
+    mark = " (current)" if summary["session_id"] == current else ""
+    return f"{number}. {_label(summary)} — {stamp}, {summary['message_count']} message(s){mark}"
+
+
+def _pick(sessions: list[dict], query: str) -> dict | None:
+    """`/resume <n | session id | title>`: the n-th listed session, else the session with that
+    id, else the first whose title equals `query` (case-insensitive)."""
+    if query.isdigit():
+        index = int(query)
+        return sessions[index - 1] if 1 <= index <= len(sessions) else None
+    for summary in sessions:
+        if summary["session_id"] == query:
+            return summary
+    folded = query.casefold()
+    for summary in sessions:
+        if (summary.get("title") or "").casefold() == folded:
+            return summary
+    return None
+
+
+async def _resume(call: CommandCall) -> CommandResult:
+    """List the requester's own recent sessions, or switch to one (compare-and-swap)."""
+    store = call.deps.store
+    # Read before any await: the switch succeeds only if the key still points here afterwards.
+    entry = await maybe_await(store.get_entry(call.key))
+    current = entry.session_id if entry is not None else None
+    sessions = await store.recent_sessions(call.event.source, limit=RESUME_LIST_LIMIT)
+    query = " ".join(call.arg.split())
+    if not query:
+        if not [s for s in sessions if s["session_id"] != current]:
+            return CommandResult(RESUME_NONE_TEXT)
+        lines = [_listing_line(n, s, current) for n, s in enumerate(sessions, 1)]
+        return CommandResult("\n".join([RESUME_HEADER, *lines, RESUME_FOOTER]))
+    target = _pick(sessions, query)
+    if target is None:
+        return CommandResult(RESUME_NOT_FOUND_TEXT.format(query=_short(query)))
+    if target["session_id"] == current:
+        return CommandResult(RESUME_CURRENT_TEXT)
+    if entry is None:  # a chat without a route yet gets one, then switches it
+        entry = await store.get_or_create_session(call.event.source)
+        current = entry.session_id
+    switched = await store.switch_session(call.key, target["session_id"], expected_session_id=current)
+    if switched is None:
+        log.info("/resume in %s lost a race (the key no longer points at %s)", call.key, current)
+        return CommandResult(RESUME_RACE_TEXT)
+    call.deps.agent_cache.invalidate(call.key)
+    log.info("/resume: %s switched from %s to %s", call.key, current, switched.session_id)
+    return CommandResult(RESUMED_TEXT.format(label=_label(target), session_id=switched.session_id))
+
+
+# ---- /undo, /retry, /compress -------------------------------------------------------------------
+
+async def _rewind(call: CommandCall, n: int) -> dict | None:
+    entry = await maybe_await(call.deps.store.get_entry(call.key))
+    if entry is None:
+        return None
+    result = await call.deps.store.rewind_session(entry.session_id, n)
+    if result is not None:
+        # The store is canonical: the next turn rebuilds its history without the rewound rows.
+        call.deps.agent_cache.invalidate_session(entry.session_id)
+        call.deps.agent_cache.invalidate(call.key)
+        log.info("%d turn(s) rewound in %s", result["turns_undone"], entry.session_id)
+    return result
+
+
+async def _undo(call: CommandCall) -> CommandResult:
+    arg = call.arg.strip()
+    if arg and not (arg.isdigit() and int(arg) > 0):
+        return CommandResult(UNDO_USAGE_TEXT)
+    result = await _rewind(call, int(arg) if arg else 1)
+    if result is None:
+        return CommandResult(NOTHING_TO_UNDO_TEXT)
+    return CommandResult(UNDONE_TEXT.format(turns=result["turns_undone"], rows=result["rewound_count"],
+                                            text=_short(result["target_text"])))
+
+
+async def _retry(call: CommandCall) -> CommandResult:
+    entry = await maybe_await(call.deps.store.get_entry(call.key))
+    if entry is not None and entry.suspended:
+        # After /stop the conversation is closed: the next message starts a new session, so a
+        # retry would rewind one session and run the text in another (a wake-up's text too,
+        # outside the session it is bound to; docs/behaviour.md §10).
+        return CommandResult(RETRY_STOPPED_TEXT)
+    result = await _rewind(call, 1)
+    if result is None or not (result["target_text"] or "").strip():
+        return CommandResult(NOTHING_TO_RETRY_TEXT)
+    return CommandResult(RETRYING_TEXT.format(text=_short(result["target_text"])),
+                         turn_text=result["target_text"])
+
+
+async def _compress(call: CommandCall) -> CommandResult:
+    entry = await maybe_await(call.deps.store.get_entry(call.key))
+    if entry is None:
+        return CommandResult(NOTHING_TO_COMPRESS_TEXT)
+    outcome = await compress_session(call.deps, call.key, entry, call.event.source)
+    if outcome.status == "nothing":
+        return CommandResult(NOTHING_TO_COMPRESS_TEXT)
+    if outcome.status == "failed":
+        return CommandResult(COMPRESS_FAILED_TEXT)
+    return CommandResult(COMPRESSED_TEXT.format(summarised=outcome.summarised, kept=outcome.kept))
+
+
+# ---- /restart ------------------------------------------------------------------------------------
+
+async def _restart(call: CommandCall) -> CommandResult:
+    """Admin only (`[platforms.<id>] admin_users`, docs/behaviour.md §9): a planned restart — the
+    drain with reason `restart_timeout`, then exit code 75 for the supervisor (§6)."""
+    deps = call.deps
+    if deps.access is None or not deps.access.is_admin(call.event):
+        log.info("/restart refused in %s: the sender is not an admin", call.key)
+        return CommandResult(RESTART_DENIED_TEXT)
+    if deps.request_restart is None:
+        return CommandResult(RESTART_UNAVAILABLE_TEXT)
+    log.warning("/restart from an admin in %s: planned restart", call.key)
+    # After this answer is on its way: the shutdown stops the adapters from receiving, and the
+    # drain waits for answers still being sent.
+    asyncio.get_running_loop().call_soon(deps.request_restart)
+    return CommandResult(RESTARTING_TEXT)
+
+
+# ---- /status, /help, unknown --------------------------------------------------------------------
+
+async def _status(call: CommandCall) -> CommandResult:
+    return CommandResult(await status_text(call.deps, call.key, queued=call.queue_depth))
+
+
+async def _help(call: CommandCall) -> CommandResult:
+    return CommandResult(HELP_TEXT)
+
+
+COMMANDS: tuple[Command, ...] = (
+    Command("new", "/new [title]", "starts a new session (the old transcript is kept), optionally titled",
+            CONTROL, _control),
+    Command("reset", "/reset", "the same as /new", CONTROL, _control),
+    Command("stop", "/stop", "stops the current reply and background work (your next message starts a "
+            "new session)", CONTROL, _control),
+    Command("queue", "/queue <message>", "runs a message as its own turn after the current one",
+            QUEUE, None),
+    Command("resume", "/resume [number | id | title]", "lists your recent sessions, or switches to one",
+            ORDERED, _resume),
+    Command("title", "/title <text>", "names the current session", ORDERED, _title),
+    Command("undo", "/undo [n]", "removes your last n turns and their replies (default 1)", ORDERED, _undo),
+    Command("retry", "/retry", "removes your last turn and sends that message again", ORDERED, _retry),
+    Command("compress", "/compress", "replaces the older part of the conversation by a summary",
+            ORDERED, _compress),
+    Command("status", "/status", "shows the session key, session id, turns, tokens and queued messages",
+            IMMEDIATE, _status),
+    Command("help", "/help", "shows this help", IMMEDIATE, _help),
+    Command("restart", "/restart", "restarts the gateway (admins only)", IMMEDIATE, _restart),
+)
+BY_NAME: dict[str, Command] = {c.name: c for c in COMMANDS}
+
+HELP_TEXT = "\n".join(["Commands:", *(c.help_line for c in COMMANDS)])
+UNKNOWN_TEXT = "Unknown command /{name}. Commands: " + ", ".join(f"/{c.name}" for c in COMMANDS) + "."
+
+
+def placement_of(name: str) -> str:
+    """How the runner places `/name` (an unknown command is IMMEDIATE: it only gets the help line)."""
+    command = BY_NAME.get(name)
+    return command.placement if command is not None else IMMEDIATE
+
+
+async def run_command(deps: PipelineDeps, key: str, event: MessageEvent, *, queue_depth: int = 0,
+                      stopped: bool = False, dropped: int = 0) -> CommandResult:
+    """Execute the slash command in `event` for session `key`.
+
+    Args:
+        queue_depth: messages waiting in the session's queue (shown by `/status`; seed §8).
+        stopped: `/stop` only: a turn, a follow-up or background work was stopped when it arrived.
+        dropped: `/new`, `/reset`, `/stop`: queued human messages cleared when it arrived.
+    Returns:
+        The CommandResult (reply, and for `/retry` the turn to run next).
+    Raises:
+        StoreError (from the store): the store failed; the worker reports it to the chat.
+    """
+    name, arg = event.command()
+    command = BY_NAME.get(name)
+    if command is None or command.handler is None:
+        log.info("unknown command /%s in %s", name, key)
+        return CommandResult(UNKNOWN_TEXT.format(name=name or ""))
+    return await command.handler(CommandCall(deps, key, event, arg, queue_depth=queue_depth,
+                                             stopped=stopped, dropped=dropped))
 
 
 async def status_text(deps: PipelineDeps, key: str, *, queued: int = 0) -> str:
@@ -107,7 +381,7 @@ async def status_text(deps: PipelineDeps, key: str, *, queued: int = 0) -> str:
     queued_line = [f"Queued: {queued}"] if queued > 0 else []
     entry = await maybe_await(deps.store.get_entry(key))
     if entry is None:
-        return "\n".join([f"Session key: {key}", "No session yet: send a message to start one."] + queued_line)
+        return "\n".join([f"Session key: {key}", NO_SESSION_TEXT] + queued_line)
     turns = await deps.store.count_turns(entry.session_id)
     return "\n".join([
         f"Session key: {entry.session_key}",

@@ -33,6 +33,10 @@ class PipelineDeps:
             (`ops.metrics`; `NULL_METRICS` unless `[metrics] enabled`).
         access: who may talk to the agent (docs/behaviour.md §9); built from `config`'s
             `[platforms.<id>]` tables when omitted.
+        request_restart: `() -> None` asking the process for a planned restart (`/restart` from
+            an admin; docs/behaviour.md §6), or None where nothing would restart the gateway.
+        background: the sessions' background work (`sdk.SessionWork`), stopped by `/stop`,
+            `/new` and `/reset` (docs/behaviour.md §10); None when the gateway runs none.
     """
 
     config: Any
@@ -46,6 +50,8 @@ class PipelineDeps:
     agent_cache: AgentCache | None = None
     metrics: NullMetrics = NULL_METRICS
     access: AccessGate | None = None
+    request_restart: Callable[[], None] | None = None
+    background: Any = None
 
     def __post_init__(self) -> None:
         if self.access is None:

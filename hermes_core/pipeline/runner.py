@@ -17,38 +17,24 @@ accepted for the same platform and chat is not answered again — checked first,
 redelivered over-long message gets no second notice —; a message longer than
 `[core] max_input_chars` (for a command: its argument) is refused with a notice stating the limit.
 
-Busy input (seed §8, docs/behaviour.md §5) — a message for a session whose worker is running a job:
+Busy input (seed §8; docs/behaviour.md §5, §10, §11) — where an accepted event goes is decided by
+one pure function, `placement.place` (the session's queue and running job + the event → a
+`Placement`); this module applies it: appends or merges the job, interrupts the running turn,
+sends the acknowledgement, answers read-only commands at once, hands a follow-up to the running
+turn (`busy_input_mode = "steer"`, `Agent.steer`) and, for `/new`, `/reset`, `/stop`, clears the
+queue and stops the session's background work (`deps.background`). The interrupted turn keeps its
+user message in the transcript; its partial reply is not delivered and it owes the chat nothing
+more (the acknowledgement, or the /stop and /new replies, already tell the user).
 
-* `[core] busy_input_mode = "interrupt"` (default): a plain follow-up opens a burst in the slot
-  and interrupts the running turn (`Agent.interrupt(session_key)`) when that turn is itself an
-  interruptible plain turn and nothing else waits ahead; the chat gets "Interrupting the current
-  reply…" once per burst. Further follow-ups merge into the waiting burst (no second notice);
-  the merged burst runs as one turn: texts joined with "\n", media appended. A follow-up that
-  cannot interrupt (the running job is a `/queue` turn, a resumed turn, a command, or other work
-  waits ahead) waits and gets "Queued (position N)." once per burst.
-  The interrupted turn keeps its user message in the transcript; its partial reply is not
-  delivered and it owes the chat nothing more (the acknowledgement above, or the /stop and /new
-  replies, already tell the user).
-* `"queue"`: every plain follow-up waits silently as its own turn, FIFO (as before this mode
-  existed); commands behave as in interrupt mode.
-* `"sequential"` — only as an adapter's override (`adapter.busy_input_mode`, e.g. the local
-  terminal reading piped lines, which are a script): everything, commands included, waits in
-  arrival order; no interrupts, no acknowledgements, no clearing.
-* `/queue <text>` (both modes): one full turn per call, FIFO, never merged and never
-  interrupted by a follow-up; "Queued (position N)." when it waits. `/queue` with no text and
-  no media → "Nothing to queue: write /queue followed by your message (or attach a file)."
-* `/new`, `/reset`: interrupt the running turn, clear the session's queued human messages
-  (their intake rows are finished, never replayed) and run right after the interrupted turn.
-  `/stop`: interrupts the running turn, drops the one-slot follow-up and marks the session
-  `suspended` (the next message starts a new session id): "Stopped. Your next message starts a
-  new session.", or "No active task to stop." when nothing ran or waited. Internal wake-ups
-  survive all three and run right after the command.
-* `/status`, `/help` and unknown commands are answered at once, without waiting for the
-  running turn; `/status` adds "Queued: N" (the queue depth) when N > 0.
-* Edits and deletions of still-queued messages (docs/behaviour.md §5): adapters call `edit_queued` /
-  `withdraw_queued`; the queued text is replaced in place, or the message withdrawn, in the
-  queue and in its intake row. A message no longer queued is not touched (False is returned;
-  the adapter applies its `edits_as_turns` policy).
+Wake-ups (docs/behaviour.md §10): an internal event is bound to a session id (the one current when
+it is accepted, unless the poster bound it: `post_internal`, used by `sdk.SessionWork`). It runs
+only while its key still points at that session; otherwise its text is appended to its own
+session's transcript and nothing is delivered; an unbound wake-up does not run (fail closed).
+
+Edits and deletions of still-queued messages (docs/behaviour.md §5): adapters call `edit_queued` /
+`withdraw_queued`; the queued text is replaced in place, or the message withdrawn, in the queue
+and in its intake row. A message no longer queued is not touched (False is returned; the adapter
+applies its `edits_as_turns` policy).
 
 Durability: every queued message is an intake row. A merged burst is written down
 (`store.merge_inbound`) just before its turn starts; bursts still waiting at a crash are merged
@@ -70,8 +56,8 @@ from ..model.events import INTERNAL as INTERNAL_KIND
 from ..model.events import MessageEvent, event_from_dict, event_to_dict
 from ..store import is_disk_full
 from . import commands
-from .busy import (BURST, COMMAND, CONTROL, CONTROL_COMMANDS, INTERNAL, INTERRUPTING_TEXT, QUEUE_EMPTY_TEXT,
-                   QUEUED_TEXT, TURN, Job, SessionQueue)
+from .busy import COMMAND, CONTROL, INTERNAL, STEERED_TEXT, TURN, Job, SessionQueue
+from .placement import ANSWER_NOW, CLEAR_SLOT, FRONT, HAND_TO_TURN, MERGE, MODES, Placement, place
 from .deps import PipelineDeps, maybe_await
 from .ledger import redeliver
 from .notices import INTERNAL_ERROR, failure_notice
@@ -81,8 +67,6 @@ log = logging.getLogger(__name__)
 
 TOO_LONG_TEXT = ("Message refused: it is {length} characters long and the limit is {limit} characters "
                  "(core.max_input_chars). Please shorten it.")
-# Busy-input modes (`[core] busy_input_mode`, or the adapter's override: `AdapterSpec.busy_input_mode`).
-INTERRUPT, QUEUE, SEQUENTIAL = "interrupt", "queue", "sequential"
 # Key added to a merged burst's intake payload: the rows it stands for (sealed at a replay).
 MERGED_FROM = "merged_from"
 
@@ -100,13 +84,6 @@ class _Worker:
     @property
     def busy(self) -> bool:
         return self.current is not None
-
-
-def _is_agent_turn(job: Job | None) -> bool:
-    """True for a job that runs the agent and has not answered yet (what a follow-up, `/new`,
-    `/reset`, `/stop` interrupt)."""
-    return (job is not None and job.event is not None and job.obligation is None and job.notice is None
-            and job.kind in (BURST, TURN, INTERNAL) and not job.answered)
 
 
 class GatewayRunner:
@@ -164,6 +141,11 @@ class GatewayRunner:
             # (docs/behaviour.md §4). A failed write raises: nothing is accepted then.
             await self.deps.store.record_aliases(event.aliases)
         key = self.deps.store.session_key(event.source)
+        if event.is_internal and event.bound_session_id is None:
+            # A wake-up belongs to the session current when it is accepted (docs/behaviour.md §10).
+            entry = await maybe_await(self.deps.store.get_entry(key))
+            if entry is not None:
+                event = replace(event, bound_session_id=entry.session_id)
         # Dedupe before anything else answers: a redelivery gets nothing, not even a notice.
         inbound_id = await self.deps.store.accept_inbound_event(key, event_to_dict(event))
         if inbound_id is None:
@@ -206,7 +188,8 @@ class GatewayRunner:
 
     async def _place(self, key: str, event: MessageEvent, inbound_id: int | None, *, live: bool,
                      sealed: bool = False) -> None:
-        """Put one accepted event into `key`'s queue by the busy-input rules (module docstring).
+        """Put one accepted event into `key`'s queue: `placement.place` decides, this applies it
+        (module docstring).
 
         Args:
             live: a message arriving now (may interrupt, acknowledge, answer at once); False for
@@ -216,89 +199,72 @@ class GatewayRunner:
         worker = self._workers.get(key)
         if worker is None:
             worker = self._workers[key] = _Worker()
-        queue, running = worker.queue, worker.current
-        mode = self._mode(event)
-        # "Busy": this message cannot run right now because its session is doing something.
-        # (A turn that already answered is only sending and writing down: not busy for this.)
-        busy = live and self._gate.is_set() and ((running is not None and not running.answered) or len(queue) > 0)
-        notice = self._too_long(key, event)
-        if notice is not None:
-            queue.append(Job(event, kind=COMMAND, notice=notice, inbound_id=inbound_id))
-        elif event.is_internal:
-            queue.append(Job(event, kind=INTERNAL, inbound_id=inbound_id))
-        elif mode == SEQUENTIAL:
-            # A script of lines: each waits for the previous answer, commands included.
-            kind = COMMAND if event.is_command and event.command()[0] != "queue" else TURN
-            from_queue = kind == TURN and event.is_command
-            if from_queue:
-                event = replace(event, text=event.command()[1])
-            if kind == TURN and not event.text and not event.media:
-                queue.append(Job(event, kind=COMMAND, notice=QUEUE_EMPTY_TEXT, inbound_id=inbound_id))
-            else:
-                queue.append(Job(event, kind=kind, inbound_id=inbound_id, from_queue=from_queue))
-        elif event.is_command:
-            name, arg = event.command()
-            if name in CONTROL_COMMANDS:
-                removed = self._place_control(key, worker, event, inbound_id, name, live=live)
-                self._start(key, worker)
-                await self._finish_ids([i for job in removed for i in job.inbound_ids])
-                return
-            if name == "queue":
-                if not arg and not event.media:
-                    log.info("empty /queue in %s rejected", key)
-                    if busy:  # the rejection need not wait for the running turn
-                        self._side_task(self._answer_now(key, event, inbound_id, text=QUEUE_EMPTY_TEXT))
-                        return
-                    queue.append(Job(event, kind=COMMAND, notice=QUEUE_EMPTY_TEXT, inbound_id=inbound_id))
-                else:
-                    position = queue.append(Job(replace(event, text=arg), kind=TURN, inbound_id=inbound_id,
-                                                from_queue=True))
-                    if busy:
-                        self._side_task(self._notify(key, event, QUEUED_TEXT.format(position=position)))
-            elif busy:
-                # Read-only answers need not wait for the running turn (and /status shows the queue).
-                self._side_task(self._answer_now(key, event, inbound_id))
-                return
-            else:
-                queue.append(Job(event, kind=COMMAND, inbound_id=inbound_id))
-        elif mode == QUEUE:
-            # "As before": each follow-up waits silently for its own turn, in arrival order.
-            queue.append(Job(event, kind=TURN, inbound_id=inbound_id))
-        elif sealed:
-            queue.append(Job(event, kind=BURST, inbound_id=inbound_id, sealed=True))
+        queue = worker.queue
+        where = place(queue, worker.current, event, mode=self._mode(event), live=live and self._gate.is_set(),
+                      too_long=self._too_long(key, event), sealed=sealed,
+                      can_steer=bool(getattr(self.deps.agent, "can_steer", False)))
+        if where.action == ANSWER_NOW:
+            self._side_task(self._answer_now(key, event, inbound_id, text=where.notice))
+            return
+        if where.action == FRONT:
+            removed = self._place_control(key, worker, event, inbound_id, where, live=live)
+            self._start(key, worker)
+            await self._finish_ids([i for job in removed for i in job.inbound_ids])
+            return
+        ack = where.ack
+        if where.action == MERGE:
+            queue.jobs[-1].parts.append((event, inbound_id))
+        elif where.action == HAND_TO_TURN and self._steer(key, worker, event, inbound_id):
+            ack = STEERED_TEXT
         else:
-            _, merged = queue.add_follow_up(event, inbound_id)
-            if busy and not merged:
-                if len(queue) == 1 and running is not None and running.kind == BURST and _is_agent_turn(running):
-                    self._interrupt(key, worker)
-                    self._side_task(self._notify(key, event, INTERRUPTING_TEXT))
-                else:
-                    self._side_task(self._notify(key, event, QUEUED_TEXT.format(position=len(queue))))
+            if where.action == HAND_TO_TURN:
+                ack = where.fallback_ack
+            turn_event = replace(event, text=where.text) if where.text is not None else event
+            queue.append(Job(turn_event, kind=where.kind, notice=where.notice, inbound_id=inbound_id,
+                             from_queue=where.from_queue, sealed=where.sealed))
+        if where.interrupt:
+            self._interrupt(key, worker)
+        if ack is not None:
+            self._side_task(self._notify(key, event, ack))
         self._start(key, worker)
+
+    def _steer(self, key: str, worker: _Worker, event: MessageEvent, inbound_id: int | None) -> bool:
+        """Hand a follow-up to the running turn (`busy_input_mode = "steer"`). True when the agent
+        took it: the message then belongs to the running job (recorded with its turn, its intake
+        row finished with it); False → the caller queues it."""
+        running = worker.current
+        if running is None or not self.deps.agent.steer(key, event.text):
+            return False
+        running.steered.append((event, inbound_id))
+        log.info("follow-up handed to the running turn in %s", key)
+        return True
 
     def _mode(self, event: MessageEvent) -> str:
         """The busy-input mode for `event`: its adapter's `busy_input_mode` (by default its
-        `AdapterSpec.busy_input_mode`; "interrupt", "queue" or "sequential") when set, else
-        `[core] busy_input_mode`."""
+        `AdapterSpec.busy_input_mode`; "interrupt", "queue", "steer" or "sequential") when set,
+        else `[core] busy_input_mode`."""
         adapter = self.deps.adapters.get(event.source.platform)
         override = getattr(adapter, "busy_input_mode", None)
-        if override in (INTERRUPT, QUEUE, SEQUENTIAL):
+        if override in MODES:
             return override
         return self.deps.config.core.busy_input_mode
 
     def _place_control(self, key: str, worker: _Worker, event: MessageEvent, inbound_id: int | None,
-                       name: str, *, live: bool) -> list[Job]:
+                       where: Placement, *, live: bool) -> list[Job]:
         """`/new`, `/reset`, `/stop` (seed §8 `_interrupt_and_clear_session`): clear or drop the
-        queued human messages, interrupt the running turn, and queue the command ahead of the
-        rest. Returns the removed jobs (the caller finishes their intake rows)."""
+        queued human messages, interrupt the running turn, stop the session's background work
+        (docs/behaviour.md §10), and queue the command ahead of the rest. Returns the removed jobs
+        (the caller finishes their intake rows)."""
         queue = worker.queue
-        removed = queue.drop_slot_follow_up() if name == "stop" else queue.clear_human()
-        interrupted = live and _is_agent_turn(worker.current) and self._interrupt(key, worker)
-        job = Job(event, kind=CONTROL, inbound_id=inbound_id, dropped=len(removed),
-                  stopped=bool(interrupted or removed))
+        removed = queue.drop_slot_follow_up() if where.clear == CLEAR_SLOT else queue.clear_human()
+        interrupted = where.interrupt and self._interrupt(key, worker)
+        background = self.deps.background.stop(key) if live and self.deps.background is not None else 0
+        # Messages, not jobs: a merged burst dropped by /stop is every message it holds.
+        job = Job(event, kind=CONTROL, inbound_id=inbound_id, dropped=sum(1 + len(j.parts) for j in removed),
+                  stopped=bool(interrupted or removed or background))
         queue.add_control(job)
         if removed:
-            log.info("/%s in %s cleared %d queued message(s)", name, key, len(removed))
+            log.info("/%s in %s cleared %d queued message(s)", event.command()[0], key, len(removed))
         return removed
 
     async def restore_intake(self, rows: list[dict[str, Any]]) -> int:
@@ -455,7 +421,7 @@ class GatewayRunner:
         answer = text
         if answer is None:
             try:
-                answer = await commands.run_command(self.deps, key, event, queue_depth=self.queue_depth(key))
+                answer = (await commands.run_command(self.deps, key, event, queue_depth=self.queue_depth(key))).text
             except Exception as exc:  # isolation: report like a failed job (detail in the log only)
                 log.exception("command failed in %s", key)
                 answer = failure_notice(self.deps.pm, self.deps.config, INTERNAL_ERROR, event.source, exc)
@@ -513,12 +479,17 @@ class GatewayRunner:
         elif job.resume:
             await run_turn(self.deps, key, event, resume=True,
                            on_answered=lambda: setattr(job, "answered", True))
-        elif job.kind == CONTROL:
-            answer = await commands.run_control(self.deps, key, event, stopped=job.stopped, dropped=job.dropped)
-            await self._notify(key, event, answer)
-        elif job.kind == COMMAND:
-            answer = await commands.run_command(self.deps, key, event, queue_depth=self.queue_depth(key))
-            await self._notify(key, event, answer)
+        elif job.kind in (CONTROL, COMMAND):
+            result = await commands.run_command(self.deps, key, event, queue_depth=self.queue_depth(key),
+                                                stopped=job.stopped, dropped=job.dropped)
+            await self._notify(key, event, result.text)
+            if result.turn_text is not None:
+                # /retry: the rewound message runs again as a full turn of this job, exactly as it
+                # was recorded; /new and /stop may interrupt it, a follow-up waits (from_queue).
+                job.kind, job.from_queue = TURN, True
+                await self._turn(key, job, replace(event, text=result.turn_text), as_recorded=True)
+        elif job.kind == INTERNAL and not await self._wake_up_is_current(key, event):
+            return
         else:
             turn_event = job.merged_event()
             if job.parts and job.inbound_id is not None:
@@ -528,8 +499,64 @@ class GatewayRunner:
                 data[MERGED_FROM] = job.inbound_ids
                 await self.deps.store.merge_inbound(job.inbound_id, data, [i for _, i in job.parts if i is not None])
                 log.info("%d follow-ups merged into one turn in %s", len(job.parts) + 1, key)
-            await run_turn(self.deps, key, turn_event, inbound_id=job.inbound_id,
-                           on_answered=lambda: setattr(job, "answered", True))
+            await self._turn(key, job, turn_event, inbound_id=job.inbound_id)
+
+    async def _turn(self, key: str, job: Job, event: MessageEvent, *, inbound_id: int | None = None,
+                    as_recorded: bool = False) -> None:
+        """Run `job`'s turn for `event`. Follow-ups handed to it (steer) that the agent did not
+        take before it ended are queued next, in order, as turns of their own."""
+        result = await run_turn(self.deps, key, event, inbound_id=inbound_id, as_recorded=as_recorded,
+                                steered=job.steered, on_answered=lambda: setattr(job, "answered", True))
+        leftover = job.steered[result.steered_used:]
+        if leftover:
+            del job.steered[result.steered_used:]
+            worker = self._workers.get(key)
+            if worker is not None:
+                for index, (steer_event, steer_id) in enumerate(leftover):
+                    worker.queue.insert_after_control(Job(steer_event, kind=TURN, inbound_id=steer_id), index)
+                log.info("%d follow-up(s) the turn in %s did not take are queued next", len(leftover), key)
+
+    async def _wake_up_is_current(self, key: str, event: MessageEvent) -> bool:
+        """A wake-up runs only in the session it is bound to (docs/behaviour.md §10). When `key`
+        now points at another session (`/new`, `/reset`, a switch) or its session is suspended
+        (`/stop`: the next message starts a new one), the wake-up's text is appended to its own
+        session's transcript and nothing is delivered; an unbound wake-up (its session could not
+        be decided) does not run at all (fail closed). Returns True when it may run."""
+        bound = event.bound_session_id
+        entry = await maybe_await(self.deps.store.get_entry(key))
+        if bound is not None and entry is not None and entry.session_id == bound and not entry.suspended:
+            return True
+        if bound is None:
+            log.warning("wake-up in %s has no session binding; not run (fail closed)", key)
+            return False
+        if await self.deps.store.session_info(bound) is None:
+            log.warning("wake-up for unknown session %s in %s; not run", bound, key)
+            return False
+        # A system row: kept for that session's context, never taken for a user turn (/undo, /retry).
+        await self.deps.store.append_to_transcript(bound, {"role": "system", "content": event.text,
+                                                           "timestamp": event.received_at})
+        self.deps.agent_cache.invalidate_session(bound)
+        log.info("wake-up for session %s kept in its transcript; %s now points elsewhere, nothing delivered",
+                 bound, key)
+        return False
+
+    async def post_internal(self, key: str, event: MessageEvent) -> bool:
+        """Accept one internal wake-up for `key` (the background-work API, `sdk.SessionWork`):
+        durable like every inbound message, then queued (it never interrupts or steers).
+
+        Args:
+            event: an internal MessageEvent with `bound_session_id` and a unique `message_id`.
+        Returns:
+            False when it was a duplicate (same message id), else True.
+        Raises:
+            StoreError / sqlite3.Error / OSError: it could not be persisted (nothing accepted).
+        """
+        inbound_id = await self.deps.store.accept_inbound_event(key, event_to_dict(event))
+        if inbound_id is None:
+            return False
+        if not self._closed:
+            await self._place(key, event, inbound_id, live=True)
+        return True
 
     async def _notify(self, key: str, event: MessageEvent, text: str) -> None:
         entry = await maybe_await(self.deps.store.get_entry(key))

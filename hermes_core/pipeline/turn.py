@@ -37,10 +37,13 @@ from ..store import is_disk_full
 from ..store.ledger import text_owed
 from ..store.rows import normalize_message, row_to_message
 from .agent_cache import CachedSession
-from .context import build_session_context, build_session_context_prompt, sender_prefix, should_redact
+from .compression import compress_session, should_compress
+from .context import (build_session_context, build_session_context_prompt, chat_instructions_block, sender_prefix,
+                      should_redact)
 from .deps import PipelineDeps, maybe_await
 from .ledger import send_obligation
 from .notices import AGENT_FAILED, AGENT_TIMEOUT, failure_notice, tell_pending_notice
+from .reply_context import quoted_context
 from .typing_indicator import typing_while
 
 log = logging.getLogger(__name__)
@@ -71,11 +74,14 @@ async def _until_written(key: str, what: str, write: Callable[[], Awaitable[Any]
 class TurnResult:
     """What a turn did: `status` is `completed`, `interrupted`, `timeout`, `failed` or
     `nothing_to_resume`; `reply` is the text owed to the chat (the agent's reply or the
-    notice; "" when nothing is owed); `usage` the agent's TokenUsage of a completed turn."""
+    notice; "" when nothing is owed); `steered_used` is how many of the follow-ups handed to the
+    turn (steer) the agent took (they are in the transcript); `usage` the agent's TokenUsage of a
+    completed turn."""
 
     status: str
     session_id: str
     reply: str
+    steered_used: int = 0
     usage: Any = None
 
 
@@ -113,7 +119,9 @@ def _log_turn(deps: PipelineDeps, key: str, platform: str, outcome: str, seconds
 
 
 async def run_turn(deps: PipelineDeps, key: str, event: MessageEvent, *, inbound_id: int | None = None,
-                   resume: bool = False, on_answered: Callable[[], None] | None = None) -> TurnResult:
+                   resume: bool = False, as_recorded: bool = False,
+                   steered: list[tuple[MessageEvent, int | None]] | None = None,
+                   on_answered: Callable[[], None] | None = None) -> TurnResult:
     """Run one turn for `event` in session `key` and deliver the answer; the turn is counted
     (`hermes_turns_total`, its duration) and logged in one structured line whatever its outcome
     (`error`: an exception, `cancelled`: the task was cancelled, e.g. by the shutdown drain).
@@ -123,15 +131,24 @@ async def run_turn(deps: PipelineDeps, key: str, event: MessageEvent, *, inbound
         resume: auto-continue after a restart (seed §7): no new user message is recorded; the
             session's unanswered last user message is answered again. Nothing to answer →
             `resume_pending` is cleared and nothing is sent.
+        as_recorded: `event.text` is a user message exactly as a turn recorded it before
+            (`/retry`): no sender prefix is added again.
+        steered: follow-ups handed to this turn while it runs (`busy_input_mode = "steer"`; the
+            list may grow meanwhile); those the agent took are recorded after the user message.
         on_answered: called once the turn's outcome is recorded (reply and delivery obligation):
             from then on there is nothing left to interrupt, only the send and bookkeeping.
+
+    After a completed turn whose prompt exceeded the configured share of the context window, the
+    transcript is compressed (`compression`; docs/behaviour.md §11). The first turn after `/new` or
+    `/reset` (`is_fresh_reset`) re-injects the chat's instructions (`hermes_chat_instructions`).
     Raises:
         StoreError (from the store) when the user message cannot be recorded; nothing is sent
         to the agent then, and the worker tells the chat.
     """
     started, outcome, usage = time.monotonic(), "error", None
     try:
-        result = await _run_turn(deps, key, event, inbound_id=inbound_id, resume=resume, on_answered=on_answered)
+        result = await _run_turn(deps, key, event, inbound_id=inbound_id, resume=resume, as_recorded=as_recorded,
+                                 steered=steered, on_answered=on_answered)
         outcome, usage = result.status, result.usage
         return result
     except asyncio.CancelledError:
@@ -147,7 +164,8 @@ async def run_turn(deps: PipelineDeps, key: str, event: MessageEvent, *, inbound
 
 
 async def _run_turn(deps: PipelineDeps, key: str, event: MessageEvent, *, inbound_id: int | None,
-                    resume: bool, on_answered: Callable[[], None] | None) -> TurnResult:
+                    resume: bool, as_recorded: bool, steered: list[tuple[MessageEvent, int | None]] | None,
+                    on_answered: Callable[[], None] | None) -> TurnResult:
     store, source = deps.store, event.source
     adapter = deps.adapters[source.platform]
     entry = await store.get_or_create_session(source)
@@ -170,7 +188,7 @@ async def _run_turn(deps: PipelineDeps, key: str, event: MessageEvent, *, inboun
         recorded_user, history = None, _before_last_user(live.messages)
     else:
         text = event.text
-        if context.shared_multi_user_session and not event.is_internal:
+        if context.shared_multi_user_session and not event.is_internal and not as_recorded:
             # Run-time prefix, so the system prompt names no user and stays identical (seed §5).
             text = sender_prefix(source, pm=deps.pm, redact=should_redact(deps.config, adapter.spec)) + text
         user_message = {"role": "user", "content": text, "timestamp": format_timestamp(deps.clock())}
@@ -184,9 +202,13 @@ async def _run_turn(deps: PipelineDeps, key: str, event: MessageEvent, *, inboun
         # The agent gets the live list itself (no copy): the user message just recorded joins
         # it after the agent has answered, so until then the list is exactly the history.
         history = live.messages
+        # What the platform knows beyond the text reaches the agent only, as a quoted prefix;
+        # the transcript keeps the message as written (docs/behaviour.md §7).
+        text = quoted_context(event, pm=deps.pm, redact=should_redact(deps.config, adapter.spec)) + text
     try:
-        return await _answer(deps, key, source, entry, context, adapter, live, history, text,
-                             recorded_user, reply_to=reply_to, internal=internal, on_answered=on_answered)
+        result, prompt_tokens = await _answer(deps, key, source, entry, context, adapter, live, history, text,
+                                              recorded_user, reply_to=reply_to, internal=internal,
+                                              steered=steered if steered is not None else [], on_answered=on_answered)
     except BaseException:
         # A failed store write or a cancelled turn: the live transcript may no longer match
         # the store; the next turn rebuilds it from there.
@@ -194,6 +216,13 @@ async def _run_turn(deps: PipelineDeps, key: str, event: MessageEvent, *, inboun
         raise
     finally:
         cache.end_turn(live)
+    if result.status == "completed" and should_compress(deps.config, prompt_tokens):
+        log.info("prompt of %d tokens in %s is over the compression threshold", prompt_tokens, key)
+        try:
+            await compress_session(deps, key, entry, source)
+        except Exception:  # the turn is done and answered; the transcript stays as it was
+            log.exception("automatic compression of %s failed", entry.session_id)
+    return result
 
 
 async def _live_transcript(deps: PipelineDeps, key: str, session_id: str, recorded_user: dict):
@@ -217,19 +246,25 @@ async def _live_transcript(deps: PipelineDeps, key: str, session_id: str, record
 
 async def _answer(deps: PipelineDeps, key: str, source, entry, context, adapter, live, history: list[dict],
                   text: str, recorded_user: dict | None, *, reply_to: str | None, internal: bool,
-                  on_answered: Callable[[], None] | None = None) -> TurnResult:
-    """The rest of the turn once the user message is recorded: agent, reply, delivery."""
+                  steered: list[tuple[MessageEvent, int | None]],
+                  on_answered: Callable[[], None] | None = None) -> tuple[TurnResult, int]:
+    """The rest of the turn once the user message is recorded: agent, reply, delivery.
+    Returns the TurnResult and the prompt tokens the agent reported (0 when it did not answer)."""
     store, cache = deps.store, deps.agent_cache
     # From here until record_reply the turn marker is set; if anything raises or the task is
     # cancelled first, the marker stays so start-up recovery can finish the turn (seed §7).
     prompt = build_session_context_prompt(context, redact_pii=deps.config.redaction.enabled, pm=deps.pm,
                                           specs={name: a.spec for name, a in deps.adapters.items()})
-    status, reply_text, usage = "completed", "", None
+    if entry.is_fresh_reset and not internal:
+        # The first turn after /new or /reset (seed §2 `is_fresh_reset`): the chat's instructions once.
+        block = chat_instructions_block(deps.pm, source)
+        prompt = "\n\n".join(part for part in (prompt, block) if part)
+    status, reply_text, usage, reasoning = "completed", "", None, {}
     timeout = deps.config.agent.gateway_timeout
     try:
         async with asyncio.timeout(timeout), typing_while(adapter, source):
             reply = await deps.agent.run_turn(context, history, text, system_context=prompt)
-        reply_text, usage = reply.text, reply.usage
+        reply_text, usage, reasoning = reply.text, reply.usage, dict(reply.reasoning)
     except AgentInterrupted:
         # Only the runner interrupts (a follow-up, /stop, /new), and it answers the chat itself:
         # the interrupted turn owes nothing, so the chat hears about it once.
@@ -244,9 +279,11 @@ async def _answer(deps: PipelineDeps, key: str, source, entry, context, adapter,
         status, reply_text = "failed", failure_notice(deps.pm, deps.config, AGENT_FAILED, source, exc)
     if recorded_user is not None:
         cache.append(live, recorded_user, persisted=True)
+    used = await _record_steered(deps, key, entry.session_id, live, steered)
     if status == "completed":
         owed = text_owed(reply_text, internal=internal)
-        assistant = {"role": "assistant", "content": reply_text, "timestamp": format_timestamp(deps.clock())}
+        assistant = {"role": "assistant", "content": reply_text, "timestamp": format_timestamp(deps.clock()),
+                     **reasoning}
         # In the live transcript first, counted as not yet persisted until the store has it.
         cache.append(live, _as_stored(assistant, deps.clock), persisted=False)
         # Reply + obligation + end of the marker: one transaction (docs/behaviour.md §6).
@@ -261,6 +298,9 @@ async def _answer(deps: PipelineDeps, key: str, source, entry, context, adapter,
             if not is_disk_full(exc):
                 raise
             log.error("disk full: token counters of %s not updated for this turn", key)
+        if entry.is_fresh_reset:
+            # The chat's instructions were re-injected once; later turns carry them as usual.
+            await store.clear_fresh_reset(key)
     else:
         owed = reply_text
         ob_id = await _until_written(key, "notice", lambda: store.record_reply(
@@ -278,4 +318,23 @@ async def _answer(deps: PipelineDeps, key: str, source, entry, context, adapter,
         log.info("turn in %s ended interrupted", key)
     else:
         log.warning("turn in %s ended %s", key, status)
-    return TurnResult(status=status, session_id=entry.session_id, reply=owed or "", usage=usage)
+    prompt_tokens = usage.input_tokens if status == "completed" else 0
+    return (TurnResult(status=status, session_id=entry.session_id, reply=owed or "", steered_used=used, usage=usage),
+            prompt_tokens)
+
+
+async def _record_steered(deps: PipelineDeps, key: str, session_id: str, live,
+                          steered: list[tuple[MessageEvent, int | None]]) -> int:
+    """Record the follow-ups the agent took during the turn (steer) as user messages after the
+    turn's own, and finish their intake rows at once (they are in the transcript now). Returns
+    how many it took; the runner queues the others as turns of their own."""
+    used = min(deps.agent.take_steered(key), len(steered))
+    for steer_event, inbound_id in steered[:used]:
+        message = {"role": "user", "content": steer_event.text, "timestamp": format_timestamp(deps.clock())}
+        if steer_event.message_id:
+            message["platform_message_id"] = steer_event.message_id
+        await deps.store.append_to_transcript(session_id, message)
+        deps.agent_cache.append(live, _as_stored(message, deps.clock), persisted=True)
+        if inbound_id is not None:
+            await deps.store.finish_inbound(inbound_id)
+    return used

@@ -19,6 +19,8 @@ A platform plugin imports from here only (and from `hermes_core.testing` in its 
     DeliveryPlan, OutboundDelivery, RedactionRule, SessionContext   records some hooks take or return
     neutralize_untrusted                       make user-chosen text (names, topics) safe for a prompt
     normalize_whatsapp_id, canonical_whatsapp_identifier   the key builder's WhatsApp id rule (keys.py)
+    SessionWork, WorkHandle                    background work and wake-ups bound to a session
+                                               (`app.background`; sdk/background.py, docs/behaviour.md §10)
     COMMAND_MENU                               the commands a platform's command menu advertises (sdk/commands.py)
     TESTING_PACKAGE                            where the test kit lives: `hermes_core.testing`
 """
@@ -33,6 +35,7 @@ from ..types import (CAP_EDIT, CAP_MEDIA, CAP_REACTIONS, CAP_THREADS, CAP_TYPING
                      INGRESS_SHARED, INGRESS_SINGLE_RECEIVER, AdapterSpec, DeliveryPlan, OutboundDelivery,
                      RedactionRule, SettingsSpec)
 from .adapter import AliasRecorder, BaseAdapter, DeliveryReporter, InboundHandler, SendResult
+from .background import SessionWork, WorkHandle
 from .chunking import chunk_text, measure
 from .commands import COMMAND_MENU
 from .errors import MalformedPayload, RetryAfter, RetryAfterExceeded, SendError
@@ -50,7 +53,7 @@ __all__ = [
     "HERMES_PLUGIN_API", "INGRESS_SHARED", "INGRESS_SINGLE_RECEIVER", "IdentityAlias", "InboundHandler",
     "MalformedPayload", "MessageEvent", "OutboundDelivery", "Platform", "PlatformSettings", "RedactionRule",
     "RetryAfter", "RetryAfterExceeded", "RetryPolicy", "SendError", "SendResult", "SessionContext",
-    "SessionSource", "SettingsSpec", "SourceError", "TESTING_PACKAGE", "canonical_whatsapp_identifier", "chunk_text",
-    "deliver_plan", "hookimpl", "measure", "neutralize_untrusted", "normalize_whatsapp_id", "send_chunks",
-    "send_with_retry",
+    "SessionSource", "SessionWork", "SettingsSpec", "SourceError", "TESTING_PACKAGE", "WorkHandle",
+    "canonical_whatsapp_identifier", "chunk_text", "deliver_plan", "hookimpl", "measure", "neutralize_untrusted",
+    "normalize_whatsapp_id", "send_chunks", "send_with_retry",
 ]

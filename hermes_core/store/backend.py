@@ -15,7 +15,7 @@ from typing import Iterable, Protocol
 
 from ..model import SessionEntry, TokenUsage
 from .records import (AliasRow, IntakeRow, MessageRow, NewObligation, Obligation, SearchHit, SessionRow,
-                      StoredMessage, TurnMarker)
+                      SessionSummary, StoredMessage, TurnMarker)
 
 
 class StoreBackend(Protocol):
@@ -72,6 +72,12 @@ class StoreBackend(Protocol):
     async def session_info(self, session_id: str) -> SessionRow | None:
         """The session row, or None."""
 
+    async def set_title(self, session_id: str, title: str | None) -> bool:
+        """Set the session row's display title; False when the session does not exist."""
+
+    async def recent_sessions(self, platform: str, limit: int) -> list[SessionSummary]:
+        """Up to `limit` sessions of `platform`, most recently active first."""
+
     async def has_any_sessions(self) -> bool:
         """True when any session or route was ever stored."""
 
@@ -93,7 +99,8 @@ class StoreBackend(Protocol):
         """Deactivate the active rows and append `rows`, all or nothing."""
 
     async def rewind(self, session_id: str, n: int) -> dict | None:
-        """Deactivate from the n-th last active user row on (n >= 1); docs/behaviour.md §2 return value."""
+        """Deactivate from the n-th last active user row on (n >= 1) and count the rewind on the
+        session row (`rewind_count`), in one transaction; docs/behaviour.md §2 return value."""
 
     async def begin_turn(self, session_key: str, session_id: str, row: MessageRow, started_ts: float,
                          inbound_id: int | None = None) -> None:

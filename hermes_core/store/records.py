@@ -13,8 +13,9 @@ from typing import Any
 
 @dataclass(frozen=True, slots=True)
 class MessageRow:
-    """One transcript message ready to store (`rows.normalize_message`): `tool_calls` is JSON
-    text or None; empty optional ids are None."""
+    """One transcript message ready to store (`rows.normalize_message`): `tool_calls` and
+    `reasoning` (the reasoning fields as one object) are JSON text or None; empty optional ids
+    are None."""
 
     role: str
     content: str | None
@@ -23,6 +24,24 @@ class MessageRow:
     tool_call_id: str | None = None
     tool_name: str | None = None
     tool_calls: str | None = None
+    reasoning: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class SessionSummary:
+    """One line of a `/resume` listing: the session, its origin (JSON text), title, last
+    activity (ISO UTC: its newest active message, else its creation), active message count and
+    first active user message."""
+
+    session_id: str
+    origin: str | None
+    title: str | None
+    last_activity: str
+    message_count: int
+    first_user_text: str | None
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
 
 
 @dataclass(frozen=True, slots=True)
@@ -150,6 +169,8 @@ class SessionRow:
     total_tokens: int
     estimated_cost_usd: float
     cost_status: str
+    title: str | None = None
+    rewind_count: int = 0
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)

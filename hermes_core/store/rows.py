@@ -12,6 +12,10 @@ from .records import MessageRow
 ROLES = ("user", "assistant", "system", "tool")
 # Optional message keys, in the order they are returned by load_transcript.
 OPTIONAL_KEYS = ("platform_message_id", "tool_call_id", "tool_name", "tool_calls")
+# What reasoning models return beside the text (docs/behaviour.md §3): kept as given, through
+# rewrites, rewinds and compression, and returned after the other optional keys. Stored together
+# as one JSON object (`messages.reasoning`).
+REASONING_KEYS = ("reasoning", "reasoning_content", "reasoning_details", "codex_reasoning_items")
 
 
 class TranscriptReadError(Exception):
@@ -24,15 +28,16 @@ def normalize_message(message: Mapping[str, Any], now: Callable[[], datetime]) -
     Args:
         message: `{"role": "user"|"assistant"|"system"|"tool", "content": str | None,
             optional "timestamp" (ISO-8601 text, epoch seconds or datetime; default now),
-            "platform_message_id", "tool_call_id", "tool_name", "tool_calls" (a list)}`.
+            "platform_message_id", "tool_call_id", "tool_name", "tool_calls" (a list), and the
+            reasoning fields `REASONING_KEYS` (any JSON value)}`.
         now: the store's clock (aware UTC).
 
     Returns:
-        The MessageRow (timestamp as ISO UTC text, `tool_calls` as JSON text or None).
+        The MessageRow (timestamp as ISO UTC text, `tool_calls` and `reasoning` as JSON text or None).
 
     Raises:
-        ValueError: not a mapping, unknown role, non-text content, bad timestamp or non-list
-            tool_calls (the message names the field).
+        ValueError: not a mapping, unknown role, non-text content, bad timestamp, non-list
+            tool_calls or a reasoning field that is not JSON (the message names the field).
     """
     if not isinstance(message, Mapping):
         raise ValueError(f"transcript message must be a dict, got {type(message).__name__}")
@@ -58,14 +63,21 @@ def normalize_message(message: Mapping[str, Any], now: Callable[[], datetime]) -
     for key in ("platform_message_id", "tool_call_id", "tool_name"):
         value = message.get(key)
         ids[key] = None if value is None or value == "" else str(value)
-    return MessageRow(role=role, content=content, timestamp=format_timestamp(stamp), tool_calls=tool_calls, **ids)
+    reasoning = {key: message[key] for key in REASONING_KEYS if message.get(key) is not None}
+    try:
+        reasoning_json = json.dumps(reasoning, ensure_ascii=False) if reasoning else None
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"transcript message reasoning fields are not JSON-serialisable: {exc}") from None
+    return MessageRow(role=role, content=content, timestamp=format_timestamp(stamp), tool_calls=tool_calls,
+                      reasoning=reasoning_json, **ids)
 
 
 def row_to_message(row: Mapping[str, Any] | MessageRow) -> dict[str, Any]:
     """Stored row → the dict load_transcript returns: role, content, timestamp, then the optional
-    keys that are set (`tool_calls` parsed back into a list)."""
+    keys that are set (`tool_calls` parsed back into a list), then the reasoning fields that were
+    stored (`REASONING_KEYS` order)."""
     if isinstance(row, MessageRow):
-        row = {name: getattr(row, name) for name in ("role", "content", "timestamp", *OPTIONAL_KEYS)}
+        row = {name: getattr(row, name) for name in ("role", "content", "timestamp", *OPTIONAL_KEYS, "reasoning")}
     out = {"role": row["role"], "content": row["content"], "timestamp": row["timestamp"]}
     for key in OPTIONAL_KEYS:
         value = row[key]
@@ -77,4 +89,11 @@ def row_to_message(row: Mapping[str, Any] | MessageRow) -> dict[str, Any]:
             except json.JSONDecodeError as exc:
                 raise TranscriptReadError(f"stored tool_calls are not JSON: {exc}") from None
         out[key] = value
+    stored = row["reasoning"]
+    if stored:
+        try:
+            reasoning = json.loads(stored)
+        except json.JSONDecodeError as exc:
+            raise TranscriptReadError(f"stored reasoning fields are not JSON: {exc}") from None
+        out.update((key, reasoning[key]) for key in REASONING_KEYS if key in reasoning)
     return out

@@ -12,6 +12,7 @@ work is O(1) in the number of sessions. Callers always receive copies.
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import sqlite3
 from collections import OrderedDict
@@ -428,10 +429,12 @@ class SessionStore(TurnOps, TranscriptOps, AliasOps, ErasureOps):
         entry = await self._load(session_key)
         return clone_entry(entry) if entry else None
 
-    async def reset_session(self, session_key: str, display_name: str | None = None) -> SessionEntry | None:
+    async def reset_session(self, session_key: str, display_name: str | None = None, *,
+                            title: str | None = None) -> SessionEntry | None:
         """Explicit `/new` / `/reset` (seed §3): end the old SQLite session (`end_reason="reset"`),
         start a new session id with `is_fresh_reset=True`, clear suspended/resume flags and the
-        turn marker. Returns the new entry (copy), or None when the key has no entry."""
+        turn marker. `title` (`/new <title>`) becomes the new session's display title.
+        Returns the new entry (copy), or None when the key has no entry."""
         async with self._locks.hold(session_key):
             entry = await self._load(session_key)
             if entry is None:
@@ -441,6 +444,8 @@ class SessionStore(TurnOps, TranscriptOps, AliasOps, ErasureOps):
             new.is_fresh_reset = True
             await self._save(new, new_session=True, parent_session_id=entry.session_id,
                              end_session=(entry.session_id, "reset"), clear_marker=True)
+            if title:
+                await self._b().set_title(new.session_id, title)
             return clone_entry(new)
 
     async def switch_session(self, session_key: str, target_session_id: str, *,
@@ -486,6 +491,56 @@ class SessionStore(TurnOps, TranscriptOps, AliasOps, ErasureOps):
             await self._save(new, end_session=(entry.session_id, "session_switch"),
                              reopen_session=target_session_id, clear_marker=True)
             return clone_entry(new)
+
+    async def clear_fresh_reset(self, session_key: str) -> bool:
+        """Clear `is_fresh_reset` after the first turn of a `/new` / `/reset` session has re-injected
+        the chat's instructions (seed §2). Returns True when a flag was cleared."""
+        async with self._locks.hold(session_key):
+            entry = await self._load(session_key)
+            if entry is None or not entry.is_fresh_reset:
+                return False
+            entry.is_fresh_reset = False
+            await self._save(entry)
+            return True
+
+    async def set_session_title(self, session_id: str, title: str | None) -> bool:
+        """Name a session (`/new <title>`, `/title <text>`; docs/behaviour.md §11). `None` removes
+        the title. Returns False when the session does not exist.
+
+        Raises:
+            ValueError: `session_id` is not path-safe.
+        """
+        validate_session_id(session_id)
+        return await self._b().set_title(session_id, title)
+
+    async def recent_sessions(self, owner: SessionSource, *, limit: int = 10, scan: int = 500
+                              ) -> list[dict[str, Any]]:
+        """The sessions `owner` may switch to (docs/behaviour.md §2 owner scoping), most recently
+        active first (`/resume`; docs/behaviour.md §11).
+
+        Args:
+            owner: the SessionSource of the requesting message.
+            limit: sessions returned at most.
+            scan: the most recent sessions of the platform examined (bounds the cost).
+        Returns:
+            `[{"session_id", "title", "last_activity" (ISO UTC: the newest active message, else the
+            creation), "message_count", "first_user_text"}]`.
+        """
+        await self._flush_touched()
+        found = []
+        for row in await self._b().recent_sessions(owner.platform, scan):
+            try:
+                origin = SessionSource.from_dict(json.loads(row.origin)) if row.origin else None
+            except (ValueError, TypeError) as exc:
+                log.warning("session %s has an unreadable origin (%s); not listed", row.session_id, exc)
+                continue
+            if self._owned_by(origin, owner):
+                summary = row.as_dict()
+                del summary["origin"]
+                found.append(summary)
+                if len(found) >= limit:
+                    break
+        return found
 
     async def suspend_session(self, session_key: str, reason: str = "stop") -> bool:
         """`/stop` or stuck-loop escalation (seed §2): mark `suspended=True`; the next

@@ -19,14 +19,14 @@ from . import fts
 from .cpu import in_thread
 from .db import Database, StoreError
 from .mirror import render_from_json_texts
-from .records import (AliasRow, IntakeRow, MessageRow, NewObligation, Obligation, SearchHit, SessionRow,
+from .records import (AliasRow, IntakeRow, MessageRow, NewObligation, Obligation, SearchHit, SessionRow, SessionSummary,
                       StoredMessage, TurnMarker)
 from .rows import TranscriptReadError, row_to_message
 
 log = logging.getLogger(__name__)
 
 _MSG_COLS = ("session_id", "role", "content", "tool_call_id", "tool_name", "tool_calls",
-             "platform_message_id", "timestamp")
+             "platform_message_id", "timestamp", "reasoning")
 _INSERT_MSG = (f"INSERT INTO messages ({', '.join(_MSG_COLS)}) "
                f"VALUES ({', '.join('?' for _ in _MSG_COLS)})")
 _UPSERT_ROUTE = (
@@ -44,7 +44,7 @@ _SESSION_COLS = ", ".join(f.name for f in fields(SessionRow))
 def _message_params(session_id: str, row: MessageRow) -> tuple:
     """`_INSERT_MSG` parameters of one row."""
     return (session_id, row.role, row.content, row.tool_call_id, row.tool_name, row.tool_calls,
-            row.platform_message_id, row.timestamp)
+            row.platform_message_id, row.timestamp, row.reasoning)
 
 
 def entry_json(entry: SessionEntry) -> str:
@@ -176,6 +176,22 @@ class SqliteBackend:
         row = await self.db.fetchone(f"SELECT {_SESSION_COLS} FROM sessions WHERE session_id = ?", (session_id,))
         return SessionRow(*row) if row else None
 
+    async def set_title(self, session_id: str, title: str | None) -> bool:
+        cur = await self.db.write_one("UPDATE sessions SET title = ? WHERE session_id = ?", (title, session_id))
+        return cur.rowcount > 0
+
+    async def recent_sessions(self, platform: str, limit: int) -> list[SessionSummary]:
+        rows = await self.db.fetchall(
+            # Last activity: the newest active message (an ending is not activity), else creation.
+            "SELECT s.session_id, s.origin, s.title, coalesce((SELECT max(m.timestamp) FROM messages m "
+            " WHERE m.session_id = s.session_id AND m.active = 1), s.created_at) AS last_activity, "
+            "(SELECT COUNT(*) FROM messages m WHERE m.session_id = s.session_id AND m.active = 1), "
+            "(SELECT m.content FROM messages m WHERE m.session_id = s.session_id AND m.active = 1 "
+            " AND m.role = 'user' ORDER BY m.id LIMIT 1) "
+            "FROM sessions s WHERE s.platform = ? ORDER BY last_activity DESC, s.session_id DESC LIMIT ?",
+            (platform, limit))
+        return [SessionSummary(r[0], r[1], r[2], r[3], int(r[4]), r[5]) for r in rows]
+
     async def has_any_sessions(self) -> bool:
         return await self.db.fetchone("SELECT 1 FROM sessions LIMIT 1") is not None or \
             await self.db.fetchone("SELECT 1 FROM routes LIMIT 1") is not None
@@ -260,8 +276,8 @@ class SqliteBackend:
             raise TranscriptReadError(self.db.unreadable[session_id])
         try:
             rows = await self.db.fetchall(
-                "SELECT role, content, timestamp, platform_message_id, tool_call_id, tool_name, tool_calls "
-                "FROM messages WHERE session_id = ? AND active = 1 ORDER BY id", (session_id,))
+                "SELECT role, content, timestamp, platform_message_id, tool_call_id, tool_name, tool_calls, "
+                "reasoning FROM messages WHERE session_id = ? AND active = 1 ORDER BY id", (session_id,))
         except (sqlite3.Error, ValueError) as exc:
             raise TranscriptReadError(f"transcript {session_id} could not be read: {exc}") from exc
         return [row_to_message(r) for r in rows]
@@ -290,7 +306,10 @@ class SqliteBackend:
             cur = await conn.execute(
                 "UPDATE messages SET active = 0 WHERE session_id = ? AND active = 1 AND id >= ?",
                 (session_id, target_id))
-            return {"rewound_count": cur.rowcount, "turns_undone": len(users), "target_text": target_text}
+            rewound = cur.rowcount
+            await conn.execute("UPDATE sessions SET rewind_count = rewind_count + 1 WHERE session_id = ?",
+                               (session_id,))
+            return {"rewound_count": rewound, "turns_undone": len(users), "target_text": target_text}
 
     # ---- durable intake (docs/behaviour.md §0, §5) ----------------------------------------------------
 

@@ -20,6 +20,10 @@ class FakeChatServer:
                       "prompt_tokens_details": {"cached_tokens": 3}}
         self.hang = False
         self.status = 200
+        # Set: the next request waits for this event before answering (then it is cleared).
+        self.hold: asyncio.Event | None = None
+        # Extra fields of the reply message (what reasoning models add beside the content).
+        self.message_extra: dict = {}
         self.started = asyncio.Event()
         self.cancelled = asyncio.Event()
         self.base_url = ""
@@ -34,6 +38,9 @@ class FakeChatServer:
             except asyncio.CancelledError:
                 self.cancelled.set()
                 raise
+        if self.hold is not None:
+            hold, self.hold = self.hold, None
+            await hold.wait()
         if self.status != 200:
             return web.json_response({"error": {"message": "boom", "type": "server_error"}},
                                      status=self.status)
@@ -41,7 +48,7 @@ class FakeChatServer:
             "id": "chatcmpl-1", "object": "chat.completion", "created": 1700000000,
             "model": self.requests[-1].get("model", "m"),
             "choices": [{"index": 0, "finish_reason": "stop",
-                         "message": {"role": "assistant", "content": self.reply}}],
+                         "message": {"role": "assistant", "content": self.reply, **self.message_extra}}],
             "usage": self.usage,
         })
 

@@ -132,3 +132,76 @@ async def test_openai_agent_interrupt_cancels_the_request(tmp_path, fake_chat_se
         await asyncio.wait_for(fake_chat_server.cancelled.wait(), 10)
     finally:
         await agent.aclose()
+
+
+async def test_openai_agent_takes_a_steered_follow_up_at_its_next_request_boundary(tmp_path, fake_chat_server):
+    agent = create_agent(_openai_config(tmp_path, fake_chat_server.base_url))
+    hold = fake_chat_server.hold = asyncio.Event()
+    try:
+        assert agent.steer(CONTEXT.session_key, "too early") is False  # no turn is running
+        turn = asyncio.create_task(agent.run_turn(CONTEXT, [], "plan a trip"))
+        await asyncio.wait_for(fake_chat_server.started.wait(), 10)
+        assert agent.steer(CONTEXT.session_key, "by train, please") is True
+        hold.set()
+        reply = await asyncio.wait_for(turn, 10)
+        assert agent.take_steered(CONTEXT.session_key) == 1
+        assert agent.take_steered(CONTEXT.session_key) == 0
+    finally:
+        await agent.aclose()
+    first, second = fake_chat_server.requests
+    assert first["messages"][1:] == [{"role": "user", "content": "plan a trip"}]
+    assert second["messages"][1:] == [{"role": "user", "content": "plan a trip"},
+                                      {"role": "assistant", "content": "fake reply"},
+                                      {"role": "user", "content": "by train, please"}]
+    assert reply.text == "fake reply"
+    # Both requests' tokens are counted.
+    assert reply.usage == TokenUsage(input_tokens=22, output_tokens=10, cache_read_tokens=6,
+                                     total_tokens=32, cost_status="unknown")
+
+
+async def test_echo_cannot_steer():
+    agent = EchoAgent()
+    assert agent.can_steer is False
+    assert agent.steer(CONTEXT.session_key, "more") is False
+
+
+async def test_openai_agent_keeps_the_reasoning_fields_of_the_reply(tmp_path, fake_chat_server):
+    fake_chat_server.message_extra = {"reasoning_content": "The user wants a short answer.",
+                                      "reasoning_details": [{"type": "reasoning.text", "text": "short"}]}
+    agent = create_agent(_openai_config(tmp_path, fake_chat_server.base_url))
+    try:
+        reply = await agent.run_turn(CONTEXT, [], "hi")
+    finally:
+        await agent.aclose()
+    assert reply.reasoning == {"reasoning_content": "The user wants a short answer.",
+                               "reasoning_details": [{"type": "reasoning.text", "text": "short"}]}
+
+
+async def test_openai_agent_summary_request_and_its_prompt_tokens(tmp_path, fake_chat_server):
+    fake_chat_server.reply = "They planned a trip."
+    agent = create_agent(_openai_config(tmp_path, fake_chat_server.base_url))
+    older = [{"role": "user", "content": "plan a trip"}, {"role": "assistant", "content": "where to?"}]
+    try:
+        summary = await agent.summarize(CONTEXT, older)
+    finally:
+        await agent.aclose()
+    assert summary.text == "They planned a trip."
+    assert summary.usage.input_tokens == 11  # the server's prompt_tokens
+    [body] = fake_chat_server.requests
+    assert body["messages"] == [
+        {"role": "system", "content": "You compress conversations. Summarise the conversation you are given so "
+                                      "that it can replace it: keep facts, decisions, names, numbers and open "
+                                      "questions; be brief."},
+        {"role": "user", "content": "plan a trip"},
+        {"role": "assistant", "content": "where to?"},
+        {"role": "user", "content": "Write the summary of the conversation above now, in the language it was "
+                                    "held in."}]
+
+
+async def test_echo_summary_is_deterministic():
+    messages = [{"role": "user", "content": "u1"}, {"role": "assistant", "content": "echo: u1"},
+                {"role": "user", "content": "a very long message that goes on and on past forty characters"}]
+    summary = await EchoAgent().summarize(CONTEXT, messages)
+    assert summary.text == ("Summary of 3 earlier message(s). The user wrote: u1 | "
+                            "a very long message that goes on and on…")
+    assert (summary.usage.input_tokens, summary.usage.output_tokens) == (15, 19)

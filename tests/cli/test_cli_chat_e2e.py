@@ -80,7 +80,8 @@ def test_piped_chat_restart_continues_and_new_starts_a_new_session(tmp_path):
 def test_unknown_command_and_empty_lines(tmp_path):
     result = run_cli(tmp_path, "chat", stdin="\n   \n/bogus arg\n\n")
     assert result.returncode == 0, result.stderr
-    assert result.stdout == "Unknown command /bogus. Commands: /new, /reset, /stop, /queue, /status, /help.\n"
+    assert result.stdout == ("Unknown command /bogus. Commands: /new, /reset, /stop, /queue, /resume, /title, /undo, "
+                             "/retry, /compress, /status, /help, /restart.\n")
 
 
 def test_quit_stops_reading(tmp_path):

@@ -106,13 +106,14 @@ async def test_run_stops_cleanly_on_signal(tmp_path, signum):
     assert (tmp_path / ".clean_shutdown").is_file()
 
 
-@pytest.mark.parametrize("how", ["sigusr1", "restart-command"])
+@pytest.mark.parametrize("how", ["sigusr1", "restart-command", "admin-chat-command"])
 async def test_a_planned_restart_exits_75_for_the_supervisor(tmp_path, how):
-    """docs/behaviour.md §6: SIGUSR1 to `run` (or `hermes-gateway restart`) drains like a
-    shutdown, writes `.clean_shutdown`, and exits 75 so systemd starts it again."""
+    """docs/behaviour.md §6: SIGUSR1 to `run` (or `hermes-gateway restart`, or `/restart` from an
+    admin: the local terminal is its machine's operator, §9) drains like a shutdown, writes
+    `.clean_shutdown`, and exits 75 so systemd starts it again."""
     env = gateway_env(tmp_path)
     proc = await asyncio.create_subprocess_exec(
-        SCRIPT, "run", stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE,
+        SCRIPT, "run", stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE, env=env)
     try:
         line = await asyncio.wait_for(proc.stderr.readline(), 60)
@@ -120,6 +121,9 @@ async def test_a_planned_restart_exits_75_for_the_supervisor(tmp_path, how):
                                  f"{tmp_path / 'hermes.toml'}: the terminal platform only) (Ctrl-C or SIGTERM to stop)\n")
         if how == "sigusr1":
             proc.send_signal(signal.SIGUSR1)
+        elif how == "admin-chat-command":
+            proc.stdin.write(b"/restart\n")
+            await proc.stdin.drain()
         else:
             asker = await asyncio.create_subprocess_exec(
                 SCRIPT, "restart", stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, env=env)
@@ -133,6 +137,8 @@ async def test_a_planned_restart_exits_75_for_the_supervisor(tmp_path, how):
             await proc.wait()
     assert proc.returncode == 75
     assert err.decode().splitlines()[-1] == "hermes-gateway: restarting (exit code 75)"
+    if how == "admin-chat-command":
+        assert out.decode() == "Restarting the gateway: replies in progress finish first, then it starts again.\n"
     assert (tmp_path / ".clean_shutdown").is_file()
 
 

@@ -9,7 +9,7 @@ from hermes_core.markers import override
 from hermes_core.model import IdentityAlias, MessageEvent, SessionSource
 from hermes_core.pipeline.access import NOTICE_EVERY_S
 
-from pipeline_helpers import RecordingAdapter, dm, start_app
+from pipeline_helpers import RecordingAdapter, dm, start_app, until
 from hermes_core.agents.echo import EchoAgent
 
 PRIVATE = "This assistant is private."
@@ -192,5 +192,24 @@ async def test_admins_are_the_admin_users_in_any_known_form_and_the_local_termin
         assert gate.is_admin(MessageEvent(source=dm("uuid-2", user="uuid-2"), text="/restart")) is False
         local = SessionSource("local", "terminal", chat_type="dm", user_id="me")
         assert gate.is_admin(MessageEvent(source=local, text="/restart")) is True
+    finally:
+        await app.stop()
+
+
+async def test_restart_is_for_admins_and_only_where_something_restarts_the_gateway(tmp_path):
+    from hermes_core.pipeline.commands import RESTART_DENIED_TEXT, RESTART_UNAVAILABLE_TEXT, RESTARTING_TEXT
+
+    asked = []
+    app, adapter = await _app(tmp_path, {"allow_all": True, "admin_users": ["u1"]})
+    try:
+        await _send(app, dm("200", user="u2"), "/restart", "r1")
+        assert adapter.texts() == [RESTART_DENIED_TEXT] == ["Only an admin can restart the gateway."]
+        await _send(app, dm("100", user="u1"), "/restart", "r2")  # no supervisor: nothing would restart it
+        assert adapter.texts()[-1] == RESTART_UNAVAILABLE_TEXT
+        app.runner.deps.request_restart = lambda: asked.append("restart")
+        await _send(app, dm("100", user="u1"), "/restart", "r3")
+        await until(lambda: asked == ["restart"])
+        assert adapter.texts()[-1] == RESTARTING_TEXT == (
+            "Restarting the gateway: replies in progress finish first, then it starts again.")
     finally:
         await app.stop()

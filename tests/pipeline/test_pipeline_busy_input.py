@@ -136,7 +136,7 @@ async def test_empty_queue_command_is_rejected_idle_and_busy(tmp_path):
         await app.stop()
 
 
-async def test_new_clears_queued_human_messages_but_the_internal_wake_up_runs_after_it(tmp_path):
+async def test_new_clears_queued_human_messages_and_the_bound_wake_up_stays_in_its_own_session(tmp_path):
     agent = HeldAgent()
     agent.let_interrupted_end.set()
     app, adapter = await make_app(tmp_path, agent)
@@ -152,15 +152,14 @@ async def test_new_clears_queued_human_messages_but_the_internal_wake_up_runs_af
         await send(app, "/new", "m4")
         await app.runner.join()
 
-        assert agent.started == ["A", "wake: job done"]  # X and Y never reach the agent
+        assert agent.started == ["A"]  # X and Y never reach the agent, nor does the wake-up
         second = (await app.store.get_entry(KEY)).session_id
         assert second != first
-        assert adapter.texts()[2:] == [f"Started a new session. Session id: {second}\nDropped 2 queued message(s).",
-                                       "ok wake: job done"]
-        # The wake-up ran in the new session, right after the command.
-        assert [m["content"] for m in await app.store.load_transcript(second)] == [
-            "wake: job done", "ok wake: job done"]
-        assert [m["content"] for m in await app.store.load_transcript(first)] == ["A"]
+        assert adapter.texts()[2:] == [f"Started a new session. Session id: {second}\nDropped 2 queued message(s)."]
+        # The wake-up survived /new but belongs to the first session (accepted while it was
+        # current): it does not run in the new one; its text is kept in its own transcript.
+        assert await app.store.load_transcript(second) == []
+        assert [m["content"] for m in await app.store.load_transcript(first)] == ["A", "wake: job done"]
         assert await app.store.pending_inbound() == []  # the cleared rows are finished
     finally:
         await app.stop()

@@ -67,13 +67,22 @@ async def test_status_help_unknown_and_new(tmp_path):
                                        "Turns: 1\nTokens: 3 (input 1, output 2)")
         await say(app, dm(), "/help")
         assert adapter.texts()[-1] == (
-            "Commands: /new or /reset starts a new session (the old transcript is kept), "
-            "/stop stops the current reply (your next message starts a new session), "
-            "/queue <message> runs a message as its own turn after the current one, "
-            "/status shows the session key, session id, turns, tokens and queued messages, "
-            "/help shows this help.")
+            "Commands:\n"
+            "/new [title] — starts a new session (the old transcript is kept), optionally titled\n"
+            "/reset — the same as /new\n"
+            "/stop — stops the current reply and background work (your next message starts a new session)\n"
+            "/queue <message> — runs a message as its own turn after the current one\n"
+            "/resume [number | id | title] — lists your recent sessions, or switches to one\n"
+            "/title <text> — names the current session\n"
+            "/undo [n] — removes your last n turns and their replies (default 1)\n"
+            "/retry — removes your last turn and sends that message again\n"
+            "/compress — replaces the older part of the conversation by a summary\n"
+            "/status — shows the session key, session id, turns, tokens and queued messages\n"
+            "/help — shows this help\n"
+            "/restart — restarts the gateway (admins only)")
         await say(app, dm(), "/frobnicate now")
-        assert adapter.texts()[-1] == "Unknown command /frobnicate. Commands: /new, /reset, /stop, /queue, /status, /help."
+        assert adapter.texts()[-1] == ("Unknown command /frobnicate. Commands: /new, /reset, /stop, /queue, /resume, "
+                                       "/title, /undo, /retry, /compress, /status, /help, /restart.")
         await say(app, dm(), "/new")
         second = (await app.store.get_entry("agent:main:testchat:dm:100")).session_id
         assert second != first

@@ -29,7 +29,8 @@ def _hook_names():
 
 def test_hookspec_list_is_the_documented_set():
     assert _hook_names() == [
-        "hermes_after_deliver", "hermes_authorize", "hermes_canonical_identity", "hermes_configure", "hermes_failure_notice", "hermes_housekeeping",
+        "hermes_after_deliver", "hermes_authorize", "hermes_canonical_identity", "hermes_chat_instructions",
+        "hermes_configure", "hermes_failure_notice", "hermes_housekeeping",
         "hermes_on_delivery_error", "hermes_on_session_recovered", "hermes_plan_delivery",
         "hermes_platform_notes", "hermes_pseudonymize", "hermes_recovery_plan", "hermes_redaction_rules",
         "hermes_session_finalized", "hermes_session_key", "hermes_session_reset", "hermes_session_shared",
@@ -305,6 +306,32 @@ async def test_hook_hermes_shutdown():
     results = await call_broadcast(pm, "hermes_shutdown", timeout=0.05, app=app_log)
     assert [name for name, _ in results] == ["slow", "closes"]
     assert app_log == ["closed"]  # a hung plugin cannot stop the others shutting down
+
+
+def test_hook_hermes_chat_instructions(caplog):
+    from hermes_core.pipeline.context import chat_instructions_block
+
+    pm = _pm()
+    topic = SessionSource("telegram", "-100123", chat_type="group", thread_id="7")
+    assert chat_instructions_block(pm, topic) == ""  # nobody has any: nothing is added
+
+    class Skills:
+        @hookimpl
+        def hermes_chat_instructions(self, source):
+            return "  Answer in French.  " if source.thread_id == "7" else None
+
+    pm.register(Skills(), name="skills")
+    assert chat_instructions_block(pm, topic) == "## Chat Instructions\nAnswer in French."
+    assert chat_instructions_block(pm, SessionSource("telegram", "-100123", chat_type="group")) == ""
+
+    class Broken:
+        @hookimpl(tryfirst=True)
+        def hermes_chat_instructions(self, source):
+            raise RuntimeError("skills file missing")
+
+    pm.register(Broken(), name="broken")
+    assert chat_instructions_block(pm, topic) == ""
+    assert "hermes_chat_instructions failed (RuntimeError)" in caplog.text
 
 
 def test_hook_hermes_failure_notice(tmp_path):

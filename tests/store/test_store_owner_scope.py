@@ -141,3 +141,27 @@ async def test_scoped_search_fills_its_limit_past_sessions_the_owner_cannot_reac
                              "lantern festival")
         mine = await _with_text(store, bob, "lantern festival")
         assert [h["session_id"] for h in await store.search_transcripts("lantern", limit=5, owner=bob)] == [mine]
+
+
+async def test_a_shared_thread_reaches_only_its_own_thread_and_resume_lists_the_same(config, clock):
+    # docs/behaviour.md §2: for a shared session, the same chat AND the same thread.
+    def shared(source: SessionSource) -> bool:
+        return source.chat_id == "C-team"
+
+    in_a = SessionSource(platform="slack", chat_id="C-team", chat_type="group", user_id="U-alice", thread_id="A")
+    bob_in_a = SessionSource(platform="slack", chat_id="C-team", chat_type="group", user_id="U-bob", thread_id="A")
+    bob_in_b = SessionSource(platform="slack", chat_id="C-team", chat_type="group", user_id="U-bob", thread_id="B")
+    async with SessionStore(config.sessions_dir, config, clock=clock, shared_fn=shared) as store:
+        entry = await store.get_or_create_session(in_a)
+        sid = entry.session_id
+        await store.append_to_transcript(sid, {"role": "user", "content": "thread a lighthouse",
+                                               "timestamp": "2026-03-01T12:00:00+00:00"})
+        assert (await store.lookup_by_session_id(sid, owner=bob_in_a)).session_id == sid
+        assert await store.lookup_by_session_id(sid, owner=bob_in_b) is None
+        assert [r["session_id"] for r in await store.search_transcripts("lighthouse", owner=bob_in_a)] == [sid]
+        assert await store.search_transcripts("lighthouse", owner=bob_in_b) == []
+        assert [s["session_id"] for s in await store.recent_sessions(bob_in_a)] == [sid]
+        assert await store.recent_sessions(bob_in_b) == []
+        assert await store.recent_sessions(in_a) == [{
+            "session_id": sid, "title": None, "last_activity": "2026-03-01T12:00:00+00:00",
+            "message_count": 1, "first_user_text": "thread a lighthouse"}]

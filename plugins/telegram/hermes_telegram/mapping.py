@@ -316,6 +316,8 @@ nobody (`user_id` None) otherwise; `message_thread_id` is a thread only with
         event_message_id = f"{message_id}@{edit_date}"
     event = MessageEvent(source=source, text=body or "", message_id=event_message_id,
                          media=media, raw=update, platform_update_id=str(update_id),
+                         # An album's photos share it: the core runs them as one turn (docs/behaviour.md §5).
+                         media_group_id=r.str_(message, "media_group_id", path) if media else None,
                          **(_reply_context(reply, r, f"{path}.reply_to_message") if reply and not topic_root else {}))
     return source, event
 

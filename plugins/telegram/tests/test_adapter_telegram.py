@@ -457,7 +457,8 @@ async def test_start_advertises_the_gateway_commands_in_the_menu(tg, make_adapte
     (call,) = tg.calls_of("setMyCommands")
     commands = call.body["commands"]
     commands = json.loads(commands) if isinstance(commands, str) else commands
-    assert [c["command"] for c in commands] == ["new", "reset", "stop", "queue", "status", "help"]
+    assert [c["command"] for c in commands] == ["new", "reset", "stop", "queue", "resume", "title", "undo", "retry",
+                                                "compress", "status", "help", "restart"]
     assert all(3 <= len(c["description"]) <= 256 for c in commands)  # Bot API limits
 
 

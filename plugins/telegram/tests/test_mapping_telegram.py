@@ -130,6 +130,17 @@ def test_caption_is_used_when_there_is_no_text():
     assert event.text == "look at this"
     assert event.media[0]["kind"] == "photo"
     assert event.media[0]["payload"][0]["file_id"] == "AgAD"
+    assert event.media_group_id is None
+
+
+def test_album_photos_carry_their_media_group_id():
+    update = load("t1_private_dm")
+    msg = update["message"]
+    del msg["text"]
+    msg["photo"] = [{"file_id": "AgAD", "file_unique_id": "u1", "width": 90, "height": 90}]
+    msg["media_group_id"] = "13579246801357924"
+    _source, event = map_update(update)
+    assert event.media_group_id == "13579246801357924"
 
 
 # ---- not for the agent: None, and the log says why ---------------------------------------

@@ -1,0 +1,297 @@
+"""Conversation commands end to end (docs/behaviour.md §11; seed §3, §6): `/title`, `/new <title>`,
+`/resume`, `/undo`, `/retry`, `/compress` and automatic compression, on a real GatewayApp with
+the real SQLite store and the deterministic echo agent.
+
+Literal texts: the replies documented in docs/behaviour.md §11 (`hermes_core.pipeline.commands`)
+and the echo agent's reply and summary rules (`hermes_core.agents.echo`)."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+from pipeline_helpers import KEY, ChatAdapter, Clock, dm
+
+from hermes_core.agents import EchoAgent
+from hermes_core.agents.base import AgentError
+from hermes_core.app import GatewayApp
+from hermes_core.markers import hookimpl
+from hermes_core.model import MessageEvent
+from hermes_core.settings import GatewayConfig
+
+# Access control (docs/behaviour.md §9): every sender of the test platform is allowed.
+ALLOW_TESTCHAT = {"testchat": {"allow_all": True}}
+
+
+class HistoryEcho(EchoAgent):
+    """The echo agent, remembering the (role, content) history each turn saw."""
+
+    def __init__(self, fail_summary: bool = False):
+        super().__init__()
+        self.seen: list[list[tuple[str, str]]] = []
+        self.system: list[str] = []
+        self.fail_summary = fail_summary
+
+    async def _generate(self, context, history: list[dict[str, Any]], message, system_context):
+        self.seen.append([(m["role"], m["content"]) for m in history])
+        self.system.append(system_context)
+        return await super()._generate(context, history, message, system_context)
+
+    async def _summarize(self, context, messages):
+        if self.fail_summary:
+            raise AgentError("summary backend down")
+        return await super()._summarize(context, messages)
+
+
+async def start(tmp_path, agent_impl=None, **config):
+    clock = Clock()
+    adapter = ChatAdapter()
+    app = GatewayApp(GatewayConfig(home=tmp_path, platforms=ALLOW_TESTCHAT, **config),
+                     adapters={"testchat": adapter},
+                     agent=agent_impl or HistoryEcho(), watcher=False, clock=clock)
+    await app.start()
+    return app, adapter, clock
+
+
+async def say(app, text, source=None, clock=None):
+    if clock is not None:
+        clock.now += timedelta(minutes=1)
+    await app.runner.handle(MessageEvent(source=source or dm(), text=text))
+    await app.runner.join()
+
+
+async def current(app, key=KEY):
+    return (await app.store.get_entry(key)).session_id
+
+
+def contents(transcript):
+    return [(m["role"], m["content"]) for m in transcript]
+
+
+async def test_title_new_with_title_and_resume_list_and_switch(tmp_path):
+    app, adapter, clock = await start(tmp_path)
+    try:
+        await say(app, "/title Trip", clock=clock)
+        assert adapter.texts()[-1] == "No session yet: send a message to start one."
+        await say(app, "plan the trip", clock=clock)
+        first = await current(app)
+        await say(app, "/title", clock=clock)
+        assert adapter.texts()[-1] == "Nothing to name: write /title followed by the session's title."
+        await say(app, "/title   Trip\nplanning  ", clock=clock)
+        assert adapter.texts()[-1] == 'Session titled "Trip planning".'
+        assert (await app.store.session_info(first))["title"] == "Trip planning"
+
+        await say(app, "/new Groceries", clock=clock)
+        second = await current(app)
+        assert adapter.texts()[-1] == f'Started a new session "Groceries". Session id: {second}'
+        await say(app, "milk and eggs", clock=clock)
+
+        await say(app, "/resume", clock=clock)
+        assert adapter.texts()[-1] == (
+            "Your recent sessions:\n"
+            "1. Groceries — 2026-03-01 12:06 UTC, 2 message(s) (current)\n"
+            "2. Trip planning — 2026-03-01 12:02 UTC, 2 message(s)\n"
+            "Switch with /resume <number>.")
+        await say(app, "/resume 1", clock=clock)
+        assert adapter.texts()[-1] == "Already in this session."
+        await say(app, "/resume Nowhere", clock=clock)
+        assert adapter.texts()[-1] == 'No session "Nowhere" to resume. Send /resume for the list.'
+        await say(app, "/resume trip planning", clock=clock)
+        assert adapter.texts()[-1] == f'Resumed "Trip planning". Session id: {first}'
+        assert await current(app) == first
+        await say(app, "and the hotel", clock=clock)
+        # The resumed session's history reaches the agent again (the cache was rebuilt from the store).
+        assert app.agent.seen[-1] == [("user", "plan the trip"), ("assistant", "echo: plan the trip")]
+        info = await app.store.session_info(second)
+        assert info["end_reason"] == "session_switch"
+    finally:
+        await app.stop()
+
+
+async def test_resume_lists_only_the_requesters_own_sessions(tmp_path):
+    app, adapter, clock = await start(tmp_path)
+    ann, bob = dm(), dm(chat_id="200", user="u200", name="Bob")
+    try:
+        await say(app, "ann's secret", source=ann, clock=clock)
+        await say(app, "bob's secret", source=bob, clock=clock)
+        await say(app, "/new", source=bob, clock=clock)
+        await say(app, "/resume", source=bob, clock=clock)
+        assert adapter.texts()[-1] == ("Your recent sessions:\n"
+                                       "1. (empty) — 2026-03-01 12:03 UTC, 0 message(s) (current)\n"
+                                       "2. bob's secret — 2026-03-01 12:02 UTC, 2 message(s)\n"
+                                       "Switch with /resume <number>.")
+        ann_session = await current(app)
+        await say(app, f"/resume {ann_session}", source=bob, clock=clock)
+        assert adapter.texts()[-1] == f'No session "{ann_session}" to resume. Send /resume for the list.'
+        await say(app, "/resume", clock=clock)
+        assert adapter.texts()[-1] == "No earlier sessions to resume."
+    finally:
+        await app.stop()
+
+
+async def test_resume_that_loses_a_race_changes_nothing(tmp_path):
+    app, adapter, clock = await start(tmp_path)
+    try:
+        await say(app, "one", clock=clock)
+        first = await current(app)
+        await say(app, "/new", clock=clock)
+        second = await current(app)
+        # While /resume awaits its listing, the key is moved on (another /new, forced here).
+        real_listing = app.store.recent_sessions
+
+        async def listing_then_new(owner, **kw):
+            found = await real_listing(owner, **kw)
+            await app.store.reset_session(KEY)
+            return found
+
+        app.store.recent_sessions = listing_then_new
+        await say(app, "/resume 2", clock=clock)
+        assert adapter.texts()[-1] == "The chat changed meanwhile; nothing was switched. Send /resume again."
+        now = await current(app)
+        assert now not in (first, second)  # the concurrent /new stands; nothing was switched back
+    finally:
+        await app.stop()
+
+
+async def test_undo_rewinds_turns_counts_rewinds_and_the_agent_never_sees_them_again(tmp_path):
+    app, adapter, clock = await start(tmp_path)
+    try:
+        await say(app, "/undo", clock=clock)
+        assert adapter.texts()[-1] == "Nothing to undo."
+        for text in ("u1", "u2", "u3"):
+            await say(app, text, clock=clock)
+        session = await current(app)
+        await say(app, "/undo", clock=clock)
+        assert adapter.texts()[-1] == 'Undid 1 turn(s) (2 message(s)), back to before "u3".'
+        await say(app, "/undo many", clock=clock)
+        assert adapter.texts()[-1] == "Write /undo, or /undo followed by the number of turns to undo."
+        await say(app, "next", clock=clock)
+        assert app.agent.seen[-1] == [("user", "u1"), ("assistant", "echo: u1"),
+                                      ("user", "u2"), ("assistant", "echo: u2")]
+        await say(app, "/undo 2", clock=clock)
+        assert adapter.texts()[-1] == 'Undid 2 turn(s) (4 message(s)), back to before "u2".'
+        assert contents(await app.store.load_transcript(session)) == [("user", "u1"), ("assistant", "echo: u1")]
+        assert (await app.store.session_info(session))["rewind_count"] == 2
+        await say(app, "/undo 9", clock=clock)
+        await say(app, "/undo", clock=clock)
+        assert adapter.texts()[-2:] == ['Undid 1 turn(s) (2 message(s)), back to before "u1".', "Nothing to undo."]
+    finally:
+        await app.stop()
+
+
+async def test_retry_runs_the_last_message_again_without_the_old_reply(tmp_path):
+    app, adapter, clock = await start(tmp_path)
+    try:
+        await say(app, "/retry", clock=clock)
+        assert adapter.texts()[-1] == "Nothing to retry."
+        await say(app, "u1", clock=clock)
+        await say(app, "u2", clock=clock)
+        await say(app, "/retry", clock=clock)
+        assert adapter.texts()[-2:] == ['Retrying "u2".', "echo: u2"]
+        assert app.agent.seen[-1] == [("user", "u1"), ("assistant", "echo: u1")]
+        session = await current(app)
+        assert contents(await app.store.load_transcript(session)) == [
+            ("user", "u1"), ("assistant", "echo: u1"), ("user", "u2"), ("assistant", "echo: u2")]
+        assert (await app.store.session_info(session))["rewind_count"] == 1
+        assert await app.store.count_turns(session) == 2
+    finally:
+        await app.stop()
+
+
+async def test_retry_after_stop_says_the_conversation_was_stopped_and_rewinds_nothing(tmp_path):
+    app, adapter, clock = await start(tmp_path)
+    try:
+        await say(app, "u1", clock=clock)
+        session = await current(app)
+        await app.store.suspend_session(KEY)  # what /stop does once it stopped something
+        await say(app, "/retry", clock=clock)
+        assert adapter.texts()[-1] == ("Nothing to retry: the conversation was stopped. "
+                                       "Your next message starts a new session.")
+        assert contents(await app.store.load_transcript(session)) == [("user", "u1"), ("assistant", "echo: u1")]
+    finally:
+        await app.stop()
+
+
+SUMMARY_OF_U1_U2 = ("Summary of the earlier conversation:\n"
+                    "Summary of 4 earlier message(s). The user wrote: u1 | u2")
+
+
+async def test_compress_replaces_the_older_part_by_the_agents_summary_and_keeps_the_tail(tmp_path):
+    app, adapter, clock = await start(tmp_path, agent={"compression": {"keep_recent": 2}})
+    try:
+        await say(app, "/compress", clock=clock)
+        assert adapter.texts()[-1] == "Nothing to compress yet."
+        for text in ("u1", "u2", "u3"):
+            await say(app, text, clock=clock)
+        session = await current(app)
+        await say(app, "/compress", clock=clock)
+        assert adapter.texts()[-1] == ("Compressed the conversation: 4 earlier message(s) summarised, "
+                                       "2 kept as they were.")
+        assert await current(app) == session  # the session id stays
+        assert contents(await app.store.load_transcript(session)) == [
+            ("system", SUMMARY_OF_U1_U2), ("user", "u3"), ("assistant", "echo: u3")]
+        await say(app, "u4", clock=clock)
+        assert app.agent.seen[-1] == [("system", SUMMARY_OF_U1_U2), ("user", "u3"), ("assistant", "echo: u3")]
+        await say(app, "/compress", clock=clock)
+        assert adapter.texts()[-1] == ("Compressed the conversation: 3 earlier message(s) summarised, "
+                                       "2 kept as they were.")
+    finally:
+        await app.stop()
+
+
+async def test_a_failed_summary_leaves_the_transcript_untouched(tmp_path):
+    app, adapter, clock = await start(tmp_path, HistoryEcho(fail_summary=True))
+    app.config.agent.compression.keep_recent = 2
+    try:
+        for text in ("u1", "u2"):
+            await say(app, text, clock=clock)
+        session = await current(app)
+        before = await app.store.load_transcript(session)
+        await say(app, "/compress", clock=clock)
+        assert adapter.texts()[-1] == "Could not compress the conversation; it is unchanged."
+        assert await app.store.load_transcript(session) == before
+    finally:
+        await app.stop()
+
+
+async def test_automatic_compression_when_the_prompt_exceeds_the_share_of_the_window(tmp_path):
+    # echo counts whitespace tokens: the prompt of the third turn is u1 + echo: u1 + u2 + echo: u2
+    # + u3 = 7 tokens > 0.5 × 12; the second's (4 tokens) is not.
+    app, adapter, clock = await start(tmp_path, agent={"context_window": 12,
+                                                       "compression": {"threshold": 0.5, "keep_recent": 2}})
+    try:
+        await say(app, "u1", clock=clock)
+        await say(app, "u2", clock=clock)
+        session = await current(app)
+        assert len(await app.store.load_transcript(session)) == 4
+        await say(app, "u3", clock=clock)
+        assert adapter.texts() == ["echo: u1", "echo: u2", "echo: u3"]  # nothing said about it
+        assert contents(await app.store.load_transcript(session)) == [
+            ("system", SUMMARY_OF_U1_U2), ("user", "u3"), ("assistant", "echo: u3")]
+        assert (await app.store.get_entry(KEY)).session_id == session
+    finally:
+        await app.stop()
+
+
+class TopicInstructions:
+    """A platform plugin's standing instructions for the test chat."""
+
+    @hookimpl
+    def hermes_chat_instructions(self, source):
+        return "Answer in French." if source.chat_id == "100" else None
+
+
+async def test_first_turn_after_new_reinjects_the_chat_instructions_once(tmp_path):
+    app, adapter, clock = await start(tmp_path)
+    app.pm.register(TopicInstructions(), name="topic-instructions")
+    try:
+        await say(app, "one", clock=clock)
+        await say(app, "/new", clock=clock)
+        assert (await app.store.get_entry(KEY)).is_fresh_reset is True
+        await say(app, "two", clock=clock)
+        await say(app, "three", clock=clock)
+        marks = [prompt.endswith("\n\n## Chat Instructions\nAnswer in French.") for prompt in app.agent.system]
+        assert marks == [False, True, False]
+        assert (await app.store.get_entry(KEY)).is_fresh_reset is False
+    finally:
+        await app.stop()
