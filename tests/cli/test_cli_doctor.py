@@ -31,7 +31,7 @@ def test_a_healthy_home_passes_every_check(tmp_path):
     assert {name: row["status"] for name, row in checks.items()} == {
         "config": "ok", "home": "ok", "lock": "ok", "plugins": "ok", "credentials local": "ok",
         "state.db": "ok", "full-text index": "ok", "leftovers": "ok", "disk": "ok"}
-    assert checks["state.db"]["detail"] == "integrity ok, schema 5"
+    assert checks["state.db"]["detail"] == "integrity ok, schema 6"
     assert checks["lock"]["detail"] == "no gateway holds this home"
 
 
