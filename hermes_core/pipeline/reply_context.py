@@ -61,7 +61,9 @@ def quoted_context(event: MessageEvent, *, pm: Any = None, redact: bool = False)
         Lines ending with a newline, or `""`.
     """
     lines = []
-    if event.reply_to_text or event.reply_to_author_name or event.reply_to_author_id:
+    # Only a quoted text says anything: a reply known by its target's id or author alone (a
+    # Slack thread reply names the thread's root, every message of the thread does) is noise.
+    if event.reply_to_text:
         author = _author(event, event.reply_to_author_id, event.reply_to_author_name, pm=pm, redact=redact)
         quote = neutralize_untrusted(event.reply_to_text or "", QUOTE_MAX_CHARS)
         lines.append(f"[Replying to {author}: {quote}]")

@@ -84,8 +84,10 @@ async def test_replies_go_to_the_right_topic(tg, gateway):
     by_text = {s["text"]: s for s in tg.sent}
     # Topics are shared sessions, so the core prefixes the sender's name (seed §5).
     topic = by_text["echo: [Alice Ng] summarise this topic"]
-    general = by_text["echo: [Bob] @hermes_test_bot status?"]
-    reply_chain = by_text["echo: agreed, ship it"]
+    # T5 replies to Alice's "deploy done", T3 to Bob's "shall we ship?": the agent reads the
+    # replied message as a quoted prefix (docs/behaviour.md §7).
+    general = by_text['echo: [Replying to "Alice Ng": "deploy done"]\n[Bob] @hermes_test_bot status?']
+    reply_chain = by_text['echo: [Replying to "Bob": "shall we ship?"]\nagreed, ship it']
     assert (topic["chat_id"], topic["message_thread_id"]) == ("-1001987654321", "17585")
     assert general["chat_id"] == "-1001987654321" and "message_thread_id" not in general
     assert reply_chain["chat_id"] == "-1001234567890" and "message_thread_id" not in reply_chain
