@@ -23,13 +23,17 @@ Every start-up failure raises `StartupError` whose text is one line naming what 
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import tempfile
+import time
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
 from .agents import create_agent
 from .model.timeutil import Clock, parse_timestamp, utc_now
+from .ops.metrics import NULL_METRICS, create_metrics
+from .ops.status import StatusPublisher
 from .pipeline.access import AccessGate, refusing_platforms
 from .pipeline.deps import PipelineDeps
 from .recovery import RecoveryReport, load_restart_counts, restore_at_startup, save_restart_counts
@@ -136,6 +140,13 @@ class GatewayApp:
         self._crash_interrupted: dict[str, float] = {}
         self._undo_log_redaction = None
         self._stopped = False
+        # Operators' view (docs/operations.md §2, §3): metrics, readiness, the status file.
+        self.metrics = NULL_METRICS
+        self.ready = False
+        self.started_at = None
+        self.started_monotonic = time.monotonic()
+        self._status: StatusPublisher | None = None
+        self._health = None
 
     @property
     def home(self) -> Path:
@@ -176,6 +187,8 @@ class GatewayApp:
         from .store import SessionStore  # the store layer, imported where it is used
 
         check_home(self.home)
+        self.started_at, self.started_monotonic = self.clock(), time.monotonic()
+        self._start_health_server()
         if self.pm is None:
             self.pm, self.report = create_plugin_manager(self.config)
         if self.config.redaction.enabled:
@@ -201,7 +214,7 @@ class GatewayApp:
         access = AccessGate(self.pm, self.common_platform_settings, self.store.canonical_id)
         deps = PipelineDeps(config=self.config, store=self.store, pm=self.pm, agent=self.agent,
                             adapters=self.adapters, clock=self.clock, on_turn_completed=self._turn_completed,
-                            access=access, request_restart=self.on_restart)
+                            access=access, request_restart=self.on_restart, metrics=self.metrics)
         # Paused: recovered work is queued before new input can arrive, and nothing is sent
         # before the adapters have started (seed §7 "queue inbound messages while restoring").
         self.runner = GatewayRunner(deps, paused=True)
@@ -215,6 +228,7 @@ class GatewayApp:
             store=self.store, runner=self.runner, pm=self.pm, config=self.config, home=self.home,
             now_ts=self.clock().timestamp(), counts=self.restart_counts,
             crash_interrupted=self._crash_interrupted)
+        self.metrics.recoveries(self.recovery.counts())
         for name, adapter in self.adapters.items():
             adapter.bind(self.runner.handle, record_aliases=self.store.record_aliases,
                          report_delivery=self.store.settle_sent_message)
@@ -225,6 +239,33 @@ class GatewayApp:
             self.watcher = Watcher(self.pm, self.config, self.store, clock=self.clock, app=self)
             self.watcher.start()
         await call_broadcast(self.pm, "hermes_startup", timeout=self.config.plugins.setup_timeout_s, app=self)
+        self.ready = True
+        self._status = StatusPublisher(self, self.config.status.interval_s)
+        self._status.start()
+
+    def _start_health_server(self) -> None:
+        """`[metrics] enabled`: the metrics registry and the `/metrics`, `/healthz`, `/readyz`
+        endpoints, up before anything else starts so `/readyz` answers 503 while starting.
+
+        Raises:
+            StartupError: prometheus-client is missing, or the address cannot be bound.
+        """
+        try:
+            self.metrics = create_metrics(self.config)
+        except RuntimeError as exc:
+            raise StartupError(str(exc)) from None
+        if not self.metrics.enabled:
+            return
+        from .ops.http import HealthServer
+
+        settings = self.config.metrics
+        server = HealthServer(self.metrics.registry, lambda: self.ready, settings.listen, settings.port)
+        try:
+            server.start()
+        except OSError as exc:
+            raise StartupError(f"[metrics] endpoints cannot listen on {settings.listen}:{settings.port}: "
+                               f"{exc.strerror or exc}") from None
+        self._health = server
 
     async def _check_clean_shutdown(self) -> None:
         if self._consume_clean_marker():
@@ -321,6 +362,7 @@ class GatewayApp:
         if self._stopped:
             return
         self._stopped = True
+        self.ready = False  # /readyz says so while draining
         unmarked = False
         reason = "restart_timeout" if restart else "shutdown_timeout"
         for name, adapter in list(self.adapters.items()):
@@ -358,6 +400,13 @@ class GatewayApp:
             log.error("could not write %s: %s", CLEAN_SHUTDOWN, exc)
 
     async def _teardown(self) -> None:
+        self.ready = False
+        if self._status is not None:
+            await self._status.stop()  # the last snapshot, while the store is still open
+            self._status = None
+        if self._health is not None:
+            await asyncio.to_thread(self._health.stop)
+            self._health = None
         if self.watcher is not None:
             await self.watcher.stop()
         if self.pm is not None and self.started:

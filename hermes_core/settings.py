@@ -131,6 +131,26 @@ class RedactionSettings(_Section):
     enabled: bool = False
 
 
+class MetricsSettings(_Section):
+    """`[metrics]`: the Prometheus `/metrics`, `/healthz` and `/readyz` endpoints (docs/operations.md §3)."""
+
+    enabled: bool = False
+    listen: str = Field("127.0.0.1", min_length=1, description="address the endpoints bind to")
+    port: int = Field(9464, ge=0, le=65535, description="0 picks a free port")
+
+
+class StatusSettings(_Section):
+    """`[status]`: the status file a running gateway keeps for `hermes-gateway status`."""
+
+    interval_s: float = Field(5.0, gt=0, description="seconds between two refreshes of status.json")
+
+
+class LoggingSettings(_Section):
+    """`[logging]`: the format of `gateway.log` (docs/operations.md §4)."""
+
+    format: Literal["text", "json"] = "text"
+
+
 class PluginsSettings(_Section):
     """`[plugins]` (docs/architecture.md §3)."""
 
@@ -223,6 +243,9 @@ class GatewayConfig(NoBoolNumbers, BaseSettings):
     scheduler: SchedulerSettings = Field(default_factory=SchedulerSettings)
     redaction: RedactionSettings = Field(default_factory=RedactionSettings)
     plugins: PluginsSettings = Field(default_factory=PluginsSettings)
+    metrics: MetricsSettings = Field(default_factory=MetricsSettings)
+    status: StatusSettings = Field(default_factory=StatusSettings)
+    logging: LoggingSettings = Field(default_factory=LoggingSettings)
     # Raw per-platform tables; validated into each plugin's own model after plugins load
     # (docs/architecture.md §5). repr=False keeps tokens out of logs.
     platforms: dict[str, dict[str, Any]] = Field(

@@ -31,7 +31,9 @@ async def run_chat(config: Any, *, install_signals: Callable[[asyncio.Event], No
     stdin = stdin or sys.stdin
     stdout = stdout or sys.stdout
     interactive = stdin.isatty() and stdout.isatty()
-    adapter = LocalAdapter(stdin=stdin, stdout=stdout)
+    # A terminal gets a real line editor (history, arrows, Ctrl-L); piped input stays plain.
+    adapter = LocalAdapter(stdin=stdin, stdout=stdout,
+                           line_editor=interactive and stdin is sys.stdin and stdout is sys.stdout)
     gateway = GatewayApp(config, adapters={"local": adapter})
     stop = asyncio.Event()
     if install_signals is not None:

@@ -10,9 +10,11 @@ without importing the root app (which imports them).
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import os
 import sys
+from datetime import datetime, timezone
 from logging.handlers import RotatingFileHandler
 from pathlib import Path
 from contextlib import contextmanager
@@ -134,6 +136,52 @@ def held_terminal_log() -> Iterator[None]:
             handler.handle(record)
 
 
+class JsonLineFormatter(logging.Formatter):
+    """`[logging] format = "json"`: one JSON object a line (docs/operations.md §4): `ts` (ISO-8601
+    UTC), `level`, `logger`, `message`, the structured fields a record carries in its `hermes`
+    extra (e.g. the per-turn line's `session`, `outcome`, `duration_s`, tokens), and `exc` with
+    the traceback when there is one."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        data: dict[str, Any] = {
+            "ts": datetime.fromtimestamp(record.created, timezone.utc).isoformat(timespec="milliseconds"),
+            "level": record.levelname, "logger": record.name, "message": record.getMessage()}
+        fields = getattr(record, "hermes", None)
+        if isinstance(fields, dict):
+            data.update({k: v for k, v in fields.items() if k not in data})
+        if record.exc_info:
+            data["exc"] = self.formatException(record.exc_info)
+        return json.dumps(data, ensure_ascii=False, default=str)
+
+
+# Client libraries that log one INFO line per HTTP request or long poll (a Telegram bot polls
+# every 30 s): kept at WARNING unless debugging, so gateway.log shows the gateway's own lines.
+CHATTY_LOGGERS = ("httpx", "httpcore", "aiohttp.access", "aiohttp.client", "urllib3", "openai",
+                  "telegram", "discord", "slack_sdk", "slack_bolt", "websockets", "hermes_slack.web",
+                  "hermes_slack.socket_mode", "hermes_slack.bolt")
+
+
+def _debugging() -> bool:
+    return bool(os.environ.get("HERMES_DEBUG")) or os.environ.get("HERMES_LOG_LEVEL", "").upper() == "DEBUG"
+
+
+class ClientNoiseFilter(logging.Filter):
+    """On the gateway's own handlers (terminal and gateway.log): drops the records below WARNING
+    of `CHATTY_LOGGERS`, unless `HERMES_DEBUG` is set or `HERMES_LOG_LEVEL=DEBUG` (read when the
+    filter is made). The libraries' logger levels are left alone, so other handlers still see
+    everything."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.debugging = _debugging()
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if self.debugging or record.levelno >= logging.WARNING:
+            return True
+        name = record.name
+        return not any(name == chatty or name.startswith(chatty + ".") for chatty in CHATTY_LOGGERS)
+
+
 def quiet_terminal_logging() -> None:
     """For commands that print their own report (the `sessions` admin commands): without any
     handler, Python's last-resort handler would print bare WARNING lines on stderr, repeating
@@ -143,10 +191,11 @@ def quiet_terminal_logging() -> None:
         root_logger.addHandler(logging.NullHandler())
 
 
-def setup_logging(home: Path, *, terminal: bool = True) -> None:
-    """Log INFO and up to `<home>/gateway.log`; WARNING and up (or `HERMES_LOG_LEVEL`) to stderr
-    as single lines (only the log file when `terminal` is False: the command reports itself).
-    Idempotent within a process."""
+def setup_logging(home: Path, *, terminal: bool = True, fmt: str = "text") -> None:
+    """Log INFO and up to `<home>/gateway.log` (`fmt`: `"text"` or `"json"`, `[logging] format`);
+    WARNING and up (or `HERMES_LOG_LEVEL`) to stderr as single lines (only the log file when
+    `terminal` is False: the command reports itself). Client libraries' per-request lines stay
+    out unless debugging (`ClientNoiseFilter`). Idempotent within a process."""
     global _stderr_handler
     root_logger = logging.getLogger()
     if _stderr_handler is not None and _stderr_handler in root_logger.handlers:
@@ -154,7 +203,7 @@ def setup_logging(home: Path, *, terminal: bool = True) -> None:
     root_logger.setLevel(logging.INFO)
     if not terminal:
         quiet_terminal_logging()
-        _add_file_handler(root_logger, home)
+        _add_file_handler(root_logger, home, fmt)
         return
     level = os.environ.get("HERMES_LOG_LEVEL", "WARNING").upper()
     stderr = logging.StreamHandler(sys.stderr)
@@ -162,16 +211,17 @@ def setup_logging(home: Path, *, terminal: bool = True) -> None:
     stderr.setFormatter(_OneLineFormatter("hermes-gateway: %(levelname)s: %(message)s"))
     stderr.addFilter(lambda record: not getattr(record, "file_only", False))
     stderr.addFilter(_hold)
+    stderr.addFilter(ClientNoiseFilter())
     root_logger.addHandler(stderr)
     _stderr_handler = stderr
-    _add_file_handler(root_logger, home)
+    _add_file_handler(root_logger, home, fmt)
     logging.getLogger("apscheduler").setLevel(logging.WARNING)  # one line per tick is noise
 
 
 _file_handler: logging.Handler | None = None
 
 
-def _add_file_handler(root_logger: logging.Logger, home: Path) -> None:
+def _add_file_handler(root_logger: logging.Logger, home: Path, fmt: str = "text") -> None:
     global _file_handler
     if _file_handler is not None and _file_handler in root_logger.handlers:
         return
@@ -179,7 +229,9 @@ def _add_file_handler(root_logger: logging.Logger, home: Path) -> None:
         ensure_private_dir(home)  # first run on a fresh machine: an owner-only home
         handler = PrivateRotatingFileHandler(home / "gateway.log", maxBytes=5_000_000, backupCount=3,
                                              encoding="utf-8")
-        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+        handler.setFormatter(JsonLineFormatter() if fmt == "json" else
+                             logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+        handler.addFilter(ClientNoiseFilter())
         root_logger.addHandler(handler)
         _file_handler = handler
     except OSError:
@@ -212,7 +264,7 @@ def load_cli_config_or_exit(*, logging_on: bool = True) -> Any:
             raise
         raise fail(exc) from None
     if logging_on:
-        setup_logging(config.home)
+        setup_logging(config.home, fmt=config.logging.format)
     return config
 
 

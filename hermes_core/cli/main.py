@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import signal
+import sys
 from typing import Optional
 
 import typer
@@ -81,6 +82,15 @@ def chat() -> None:
     run_async(lambda: run_chat(config))  # its own Ctrl-C handling: a line at once, twice quits
 
 
+def _with_terminal_platform(config):
+    """`run` on a terminal keeps the local platform beside the configured ones unless a
+    `[platforms.local]` table decides (docs/operations.md §6); without a terminal (a service,
+    a container) there is nobody to chat with, so only the configured platforms run."""
+    if "local" in config.platforms or not sys.stdin.isatty():
+        return config
+    return config.model_copy(update={"platforms": {**config.platforms, "local": {"enabled": True}}})
+
+
 @app.command()
 def run() -> None:
     """Run every enabled platform and the housekeeping watcher until Ctrl-C or SIGTERM (exit 0).
@@ -99,11 +109,13 @@ def run() -> None:
         def request_restart() -> None:  # `/restart` from an admin: what SIGUSR1 does
             restart.set()
             stop.set()
-        gateway = GatewayApp(config, on_restart=request_restart)
+        gateway = GatewayApp(_with_terminal_platform(config), on_restart=request_restart)
         _install_stop_signals(stop, restart)
         with held_terminal_log():  # a failed start prints one line, not the warnings leading to it
             await gateway.start()
-        typer.echo(f"hermes-gateway: running {', '.join(gateway.adapters) or 'no platforms'} "
+        note = ("" if "platforms" in config.model_fields_set else
+                f" (no [platforms.<name>] table in {config_file_path(config.home)}: the terminal platform only)")
+        typer.echo(f"hermes-gateway: running {', '.join(gateway.adapters) or 'no platforms'}{note} "
                    "(Ctrl-C or SIGTERM to stop)", err=True)
         try:
             await stop.wait()
@@ -136,12 +148,16 @@ def restart() -> None:
 
 
 def _add_subapps() -> None:
+    from .doctor import doctor_command
     from .plugins import new_plugin_command, plugins_app
     from .sessions import sessions_app
+    from .status import status_command
 
     app.add_typer(sessions_app, name="sessions")
     app.add_typer(plugins_app, name="plugins")
     app.command("new-plugin")(new_plugin_command)
+    app.command("doctor")(doctor_command)
+    app.command("status")(status_command)
 
 
 _add_subapps()

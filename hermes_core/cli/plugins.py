@@ -3,6 +3,7 @@
 `plugins` loads the plugins the way `run` would (same config, allow/deny lists, overrides) but
 never stops at a broken one: it reports every plugin's name, distribution, version, hooks,
 adapters, status and error (datasette / llm `plugins` commands; docs/architecture.md §3).
+It exits 1 (after the listing, with one line on stderr) when something `run` needs is broken.
 
 Wiring (in `cli/main.py`): `app.add_typer(plugins_app, name="plugins")` and
 `app.command("new-plugin")(new_plugin_command)`.
@@ -95,12 +96,25 @@ def plugins_command(
     rows = collect_plugin_rows(config, include_builtins=include_builtins)
     if as_json:
         typer.echo(json.dumps(rows, indent=2))
-        return
-    if not rows:
+    elif not rows:
         typer.echo("no plugins installed")
-        return
-    for row in rows:
-        typer.echo(_format_row(row))
+    else:
+        for row in rows:
+            typer.echo(_format_row(row))
+    _exit_if_run_would_fail(config)
+
+
+def _exit_if_run_would_fail(config: Any) -> None:
+    """Exit 1 with one line on stderr when what `run` loads (plugins of enabled platforms,
+    deployment overrides, adapters, platform settings) is broken: the listing alone would
+    look healthy while `run` refuses to start."""
+    from ..ops.doctor import load_for_run
+
+    try:
+        load_for_run(config)
+    except Exception as exc:  # every loader error is one line naming the plugin or key
+        typer.echo(f"hermes-gateway: error: `run` would not start: {' '.join(str(exc).split())}", err=True)
+        raise typer.Exit(1) from None
 
 
 def new_plugin_command(

@@ -1,8 +1,11 @@
 """`hermes-gateway sessions …`: inspect and manage stored sessions.
 
 Read-only commands (list, show, search, export) open the store without the home lock, so they
-work beside a running gateway. Writing commands (prune, import, reindex) take the lock and refuse
-with one clear line while a gateway holds the home. Every command but `import` refuses a home
+work beside a running gateway. Writing commands (prune, delete, erase-user, import, reindex) take
+the lock and refuse with one clear line while a gateway holds the home; prune, delete and
+erase-user ask before removing anything (`--yes` skips the question, and is required when stdin
+is not a terminal) and show what they would remove with `--dry-run`. Tables are rich tables with
+local times; every table has `--json` (docs/operations.md §5). Every command but `import` refuses a home
 without `state.db` ("no gateway state at …") instead of creating an empty store there. Config loading and errors are the CLI's own
 (`cli/common.py`): `hermes-gateway: error: <one line>` on stderr and exit 2, never a traceback.
 """
@@ -11,6 +14,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+import sys
 from enum import Enum
 from pathlib import Path
 from typing import Any, Awaitable, Callable
@@ -20,7 +24,8 @@ import typer
 from ..model import SessionEntry, format_timestamp
 from ..store import HomeLockedError, SessionStore, StoreError, TranscriptReadError
 from ..store.home_lock import home_is_locked
-from .common import fail, load_cli_config_or_exit, quiet_terminal_logging, run_async, setup_logging
+from .common import CliError, fail, load_cli_config_or_exit, quiet_terminal_logging, run_async, setup_logging
+from .output import human_time, print_fields, print_json, print_table, progress
 
 sessions_app = typer.Typer(help="Inspect and manage stored sessions.", no_args_is_help=True)
 
@@ -46,7 +51,7 @@ def _run(work: Callable[[SessionStore], Awaitable[Any]], *, write: bool = False,
     # The commands print their own report: warnings go to gateway.log (writes) or nowhere
     # (reads: a read-only command writes nothing into the home), never twice on the terminal.
     if write:
-        setup_logging(config.home, terminal=False)
+        setup_logging(config.home, terminal=False, fmt=config.logging.format)
     else:
         quiet_terminal_logging()
     if write:
@@ -74,30 +79,51 @@ def _entry_row(entry: SessionEntry) -> dict[str, Any]:
             "resume_pending": entry.resume_pending}
 
 
-def _table(rows: list[dict[str, Any]], columns: list[str]) -> None:
-    if not rows:
-        typer.echo("(none)")
+def _cut_note(shown: int, total: int, offset: int, what: str) -> None:
+    """One line on stderr when a listing is cut: a silent cut reads as "that is all"."""
+    if offset + shown < total:
+        typer.echo(f"showing {what} {offset + 1 if shown else offset}-{offset + shown} of {total}; "
+                   "use --limit / --offset for more", err=True)
+
+
+def _confirm(question: str, yes: bool) -> None:
+    """Ask `question` on a terminal; without one, `--yes` is required (a script must say so).
+
+    Raises:
+        CliError: not confirmed (nothing was changed).
+    """
+    if yes:
         return
-    cells = [[("" if r.get(c) is None else str(r.get(c))) for c in columns] for r in rows]
-    widths = [max(len(c), *(len(row[i]) for row in cells)) for i, c in enumerate(columns)]
-    typer.echo("  ".join(c.upper().ljust(w) for c, w in zip(columns, widths)).rstrip())
-    for row in cells:
-        typer.echo("  ".join(v.ljust(w) for v, w in zip(row, widths)).rstrip())
+    if not sys.stdin.isatty():
+        raise CliError(f"{question} Not confirmed: stdin is not a terminal; pass --yes (or --dry-run to see)")
+    if not typer.confirm(question, default=False, err=True):
+        raise CliError("cancelled; nothing was changed")
 
 
 @sessions_app.command("list")
 def list_cmd(
     active_minutes: int = typer.Option(None, "--active-minutes", help="only sessions active in the last N minutes"),
+    show_all: bool = typer.Option(False, "--all", help="every stored session, not only each chat's current one"),
     limit: int = typer.Option(50, "--limit", min=1, help="at most this many rows"),
+    offset: int = typer.Option(0, "--offset", min=0, help="skip this many rows first (paging)"),
     as_json: bool = typer.Option(False, "--json", help="machine-readable output"),
 ) -> None:
-    """List session entries, most recently active first."""
-    entries = _run(lambda s: s.list_sessions(active_minutes))
-    rows = [_entry_row(e) for e in entries[:limit]]
-    if as_json:
-        typer.echo(json.dumps(rows, ensure_ascii=False, indent=2))
+    """List session entries, most recently active first (--all: every session, ended ones too)."""
+    if show_all:
+        if active_minutes is not None:
+            raise fail("--active-minutes lists current sessions only; it cannot be combined with --all")
+        rows, total = _run(lambda s: s.list_all_sessions(limit=limit, offset=offset))
+        columns = ["session_id", "session_key", "current", "updated_at", "ended_at", "end_reason", "total_tokens"]
     else:
-        _table(rows, ["session_key", "session_id", "updated_at", "total_tokens"])
+        entries = _run(lambda s: s.list_sessions(active_minutes))
+        total = len(entries)
+        rows = [_entry_row(e) for e in entries[offset:offset + limit]]
+        columns = ["session_key", "session_id", "updated_at", "total_tokens"]
+    if as_json:
+        print_json(rows)
+    else:
+        print_table(rows, columns, times=("updated_at", "ended_at"))
+    _cut_note(len(rows), total, offset, "sessions" if show_all else "routes")
 
 
 async def _resolve(store: SessionStore, key_or_id: str) -> SessionEntry | None:
@@ -105,6 +131,13 @@ async def _resolve(store: SessionStore, key_or_id: str) -> SessionEntry | None:
     if entry is None and "/" not in key_or_id and "\\" not in key_or_id and ".." not in key_or_id:
         entry = await store.lookup_by_session_id(key_or_id)
     return entry
+
+
+# The entry's fields `show` prints, in this order (the rest is in --json).
+_SHOWN_FIELDS = ("session_key", "session_id", "platform", "chat_type", "display_name", "created_at", "updated_at",
+                 "input_tokens", "output_tokens", "total_tokens", "estimated_cost_usd", "suspended",
+                 "resume_pending", "resume_reason")
+_TIME_FIELDS = {"created_at", "updated_at", "last_resume_marked_at"}
 
 
 @sessions_app.command("show")
@@ -123,16 +156,17 @@ def show_cmd(
     if entry is None:
         raise fail(f"no session with key or id {key_or_id!r}")
     if as_json:
-        typer.echo(json.dumps({"entry": entry.to_dict(), "messages": messages}, ensure_ascii=False, indent=2))
+        print_json({"entry": entry.to_dict(), "messages": messages})
         return
-    for name, value in entry.to_dict().items():
-        if name != "origin":
-            typer.echo(f"{name}: {value}")
+    data = entry.to_dict()
+    fields = [(name.replace("_", " "), human_time(data.get(name)) if name in _TIME_FIELDS else data.get(name))
+              for name in _SHOWN_FIELDS if data.get(name) not in (None, "")]
     if entry.origin is not None:
-        typer.echo(f"origin: {entry.origin.description}")
-    typer.echo(f"messages: {len(messages)}")
-    for m in messages:
-        typer.echo(f"  [{m['timestamp']}] {m['role']}: {m.get('content') or ''}")
+        fields.append(("origin", entry.origin.description))
+    fields.append(("messages", len(messages)))
+    print_fields(fields)
+    print_table([{"time": m.get("timestamp"), "role": m.get("role"), "content": m.get("content") or ""}
+                 for m in messages], ["time", "role", "content"], times=("time",), empty="")
 
 
 @sessions_app.command("search")
@@ -144,9 +178,9 @@ def search_cmd(
     """Full-text search over every transcript."""
     results = _run(lambda s: s.search_transcripts(query, limit=limit))
     if as_json:
-        typer.echo(json.dumps(results, ensure_ascii=False, indent=2))
+        print_json(results)
     else:
-        _table(results, ["session_id", "message_id", "snippet"])
+        print_table(results, ["session_id", "message_id", "snippet"])
 
 
 def _markdown(session_id: str, messages: list[dict[str, Any]]) -> str:
@@ -171,13 +205,19 @@ def export_cmd(
     async def work(store: SessionStore):
         if await store.session_info(session_id) is None and not await store.load_transcript(session_id):
             return None
-        return await store.load_transcript(session_id)
+        with progress("loading the transcript", None):
+            return await store.load_transcript(session_id)
 
     messages = _run(work)
     if messages is None:
         raise fail(f"no session with id {session_id!r}")
     if fmt is ExportFormat.jsonl:
-        text = "".join(json.dumps(m, ensure_ascii=False) + "\n" for m in messages)
+        parts = []
+        with progress("exporting", len(messages)) as advance:
+            for m in messages:
+                parts.append(json.dumps(m, ensure_ascii=False) + "\n")
+                advance()
+        text = "".join(parts)
     else:
         text = _markdown(session_id, messages)
     if output is None:
@@ -192,14 +232,98 @@ def export_cmd(
 @sessions_app.command("prune")
 def prune_cmd(
     days: float = typer.Option(..., "--days", help="remove routes idle for more than N days (<= 0: nothing)"),
+    dry_run: bool = typer.Option(False, "--dry-run", help="list the routes that would be removed; change nothing"),
+    yes: bool = typer.Option(False, "--yes", "-y", help="do not ask for confirmation"),
     as_json: bool = typer.Option(False, "--json", help="machine-readable output"),
 ) -> None:
-    """Remove old session routes (transcripts stay). Refused while a gateway runs."""
-    removed = _run(lambda s: s.prune_old_entries(days), write=True)
+    """Remove old session routes (transcripts stay). Asks first; refused while a gateway runs."""
+    async def work(store: SessionStore) -> tuple[list[str], int]:
+        doomed = await store.prune_candidates(days)
+        if dry_run or not doomed:
+            return doomed, 0
+        _confirm(f"Remove {len(doomed)} session route(s) idle for more than {days:g} day(s)?", yes)
+        with progress(f"pruning {len(doomed)} route(s)", None):
+            return doomed, await store.prune_old_entries(days)
+
+    doomed, removed = _run(work, write=True)
     if as_json:
-        typer.echo(json.dumps({"removed": removed}))
+        typer.echo(json.dumps({"would_remove": doomed} if dry_run else {"removed": removed}, ensure_ascii=False))
+    elif dry_run:
+        print_table([{"session_key": key} for key in doomed], ["session_key"], empty="nothing to prune")
+        typer.echo(f"{len(doomed)} session route(s) would be removed (dry run: nothing changed)")
     else:
         typer.echo(f"removed {removed} session route(s)")
+
+
+def _removal_report(report: Any, as_json: bool, *, subject: str) -> None:
+    data = report.as_dict()
+    if as_json:
+        print_json(data)
+        return
+    counts = data["counts"]
+    print_table([{"kind": kind, "rows": n} for kind, n in counts.items()], ["kind", "rows"])
+    verb = "would remove" if report.dry_run else "removed"
+    typer.echo(f"{subject}: {verb} {len(report.sessions)} session(s) whole, trimmed {len(report.trimmed_sessions)} "
+               f"shared session(s), {sum(counts.values())} row(s) and file(s) in all"
+               + (" (dry run: nothing changed)" if report.dry_run else ""))
+
+
+@sessions_app.command("delete")
+def delete_cmd(
+    session_id: str = typer.Argument(..., help="the session id"),
+    dry_run: bool = typer.Option(False, "--dry-run", help="count what would be removed; change nothing"),
+    yes: bool = typer.Option(False, "--yes", "-y", help="do not ask for confirmation"),
+    as_json: bool = typer.Option(False, "--json", help="machine-readable output"),
+) -> None:
+    """Delete one session: its transcript, index rows, obligations and, if current, its route."""
+    async def work(store: SessionStore):
+        preview = await store.delete_session(session_id, dry_run=True)
+        if preview is None or dry_run:
+            return preview
+        _confirm(f"Delete session {session_id} ({preview.counts.get('messages', 0)} message(s))?", yes)
+        return await store.delete_session(session_id)
+
+    report = _run(work, write=True)
+    if report is None:
+        raise fail(f"no session with id {session_id!r}")
+    _forget_restart_counts(report)
+    _removal_report(report, as_json, subject=f"session {session_id}")
+
+
+@sessions_app.command("erase-user")
+def erase_user_cmd(
+    platform: str = typer.Argument(..., help="the platform id, e.g. telegram"),
+    user_id: str = typer.Argument(..., help="the person's user id on that platform (any of their aliases)"),
+    dry_run: bool = typer.Option(False, "--dry-run", help="count what would be removed; change nothing"),
+    yes: bool = typer.Option(False, "--yes", "-y", help="do not ask for confirmation"),
+    as_json: bool = typer.Option(False, "--json", help="machine-readable output"),
+) -> None:
+    """Erase one person's data: their sessions, transcript rows (index included), intake, ledger
+    rows, aliases and mirror entries; in shared sessions only their turns (docs/operations.md §5)."""
+    async def work(store: SessionStore):
+        preview = await store.erase_user(platform, user_id, dry_run=True)
+        if dry_run:
+            return preview
+        _confirm(f"Erase {platform} user {user_id}: {len(preview.sessions)} session(s) and "
+                 f"{sum(preview.counts.values())} row(s) and file(s)?", yes)
+        with progress(f"erasing {platform} user data", None):
+            return await store.erase_user(platform, user_id)
+
+    report = _run(work, write=True)
+    _forget_restart_counts(report)
+    _removal_report(report, as_json, subject=f"{platform} user {user_id}")
+
+
+def _forget_restart_counts(report: Any) -> None:
+    """Drop the removed session keys from `restart_counts.json` (docs/behaviour.md §6)."""
+    if report.dry_run or not report.keys:
+        return
+    from ..recovery import load_restart_counts, save_restart_counts
+
+    config = load_cli_config_or_exit(logging_on=False)
+    counts = load_restart_counts(config.home)
+    if set(report.keys) & set(counts):
+        save_restart_counts(config.home, {k: v for k, v in counts.items() if k not in set(report.keys)})
 
 
 @sessions_app.command("import")
@@ -211,9 +335,13 @@ def import_cmd(
     """Import an existing gateway's sessions.json (and legacy .jsonl transcripts beside it)."""
     from ..store.importer import import_sessions_json
 
-    report = _run(lambda s: import_sessions_json(s, path, replace=replace), write=True, need_state=False)
+    async def work(store: SessionStore):
+        with progress(f"importing {path}", None):
+            return await import_sessions_json(store, path, replace=replace)
+
+    report = _run(work, write=True, need_state=False)
     if as_json:
-        typer.echo(json.dumps(report.as_dict(), ensure_ascii=False, indent=2))
+        print_json(report.as_dict())
         return
     typer.echo(f"imported {report.imported} session(s), kept {report.skipped_existing} existing, "
                f"{report.messages} message(s) from {report.transcripts} legacy transcript(s)")
@@ -234,7 +362,8 @@ def reindex_cmd(
     async def work(store: SessionStore) -> bool:
         if store.degraded:
             raise StoreError(store.degraded_reason or "state.db cannot be opened; nothing to reindex")
-        return await store.check_fts()
+        with progress("checking the full-text index", None):
+            return await store.check_fts()
 
     rebuilt = _run(work, write=True)
     if as_json:

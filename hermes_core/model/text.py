@@ -98,3 +98,16 @@ def escape_controls(text: Any) -> str:
         return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
 
     return _TERMINAL_UNSAFE.sub(escape, clean_text(str(text)) if text is not None else "")
+
+
+# Longest display name in a `[sender name]` prefix, in characters.
+SENDER_NAME_MAX_CHARS = 64
+
+
+def sender_label(name: str) -> str:
+    """The sender prefix of a user message in a shared session, `[name] ` (seed §5;
+    docs/behaviour.md §7): `name` made inert on one line, brackets turned into parentheses,
+    `SENDER_NAME_MAX_CHARS` at most; `[unknown] ` when nothing is left. The pipeline builds
+    `name` (display name, id or pseudonym); erasure matches stored messages against it."""
+    clean = neutralize_inline((name or "").replace("[", "(").replace("]", ")"), SENDER_NAME_MAX_CHARS)
+    return f"[{clean or 'unknown'}] "

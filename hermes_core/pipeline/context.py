@@ -42,7 +42,7 @@ from typing import Any, Mapping
 from ..model.context import HomeChannel, SessionContext, attach_entry
 from ..model.entry import SessionEntry
 from ..model.source import Platform, SessionSource
-from ..model.text import neutralize_inline
+from ..model.text import neutralize_inline, sender_label
 from ..plugin_system.adapters import adapter_spec_for
 from ..plugin_system.manager import installed_plugin_manager, key_policy, session_shared_for
 from ..plugin_system.redaction import redact_text
@@ -60,9 +60,6 @@ SHARED_NOTE = ("**Session type:** {label} — messages are prefixed with [sender
 LOCAL_CONNECTED = "local (files on this machine)"
 EXPLICIT_TARGETING = ("*For explicit targeting, use `\"platform:chat_id\"` format if the user provides a "
                       "specific chat ID.*")
-# Longest display name in a `[sender name]` prefix, in characters.
-SENDER_NAME_MAX_CHARS = 64
-
 
 def build_session_context(source: SessionSource, config: Any, session_entry: SessionEntry | None = None,
                           *, pm: Any = None) -> SessionContext:
@@ -258,8 +255,7 @@ def sender_prefix(source: SessionSource, *, pm: Any = None, redact: bool = False
         name = redact_text(pm, source.platform, neutralize_inline(name, len(name) + 1), "llm_context") or pseudonym
     else:
         name = name or source.participant_id or "unknown"
-    clean = neutralize_inline(name.replace("[", "(").replace("]", ")"), SENDER_NAME_MAX_CHARS)
-    return f"[{clean or 'unknown'}] "
+    return sender_label(name)
 
 
 CHAT_INSTRUCTIONS_HEADING = "## Chat Instructions"

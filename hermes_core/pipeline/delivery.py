@@ -10,9 +10,11 @@ hear about it through the `hermes_after_deliver` / `hermes_on_delivery_error` br
 from __future__ import annotations
 
 import logging
+import time
 from typing import Any
 
 from ..model.source import SessionSource
+from ..ops.metrics import NULL_METRICS, NullMetrics
 from ..plugin_system.dispatch import call_broadcast
 from ..sdk.chunking import chunk_text
 from ..sdk.errors import SendError
@@ -28,11 +30,13 @@ class Deliverer:
     Args:
         pm: the application's plugin manager.
         hook_timeout_s: time limit of each observer hook, in seconds.
+        metrics: counts each delivery by platform and outcome, with its latency.
     """
 
-    def __init__(self, pm: Any, *, hook_timeout_s: float = 10.0) -> None:
+    def __init__(self, pm: Any, *, hook_timeout_s: float = 10.0, metrics: NullMetrics = NULL_METRICS) -> None:
         self.pm = pm
         self.hook_timeout_s = hook_timeout_s
+        self.metrics = metrics
         self.queue = ChatSendQueue()
 
     def plan(self, delivery: OutboundDelivery) -> DeliveryPlan:
@@ -64,12 +68,15 @@ class Deliverer:
                                     text=text, spec=adapter.spec, reply_to_message_id=reply_to, kind=kind)
         if not text:
             return DeliveryOutcome(delivered=True)
+        started = time.monotonic()
         try:
             plan = self.plan(delivery)
             outcome = await deliver_plan(adapter, target, plan, queue=self.queue)
         except Exception as exc:  # a broken planning plugin must not kill the session worker
             log.error("delivery planning failed for %s: %s: %s", session_key, type(exc).__name__, exc)
             outcome = DeliveryOutcome(delivered=False, error=f"{type(exc).__name__}: {exc}")
+        self.metrics.delivery(target.platform, "delivered" if outcome.delivered else "failed",
+                              time.monotonic() - started)
         if outcome.delivered:
             await call_broadcast(self.pm, "hermes_after_deliver", timeout=self.hook_timeout_s,
                                  delivery=delivery, outcome=outcome)

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from ..model.timeutil import Clock, utc_now
+from ..ops.metrics import NULL_METRICS, NullMetrics
 from .access import AccessGate
 from .agent_cache import AgentCache
 from .delivery import Deliverer
@@ -28,6 +29,8 @@ class PipelineDeps:
             (the app forgets the session's stuck-loop count, docs/behaviour.md §6).
         agent_cache: the sessions' live transcripts across turns (seed §11); built from
             `config` (`[agent.agent_cache]`) when omitted.
+        metrics: where the pipeline reports messages, turns, interrupts and deliveries
+            (`ops.metrics`; `NULL_METRICS` unless `[metrics] enabled`).
         access: who may talk to the agent (docs/behaviour.md §9); built from `config`'s
             `[platforms.<id>]` tables when omitted.
         request_restart: `() -> None` asking the process for a planned restart (`/restart` from
@@ -45,6 +48,7 @@ class PipelineDeps:
     clock: Clock = utc_now
     on_turn_completed: Callable[[str], Any] | None = None
     agent_cache: AgentCache | None = None
+    metrics: NullMetrics = NULL_METRICS
     access: AccessGate | None = None
     request_restart: Callable[[], None] | None = None
     background: Any = None
@@ -57,7 +61,8 @@ class PipelineDeps:
         if self.agent_cache is None:
             self.agent_cache = AgentCache.from_config(self.config)
         if self.deliverer is None:
-            self.deliverer = Deliverer(self.pm, hook_timeout_s=self.config.plugins.hook_timeout_s)
+            self.deliverer = Deliverer(self.pm, hook_timeout_s=self.config.plugins.hook_timeout_s,
+                                       metrics=self.metrics)
 
     @property
     def hook_timeout_s(self) -> float:

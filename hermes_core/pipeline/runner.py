@@ -150,7 +150,9 @@ class GatewayRunner:
         inbound_id = await self.deps.store.accept_inbound_event(key, event_to_dict(event))
         if inbound_id is None:
             log.info("duplicate message %s in %s ignored", event.message_id, key)
+            self.deps.metrics.message(event.source.platform, "deduplicated")
             return
+        self.deps.metrics.message(event.source.platform, "accepted")
         if self._closed:
             # Durable but not run now: the adapter may acknowledge it, the next start replays it.
             log.warning("message from %s arrived while shutting down; kept for the next start",
@@ -168,6 +170,7 @@ class GatewayRunner:
             return True
         if refusal is None:
             return False
+        self.deps.metrics.message(event.source.platform, "denied")
         if refusal.notice:
             self._side_task(self._send_notice(self.deps.store.session_key(event.source), event,
                                               refusal.notice, session_id=None))
@@ -179,6 +182,7 @@ class GatewayRunner:
         measured = event.command()[1] if event.is_command else (event.text or "")
         if len(measured) > limit:
             log.info("message of %d characters refused in %s (limit %d)", len(measured), key, limit)
+            self.deps.metrics.message(event.source.platform, "refused")
             return TOO_LONG_TEXT.format(length=len(measured), limit=limit)
         return None
 
@@ -387,6 +391,7 @@ class GatewayRunner:
         if not self.deps.agent.interrupt(key):
             self._side_task(self._keep_interrupting(key, worker, job))
         log.info("running turn in %s interrupted", key)
+        self.deps.metrics.interrupt(job.event.source.platform if job.event is not None else "unknown")
         return True
 
     async def _keep_interrupting(self, key: str, worker: _Worker, job: Job) -> None:

@@ -24,7 +24,9 @@ turn rebuilds from the store (the store is canonical, docs/behaviour.md §0).
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import logging
+import time
 from typing import Any, Awaitable, Callable
 from dataclasses import dataclass
 
@@ -73,12 +75,14 @@ class TurnResult:
     """What a turn did: `status` is `completed`, `interrupted`, `timeout`, `failed` or
     `nothing_to_resume`; `reply` is the text owed to the chat (the agent's reply or the
     notice; "" when nothing is owed); `steered_used` is how many of the follow-ups handed to the
-    turn (steer) the agent took (they are in the transcript)."""
+    turn (steer) the agent took (they are in the transcript); `usage` the agent's TokenUsage of a
+    completed turn."""
 
     status: str
     session_id: str
     reply: str
     steered_used: int = 0
+    usage: Any = None
 
 
 def _as_stored(message: dict, clock) -> dict:
@@ -94,11 +98,33 @@ def _before_last_user(transcript: list[dict]) -> list[dict]:
     return transcript
 
 
+def shown_key(deps: PipelineDeps, key: str) -> str:
+    """`key` as a log line shows it: itself, or `key_<12 hex>` (a SHA-256 prefix, stable per
+    key) when `[redaction] enabled`, since keys carry user and chat ids (docs/operations.md §4)."""
+    if not deps.config.redaction.enabled:
+        return key
+    return "key_" + hashlib.sha256(key.encode("utf-8", "surrogatepass")).hexdigest()[:12]
+
+
+def _log_turn(deps: PipelineDeps, key: str, platform: str, outcome: str, seconds: float, usage: Any,
+              resume: bool) -> None:
+    """The one structured line per turn (docs/operations.md §4): session, platform, outcome,
+    duration and tokens; `[logging] format = "json"` writes the fields as JSON."""
+    fields = {"event": "turn", "session": shown_key(deps, key), "platform": platform, "outcome": outcome,
+              "duration_s": round(seconds, 3), "resumed": resume,
+              "input_tokens": getattr(usage, "input_tokens", 0), "output_tokens": getattr(usage, "output_tokens", 0),
+              "total_tokens": getattr(usage, "total_tokens", 0)}
+    log.info("turn %s in %s (%s): %.3f s, tokens %d in / %d out", outcome, fields["session"], platform,
+             seconds, fields["input_tokens"], fields["output_tokens"], extra={"hermes": fields})
+
+
 async def run_turn(deps: PipelineDeps, key: str, event: MessageEvent, *, inbound_id: int | None = None,
                    resume: bool = False, as_recorded: bool = False,
                    steered: list[tuple[MessageEvent, int | None]] | None = None,
                    on_answered: Callable[[], None] | None = None) -> TurnResult:
-    """Run one turn for `event` in session `key` and deliver the answer.
+    """Run one turn for `event` in session `key` and deliver the answer; the turn is counted
+    (`hermes_turns_total`, its duration) and logged in one structured line whatever its outcome
+    (`error`: an exception, `cancelled`: the task was cancelled, e.g. by the shutdown drain).
 
     Args:
         inbound_id: the durable intake row of `event` (it becomes 'running' with the user message).
@@ -119,6 +145,27 @@ async def run_turn(deps: PipelineDeps, key: str, event: MessageEvent, *, inbound
         StoreError (from the store) when the user message cannot be recorded; nothing is sent
         to the agent then, and the worker tells the chat.
     """
+    started, outcome, usage = time.monotonic(), "error", None
+    try:
+        result = await _run_turn(deps, key, event, inbound_id=inbound_id, resume=resume, as_recorded=as_recorded,
+                                 steered=steered, on_answered=on_answered)
+        outcome, usage = result.status, result.usage
+        return result
+    except asyncio.CancelledError:
+        outcome = "cancelled"
+        raise
+    finally:
+        platform = event.source.platform
+        seconds = time.monotonic() - started
+        deps.metrics.turn(platform, outcome, seconds)
+        if resume and outcome != "nothing_to_resume":
+            deps.metrics.resume(platform)
+        _log_turn(deps, key, platform, outcome, seconds, usage, resume)
+
+
+async def _run_turn(deps: PipelineDeps, key: str, event: MessageEvent, *, inbound_id: int | None,
+                    resume: bool, as_recorded: bool, steered: list[tuple[MessageEvent, int | None]] | None,
+                    on_answered: Callable[[], None] | None) -> TurnResult:
     store, source = deps.store, event.source
     adapter = deps.adapters[source.platform]
     entry = await store.get_or_create_session(source)
@@ -272,7 +319,8 @@ async def _answer(deps: PipelineDeps, key: str, source, entry, context, adapter,
     else:
         log.warning("turn in %s ended %s", key, status)
     prompt_tokens = usage.input_tokens if status == "completed" else 0
-    return TurnResult(status=status, session_id=entry.session_id, reply=owed or "", steered_used=used), prompt_tokens
+    return (TurnResult(status=status, session_id=entry.session_id, reply=owed or "", steered_used=used, usage=usage),
+            prompt_tokens)
 
 
 async def _record_steered(deps: PipelineDeps, key: str, session_id: str, live,

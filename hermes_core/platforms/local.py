@@ -9,6 +9,13 @@ one reply per block. `/quit` and `/exit` end the input (like end-of-file). The s
 Streams are injectable so tests drive the adapter with `io.StringIO`. Lines are read on a daemon
 thread (a blocked `readline` on a terminal must never keep the process from exiting) and handed
 to the event loop in order.
+
+With `line_editor=True` (the CLI sets it when stdin and stdout are a terminal) lines are read
+through GNU readline (`input()`): history with ↑/↓, ←/→ and the usual editing keys, Ctrl-L
+clears the screen, and no escape sequence of an arrow key ever reaches the model. The history
+lives in memory only (a history file would be one more copy of users' messages). A reply that
+arrives while a line is being typed is printed above it and the prompt and typed text are drawn
+again. Piped input stays plain (`readline()` on the stream).
 """
 
 from __future__ import annotations
@@ -38,6 +45,27 @@ _TERMINAL_CONTROLS = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 def _visible_controls(text: str) -> str:
     """Replace terminal control characters with their `\\xNN` escape."""
     return _TERMINAL_CONTROLS.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
+
+
+def _load_readline() -> Any:
+    """GNU readline (or libedit) set up for the chat, or None where Python has none."""
+    try:
+        import readline
+    except ImportError:
+        return None
+    # Bracketed paste would wrap every prompt in escape codes a pasted message does not need.
+    readline.parse_and_bind("set enable-bracketed-paste off")
+    return readline
+
+
+def _terminal_modes(stream: Any) -> Any:
+    """The termios attributes of `stream`'s terminal (to restore them), or None."""
+    try:
+        import termios
+
+        return termios.tcgetattr(stream.fileno())
+    except (ImportError, OSError, ValueError, AttributeError):
+        return None
 
 
 def _os_user() -> str:
@@ -90,12 +118,18 @@ class LocalAdapter(BaseAdapter):
                        max_message_length=100_000, length_unit="chars", capabilities=frozenset())
 
     def __init__(self, settings: Any = None, *, on_message=None, stdin: TextIO | None = None,
-                 stdout: TextIO | None = None, user: str | None = None, prompt: str | None = None):
+                 stdout: TextIO | None = None, user: str | None = None, prompt: str | None = None,
+                 line_editor: bool = False):
         super().__init__(settings, on_message=on_message)
         self._stdin = stdin
         self._stdout = stdout
         self.user = user or _os_user()
         self.prompt = prompt
+        self._readline = _load_readline() if line_editor else None
+        # Line-editor mode: the reader waits for the first `write_prompt()` (after the banner).
+        self._may_read = threading.Event()
+        self._editing = False
+        self._terminal_modes = _terminal_modes(self.stdin) if self._readline is not None else None
         self._reader: asyncio.Task | None = None
         self._closed = asyncio.Event()
         self._started = False
@@ -131,11 +165,21 @@ class LocalAdapter(BaseAdapter):
         self._reader = asyncio.create_task(self._read_loop(), name="local-adapter-reader")
 
     async def stop(self) -> None:
-        """Stop reading (lines not yet read stay unread). Idempotent."""
+        """Stop reading (lines not yet read stay unread). Idempotent. A line editor stopped in
+        the middle of a line (Ctrl-C) gives the terminal its modes back (echo, line mode)."""
         if self._reader is not None and not self._reader.done():
             self._reader.cancel()
             await asyncio.gather(self._reader, return_exceptions=True)
         self._closed.set()
+        if self._terminal_modes is not None and self._editing:
+            import termios
+
+            try:
+                termios.tcsetattr(self.stdin.fileno(), termios.TCSADRAIN, self._terminal_modes)
+                self.stdout.write("\n")
+                self.stdout.flush()
+            except (OSError, ValueError, termios.error):
+                pass
 
     async def wait_closed(self) -> None:
         """Wait until the input ended (end of file, `/quit`) and every line read was accepted."""
@@ -146,13 +190,24 @@ class LocalAdapter(BaseAdapter):
         """Write `text` and a newline to the output stream (control characters shown escaped)."""
         out = self.stdout
         text = _visible_controls(text)
-        out.write(text if text.endswith("\n") else text + "\n")
+        text = text if text.endswith("\n") else text + "\n"
+        if self._readline is not None and self._editing:
+            # Above the line being typed: clear it, print, then draw the prompt and the text again.
+            out.write("\r\x1b[2K" + text + (self.prompt or "") + self._readline.get_line_buffer())
+            out.flush()
+            return SendResult(message_id=None)
+        out.write(text)
         out.flush()
         self.write_prompt()
         return SendResult(message_id=None)
 
     def write_prompt(self) -> None:
-        """Write the prompt (terminal mode) unless the input has ended."""
+        """Write the prompt (terminal mode) unless the input has ended. In line-editor mode
+        readline draws the prompt itself; the first call lets it start reading."""
+        if self._readline is not None:
+            if self.prompt is not None:  # not before the CLI has printed its banner
+                self._may_read.set()
+            return
         if self.prompt is not None and not self._closed.is_set():
             self.stdout.write(self.prompt)
             self.stdout.flush()
@@ -163,7 +218,19 @@ class LocalAdapter(BaseAdapter):
         stdin = self.stdin
         self.write_prompt()
 
-        read_line = _line_reader(stdin)
+        plain_line = _line_reader(stdin)
+
+        def read_line() -> str:
+            if self._readline is None:
+                return plain_line()
+            self._may_read.wait()
+            self._editing = True
+            try:
+                return input(self.prompt or "") + "\n"
+            except EOFError:  # Ctrl-D
+                return ""
+            finally:
+                self._editing = False
 
         def reader() -> None:
             try:

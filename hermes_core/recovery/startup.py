@@ -83,6 +83,12 @@ class RecoveryReport:
     stale: list[str] = field(default_factory=list)
     replayed: int = 0
 
+    def counts(self) -> dict[str, int]:
+        """`{kind: how many}` for the recovery metrics (`hermes_recoveries_total{outcome=kind}`)."""
+        return {"suspended": len(self.suspended), "redelivered": len(self.redeliveries),
+                "resumed": len(self.resumed), "reset": len(self.reset), "given_up": len(self.given_up),
+                "stale": len(self.stale), "replayed": self.replayed}
+
 
 def _plan(pm: Any, entry: Any, failure: str) -> RecoveryPlan:
     try:

@@ -21,6 +21,7 @@ A platform plugin imports from here only (and from `hermes_core.testing` in its 
     normalize_whatsapp_id, canonical_whatsapp_identifier   the key builder's WhatsApp id rule (keys.py)
     SessionWork, WorkHandle                    background work and wake-ups bound to a session
                                                (`app.background`; sdk/background.py, docs/behaviour.md §10)
+    COMMAND_MENU                               the commands a platform's command menu advertises (sdk/commands.py)
     TESTING_PACKAGE                            where the test kit lives: `hermes_core.testing`
 """
 
@@ -36,6 +37,7 @@ from ..types import (CAP_EDIT, CAP_MEDIA, CAP_REACTIONS, CAP_THREADS, CAP_TYPING
 from .adapter import AliasRecorder, BaseAdapter, DeliveryReporter, InboundHandler, SendResult
 from .background import SessionWork, WorkHandle
 from .chunking import chunk_text, measure
+from .commands import COMMAND_MENU
 from .errors import MalformedPayload, RetryAfter, RetryAfterExceeded, SendError
 from .sending import ChatSendQueue, RetryPolicy, deliver_plan, send_chunks, send_with_retry
 from .settings import PlatformSettings
@@ -46,7 +48,8 @@ TESTING_PACKAGE = "hermes_core.testing"
 
 __all__ = [
     "AdapterSpec", "AliasError", "AliasRecorder", "BaseAdapter", "CAPABILITIES", "CAP_EDIT", "CAP_MEDIA",
-    "CAP_REACTIONS", "CAP_THREADS", "CAP_TYPING", "CAP_WEBHOOK", "ChatSendQueue", "DeliveryPlan", "DeliveryReporter",
+    "CAP_REACTIONS", "CAP_THREADS", "CAP_TYPING", "CAP_WEBHOOK", "COMMAND_MENU", "ChatSendQueue", "DeliveryPlan",
+    "DeliveryReporter",
     "HERMES_PLUGIN_API", "INGRESS_SHARED", "INGRESS_SINGLE_RECEIVER", "IdentityAlias", "InboundHandler",
     "MalformedPayload", "MessageEvent", "OutboundDelivery", "Platform", "PlatformSettings", "RedactionRule",
     "RetryAfter", "RetryAfterExceeded", "RetryPolicy", "SendError", "SendResult", "SessionContext",

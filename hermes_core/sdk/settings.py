@@ -54,5 +54,11 @@ class PlatformSettings(NoBoolNumbers):
     home_channel_name: str | None = None
     edits_as_turns: bool = False
 
+    def missing_credentials(self) -> list[str]:
+        """Keys of this table the platform needs to start but that are unset (tokens, account
+        ids), for `hermes-gateway doctor` (docs/operations.md §1), which names them and never their
+        values. None by default; a platform's settings model returns its own."""
+        return []
+
 
 COMMON_PLATFORM_KEYS = frozenset(PlatformSettings.model_fields)

@@ -39,6 +39,7 @@ from .journal import JOURNAL_FILE_NAME, JournaledDatabase
 from .merge import merge_journal
 from .mirror import SESSIONS_FILE_NAME, MirrorWriter, file_signature, load_sessions_json
 from .entries import clone_entry, entry_from_session_row, parse_or_none
+from .erasure import ErasureOps
 from .sqlite_backend import SqliteBackend
 from .transcripts import TranscriptOps
 from .turns import TurnOps
@@ -51,7 +52,7 @@ _CACHE_SIZE = 4096
 OLD_DEGRADED_MARKER = ".degraded-since"
 
 
-class SessionStore(TurnOps, TranscriptOps, AliasOps):
+class SessionStore(TurnOps, TranscriptOps, AliasOps, ErasureOps):
     """Routes session keys to sessions and stores transcripts (seed §3).
 
     Args:
@@ -712,25 +713,8 @@ class SessionStore(TurnOps, TranscriptOps, AliasOps):
         Returns:
             The number of routes removed.
         """
-        days = self.config.session_store_max_age_days if max_age_days is None else max_age_days
-        if days is None or days <= 0:
-            return 0
         async with self._locks.hold_all():
-            await self._flush_touched_locked()
-            now = self._now()
-            cutoff = (now - timedelta(days=days)).timestamp()
-            doomed = []
-            for key, suspended in await self._b().routes_older_than(cutoff):
-                if suspended:
-                    continue
-                if self.has_active_processes_fn is not None:
-                    try:
-                        if self.has_active_processes_fn(key):
-                            continue
-                    except Exception as exc:  # unknown → keep: pruning must never kill live work
-                        log.warning("has_active_processes_fn(%r) raised %s; entry kept", key, exc)
-                        continue
-                doomed.append(key)
+            doomed = await self._prune_doomed_locked(max_age_days)
             if doomed:
                 await self._b().delete_routes(doomed)
                 for key in doomed:
@@ -738,6 +722,32 @@ class SessionStore(TurnOps, TranscriptOps, AliasOps):
                 if self._mirror is not None:
                     self._mirror.mark_dirty()
             return len(doomed)
+
+    async def prune_candidates(self, max_age_days: float | None = None) -> list[str]:
+        """The session keys `prune_old_entries(max_age_days)` would remove now, oldest first
+        (`sessions prune --dry-run`). Changes nothing."""
+        async with self._locks.hold_all():
+            return await self._prune_doomed_locked(max_age_days)
+
+    async def _prune_doomed_locked(self, max_age_days: float | None) -> list[str]:
+        days = self.config.session_store_max_age_days if max_age_days is None else max_age_days
+        if days is None or days <= 0:
+            return []
+        await self._flush_touched_locked()
+        cutoff = (self._now() - timedelta(days=days)).timestamp()
+        doomed = []
+        for key, suspended in await self._b().routes_older_than(cutoff):
+            if suspended:
+                continue
+            if self.has_active_processes_fn is not None:
+                try:
+                    if self.has_active_processes_fn(key):
+                        continue
+                except Exception as exc:  # unknown → keep: pruning must never kill live work
+                    log.warning("has_active_processes_fn(%r) raised %s; entry kept", key, exc)
+                    continue
+            doomed.append(key)
+        return doomed
 
     async def import_entries(self, entries: Iterable[SessionEntry], *, replace: bool = False) -> tuple[int, int]:
         """Insert entries read from an older gateway's sessions.json (see `importer`).

@@ -179,33 +179,40 @@ def test_unusable_state_db_and_sessions_dir_stop_start_up_with_one_line(tmp_path
     assert (tmp_path / "sessions").read_text() == "not a directory"  # nothing overwritten
 
 
-def _terminal_session(home: Path, lines: list[str]) -> str:
-    """Run `chat` on a pseudo-terminal, typing each line after a `> ` prompt; return the screen."""
+def _typed_session(home: Path, keystrokes: list[str]) -> str:
+    """Run `chat` on a pseudo-terminal; type each entry of `keystrokes` (raw keys, Enter
+    included) once the prompt is back and every line typed so far has its echo."""
     import pty
     import select
     import time
 
     pid, fd = pty.fork()
-    if pid == 0:  # child: the real console script on a terminal
+    if pid == 0:
         os.execve(SCRIPT, [SCRIPT, "chat"], gateway_env(home))
-    output, pending, end = b"", list(lines), time.monotonic() + 60
+    output, pending, sent, end = b"", list(keystrokes), 0, time.monotonic() + 60
     try:
         while time.monotonic() < end:
-            if not select.select([fd], [], [], 0.2)[0]:
-                continue
-            try:
-                chunk = os.read(fd, 4096)
-            except OSError:  # the child closed the terminal
-                break
-            if not chunk:
-                break
-            output += chunk
-            if output.endswith(b"> ") and pending:
-                os.write(fd, (pending.pop(0) + "\n").encode())
+            if select.select([fd], [], [], 0.2)[0]:
+                try:
+                    chunk = os.read(fd, 4096)
+                except OSError:
+                    break
+                if not chunk:
+                    break
+                output += chunk
+            if pending and output.endswith(b"> ") and output.count(b"echo: ") >= sent:
+                os.write(fd, pending.pop(0).encode())
+                sent += 1
     finally:
         os.waitpid(pid, 0)
         os.close(fd)
-    return output.decode().replace("\r\n", "\n")
+    return output.decode(errors="replace").replace("\r\n", "\n")
+
+
+def _terminal_session(home: Path, lines: list[str]) -> str:
+    """Run `chat` on a pseudo-terminal, typing each line (and Enter) once the prompt is back and
+    every line typed so far has been answered; return the screen."""
+    return _typed_session(home, [line + "\r" for line in lines])
 
 
 def test_interactive_terminal_shows_banner_prompt_and_continues(tmp_path):
@@ -215,6 +222,19 @@ def test_interactive_terminal_shows_banner_prompt_and_continues(tmp_path):
     second = _terminal_session(tmp_path, ["/quit"])
     assert re.match(rf"hermes-gateway chat: continuing session {ID} \(1 turn\)\. "
                     r"/help for commands, /quit to leave\.\n> ", second), second
+
+
+def test_terminal_chat_has_a_line_editor_history_and_arrows(tmp_path):
+    # ↑ recalls the last line (readline history) instead of sending ESC [ A to the model;
+    # ← moves the cursor so the inserted letter lands inside the word.
+    screen = _typed_session(tmp_path, ["pelican\r", "\x1b[A\r", "hern\x1b[Do\r", "/quit\r"])
+    assert screen.count("echo: pelican\n") == 2, screen
+    assert "echo: heron\n" in screen
+    result = run_cli(tmp_path, "sessions", "show", "agent:main:local:dm:terminal", "--json")
+    import json
+
+    contents = [m["content"] for m in json.loads(result.stdout)["messages"] if m["role"] == "user"]
+    assert contents == ["pelican", "pelican", "heron"]
 
 
 @pytest.mark.parametrize("io_encoding", [None, "utf-8:strict"])

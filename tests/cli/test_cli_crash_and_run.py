@@ -93,7 +93,8 @@ async def test_run_stops_cleanly_on_signal(tmp_path, signum):
         stderr=asyncio.subprocess.PIPE, env=gateway_env(tmp_path))
     try:
         line = await asyncio.wait_for(proc.stderr.readline(), 60)
-        assert line.decode() == "hermes-gateway: running local (Ctrl-C or SIGTERM to stop)\n"
+        assert line.decode() == ("hermes-gateway: running local (no [platforms.<name>] table in "
+                                 f"{tmp_path / 'hermes.toml'}: the terminal platform only) (Ctrl-C or SIGTERM to stop)\n")
         proc.send_signal(signum)
         out, err = await asyncio.wait_for(proc.communicate(), 30)
     finally:
@@ -116,7 +117,8 @@ async def test_a_planned_restart_exits_75_for_the_supervisor(tmp_path, how):
         stderr=asyncio.subprocess.PIPE, env=env)
     try:
         line = await asyncio.wait_for(proc.stderr.readline(), 60)
-        assert line.decode() == "hermes-gateway: running local (Ctrl-C or SIGTERM to stop)\n"
+        assert line.decode() == ("hermes-gateway: running local (no [platforms.<name>] table in "
+                                 f"{tmp_path / 'hermes.toml'}: the terminal platform only) (Ctrl-C or SIGTERM to stop)\n")
         if how == "sigusr1":
             proc.send_signal(signal.SIGUSR1)
         elif how == "admin-chat-command":

@@ -79,3 +79,17 @@ def test_plugins_reports_a_bad_config_in_one_line(tmp_path, monkeypatch):
     assert result.exit_code == 2
     assert result.output.startswith("hermes-gateway: error: config file ")
     assert "is not valid TOML" in result.output
+
+
+def test_plugins_exits_1_when_a_configured_override_is_broken(tmp_path, monkeypatch):
+    # The listing still prints, but `run` would refuse to start: the exit code says so.
+    monkeypatch.setenv("HERMES_HOME", str(tmp_path))
+    monkeypatch.delenv("HERMES_CONFIG", raising=False)
+    (tmp_path / "hermes.toml").write_text('[plugins]\noverrides = ["no_such_override_mod"]\n')
+    result = CliRunner().invoke(plugins_app, ["--json"])
+    assert result.exit_code == 1
+    rows = {row["name"]: row for row in json.loads(result.stdout)}
+    assert rows["deployment:no_such_override_mod"]["status"] == "failed"
+    assert result.stderr == ("hermes-gateway: error: `run` would not start: deployment override "
+                             "'no_such_override_mod' failed: ModuleNotFoundError: No module named "
+                             "'no_such_override_mod'\n")

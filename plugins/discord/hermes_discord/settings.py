@@ -69,3 +69,7 @@ class DiscordSettings(PlatformSettings):
         if value is not None and not value.startswith(("ws://", "wss://")):
             raise ValueError("platforms.discord.gateway_url must start with ws:// or wss://")
         return value
+
+    def missing_credentials(self) -> list[str]:
+        """`["bot_token"]` while the token is unset (`hermes-gateway doctor`)."""
+        return [] if self.bot_token else ["bot_token"]

@@ -68,3 +68,7 @@ class SignalSettings(PlatformSettings):
         if not value.startswith(("http://", "https://")):
             raise ValueError("platforms.signal.base_url must start with http:// or https://")
         return value.rstrip("/")
+
+    def missing_credentials(self) -> list[str]:
+        """`["account"]` while the bot's number is unset (`hermes-gateway doctor`)."""
+        return [] if self.account else ["account"]

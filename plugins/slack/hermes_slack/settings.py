@@ -105,6 +105,13 @@ class SlackSettings(PlatformSettings):
             raise ValueError("platforms.slack.http_path must start with '/'")
         return self
 
+    def missing_credentials(self) -> list[str]:
+        """The unset tokens this mode needs: `bot_token`, plus `app_token` in Socket Mode or
+        `signing_secret` in HTTP mode (`hermes-gateway doctor`)."""
+        needed = {"bot_token": self.bot_token}
+        needed.update({"app_token": self.app_token} if self.mode == "socket" else {"signing_secret": self.signing_secret})
+        return [name for name, value in needed.items() if not value]
+
     def channel(self, channel_id: str) -> SlackChannelSettings:
         """The overrides of `channel_id` (defaults when it has none)."""
         return self.channels.get(channel_id) or SlackChannelSettings()

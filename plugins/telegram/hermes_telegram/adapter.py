@@ -38,13 +38,13 @@ from typing import Any
 
 from aiohttp import web
 from pydantic import BaseModel
-from telegram import ReplyParameters
+from telegram import BotCommand, ReplyParameters
 from telegram.error import BadRequest, ChatMigrated, InvalidToken, RetryAfter as TgRetryAfter, TelegramError
 from telegram.ext import Application, ApplicationBuilder
 from telegram.warnings import PTBDeprecationWarning, PTBUserWarning
 
-from hermes_core.sdk import (CAP_EDIT, CAP_MEDIA, CAP_THREADS, CAP_TYPING, CAP_WEBHOOK, AdapterSpec, BaseAdapter,
-                             ChatSendQueue, RetryAfter, RetryPolicy, SendResult, SessionSource, chunk_text,
+from hermes_core.sdk import (CAP_EDIT, CAP_MEDIA, CAP_THREADS, CAP_TYPING, CAP_WEBHOOK, COMMAND_MENU, AdapterSpec,
+                             BaseAdapter, ChatSendQueue, RetryAfter, RetryPolicy, SendResult, SessionSource, chunk_text,
                              send_chunks)
 
 from .aliases import IMPORTED_SUFFIX, LEGACY_FILE_NAME, ChatMigrations, read_legacy_file
@@ -239,6 +239,7 @@ class TelegramAdapter(BaseAdapter):
         self._app = app
         self.bot_id = app.bot.id
         self.bot_username = app.bot.username
+        await self._advertise_commands(app)
         try:
             if self.settings.mode == "webhook":
                 await self._start_webhook()
@@ -254,6 +255,14 @@ class TelegramAdapter(BaseAdapter):
             raise TelegramStartError(f"telegram {self.settings.mode} start failed: {self._scrub(exc)}") from None
         self._started = True
         log.info("telegram adapter started (%s) as @%s", self.settings.mode, self.bot_username)
+
+    async def _advertise_commands(self, app: Application) -> None:
+        """`setMyCommands`: the gateway's commands in the chat's "/" menu (`COMMAND_MENU`).
+        Cosmetic: a refusal is logged and start-up goes on."""
+        try:
+            await app.bot.set_my_commands([BotCommand(name, text) for name, text in COMMAND_MENU])
+        except TelegramError as exc:
+            log.warning("telegram setMyCommands failed (%s); the command menu is not shown", self._scrub(exc))
 
     async def stop(self) -> None:
         """Stop receiving and disconnect. Idempotent. Pending updates stay at Telegram: the

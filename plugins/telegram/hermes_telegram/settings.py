@@ -71,3 +71,7 @@ class TelegramSettings(PlatformSettings):
         if not self.webhook_path.startswith("/"):
             raise ValueError("platforms.telegram.webhook_path must start with '/'")
         return self
+
+    def missing_credentials(self) -> list[str]:
+        """`["bot_token"]` while the token is unset (`hermes-gateway doctor`)."""
+        return [] if self.bot_token else ["bot_token"]

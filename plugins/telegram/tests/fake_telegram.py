@@ -186,6 +186,9 @@ class FakeTelegram:
     async def _m_getMe(self, body):
         return BOT_USER
 
+    async def _m_setMyCommands(self, body):
+        return True
+
     async def _m_getUpdates(self, body):
         offset = body.get("offset")
         limit = int(body.get("limit") or 100)

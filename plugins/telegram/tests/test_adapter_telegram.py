@@ -45,9 +45,9 @@ async def test_polled_update_is_mapped_and_emitted(tg, make_adapter):
     assert event.message_id == "5120"
     assert (event.source.chat_id, event.source.thread_id, event.source.chat_topic) == \
         ("-1001987654321", "17585", "Deploys")
-    # getMe, deleteWebhook (keeping pending updates), then long polls
-    assert [c.method for c in tg.calls[:2]] == ["getMe", "deleteWebhook"]
-    assert tg.calls[1].body["drop_pending_updates"] == "false"
+    # getMe, the command menu, deleteWebhook (keeping pending updates), then long polls
+    assert [c.method for c in tg.calls[:3]] == ["getMe", "setMyCommands", "deleteWebhook"]
+    assert tg.calls[2].body["drop_pending_updates"] == "false"
     await tg.wait_for(lambda: any(c.body.get("offset") == "900000005" for c in tg.calls_of("getUpdates")))
     assert adapter.bot_id == 7000000001
     assert (await adapter.health())["ok"] is True
@@ -395,6 +395,7 @@ async def test_start_and_stop_are_idempotent(tg, make_adapter):
     adapter = await make_adapter()
     await adapter.start()
     assert len(tg.calls_of("getMe")) == 1
+    assert len(tg.calls_of("setMyCommands")) == 1
     await adapter.stop()
     await adapter.stop()
     assert (await adapter.health())["ok"] is False
@@ -449,3 +450,19 @@ async def test_stop_lets_the_update_in_hand_reach_the_gateway(tg, make_adapter):
     assert [e.message_id for e in gateway.events] == ["42"]  # … which was not cancelled half-way
     # and the handled update was confirmed to Telegram on the way out
     assert tg.calls_of("getUpdates")[-1].body["offset"] == "900000002"
+
+
+async def test_start_advertises_the_gateway_commands_in_the_menu(tg, make_adapter):
+    await make_adapter()
+    (call,) = tg.calls_of("setMyCommands")
+    commands = call.body["commands"]
+    commands = json.loads(commands) if isinstance(commands, str) else commands
+    assert [c["command"] for c in commands] == ["new", "reset", "stop", "queue", "resume", "title", "undo", "retry",
+                                                "compress", "status", "help", "restart"]
+    assert all(3 <= len(c["description"]) <= 256 for c in commands)  # Bot API limits
+
+
+async def test_a_refused_command_menu_does_not_stop_start_up(tg, make_adapter):
+    tg.fail("setMyCommands", "server")
+    adapter = await make_adapter()
+    assert (await adapter.health())["ok"] is True

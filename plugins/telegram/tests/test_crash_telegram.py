@@ -26,8 +26,8 @@ def load(name: str) -> dict:
     return json.loads((FIXTURES / f"{name}.json").read_text())
 
 
-async def start_gateway(home: Path, token: str) -> asyncio.subprocess.Process:
-    env = dict(os.environ, HERMES_HOME=str(home), HERMES_PLATFORMS__TELEGRAM__BOT_TOKEN=token)
+async def start_gateway(home: Path, token: str, **extra: str) -> asyncio.subprocess.Process:
+    env = dict(os.environ, HERMES_HOME=str(home), HERMES_PLATFORMS__TELEGRAM__BOT_TOKEN=token, **extra)
     env.pop("HERMES_CONFIG", None)
     env.pop("HERMES_DISABLE_PLUGIN_AUTOLOAD", None)
     env.pop("HERMES_PLUGINS", None)
@@ -79,7 +79,11 @@ async def test_sigkill_then_restart_answers_pending_updates_once(tg, tmp_path):
 
     # While the gateway is dead: Alice writes again, and Telegram redelivers the first update.
     await tg.push(load("t1_private_dm"), load("t7_private_topic"))
-    second = await start_gateway(home, tg.token)
+    # Debugging: the HTTP client's per-request lines reach gateway.log (they are kept out
+    # otherwise, docs/operations.md §4) — and must not carry the token.
+    log_before = (home / "gateway.log").read_text()
+    assert "HTTP Request: POST" not in log_before
+    second = await start_gateway(home, tg.token, HERMES_LOG_LEVEL="DEBUG")
     try:
         await tg.wait_for(lambda: any(c.body.get("offset") == "900000009" for c in tg.calls_of("getUpdates")),
                           timeout=30)

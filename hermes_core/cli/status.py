@@ -1,0 +1,62 @@
+"""`hermes-gateway status [--json]`: is a gateway running on this home, and how is it
+(docs/operations.md §2). Reads `status.json` and probes the home lock; never opens `state.db`
+and never disturbs the running gateway.
+
+Exit code 0 when a gateway holds the home, 3 when none does (the LSB code for "not running",
+as `systemctl status` uses it).
+"""
+
+from __future__ import annotations
+
+import typer
+
+from ..ops.status import read_status
+from .common import load_cli_config_or_exit
+from .output import console, human_time, print_fields, print_json, print_table
+
+EXIT_NOT_RUNNING = 3
+
+
+def human_duration(seconds: float | None) -> str:
+    """`93784` → `1d 2h 3m`; under a minute → `42s`."""
+    if seconds is None:
+        return ""
+    total = int(seconds)
+    if total < 60:
+        return f"{total}s"
+    days, rest = divmod(total, 86400)
+    hours, rest = divmod(rest, 3600)
+    minutes = rest // 60
+    return " ".join(f"{n}{unit}" for n, unit in ((days, "d"), (hours, "h"), (minutes, "m")) if n) or "0m"
+
+
+def status_command(
+    as_json: bool = typer.Option(False, "--json", help="Print JSON instead of text."),
+) -> None:
+    """Whether a gateway holds this home: pid, uptime, platforms and their health, busy
+    sessions, queue depth, ledger backlog. Exit code 3 when none runs."""
+    config = load_cli_config_or_exit(logging_on=False)
+    report = read_status(config.home)
+    if as_json:
+        print_json(report)
+    elif not report["running"]:
+        last = report.get("last") or {}
+        seen = f" (last seen {human_time(last.get('updated_at'))}, pid {last.get('pid')})" if last else ""
+        console().print(f"no gateway is running on {config.home}{seen}", markup=False)
+    elif report.get("stale"):
+        console().print(f"a gateway is running on {config.home} (pid {report['pid'] or 'unknown'}) but has not "
+                        "published its status yet", markup=False)
+    else:
+        print_fields([
+            ("gateway", f"running on {report['home']}"), ("pid", report["pid"]),
+            ("started", human_time(report.get("started_at"))),
+            ("uptime", human_duration(report.get("uptime_s"))), ("ready", report.get("ready")),
+            ("busy sessions", report.get("busy_sessions")), ("queue depth", report.get("queue_depth")),
+            ("ledger backlog", report.get("ledger_backlog")), ("store degraded", report.get("store_degraded")),
+            ("updated", human_time(report.get("updated_at")))])
+        rows = [{"platform": name, "healthy": health.get("ok"),
+                 "detail": ", ".join(f"{k}={v}" for k, v in sorted(health.items()) if k != "ok")}
+                for name, health in (report.get("platforms") or {}).items()]
+        print_table(rows, ["platform", "healthy", "detail"])
+    if not report["running"]:
+        raise typer.Exit(EXIT_NOT_RUNNING)

@@ -1,0 +1,270 @@
+"""`hermes-gateway doctor`: everything `run` needs, checked without starting a gateway
+(docs/operations.md §1).
+
+Each check gives one `Check` (`ok`, `warn`, `fail`, or `fixed` after a `--fix` repair) whose
+detail is one line naming the file, key or plugin. A `fail` is something that stops `run` (or
+loses data if left alone); a `warn` is worth knowing but does not stop the gateway.
+
+Nothing here writes unless `fix=True`, and then only safe repairs: permissions tightened to
+owner-only, the full-text index rebuilt from the stored messages, `sessions.json` rebuilt
+from `state.db`. Repairs that need the store are refused while a gateway holds the home.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sqlite3
+import stat
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ..store.home_lock import home_is_locked
+
+OK, WARN, FAIL, FIXED = "ok", "warn", "fail", "fixed"
+# Free space under HERMES_HOME below which the check fails (SQLite's WAL and the sessions.json
+# rewrite need room) or warns.
+DISK_FAIL_BYTES = 100 * 1024 * 1024
+DISK_WARN_BYTES = 1024 * 1024 * 1024
+
+
+@dataclass(frozen=True)
+class Check:
+    """One doctor finding: `name` (e.g. `state.db`), `status` (ok / warn / fail / fixed) and a
+    one-line `detail`."""
+
+    name: str
+    status: str
+    detail: str
+
+    def as_dict(self) -> dict[str, str]:
+        """JSON-ready dict (`doctor --json` rows)."""
+        return {"check": self.name, "status": self.status, "detail": self.detail}
+
+
+def load_for_run(config: Any) -> tuple[Any, Any, dict[str, Any]]:
+    """Load plugins, overrides, adapter classes and platform settings exactly as `run` does.
+
+    Returns:
+        `(pm, report, {platform: validated settings})`.
+    Raises:
+        PluginLoadError, AdapterLoadError, PluginSettingsError (a ConfigError), or
+        pluggy.PluginValidationError: what would stop `run`, one line each.
+    """
+    from ..plugin_system.adapters import resolve_adapter_classes
+    from ..plugin_system.manager import create_plugin_manager
+    from ..plugin_system.settings import validate_plugin_settings
+
+    pm, report = create_plugin_manager(config)
+    classes = resolve_adapter_classes(config.enabled_platforms(), report, config=config)
+    settings = validate_plugin_settings(pm, config, adapter_classes=classes)
+    return pm, report, settings
+
+
+def check_plugins(config: Any) -> tuple[list[Check], dict[str, Any] | None]:
+    """Plugins, overrides and each enabled platform's adapter and settings (`run` needs them).
+    Returns the checks and the validated platform settings (None when loading failed)."""
+    try:
+        _pm, report, settings = load_for_run(config)
+    except Exception as exc:  # every loader error carries one line naming the plugin or key
+        return [Check("plugins", FAIL, " ".join(str(exc).split()) or type(exc).__name__)], None
+    checks = [Check(f"plugin {r.name}", WARN, f"{r.status}: {r.error}") for r in report.failed()]
+    checks += [Check(f"plugin {r.name}", WARN, warning) for r in report.records for warning in r.warnings]
+    loaded = sorted({r.name for r in report.records if r.status == "loaded"})
+    checks.insert(0, Check("plugins", OK, f"{len(loaded)} loaded" + (f": {', '.join(loaded)}" if loaded else "")))
+    return checks, settings
+
+
+def check_credentials(config: Any, settings: dict[str, Any]) -> list[Check]:
+    """Each enabled platform's credentials are present (the settings model's
+    `missing_credentials()`; values are never shown)."""
+    checks = []
+    for platform in config.enabled_platforms():
+        model = settings.get(platform)
+        missing = model.missing_credentials() if hasattr(model, "missing_credentials") else []
+        if missing:
+            names = ", ".join(f"platforms.{platform}.{key} (HERMES_PLATFORMS__{platform.upper()}__{key.upper()})"
+                              for key in missing)
+            checks.append(Check(f"credentials {platform}", FAIL, f"not set: {names}"))
+        else:
+            checks.append(Check(f"credentials {platform}", OK, "present" if model is not None else "none needed"))
+    return checks
+
+
+def _private(path: Path, mode: int, fix: bool) -> Check | None:
+    """A warning (or a fix) when `path` is readable or writable by group or others."""
+    try:
+        current = stat.S_IMODE(path.stat().st_mode)
+    except FileNotFoundError:
+        return None
+    if current & 0o077 == 0:
+        return None
+    if fix:
+        os.chmod(path, mode)
+        return Check(f"permissions {path.name}", FIXED, f"{path} was {current:04o}, now {mode:04o}")
+    return Check(f"permissions {path.name}", WARN,
+                 f"{path} is {current:04o}: group or others can read personal data (--fix sets {mode:04o})")
+
+
+def check_home(config: Any, fix: bool) -> list[Check]:
+    """HERMES_HOME exists, is a writable directory, and it and its data files are owner-only."""
+    home = Path(config.home)
+    if not home.exists():
+        return [Check("home", WARN, f"HERMES_HOME {home} does not exist yet (the first start creates it)")]
+    if not home.is_dir():
+        return [Check("home", FAIL, f"HERMES_HOME {home} exists and is not a directory")]
+    if not os.access(home, os.W_OK | os.X_OK):
+        return [Check("home", FAIL, f"HERMES_HOME {home} is not writable by this user")]
+    checks = [Check("home", OK, str(home))]
+    for path, mode in ((home, 0o700), (config.sessions_dir, 0o700), (config.db_path, 0o600),
+                       (home / "gateway.log", 0o600), (config.sessions_dir / "sessions.json", 0o600)):
+        finding = _private(Path(path), mode, fix)
+        if finding is not None:
+            checks.append(finding)
+    return checks
+
+
+def check_lock(config: Any) -> tuple[Check, int | None]:
+    """Who holds the home lock (informational). Returns the check and the holder's pid (0:
+    unknown pid, None: nobody)."""
+    pid = home_is_locked(Path(config.home))
+    if pid is None:
+        return Check("lock", OK, "no gateway holds this home"), None
+    return Check("lock", OK, f"a gateway holds this home (pid {pid or 'unknown'})"), pid
+
+
+def check_database(config: Any) -> list[Check]:
+    """`state.db`: opens, passes SQLite's integrity check, schema not newer than this gateway,
+    full-text index consistent with the messages (FTS5 integrity-check, rank = 1)."""
+    from ..store.db import schema_version
+    from ..store.fts import FTS_TABLE, is_fts_damage
+
+    path = Path(config.db_path)
+    if not path.exists():
+        return [Check("state.db", WARN, f"{path} does not exist yet (the first start creates it)")]
+    try:
+        # Read-write but writing nothing: FTS5's integrity-check is an INSERT statement, which
+        # a read-only connection refuses. A running gateway is not disturbed (WAL readers).
+        conn = sqlite3.connect(f"file:{path}?mode=rw", uri=True, timeout=config.storage.busy_timeout_s)
+    except sqlite3.Error as exc:
+        return [Check("state.db", FAIL, f"{path} cannot be opened: {exc} (the gateway would run degraded)")]
+    try:
+        try:
+            result = [row[0] for row in conn.execute("PRAGMA integrity_check").fetchall()]
+            version = int(conn.execute("PRAGMA user_version").fetchone()[0])
+        except sqlite3.DatabaseError as exc:
+            return [Check("state.db", FAIL, f"{path} is not a usable SQLite database: {exc}")]
+        if result != ["ok"]:
+            return [Check("state.db", FAIL, f"{path} is damaged: {'; '.join(result[:3])}")]
+        if version > schema_version():
+            return [Check("state.db", FAIL, f"{path} has schema {version}, newer than this gateway's "
+                                            f"{schema_version()}: upgrade hermes-gateway")]
+        checks = [Check("state.db", OK, f"integrity ok, schema {version}")]
+        if version == 0:
+            return checks
+        try:
+            conn.execute(f"INSERT INTO {FTS_TABLE}({FTS_TABLE}, rank) VALUES ('integrity-check', 1)")
+            checks.append(Check("full-text index", OK, "consistent with the messages"))
+        except sqlite3.DatabaseError as exc:
+            if not is_fts_damage(exc):
+                raise
+            checks.append(Check("full-text index", FAIL, f"damaged ({exc}); --fix or `sessions reindex` "
+                                                         "rebuilds it from the messages"))
+        return checks
+    finally:
+        conn.close()
+
+
+def check_leftovers(config: Any) -> list[Check]:
+    """Files of a degraded run: the journal (merged at the next healthy start) and the files of
+    an older gateway's degraded run (never merged automatically)."""
+    from ..store.journal import JOURNAL_FILE_NAME
+    from ..store.session_store import OLD_DEGRADED_MARKER
+
+    checks = []
+    journal = config.sessions_dir / JOURNAL_FILE_NAME
+    if journal.exists():
+        checks.append(Check("degraded journal", WARN, f"{journal} holds work of a degraded run; the next start "
+                                                      "with a healthy state.db merges it"))
+    if (config.sessions_dir / OLD_DEGRADED_MARKER).exists():
+        checks.append(Check("degraded files", WARN, f"{config.sessions_dir} holds an older gateway's degraded run "
+                                                    f"({OLD_DEGRADED_MARKER}): `hermes-gateway sessions import "
+                                                    f"{config.sessions_dir}`, then delete the marker"))
+    mirror = config.sessions_dir / "sessions.json"
+    if config.db_path.exists() and not mirror.exists():
+        checks.append(Check("sessions.json", WARN, f"{mirror} is missing (rebuilt from state.db at the next "
+                                                   "start, or by --fix)"))
+    elif mirror.exists():
+        import json
+        try:
+            json.loads(mirror.read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, ValueError) as exc:
+            checks.append(Check("sessions.json", WARN, f"{mirror} cannot be read ({type(exc).__name__}); rebuilt "
+                                                       "from state.db at the next start, or by --fix"))
+    return checks or [Check("leftovers", OK, "no degraded-mode files")]
+
+
+def check_disk(config: Any) -> Check:
+    """Free space on the file system of HERMES_HOME (or its nearest existing parent)."""
+    place = Path(config.home)
+    while not place.exists() and place != place.parent:
+        place = place.parent
+    free = shutil.disk_usage(place).free
+    text = f"{free / 1024 ** 3:.1f} GiB free on {place}"
+    if free < DISK_FAIL_BYTES:
+        return Check("disk", FAIL, text + " (below 100 MiB: writes will fail)")
+    if free < DISK_WARN_BYTES:
+        return Check("disk", WARN, text + " (below 1 GiB)")
+    return Check("disk", OK, text)
+
+
+async def repair_store(config: Any, checks: list[Check]) -> list[Check]:
+    """`--fix` with the store: rebuild a damaged full-text index, rewrite a missing or unreadable
+    sessions.json. Takes the home lock (refused while a gateway runs). Returns the checks with
+    the repaired ones replaced by `fixed`."""
+    from ..store import SessionStore
+
+    wanted = {c.name for c in checks if c.status in (FAIL, WARN) and c.name in ("full-text index", "sessions.json")}
+    if not wanted or not config.db_path.exists():
+        return checks
+    if home_is_locked(Path(config.home)) is not None:
+        note = Check("fix", WARN, "a gateway holds this home: the index and sessions.json repairs need it stopped")
+        return checks + [note]
+    store = SessionStore(config.sessions_dir, config, lock_home=True)
+    await store.open()  # a stale or missing sessions.json is marked for rewrite by the open itself
+    try:
+        rebuilt = await store.check_fts() if "full-text index" in wanted else False
+        await store.flush_mirror()
+    finally:
+        await store.close()
+    fixed = {"full-text index": Check("full-text index", FIXED, "rebuilt from the stored messages")
+             if rebuilt else None,
+             "sessions.json": Check("sessions.json", FIXED, "rewritten from state.db")}
+    return [fixed.get(c.name) or c if c.name in wanted else c for c in checks]
+
+
+async def run_doctor(config: Any, *, fix: bool = False) -> list[Check]:
+    """Every check in order: home, lock, plugins, credentials, state.db, leftovers, disk.
+
+    Args:
+        config: a loaded GatewayConfig (a config that does not load is the CLI's own first check).
+        fix: apply the safe repairs (module docstring).
+    """
+    checks = check_home(config, fix)
+    lock, _pid = check_lock(config)
+    checks.append(lock)
+    plugin_checks, settings = check_plugins(config)
+    checks += plugin_checks
+    if not config.enabled_platforms():
+        checks.append(Check("platforms", FAIL, "no platform is enabled: set `enabled = true` in a "
+                                               "[platforms.<name>] table"))
+    if settings is not None:
+        checks += check_credentials(config, settings)
+    if Path(config.home).is_dir():
+        checks += check_database(config)
+        checks += check_leftovers(config)
+    checks.append(check_disk(config))
+    if fix:
+        checks = await repair_store(config, checks)
+    return checks

@@ -1,0 +1,152 @@
+"""The status a running gateway publishes (docs/operations.md §2): `$HERMES_HOME/status.json`.
+
+`StatusPublisher` collects one snapshot (pid, start time, platforms and their health, busy
+sessions, queue depth, ledger backlog, cache, memory, degraded flag, readiness) when the gateway
+starts, every `[status] interval_s` seconds on the gateway's own event loop, and once more as it
+stops. Each snapshot is written atomically (0600) and handed to the metrics gauges: one
+collection serves `hermes-gateway status` and `/metrics`.
+
+`read_status(home)` is the reader's side: it never opens `state.db` and never takes the home
+lock (it probes it with a shared lock, released at once), so asking disturbs nothing. A file
+whose pid does not hold the lock is the last word of a gateway that is gone.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+from ..model.timeutil import format_timestamp, utc_now
+from ..store.files import write_atomic
+from ..store.home_lock import home_is_locked
+
+log = logging.getLogger(__name__)
+
+STATUS_FILE_NAME = "status.json"
+# How long one adapter's `health()` may take inside a snapshot.
+HEALTH_TIMEOUT_S = 2.0
+
+
+async def _platform_health(adapters: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    out: dict[str, dict[str, Any]] = {}
+    for name, adapter in sorted(adapters.items()):
+        try:
+            health = await asyncio.wait_for(adapter.health(), HEALTH_TIMEOUT_S)
+            out[name] = dict(health) if isinstance(health, dict) else {"ok": bool(health)}
+        except Exception as exc:  # a failing probe is the finding, not a failure of the snapshot
+            out[name] = {"ok": False, "error": type(exc).__name__}
+        out[name]["ok"] = bool(out[name].get("ok"))
+    return out
+
+
+async def collect(app: Any, *, state: str) -> dict[str, Any]:
+    """One snapshot of `app` (a GatewayApp) as a JSON-ready dict; `state` is `starting`,
+    `running` or `stopped`. Counts only: no session key, id or text."""
+    runner, store = app.runner, app.store
+    snapshot: dict[str, Any] = {
+        "state": state, "pid": os.getpid(), "home": str(app.home),
+        "started_at": format_timestamp(app.started_at), "updated_at": format_timestamp(utc_now()),
+        "uptime_s": round(time.monotonic() - app.started_monotonic, 3),
+        "ready": bool(app.ready and state == "running"),
+        "platforms": await _platform_health(app.adapters) if state != "stopped" else {},
+        "busy_sessions": len(runner.busy_sessions()) if runner is not None else 0,
+        "queue_depth": runner.pending() if runner is not None else 0,
+        "store_degraded": bool(store is not None and store.is_open and store.degraded),
+        "ledger_backlog": None, "cache_entries": None, "cache_evictions": {}, "anon_memory_bytes": None,
+    }
+    if store is not None and store.is_open:
+        try:
+            snapshot["ledger_backlog"] = len(await store.open_obligations())
+        except Exception as exc:  # the snapshot still says everything else
+            log.warning("status: the delivery ledger could not be counted (%s)", type(exc).__name__)
+    cache = runner.deps.agent_cache if runner is not None else None
+    if cache is not None:
+        snapshot["cache_entries"] = len(cache)
+        snapshot["cache_evictions"] = dict(cache.stats.evictions)
+        snapshot["anon_memory_bytes"] = cache.probe.process_anon()
+    return snapshot
+
+
+class StatusPublisher:
+    """Writes `status.json` and feeds the metrics gauges (module docstring).
+
+    Args:
+        app: the GatewayApp (its runner, store, adapters, `ready`, `metrics`).
+        interval_s: seconds between refreshes.
+    """
+
+    def __init__(self, app: Any, interval_s: float) -> None:
+        self.app = app
+        self.interval_s = interval_s
+        self.path = Path(app.home) / STATUS_FILE_NAME
+        self._task: asyncio.Task | None = None
+        self._stopping = asyncio.Event()
+
+    async def publish(self, state: str) -> dict[str, Any]:
+        """Collect, write and publish one snapshot now; returns it. Never raises for a write
+        failure (logged once per call)."""
+        snapshot = await collect(self.app, state=state)
+        self.app.metrics.publish(snapshot)
+        try:
+            await asyncio.to_thread(write_atomic, self.path, json.dumps(snapshot, indent=2) + "\n")
+        except OSError as exc:
+            log.warning("status: %s could not be written (%s)", self.path, exc.strerror or exc)
+        return snapshot
+
+    def start(self) -> None:
+        """Refresh every `interval_s` seconds until `stop()`."""
+        if self._task is None:
+            self._stopping = asyncio.Event()
+            self._task = asyncio.create_task(self._loop(), name="hermes-status")
+
+    async def _loop(self) -> None:
+        while not self._stopping.is_set():
+            try:
+                await self.publish("running")
+            except Exception:  # the next refresh tries again
+                log.exception("status: snapshot failed")
+            try:
+                await asyncio.wait_for(self._stopping.wait(), self.interval_s)
+            except TimeoutError:
+                pass
+
+    async def stop(self) -> None:
+        """Stop refreshing and write the final `stopped` snapshot. A refresh under way is let
+        finish rather than cancelled: cancelling it inside a store read would leave that read
+        to the closing store."""
+        task, self._task = self._task, None
+        if task is not None:
+            self._stopping.set()
+            await asyncio.gather(task, return_exceptions=True)
+        try:
+            await self.publish("stopped")
+        except Exception:
+            log.exception("status: final snapshot failed")
+
+
+def read_status(home: Path | str) -> dict[str, Any]:
+    """What `hermes-gateway status` reports for `home` without disturbing a gateway there.
+
+    Returns:
+        `{"running": bool, "pid": int | None, ...}`: with a gateway holding the lock, its last
+        snapshot (`stale: true` when the file is missing or belongs to another pid);
+        without one, `running: false` and the last snapshot as `last` (or None).
+    """
+    home = Path(home)
+    pid = home_is_locked(home) if home.is_dir() else None
+    try:
+        snapshot = json.loads((home / STATUS_FILE_NAME).read_text(encoding="utf-8"))
+        if not isinstance(snapshot, dict):
+            snapshot = None
+    except (OSError, UnicodeDecodeError, ValueError):
+        snapshot = None
+    if pid is None:
+        return {"running": False, "pid": None, "home": str(home), "last": snapshot}
+    if snapshot is None or (pid and snapshot.get("pid") != pid):
+        return {"running": True, "pid": pid or None, "home": str(home), "stale": True}
+    return {"running": True, "stale": False, **snapshot, "pid": pid}

@@ -1,0 +1,108 @@
+"""`hermes-gateway doctor` through the installed console script (docs/operations.md §1): each
+check's finding on a real home, the exit code, and the safe repairs of `--fix`."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import stat
+from pathlib import Path
+
+from cli_helpers import gateway_env, run
+
+
+def _doctor(home: Path, cwd: Path, *args: str, **env: str) -> tuple[int, dict[str, dict]]:
+    code, out, err = run(["doctor", "--json", *args], gateway_env(home, **env), cwd)
+    assert err == ""
+    return code, {row["check"]: row for row in json.loads(out)}
+
+
+def _home_with_a_chat(tmp_path: Path) -> Path:
+    home = tmp_path / "home"
+    code, out, _err = run(["chat"], gateway_env(home), tmp_path, stdin="hello pelican\n")
+    assert (code, out) == (0, "echo: hello pelican\n")
+    return home
+
+
+def test_a_healthy_home_passes_every_check(tmp_path):
+    home = _home_with_a_chat(tmp_path)
+    code, checks = _doctor(home, tmp_path)
+    assert code == 0
+    assert {name: row["status"] for name, row in checks.items()} == {
+        "config": "ok", "home": "ok", "lock": "ok", "plugins": "ok", "credentials local": "ok",
+        "state.db": "ok", "full-text index": "ok", "leftovers": "ok", "disk": "ok"}
+    assert checks["state.db"]["detail"] == "integrity ok, schema 6"
+    assert checks["lock"]["detail"] == "no gateway holds this home"
+
+
+def test_a_broken_override_fails_with_the_loaders_line(tmp_path):
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / "hermes.toml").write_text('[plugins]\noverrides = ["no_such_override_mod"]\n')
+    code, checks = _doctor(home, tmp_path)
+    assert code == 1
+    assert checks["plugins"]["status"] == "fail"
+    assert checks["plugins"]["detail"] == ("deployment override 'no_such_override_mod' failed: "
+                                           "ModuleNotFoundError: No module named 'no_such_override_mod'")
+
+
+def test_an_invalid_config_is_a_failed_check_with_the_precise_message(tmp_path):
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / "hermes.toml").write_text("[agent]\ngateway_timeout = 0\n")
+    code, checks = _doctor(home, tmp_path)
+    assert code == 1
+    assert list(checks) == ["config"]
+    assert checks["config"]["detail"] == (
+        "invalid config value for 'agent.gateway_timeout': Input should be greater than 0, got 0 "
+        f"(config file {home / 'hermes.toml'})")
+
+
+def test_an_enabled_platform_without_its_token_names_the_variable(tmp_path):
+    home = tmp_path / "home"
+    code, checks = _doctor(home, tmp_path, HERMES_PLATFORMS__TELEGRAM__ENABLED="true")
+    assert code == 1
+    assert checks["credentials telegram"] == {
+        "check": "credentials telegram", "status": "fail",
+        "detail": "not set: platforms.telegram.bot_token (HERMES_PLATFORMS__TELEGRAM__BOT_TOKEN)"}
+    code, checks = _doctor(home, tmp_path, HERMES_PLATFORMS__TELEGRAM__ENABLED="true",
+                           HERMES_PLATFORMS__TELEGRAM__BOT_TOKEN="123:abc")
+    assert checks["credentials telegram"]["status"] == "ok"
+    assert "123:abc" not in json.dumps(checks)
+
+
+def test_fix_rebuilds_a_damaged_index_and_the_mirror_and_tightens_modes(tmp_path):
+    home = _home_with_a_chat(tmp_path)
+    with sqlite3.connect(home / "state.db") as conn:
+        conn.execute("INSERT INTO messages_fts(messages_fts, rowid, content) "
+                     "SELECT 'delete', id, content FROM messages WHERE role = 'user'")
+    (home / "sessions" / "sessions.json").unlink()
+    (home / "state.db").chmod(0o644)
+    code, checks = _doctor(home, tmp_path)
+    assert code == 1
+    assert checks["full-text index"]["status"] == "fail"
+    assert checks["sessions.json"]["status"] == "warn"
+    assert checks["permissions state.db"]["detail"] == (
+        f"{home / 'state.db'} is 0644: group or others can read personal data (--fix sets 0600)")
+
+    code, checks = _doctor(home, tmp_path, "--fix")
+    assert code == 0
+    assert {n: checks[n]["status"] for n in ("full-text index", "sessions.json", "permissions state.db")} == {
+        "full-text index": "fixed", "sessions.json": "fixed", "permissions state.db": "fixed"}
+    assert stat.S_IMODE((home / "state.db").stat().st_mode) == 0o600
+    assert list(json.loads((home / "sessions" / "sessions.json").read_text())) == [
+        "_README", "agent:main:local:dm:terminal"]
+    code, out, _ = run(["sessions", "search", "pelican", "--json"], gateway_env(home), tmp_path)
+    assert sorted(r["message_id"] for r in json.loads(out)) == [1, 2]  # the question and the echo, indexed again
+
+    code, checks = _doctor(home, tmp_path)
+    assert code == 0
+    assert "permissions state.db" not in checks and checks["full-text index"]["status"] == "ok"
+
+
+def test_a_degraded_journal_is_reported(tmp_path):
+    home = _home_with_a_chat(tmp_path)
+    (home / "sessions" / "journal.jsonl").write_text("")
+    code, checks = _doctor(home, tmp_path)
+    assert code == 0
+    assert checks["degraded journal"]["status"] == "warn"

@@ -1,0 +1,71 @@
+"""gateway.log (docs/operations.md §4): one structured line per turn, `[logging] format = "json"`,
+hashed session keys under redaction, and client libraries' per-request lines kept out."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+
+from cli_helpers import gateway_env, run
+
+from hermes_core.cli.common import CHATTY_LOGGERS, ClientNoiseFilter
+
+KEY = "agent:main:local:dm:terminal"
+
+
+def _turn_lines(home):
+    lines = [json.loads(line) for line in (home / "gateway.log").read_text().splitlines()]
+    return lines, [line for line in lines if line.get("event") == "turn"]
+
+
+def test_json_log_has_one_turn_line_per_turn(tmp_path):
+    home = tmp_path / "home"
+    code, out, _ = run(["chat"], gateway_env(home, HERMES_LOGGING__FORMAT="json"), tmp_path, stdin="hello\nagain\n")
+    assert (code, out) == (0, "echo: hello\necho: again\n")
+    lines, turns = _turn_lines(home)
+    assert all({"ts", "level", "logger", "message"} <= set(line) for line in lines)
+    assert len(turns) == 2
+    first = turns[0]
+    assert {k: first[k] for k in ("level", "logger", "session", "platform", "outcome", "resumed")} == {
+        "level": "INFO", "logger": "hermes_core.pipeline.turn", "session": KEY, "platform": "local",
+        "outcome": "completed", "resumed": False}
+    assert first["duration_s"] >= 0 and first["input_tokens"] >= 0 and first["output_tokens"] > 0
+    assert first["message"].startswith(f"turn completed in {KEY} (local): ")
+
+
+def test_redaction_hashes_the_session_key_in_the_turn_line(tmp_path):
+    home = tmp_path / "home"
+    env = gateway_env(home, HERMES_LOGGING__FORMAT="json", HERMES_REDACTION__ENABLED="true")
+    code, out, _ = run(["chat"], env, tmp_path, stdin="hello\n")
+    assert code == 0
+    _lines, turns = _turn_lines(home)
+    assert [t["session"] for t in turns] == ["key_" + hashlib.sha256(KEY.encode()).hexdigest()[:12]]
+    assert KEY not in turns[0]["message"]
+
+
+def test_text_log_is_the_default(tmp_path):
+    home = tmp_path / "home"
+    code, _out, _ = run(["chat"], gateway_env(home), tmp_path, stdin="hello\n")
+    assert code == 0
+    text = (home / "gateway.log").read_text()
+    assert f"INFO hermes_core.pipeline.turn: turn completed in {KEY} (local): " in text
+
+
+def _record(name: str, level: int) -> logging.LogRecord:
+    return logging.LogRecord(name, level, __file__, 1, "HTTP Request: POST …", (), None)
+
+
+def test_client_libraries_per_request_lines_stay_out_unless_debugging(monkeypatch):
+    monkeypatch.delenv("HERMES_DEBUG", raising=False)
+    monkeypatch.delenv("HERMES_LOG_LEVEL", raising=False)
+    quiet = ClientNoiseFilter()
+    assert [quiet.filter(_record(name, logging.INFO)) for name in ("httpx", "telegram.ext.Updater", "discord.gateway",
+                                                                    "aiohttp.access")] == [False] * 4
+    assert quiet.filter(_record("httpx", logging.WARNING)) is True  # problems still show
+    assert quiet.filter(_record("hermes_core.pipeline.turn", logging.INFO)) is True
+    assert quiet.filter(_record("httpxtra", logging.INFO)) is True  # a prefix of a name is not the logger
+    assert "httpx" in CHATTY_LOGGERS and logging.getLogger("httpx").level == logging.NOTSET  # levels untouched
+    monkeypatch.setenv("HERMES_LOG_LEVEL", "DEBUG")
+    assert ClientNoiseFilter().filter(_record("httpx", logging.INFO)) is True  # debugging: everything
+

@@ -1,0 +1,55 @@
+"""`hermes-gateway status` beside a running `chat` gateway (docs/operations.md §2): what it
+reports, read from the status file and the lock probe without disturbing the gateway."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+from cli_helpers import SCRIPT, gateway_env, run
+
+
+async def _status(home, cwd) -> tuple[int, dict]:
+    code, out, err = await asyncio.to_thread(run, ["status", "--json"], gateway_env(home), cwd)
+    assert err == ""
+    return code, json.loads(out)
+
+
+async def test_status_of_a_running_gateway_then_of_a_stopped_one(tmp_path):
+    home = tmp_path / "home"
+    code, report = await _status(home, tmp_path)
+    assert (code, report) == (3, {"running": False, "pid": None, "home": str(home), "last": None})
+
+    proc = await asyncio.create_subprocess_exec(
+        SCRIPT, "chat", stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE, env=gateway_env(home))
+    try:
+        proc.stdin.write(b"hello\n")
+        await proc.stdin.drain()
+        assert await asyncio.wait_for(proc.stdout.readline(), 60) == b"echo: hello\n"
+        for _ in range(600):  # the first snapshot is written as the gateway finishes starting
+            code, report = await _status(home, tmp_path)
+            if not report.get("stale", True):
+                break
+            await asyncio.sleep(0.1)
+        assert code == 0
+        assert (report["running"], report["pid"], report["state"], report["ready"]) == (True, proc.pid, "running", True)
+        assert report["platforms"] == {"local": {"ok": True}}
+        assert (report["busy_sessions"], report["queue_depth"], report["ledger_backlog"],
+                report["store_degraded"]) == (0, 0, 0, False)
+        assert report["home"] == str(home) and report["uptime_s"] >= 0
+        code, text, err = await asyncio.to_thread(run, ["status"], gateway_env(home), tmp_path)
+        assert code == 0 and err == ""
+        assert f"gateway:        running on {home}" in text and f"pid:            {proc.pid}" in text
+        assert "local     yes" in text
+        # The gateway was not disturbed: it still answers.
+        proc.stdin.write(b"again\n")
+        await proc.stdin.drain()
+        assert await asyncio.wait_for(proc.stdout.readline(), 60) == b"echo: again\n"
+    finally:
+        proc.stdin.close()
+        assert await asyncio.wait_for(proc.wait(), 60) == 0
+    code, report = await _status(home, tmp_path)
+    assert (code, report["running"], report["last"]["state"], report["last"]["pid"]) == (3, False, "stopped", proc.pid)
+    code, text, _ = await asyncio.to_thread(run, ["status"], gateway_env(home), tmp_path)
+    assert text.startswith(f"no gateway is running on {home} (last seen ")
