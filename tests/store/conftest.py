@@ -1,31 +1,20 @@
-"""Fixtures for the session-store tests: a temp HERMES_HOME, a settable UTC clock, an open store."""
+"""Fixtures for the session-store tests: a temp HERMES_HOME, the kit's hand-moved UTC clock, an open store."""
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timezone
 
 import pytest
 
 from hermes_core import GatewayConfig, SessionSource
 from hermes_core.store import SessionStore
-
-
-class FakeClock:
-    """Aware-UTC clock that tests move by hand."""
-
-    def __init__(self, start: datetime) -> None:
-        self.now = start
-
-    def __call__(self) -> datetime:
-        return self.now
-
-    def advance(self, **kwargs) -> None:
-        self.now = self.now + timedelta(**kwargs)
+from hermes_core.testing import FakeClock
 
 
 @pytest.fixture
 def clock() -> FakeClock:
-    return FakeClock(datetime(2026, 3, 1, 12, 0, 0, tzinfo=timezone.utc))
+    """The test kit's hand-moved clock (`advance(seconds)`), at 2026-03-01 12:00 UTC."""
+    return FakeClock(current=datetime(2026, 3, 1, 12, 0, 0, tzinfo=timezone.utc))
 
 
 @pytest.fixture

@@ -12,7 +12,7 @@ def src(n: str) -> SessionSource:
 
 async def _three_old_one_new(store, clock):
     old = [await store.get_or_create_session(src(str(i))) for i in range(3)]
-    clock.advance(days=10)
+    clock.advance(864000)
     fresh = await store.get_or_create_session(src("fresh"))
     for e in old:
         await store.append_to_transcript(e.session_id, {"role": "user", "content": "kept transcript"})
@@ -53,7 +53,7 @@ async def test_readoption_skips_sessions_ended_by_reset(store, clock):
     started, never the one it ended."""
     first = await store.get_or_create_session(src("r"))
     second = await store.reset_session(first.session_key)
-    clock.advance(days=10)
+    clock.advance(864000)
     assert await store.prune_old_entries(7) == 1
     again = await store.get_or_create_session(src("r"))
     assert again.session_id == second.session_id
@@ -62,7 +62,7 @@ async def test_readoption_skips_sessions_ended_by_reset(store, clock):
 
 async def test_a_session_an_older_gateway_ended_as_pruned_is_readopted(store, clock):
     entry = await store.get_or_create_session(src("p"))
-    clock.advance(days=10)
+    clock.advance(864000)
     assert await store.prune_old_entries(7) == 1
     await store._b().db.execute("UPDATE sessions SET ended_at = '2026-03-08T12:00:00+00:00', end_reason = 'pruned' "
                                 "WHERE session_id = ?", (entry.session_id,))
@@ -82,7 +82,7 @@ async def test_suspended_and_active_processes_are_kept(config, clock):
     async with SessionStore(config.sessions_dir, config, active, clock=clock) as store:
         old = [await store.get_or_create_session(src(str(i))) for i in range(4)]
         await store.suspend_session(old[3].session_key)
-        clock.advance(days=30)
+        clock.advance(2592000)
         assert await store.prune_old_entries(7) == 1
         remaining = sorted(e.session_key for e in await store.list_sessions())
         assert remaining == ["agent:main:telegram:dm:1", "agent:main:telegram:dm:2", "agent:main:telegram:dm:3"]
@@ -90,11 +90,11 @@ async def test_suspended_and_active_processes_are_kept(config, clock):
 
 async def test_age_is_measured_from_updated_at(store, clock):
     entry = await store.get_or_create_session(src("a"))
-    clock.advance(days=6)
+    clock.advance(518400)
     await store.update_session(entry.session_key)
-    clock.advance(days=6)
+    clock.advance(518400)
     assert await store.prune_old_entries(7) == 0
-    clock.advance(days=2)
+    clock.advance(172800)
     assert await store.prune_old_entries(7) == 1
 
 
@@ -102,5 +102,5 @@ async def test_config_default_is_used(config, clock):
     config.session_store_max_age_days = 7
     async with SessionStore(config.sessions_dir, config, clock=clock) as store:
         await store.get_or_create_session(src("a"))
-        clock.advance(days=8)
+        clock.advance(691200)
         assert await store.prune_old_entries() == 1

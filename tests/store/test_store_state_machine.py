@@ -29,7 +29,7 @@ async def test_first_message_creates_entry_with_seed_id_format(store, dm, clock)
 
 async def test_existing_entry_keeps_id_and_bumps_updated_at(store, dm, clock):
     first = await store.get_or_create_session(dm)
-    clock.advance(minutes=5)
+    clock.advance(300)
     second = await store.get_or_create_session(dm)
     assert second.session_id == first.session_id
     assert second.updated_at == datetime(2026, 3, 1, 12, 5, 0, tzinfo=timezone.utc)
@@ -40,7 +40,7 @@ async def test_suspended_forces_new_id_with_activity(store, dm, clock):
     old = await store.get_or_create_session(dm)
     await store.append_to_transcript(old.session_id, {"role": "user", "content": "hi"})
     assert await store.suspend_session(old.session_key) is True
-    clock.advance(seconds=1)
+    clock.advance(1)
     new = await store.get_or_create_session(dm)
     assert new.session_id != old.session_id
     assert (new.was_auto_reset, new.auto_reset_reason, new.reset_had_activity) == (True, "suspended", True)
@@ -70,7 +70,7 @@ async def test_suspended_wins_over_resume_pending(store, dm):
 async def test_resume_pending_keeps_id_and_flag(store, dm, clock):
     old = await store.get_or_create_session(dm)
     assert await store.mark_resume_pending(old.session_key, "shutdown_timeout") is True
-    clock.advance(minutes=1)
+    clock.advance(60)
     again = await store.get_or_create_session(dm)
     assert again.session_id == old.session_id
     assert (again.resume_pending, again.resume_reason) == (True, "shutdown_timeout")
@@ -145,7 +145,7 @@ async def test_switch_session_is_compare_and_swap(store, dm):
 
 async def test_update_session_adds_usage(store, dm, clock):
     entry = await store.get_or_create_session(dm)
-    clock.advance(minutes=2)
+    clock.advance(120)
     await store.update_session(entry.session_key, 321, usage=TokenUsage(
         input_tokens=100, output_tokens=20, cache_read_tokens=3, cache_write_tokens=4,
         estimated_cost_usd=0.5, cost_status="estimated"))
@@ -164,7 +164,7 @@ async def test_update_session_adds_usage(store, dm, clock):
 async def test_list_lookup_and_has_any(store, clock):
     assert await store.has_any_sessions() is False
     a = await store.get_or_create_session(SessionSource(platform="telegram", chat_id="1", user_id="1"))
-    clock.advance(minutes=30)
+    clock.advance(1800)
     b = await store.get_or_create_session(SessionSource(platform="slack", chat_id="C1", chat_type="channel",
                                                         user_id="U1"))
     assert [e.session_key for e in await store.list_sessions()] == [b.session_key, a.session_key]
@@ -190,7 +190,7 @@ async def test_touch_time_is_persisted(config, clock, dm):
     from hermes_core.store import SessionStore
     async with SessionStore(config.sessions_dir, config, clock=clock) as store:
         await store.get_or_create_session(dm)
-        clock.advance(hours=1)
+        clock.advance(3600)
         await store.get_or_create_session(dm)
     async with SessionStore(config.sessions_dir, config, clock=clock) as store:
         got = await store.get_entry("agent:main:telegram:dm:12345")

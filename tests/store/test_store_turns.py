@@ -29,7 +29,7 @@ async def test_begin_turn_for_unknown_key_writes_nothing(store):
 async def test_recover_marks_unanswered_turns(store, dm, clock):
     entry = await store.get_or_create_session(dm)
     await store.begin_turn(entry.session_key, entry.session_id, {"role": "user", "content": "q"})
-    clock.advance(seconds=30)
+    clock.advance(30)
     assert await store.recover_interrupted_turns(3600) == [entry.session_key]
     got = await store.get_entry(entry.session_key)
     assert (got.resume_pending, got.resume_reason) == (True, "restart_interrupted")
@@ -39,7 +39,7 @@ async def test_recover_marks_unanswered_turns(store, dm, clock):
 async def test_recover_clears_stale_marker_without_resuming(store, dm, clock):
     entry = await store.get_or_create_session(dm)
     await store.begin_turn(entry.session_key, entry.session_id, {"role": "user", "content": "q"})
-    clock.advance(seconds=3601)
+    clock.advance(3601)
     assert await store.recover_interrupted_turns(3600) == []
     assert (await store.get_entry(entry.session_key)).resume_pending is False
     assert await store.turn_markers() == []
@@ -68,7 +68,7 @@ async def test_recover_keeps_the_more_specific_reason_of_a_drain(store, dm, cloc
     await store.begin_turn(entry.session_key, entry.session_id, {"role": "user", "content": "q"})
     assert await store.mark_resume_pending(entry.session_key, reason) is True
     marked_at = (await store.get_entry(entry.session_key)).last_resume_marked_at
-    clock.advance(seconds=30)
+    clock.advance(30)
     assert await store.recover_interrupted_turns(3600) == [entry.session_key]
     got = await store.get_entry(entry.session_key)
     assert (got.resume_pending, got.resume_reason, got.last_resume_marked_at) == (True, reason, marked_at)
