@@ -33,6 +33,7 @@ from ..settings import GatewayConfig, ensure_private_dir
 from .aliases import AliasMap, AliasOps
 from .backend import StoreBackend
 from .backends import BUILTIN_BACKEND, create_store_backend
+from .claims import ClaimOps
 from .db import Database, SchemaTooNewError, StoreError
 from .home_lock import HomeLock
 from .keylocks import KeyedLocks
@@ -52,7 +53,7 @@ _CACHE_SIZE = 4096
 OLD_DEGRADED_MARKER = ".degraded-since"
 
 
-class SessionStore(TurnOps, TranscriptOps, AliasOps):
+class SessionStore(TurnOps, TranscriptOps, AliasOps, ClaimOps):
     """Routes session keys to sessions and stores transcripts (seed §3).
 
     Args:
