@@ -14,6 +14,10 @@ running are marked `resume_pending`, reason `shutdown_timeout`, and counted in
 right after the drain (docs/behaviour.md §6) → watcher stopped → `hermes_shutdown` broadcast → agent
 closed → store closed.
 
+On a store shared by several replicas (`store.leased`, docs/architecture.md §7) the unclean-shutdown
+promotion and the start-up recovery are skipped: `pipeline.replicas.ReplicaCoordinator` recovers
+each session when this replica takes it over, and admits messages only for sessions it holds.
+
 Every start-up failure raises `StartupError` whose text is one line naming what is wrong
 (config file — through `load_gateway_config` —, HERMES_HOME, state.db, home lock, plugin, adapter).
 """
@@ -29,6 +33,7 @@ from .agents import create_agent
 from .model.timeutil import Clock, parse_timestamp, utc_now
 from .pipeline.deps import PipelineDeps
 from .recovery import RecoveryReport, load_restart_counts, restore_at_startup, save_restart_counts
+from .pipeline.replicas import ReplicaCoordinator
 from .pipeline.runner import GatewayRunner
 from .plugin_system.dispatch import call_broadcast
 from .plugin_system.manager import (attach_identity_aliases, create_plugin_manager, key_policy, session_key_for,
@@ -127,6 +132,7 @@ class GatewayApp:
         self._crash_interrupted: dict[str, float] = {}
         self._undo_log_redaction = None
         self._stopped = False
+        self.coordinator: ReplicaCoordinator | None = None
 
     @property
     def home(self) -> Path:
@@ -192,11 +198,17 @@ class GatewayApp:
         # before the adapters have started (seed §7 "queue inbound messages while restoring").
         self.runner = GatewayRunner(deps, paused=True)
         self._build_adapters()
-        self.restart_counts = load_restart_counts(self.home)
-        self.recovery = await restore_at_startup(
-            store=self.store, runner=self.runner, pm=self.pm, config=self.config, home=self.home,
-            now_ts=self.clock().timestamp(), counts=self.restart_counts,
-            crash_interrupted=self._crash_interrupted)
+        if self.store.leased:
+            # A shared store: sessions are recovered by whichever replica takes them over
+            # (their holder's lease ran out), never all at once by a starting replica.
+            self.coordinator = ReplicaCoordinator(self.store, self.runner, self.config.store.poll_interval_s)
+            self.coordinator.start()
+        else:
+            self.restart_counts = load_restart_counts(self.home)
+            self.recovery = await restore_at_startup(
+                store=self.store, runner=self.runner, pm=self.pm, config=self.config, home=self.home,
+                now_ts=self.clock().timestamp(), counts=self.restart_counts,
+                crash_interrupted=self._crash_interrupted)
         for name, adapter in self.adapters.items():
             adapter.bind(self.runner.handle, record_aliases=self.store.record_aliases)
             await adapter.start()
@@ -208,7 +220,10 @@ class GatewayApp:
         await call_broadcast(self.pm, "hermes_startup", timeout=self.config.plugins.setup_timeout_s, app=self)
 
     async def _check_clean_shutdown(self) -> None:
-        if self._consume_clean_marker():
+        clean = self._consume_clean_marker()
+        if self.store.leased:
+            return  # each session's takeover runs its own crash recovery (docs/architecture.md §7)
+        if clean:
             # Seed §7: after a clean exit the drain already handled every running turn (resumed
             # ones are flagged); markers left over are orphans and are discarded.
             for marker in await self.store.turn_markers():
@@ -300,6 +315,8 @@ class GatewayApp:
                 await adapter.stop()
             except Exception:
                 log.exception("platform %s failed to stop", name)
+        if self.coordinator is not None:
+            await self.coordinator.stop()
         if self.runner is not None:
             interrupted = await self.runner.drain(self.config.scheduler.drain_timeout_s)
             for key in interrupted:
@@ -348,6 +365,8 @@ class GatewayApp:
 
     async def _abort(self) -> None:
         self._stopped = True
+        if self.coordinator is not None:
+            await self.coordinator.stop()
         for adapter in self.adapters.values():
             try:
                 await adapter.stop()

@@ -64,10 +64,11 @@ from __future__ import annotations
 import asyncio
 import logging
 from dataclasses import replace
-from typing import Any
+from typing import Any, Awaitable, Callable
 
 from ..model.events import INTERNAL as INTERNAL_KIND
 from ..model.events import MessageEvent, event_from_dict, event_to_dict
+from ..store.backend import LeaseLostError, lease_scope
 from . import commands
 from .busy import (BURST, COMMAND, CONTROL, CONTROL_COMMANDS, INTERNAL, INTERRUPTING_TEXT, QUEUE_EMPTY_TEXT,
                    QUEUED_TEXT, TURN, Job, SessionQueue)
@@ -133,6 +134,12 @@ class GatewayRunner:
         self._gate = asyncio.Event()
         if not paused:
             self._gate.set()
+        # On a shared store: `(session_key, inbound_id) -> bool`, whether this replica runs an
+        # accepted message now (`replicas.ReplicaCoordinator.admit`); None runs everything.
+        self.admit: Callable[[str, int], Awaitable[bool]] | None = None
+        # Intake rows placed in a queue here (a sweep of a shared store never places one twice);
+        # forgotten when a lost lease abandons their jobs.
+        self._placed: set[int] = set()
 
     def release(self) -> None:
         """Let the workers run (after start-up recovery queued its jobs and adapters started)."""
@@ -171,7 +178,22 @@ class GatewayRunner:
             log.warning("message from %s arrived while shutting down; kept for the next start",
                         event.source.platform)
             return
+        if self.admit is not None and not await self.admit(key, inbound_id):
+            return  # durable; the session's holder (or the takeover just queued) runs it
         await self._place(key, event, inbound_id, live=True)
+
+    def placed(self, inbound_id: int) -> bool:
+        """True when intake row `inbound_id` was placed (or reserved) in a queue of this
+        runner and its job was not abandoned."""
+        return inbound_id in self._placed
+
+    def reserve(self, inbound_id: int, reserved: bool = True) -> None:
+        """Count row `inbound_id` as placed while it is being admitted (so a concurrent sweep
+        leaves it alone), or forget it again (`reserved=False`)."""
+        if reserved:
+            self._placed.add(inbound_id)
+        else:
+            self._placed.discard(inbound_id)
 
     def _too_long(self, key: str, event: MessageEvent) -> str | None:
         limit = self.deps.config.core.max_input_chars
@@ -194,6 +216,8 @@ class GatewayRunner:
         worker = self._workers.get(key)
         if worker is None:
             worker = self._workers[key] = _Worker()
+        if inbound_id is not None:
+            self._placed.add(inbound_id)
         queue, running = worker.queue, worker.current
         mode = self._mode(event)
         # "Busy": this message cannot run right now because its session is doing something.
@@ -448,10 +472,18 @@ class GatewayRunner:
                 job = worker.queue.popleft()
                 worker.current = job
                 try:
-                    await self._run_job(key, job)
+                    with lease_scope():  # the job writes under the lease tokens it started with
+                        await self._run_job(key, job)
                 except asyncio.CancelledError:
                     # Not finished: the intake row stays and is replayed (or resumed) at the next start.
                     raise
+                except LeaseLostError as exc:
+                    # The session was taken over while this job ran (this replica stalled past
+                    # its lease): nothing more of the job may be written or sent. Its intake rows
+                    # stay for the holder, whose takeover recovery resumes the turn; later jobs
+                    # fence on their own.
+                    self._placed.difference_update(job.inbound_ids)
+                    log.error("%s; the job in %s is abandoned to the session's holder", exc, key)
                 except Exception as exc:  # isolation: report, keep this worker and the others going
                     log.exception("job failed in %s", key)
                     if job.event is not None:

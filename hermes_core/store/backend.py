@@ -13,8 +13,10 @@ seconds UTC, `*_iso` ISO-8601 UTC text.
 
 from __future__ import annotations
 
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
-from typing import Iterable, Protocol, runtime_checkable
+from typing import Iterable, Iterator, Protocol, runtime_checkable
 
 from ..model import SessionEntry, SessionSource, TokenUsage
 from .db import StoreError
@@ -215,13 +217,40 @@ class LeaseGrant:
     previous_holder: str | None = None
 
 
+_LEASE_SCOPE: ContextVar[dict[str, int] | None] = ContextVar("hermes_lease_scope", default=None)
+
+
+@contextmanager
+def lease_scope() -> Iterator[dict[str, int]]:
+    """Run one unit of work (a job of the runner) under the lease tokens it first writes with.
+
+    Inside the scope, the first write for a session key fixes the token of the lease this
+    replica holds (or is granted) at that moment; every later write of the scope must carry
+    that same token. So work begun under a lease this replica lost can never write again, not
+    even after the replica took the session back under a new token. Yields the `{key: token}`
+    map (tasks started inside the scope share it).
+    """
+    tokens: dict[str, int] = {}
+    reset = _LEASE_SCOPE.set(tokens)
+    try:
+        yield tokens
+    finally:
+        _LEASE_SCOPE.reset(reset)
+
+
+def scope_tokens() -> dict[str, int] | None:
+    """The `{key: token}` map of the enclosing `lease_scope`, or None outside any."""
+    return _LEASE_SCOPE.get()
+
+
 @runtime_checkable
 class LeasedBackend(Protocol):
     """What a shared engine adds: per-session leases with fencing (docs/architecture.md §7).
 
     Every write for a session key checks, in its own transaction, that this replica holds the
-    key's lease with the token it was granted (raising LeaseLostError otherwise); a key never
-    leased, or released, is granted in that same transaction. Lease times are the database's."""
+    key's lease with the token it was granted — inside a `lease_scope`, the token the scope
+    first wrote with — raising LeaseLostError otherwise; a key never leased, or released, is
+    granted in that same transaction. Lease times are the database's."""
 
     replica_id: str
 
@@ -233,3 +262,11 @@ class LeasedBackend(Protocol):
 
     def holds_lease(self, session_key: str) -> bool:
         """True when this replica believes it holds the key's lease (writes still verify)."""
+
+    async def orphaned_leases(self) -> list[str]:
+        """Keys whose lease expired without being released (their holder crashed or stalled),
+        oldest expiry first: each needs a takeover."""
+
+    async def wait_for_intake(self, timeout_s: float) -> list[str]:
+        """Wait up to `timeout_s` seconds for hints that other replicas accepted input (the
+        session keys hinted); an empty list means "poll now" — hints may be lost."""

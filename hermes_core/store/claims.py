@@ -12,6 +12,7 @@ succeeds at once with nothing to recover.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from dataclasses import dataclass, field
 from typing import Any
@@ -80,6 +81,20 @@ class ClaimOps:
                     session_key, grant.previous_holder, "interrupted turn resumed" if resumed else "no turn resumed",
                     len(obligations), len(intake))
         return SessionClaim(session_key, True, resumed, obligations, intake, grant.previous_holder)
+
+    async def orphaned_sessions(self) -> list[str]:
+        """Sessions whose holder died or stalled past its lease (`[]` without leases)."""
+        backend = self._b()
+        return await backend.orphaned_leases() if isinstance(backend, LeasedBackend) else []
+
+    async def wait_for_intake(self, timeout_s: float) -> list[str]:
+        """Wait for a hint that another replica accepted input, at most `timeout_s` seconds
+        (`[]`: poll). Without leases, just waits."""
+        backend = self._b()
+        if isinstance(backend, LeasedBackend):
+            return await backend.wait_for_intake(timeout_s)
+        await asyncio.sleep(timeout_s)
+        return []
 
     async def release_session(self, session_key: str) -> None:
         """Give the session up (nothing of it in flight here); no-op without leases."""

@@ -216,8 +216,8 @@ class PostgresBackend:
                 if key is not None:
                     grant = await self.leases.fence(conn, key)
                 yield conn
-        if grant is not None:
-            self.leases.granted(grant)
+            if grant is not None:  # committed: recorded before anything else can run here
+                self.leases.granted(grant, in_write=True)
 
     async def _fetch(self, sql: str, params: Any = (), *, dicts: bool = False) -> list[Any]:
         async with self._p().connection() as conn:
@@ -239,8 +239,9 @@ class PostgresBackend:
         async with self._p().connection() as conn:
             async with conn.transaction():
                 grant = await self.leases.grant(conn, session_key)
+            if grant is not None:
+                self.leases.granted(grant)
         if grant is not None:
-            self.leases.granted(grant)
             if grant.takeover:
                 log.warning("replica %s took over session %s from %s (lease token %d)", self.replica_id,
                             session_key, grant.previous_holder, grant.token)
@@ -252,6 +253,11 @@ class PostgresBackend:
 
     def holds_lease(self, session_key: str) -> bool:
         return session_key in self.leases.held
+
+    async def orphaned_leases(self) -> list[str]:
+        rows = await self._fetch("SELECT session_key FROM session_leases WHERE holder IS NOT NULL AND "
+                                 "expires_at <= now() ORDER BY expires_at")
+        return [r[0] for r in rows if r[0] not in self.leases.held]
 
     async def renew_leases(self) -> list[str]:
         """Renew now (normally every third of the lease time); returns the keys found lost."""

@@ -9,7 +9,10 @@ until the write commits, so a takeover (which must update the same row) waits fo
 or finds the lease extended; a replica that was paused past its expiry finds another token and
 its write is refused with LeaseLostError (logged), so it can never write for that session again.
 
-A key never leased, or released, is granted inside the write that needs it. A key whose last
+Inside a `lease_scope` (one job of the runner) every write carries the token the scope first
+wrote with, so a job begun under a lease that was lost stays refused even once this replica
+holds the session again under a newer token. A key never leased, or released, is granted
+inside the write that needs it. A key whose last
 grant was never released (its holder died or stalled) is granted only by `acquire()`, whose
 caller runs that session's crash recovery before any new input (`LeaseGrant.takeover`).
 
@@ -24,7 +27,7 @@ import logging
 from typing import Any
 
 import psycopg
-from hermes_core.store.backend import LeaseGrant, LeaseLostError
+from hermes_core.store.backend import LeaseGrant, LeaseLostError, scope_tokens
 
 log = logging.getLogger(__name__)
 
@@ -67,21 +70,31 @@ class Leases:
                 if inserted is not None:
                     return LeaseGrant(key, inserted[0], takeover=False)
                 continue  # another replica inserted it meanwhile: read its row
-            holder, _token, live = row
-            if live and holder is not None and holder != self.replica_id:
+            holder, current, live = row
+            if live and holder == self.replica_id:
+                # Granted to this replica by a concurrent call that has not recorded it yet:
+                # the same lease, not a new one (a second grant would fence the first out).
+                return LeaseGrant(key, current, takeover=False)
+            if live and holder is not None:
                 return None
             cur = await conn.execute(
                 f"UPDATE session_leases SET holder = %(me)s, token = token + 1, expires_at = {_TTL} "
                 f"WHERE session_key = %(key)s RETURNING token", self._params(key))
             token = (await cur.fetchone())[0]
-            unreleased = holder is not None and holder != self.replica_id
-            return LeaseGrant(key, token, takeover=unreleased, previous_holder=holder)
+            # Never released: its holder — maybe this replica, before it lost the lease — may
+            # have left a turn in flight.
+            return LeaseGrant(key, token, takeover=holder is not None, previous_holder=holder)
         return None
 
-    def granted(self, grant: LeaseGrant) -> None:
-        """The transaction that made `grant` committed: writes now carry its token."""
+    def granted(self, grant: LeaseGrant, *, in_write: bool = False) -> None:
+        """The transaction that made `grant` committed: writes now carry its token — and so
+        does the enclosing `lease_scope` when a write of that scope was granted it
+        (`in_write`); an explicit claim (`acquire`) never changes a running job's token."""
         self.held[grant.session_key] = grant.token
         self._used[grant.session_key] = asyncio.get_running_loop().time()
+        scope = scope_tokens()
+        if in_write and scope is not None:
+            scope[grant.session_key] = grant.token
 
     async def fence(self, conn: psycopg.AsyncConnection, key: str) -> LeaseGrant | None:
         """Check (and extend) this replica's lease of `key` at the start of a write's
@@ -92,7 +105,11 @@ class Leases:
             LeaseLostError: the lease was lost or is held by another replica, or the key needs
                 a takeover (`acquire`) first; nothing may be written.
         """
+        scope = scope_tokens()
         token = self.held.get(key)
+        if scope is not None:
+            # Work begun under a token keeps it: a lease lost and taken back is another lease.
+            token = scope.setdefault(key, token) if token is not None else scope.get(key)
         if token is None:
             grant = await self.grant(conn, key)
             if grant is None:
@@ -105,7 +122,7 @@ class Leases:
             f"UPDATE session_leases SET expires_at = {_TTL} WHERE session_key = %(key)s AND holder = %(me)s "
             f"AND token = %(token)s AND expires_at > now() RETURNING token", self._params(key, token=token))
         if await cur.fetchone() is None:
-            self.lost(key, token)
+            self.lost(key, token)  # keeps a newer lease this replica took since
             raise LeaseLostError(key, f"fenced write refused: the lease of session {key} (token {token}) "
                                       f"is no longer held by replica {self.replica_id}")
         self._used[key] = asyncio.get_running_loop().time()

@@ -11,7 +11,7 @@ import pytest
 from hermes_core.model import SessionSource
 from hermes_core.settings import GatewayConfig
 from hermes_core.store import SessionStore
-from hermes_core.store.backend import LeaseLostError
+from hermes_core.store.backend import LeaseLostError, lease_scope
 from hermes_core.testing.store_contract import KEY, SID, T0, entry, row
 from hermes_postgres.backend import PostgresBackend
 
@@ -152,3 +152,20 @@ async def test_a_takeover_runs_the_sessions_crash_recovery(tmp_path, pg_dsn):
     finally:
         await a.close()
         await b.close()
+
+
+async def test_work_begun_under_a_lost_lease_stays_refused_after_the_replica_takes_it_back(replicas, pg_dsn):
+    a = await replicas("replica-a")
+    await a.save(entry(), new_session=True)
+    with lease_scope() as tokens:  # a job of the runner: its first write fixes its token
+        await a.begin_turn(KEY, SID, row("user", "question"), T0.timestamp())
+        assert tokens == {KEY: 1}
+        expire(pg_dsn, KEY)
+        assert await a.renew_leases() == [KEY]
+        regained = await a.acquire_lease(KEY)  # the sweep's takeover: a new lease of the same replica
+        assert (regained.token, regained.takeover) == (2, True)
+        with pytest.raises(LeaseLostError, match=r"\(token 1\)"):
+            await a.record_reply(KEY, SID, row("assistant", "stale answer"), None)
+    with lease_scope():  # a new job writes under the new lease
+        await a.record_reply(KEY, SID, row("assistant", "fresh answer"), None)
+    assert [m["content"] for m in await a.load_messages(SID)] == ["question", "fresh answer"]

@@ -1,0 +1,137 @@
+"""Several gateway replicas on one shared store (docs/architecture.md §7).
+
+With a leased store (`store.leased`) every replica accepts input for any session — the intake's
+unique key makes a redelivery to another replica a duplicate — but only the replica holding a
+session's lease runs its work. `ReplicaCoordinator`:
+
+* `admit(key, inbound_id)` (the runner asks it for every accepted message): claims the session;
+  a session another replica holds is left to it (its intake row stays pending); a takeover
+  queues the session's recovered work — owed replies, the interrupted turn, its waiting intake
+  in arrival order — before anything new of it;
+* a sweep, woken by the store's intake hints (LISTEN/NOTIFY on PostgreSQL) or every
+  `[store] poll_interval_s` seconds: takes over sessions whose holder died or stalled past its
+  lease (crash recovery first), and queues intake rows of sessions it holds, or can claim, that
+  no worker here has.
+
+Replaces the start-up recovery of a single gateway: on a shared store a replica never recovers
+sessions it has not claimed (another replica may be running them).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any
+
+from ..store.keylocks import KeyedLocks
+
+log = logging.getLogger(__name__)
+
+
+class ReplicaCoordinator:
+    """Claims and takeovers of one replica (module docstring).
+
+    Args:
+        store: the open SessionStore on a leased engine.
+        runner: the GatewayRunner (its `admit` is set to `self.admit` by `start`).
+        poll_interval_s: longest wait between sweeps when no hint arrives.
+    """
+
+    def __init__(self, store: Any, runner: Any, poll_interval_s: float) -> None:
+        self.store = store
+        self.runner = runner
+        self.poll_interval_s = poll_interval_s
+        self.takeovers = 0
+        self._task: asyncio.Task | None = None
+        # One claim of a session at a time here: a message admitted while the sweep takes its
+        # session over must queue behind the recovered work, not beside it.
+        self._claiming = KeyedLocks()
+
+    def start(self) -> None:
+        """Route the runner's admissions through the leases and start sweeping."""
+        self.runner.admit = self.admit
+        self._task = asyncio.get_running_loop().create_task(self._sweep_forever(), name="replica sweep")
+
+    async def stop(self) -> None:
+        """Stop sweeping (idempotent); queued work stays with the runner's drain."""
+        task, self._task = self._task, None
+        if task is not None:
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+
+    async def admit(self, key: str, inbound_id: int) -> bool:
+        """Whether the runner should place accepted row `inbound_id` of `key` now. False when
+        another replica holds the session (the row waits for it) or when a takeover queued the
+        session's recovered work, this row included."""
+        self.runner.reserve(inbound_id)  # before the claim's await: a sweep must not place it too
+        try:
+            async with self._claiming.hold(key):
+                claim = await self.store.claim_session(key)
+                if claim is not None and claim.takeover:
+                    await self._resume(claim, admitted=inbound_id)
+                    return False
+        except BaseException:
+            self.runner.reserve(inbound_id, False)
+            raise
+        if claim is None:
+            self.runner.reserve(inbound_id, False)
+            log.info("message for %s left to the replica holding that session", key)
+            return False
+        return True
+
+    async def sweep(self) -> None:
+        """One round: orphaned sessions first (their recovery precedes new input), then intake
+        rows no worker here has."""
+        for key in await self.store.orphaned_sessions():
+            async with self._claiming.hold(key):
+                claim = await self.store.claim_session(key)
+                if claim is not None and claim.takeover:
+                    await self._resume(claim)
+        for row in await self.store.pending_inbound():
+            key = row.get("session_key")
+            if not key or self.runner.placed(row["id"]):
+                continue
+            async with self._claiming.hold(key):
+                if self.runner.placed(row["id"]):  # admitted meanwhile
+                    continue
+                if not self.store.holds_session(key):
+                    claim = await self.store.claim_session(key)
+                    if claim is None:
+                        continue
+                    if claim.takeover:
+                        await self._resume(claim)
+                        continue
+                await self.runner.restore_intake([row])
+
+    async def _resume(self, claim: Any, admitted: int | None = None) -> None:
+        """Queue a taken-over session's recovered work, in the start-up order (seed §7):
+        owed replies, then the interrupted turn, then its waiting messages (`admitted`: the row
+        being admitted, reserved but not placed yet)."""
+        self.takeovers += 1
+        key = claim.session_key
+        for ob in claim.obligations:
+            self.runner.enqueue_redelivery(ob)
+        if claim.obligations:
+            await self.store.clear_resume_pending(key)  # delivered, not answered a second time
+        elif claim.resumed:
+            entry = await self.store.get_entry(key)
+            if entry is not None and entry.origin is not None:
+                self.runner.enqueue_resume(key, entry)
+        await self.runner.restore_intake([row for row in claim.intake
+                                          if row["id"] == admitted or not self.runner.placed(row["id"])])
+
+    async def _sweep_forever(self) -> None:
+        while True:
+            try:
+                await self.sweep()
+            except asyncio.CancelledError:
+                raise
+            except Exception:  # the next round retries; nothing is lost while it fails
+                log.exception("replica sweep failed")
+            try:
+                await self.store.wait_for_intake(self.poll_interval_s)
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # hints are only hints: fall back to polling
+                log.warning("waiting for intake hints failed (%s); polling", exc)
+                await asyncio.sleep(self.poll_interval_s)
