@@ -42,6 +42,7 @@ from .plugin_system.redaction import install_log_redaction
 from .scheduler import Watcher
 from .settings import ConfigError, config_file_path, ensure_private_dir, env_home, load_config
 from .store.files import write_atomic
+from .types import INGRESS_SINGLE_RECEIVER
 
 log = logging.getLogger(__name__)
 
@@ -200,9 +201,11 @@ class GatewayApp:
         self._build_adapters()
         if self.store.leased:
             # A shared store: sessions are recovered by whichever replica takes them over
-            # (their holder's lease ran out), never all at once by a starting replica.
-            self.coordinator = ReplicaCoordinator(self.store, self.runner, self.config.store.poll_interval_s)
-            self.coordinator.start()
+            # (their holder's lease ran out), never all at once by a starting replica; a
+            # single-receiver platform receives only on the replica holding its ingress lease.
+            receivers = {name: a for name, a in self.adapters.items() if a.spec.ingress == INGRESS_SINGLE_RECEIVER}
+            self.coordinator = ReplicaCoordinator(self.store, self.runner, self.config.store.poll_interval_s,
+                                                  receivers)
         else:
             self.restart_counts = load_restart_counts(self.home)
             self.recovery = await restore_at_startup(
@@ -211,9 +214,13 @@ class GatewayApp:
                 crash_interrupted=self._crash_interrupted)
         for name, adapter in self.adapters.items():
             adapter.bind(self.runner.handle, record_aliases=self.store.record_aliases)
+            if self.coordinator is not None and name in self.coordinator.receivers:
+                continue  # started by the coordinator while this replica holds its ingress lease
             await adapter.start()
             log.info("platform %s started", name)
         self.runner.release()
+        if self.coordinator is not None:
+            self.coordinator.start()
         if self._use_watcher:
             self.watcher = Watcher(self.pm, self.config, self.store, clock=self.clock, app=self)
             self.watcher.start()

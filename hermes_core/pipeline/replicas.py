@@ -15,13 +15,21 @@ session's lease runs its work. `ReplicaCoordinator`:
 
 Replaces the start-up recovery of a single gateway: on a shared store a replica never recovers
 sessions it has not claimed (another replica may be running them).
+
+Ingress (docs/platforms.md §6): a platform whose spec says `ingress = "shared"` (webhooks, Slack
+Socket Mode) receives on every replica. A `"single_receiver"` platform (Telegram polling,
+Discord's gateway connection, Signal, the WhatsApp bridge: a second receiver is refused or
+doubles every event) is started only on the replica holding its ingress lease; when that
+replica dies its lease runs out and the next sweep of another replica starts receiving there.
+Sessions of such a platform are taken over only by its receiver, the one replica able to send
+there.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Any
+from typing import Any, Mapping
 
 from ..store.keylocks import KeyedLocks
 
@@ -37,10 +45,15 @@ class ReplicaCoordinator:
         poll_interval_s: longest wait between sweeps when no hint arrives.
     """
 
-    def __init__(self, store: Any, runner: Any, poll_interval_s: float) -> None:
+    def __init__(self, store: Any, runner: Any, poll_interval_s: float,
+                 receivers: Mapping[str, Any] | None = None) -> None:
         self.store = store
         self.runner = runner
         self.poll_interval_s = poll_interval_s
+        # Adapters of single-receiver platforms, started only while this replica holds their
+        # ingress lease; `receiving` are those started now.
+        self.receivers = dict(receivers or {})
+        self.receiving: set[str] = set()
         self.takeovers = 0
         self._task: asyncio.Task | None = None
         # One claim of a session at a time here: a message admitted while the sweep takes its
@@ -53,11 +66,38 @@ class ReplicaCoordinator:
         self._task = asyncio.get_running_loop().create_task(self._sweep_forever(), name="replica sweep")
 
     async def stop(self) -> None:
-        """Stop sweeping (idempotent); queued work stays with the runner's drain."""
+        """Stop sweeping (idempotent); queued work stays with the runner's drain. The
+        receivers are stopped by the app with every other adapter."""
         task, self._task = self._task, None
         if task is not None:
             task.cancel()
             await asyncio.gather(task, return_exceptions=True)
+
+    async def tend_receivers(self) -> None:
+        """Start each single-receiver platform whose ingress lease this replica can take
+        (another replica's ran out: its receiver died); stop one whose lease was lost."""
+        for platform, adapter in self.receivers.items():
+            if platform in self.receiving:
+                if self.store.holds_ingress(platform):
+                    continue
+                self.receiving.discard(platform)
+                log.error("lost the ingress lease of %s; this replica stops receiving for it", platform)
+                await adapter.stop()
+            elif await self.store.claim_ingress(platform):
+                await adapter.start()
+                self.receiving.add(platform)
+                log.warning("this replica now receives for %s (its ingress lease)", platform)
+
+    async def _may_take(self, key: str, platform: str | None = None) -> bool:
+        """A session of a single-receiver platform is taken over only by that platform's
+        receiver: the others cannot send there (their adapter is not started). `platform`:
+        the session's, when known (an intake row's source), else read from its entry."""
+        if not self.receivers:
+            return True
+        if platform is None:
+            entry = await self.store.get_entry(key)
+            platform = entry.platform if entry is not None else None
+        return platform not in self.receivers or platform in self.receiving
 
     async def admit(self, key: str, inbound_id: int) -> bool:
         """Whether the runner should place accepted row `inbound_id` of `key` now. False when
@@ -82,7 +122,10 @@ class ReplicaCoordinator:
     async def sweep(self) -> None:
         """One round: orphaned sessions first (their recovery precedes new input), then intake
         rows no worker here has."""
+        await self.tend_receivers()
         for key in await self.store.orphaned_sessions():
+            if not await self._may_take(key):
+                continue
             async with self._claiming.hold(key):
                 claim = await self.store.claim_session(key)
                 if claim is not None and claim.takeover:
@@ -95,6 +138,10 @@ class ReplicaCoordinator:
                 if self.runner.placed(row["id"]):  # admitted meanwhile
                     continue
                 if not self.store.holds_session(key):
+                    source = row["event"].get("source") if isinstance(row.get("event"), dict) else None
+                    platform = source.get("platform") if isinstance(source, dict) else None
+                    if not await self._may_take(key, platform):
+                        continue
                     claim = await self.store.claim_session(key)
                     if claim is None:
                         continue

@@ -254,8 +254,10 @@ class LeasedBackend(Protocol):
 
     replica_id: str
 
-    async def acquire_lease(self, session_key: str) -> LeaseGrant | None:
-        """Take (or keep) the lease of a key. None when another replica holds it live."""
+    async def acquire_lease(self, session_key: str, *, sticky: bool = False) -> LeaseGrant | None:
+        """Take (or keep) the lease of a key. None when another replica holds it live. A
+        `sticky` lease (an ingress receiver's) is renewed until released, never released for
+        being idle."""
 
     async def release_lease(self, session_key: str) -> None:
         """Give the lease up (no-op when not held)."""

@@ -21,6 +21,9 @@ from .backend import LeasedBackend
 
 log = logging.getLogger(__name__)
 
+# Lease keys of ingress receivers, beside the session keys (`agent:...`) in the same lease table.
+INGRESS_PREFIX = "ingress:"
+
 
 @dataclass(frozen=True, slots=True)
 class SessionClaim:
@@ -82,10 +85,25 @@ class ClaimOps:
                     len(obligations), len(intake))
         return SessionClaim(session_key, True, resumed, obligations, intake, grant.previous_holder)
 
+    async def claim_ingress(self, platform: str) -> bool:
+        """Take (or keep) the right to receive for `platform` on this replica: the sticky lease
+        `ingress:<platform>` (a single-receiver platform: one poller, socket or daemon per bot
+        account, docs/architecture.md §7). Always True without leases."""
+        backend = self._b()
+        if not isinstance(backend, LeasedBackend):
+            return True
+        return await backend.acquire_lease(INGRESS_PREFIX + platform, sticky=True) is not None
+
+    def holds_ingress(self, platform: str) -> bool:
+        """True while this replica holds `platform`'s ingress lease (always, without leases)."""
+        return self.holds_session(INGRESS_PREFIX + platform)
+
     async def orphaned_sessions(self) -> list[str]:
         """Sessions whose holder died or stalled past its lease (`[]` without leases)."""
         backend = self._b()
-        return await backend.orphaned_leases() if isinstance(backend, LeasedBackend) else []
+        if not isinstance(backend, LeasedBackend):
+            return []
+        return [key for key in await backend.orphaned_leases() if not key.startswith(INGRESS_PREFIX)]
 
     async def wait_for_intake(self, timeout_s: float) -> list[str]:
         """Wait for a hint that another replica accepted input, at most `timeout_s` seconds

@@ -231,9 +231,12 @@ class PostgresBackend:
 
     # ---- leases (LeasedBackend) -------------------------------------------------------------
 
-    async def acquire_lease(self, session_key: str) -> LeaseGrant | None:
+    async def acquire_lease(self, session_key: str, *, sticky: bool = False) -> LeaseGrant | None:
         """Take the lease of `session_key` (also over an unreleased, expired one: the caller
-        then runs that session's crash recovery). None when another replica holds it live."""
+        then runs that session's crash recovery). None when another replica holds it live.
+        A `sticky` lease is never released for being idle (an ingress receiver's)."""
+        if sticky:
+            self.leases.sticky.add(session_key)
         if session_key in self.leases.held:
             return LeaseGrant(session_key, self.leases.held[session_key], takeover=False)
         async with self._p().connection() as conn:

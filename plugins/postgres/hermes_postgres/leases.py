@@ -46,6 +46,7 @@ class Leases:
         self.replica_id = replica_id
         self.ttl_s = float(ttl_s)
         self.held: dict[str, int] = {}
+        self.sticky: set[str] = set()  # never released for idleness (ingress receivers)
         self._used: dict[str, float] = {}
         self.refused = 0  # fenced writes refused so far (tests and metrics read it)
 
@@ -153,7 +154,7 @@ class Leases:
             if key not in kept:
                 self.lost(key, token)
         now = asyncio.get_running_loop().time()
-        idle = [k for k in self.held if now - self._used.get(k, now) >= self.ttl_s]
+        idle = [k for k in self.held if k not in self.sticky and now - self._used.get(k, now) >= self.ttl_s]
         if idle:
             await self._release(conn, idle, only_without_turn=True)
         return lost

@@ -32,7 +32,8 @@ SESSIONS = 50
 LEASE_TTL_S = 2.0
 
 
-def write_config(home: Path, name: str, dsn: str, base_url: str) -> None:
+def write_config(home: Path, name: str, dsn: str, base_url: str,
+                 adapter: str = "replica_adapter:PolledAdapter") -> None:
     home.mkdir(parents=True)
     (home / "hermes.toml").write_text(
         "[store]\n"
@@ -49,7 +50,7 @@ def write_config(home: Path, name: str, dsn: str, base_url: str) -> None:
         "[platforms.fake]\n"
         "enabled = true\n"
         "allow_all = true\n"
-        'adapter = "replica_adapter:PolledAdapter"\n'
+        f'adapter = "{adapter}"\n'
         f'base_url = "{base_url}"\n'
         f'replica = "{name}"\n')
 
@@ -151,6 +152,44 @@ async def test_replicas_lose_nothing_and_fork_nothing(count, pg_dsn, tmp_path):
         for proc in procs.values():
             if proc.returncode is None:
                 proc.send_signal(signal.SIGCONT)
+                proc.send_signal(signal.SIGKILL)
+                await proc.wait()
+        await server.cleanup()
+
+
+@pytest.mark.slow
+async def test_a_single_receiver_platform_polls_on_one_replica_and_moves_when_it_dies(pg_dsn, tmp_path):
+    """Ingress (docs/platforms.md §6): like Telegram long polling, only the ingress lease holder
+    receives; after a SIGKILL of it the other replica starts receiving and answers the rest."""
+    platform = FakePlatform()
+    agent = ScriptedAgent()
+    server, base_url = await serve(platform, agent)
+    procs: dict[str, asyncio.subprocess.Process] = {}
+    try:
+        for name in ("r0", "r1"):
+            write_config(tmp_path / name, name, pg_dsn, base_url,
+                         adapter="replica_adapter:SingleReceiverAdapter")
+            procs[name] = await start_replica(tmp_path / name, pg_dsn)
+        await until(lambda: sum(1 for n in procs if platform.polled_by[n]) == 1, "one receiver polling")
+        await asyncio.sleep(3 * LEASE_TTL_S)  # the other replica keeps trying for the lease meanwhile
+        [receiver] = [n for n in procs if platform.polled_by[n]]
+        other = "r1" if receiver == "r0" else "r0"
+        assert platform.polled_by[other] == 0
+        for i in range(10):
+            platform.push(f"s{i}-m0", f"chat{i}", f"hello s{i}-m0")
+        await until(lambda: len(platform.sent) == 10, "the first ten answers")
+        assert {s.replica for s in platform.sent} == {receiver}
+        procs[receiver].send_signal(signal.SIGKILL)
+        await procs[receiver].wait()
+        for i in range(10):
+            platform.push(f"s{i}-m1", f"chat{i}", f"again s{i}-m1")
+        await until(lambda: len(platform.sent) == 20, "the ten answers after the receiver died", timeout=60)
+        assert sorted(s.text for s in platform.sent[10:]) == sorted(f"answer s{i}-m1" for i in range(10))
+        assert {s.replica for s in platform.sent[10:]} == {other}
+        assert b"now receives for fake" in (tmp_path / other / "gateway.log").read_bytes()
+    finally:
+        for proc in procs.values():
+            if proc.returncode is None:
                 proc.send_signal(signal.SIGKILL)
                 await proc.wait()
         await server.cleanup()

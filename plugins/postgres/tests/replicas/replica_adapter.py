@@ -60,3 +60,11 @@ class PolledAdapter(BaseAdapter):
                                                   "replica": self.settings.replica}) as response:
             response.raise_for_status()
             return SendResult((await response.json())["id"])
+
+
+class SingleReceiverAdapter(PolledAdapter):
+    """The same platform as a single-receiver one (like Telegram long polling): only the
+    replica holding its ingress lease may poll."""
+
+    spec = AdapterSpec(name="fake", label="Fake", pii_safe=True, max_message_length=4096,
+                       ingress="single_receiver", settings_model=FakeSettings)
