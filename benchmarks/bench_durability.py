@@ -89,7 +89,7 @@ async def one_message(runner: GatewayRunner, chat: AnsweringChat, src: SessionSo
 async def measure(root: Path, variant: str, sessions: int, seconds: float) -> dict[str, float]:
     """One variant at one concurrency in a fresh home; returns msg/s and group sizes."""
     with tempfile.TemporaryDirectory(dir=root) as tmp:
-        config = GatewayConfig(home=Path(tmp) / "home", platforms={})
+        config = GatewayConfig(home=Path(tmp) / "home", platforms={"benchchat": {"allow_all": True}})
         store_class = SessionStore if variant == SHIPPED else BaselineStore
         store = store_class(config.sessions_dir, config)
         await store.open()

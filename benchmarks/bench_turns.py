@@ -105,7 +105,7 @@ async def measure(variant: str, length: int, turns: int) -> list[float]:
     """One variant at one length, in a fresh home: fill, checkpoint the WAL (so every row starts
     from the same journal state whatever the fill wrote), then time."""
     with tempfile.TemporaryDirectory() as tmp:
-        config = GatewayConfig(home=Path(tmp) / "home", platforms={})
+        config = GatewayConfig(home=Path(tmp) / "home", platforms={"benchchat": {"allow_all": True}})
         app = GatewayApp(config, adapters={"benchchat": NullChat()}, agent=EchoAgent(), watcher=False)
         await app.start()
         try:

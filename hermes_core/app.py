@@ -4,9 +4,11 @@ Start: HERMES_HOME created and checked writable → plugins loaded → store ope
 the `hermes_session_key` hook) → unclean-shutdown check (`.clean_shutdown` consumed once; without
 it, marked turns are promoted by `store.recover_interrupted_turns`: no saved reply →
 `resume_pending`, saved reply → delivery ledger; with it, leftover turn markers are discarded)
-→ agent → runner created paused → enabled adapters resolved (entry points), each given its data
-directory `HERMES_HOME/<platform>/` (0700) → start-up recovery queued on the runner (`recovery.restore_at_startup`: stuck loops, ledger sweep,
-auto-continue, intake replay) → adapters started → runner released → watcher started →
+→ agent → enabled adapters resolved (entry points), each given its data directory
+`HERMES_HOME/<platform>/` (0700), and a warning for each network platform that allows nobody
+(docs/behaviour.md §9) → access gate and runner created paused → start-up recovery queued on
+the runner (`recovery.restore_at_startup`: stuck loops, ledger sweep, auto-continue, intake
+replay) → adapters started → runner released → watcher started →
 `hermes_startup` broadcast.
 Stop: adapters stopped (no new input) → runner drained (`[scheduler] drain_timeout_s`; turns still
 running are marked `resume_pending`, reason `shutdown_timeout`, and counted in
@@ -31,6 +33,7 @@ from typing import Any, Mapping
 
 from .agents import create_agent
 from .model.timeutil import Clock, parse_timestamp, utc_now
+from .pipeline.access import AccessGate, refusing_platforms
 from .pipeline.deps import PipelineDeps
 from .recovery import RecoveryReport, load_restart_counts, restore_at_startup, save_restart_counts
 from .pipeline.replicas import ReplicaCoordinator
@@ -193,12 +196,16 @@ class GatewayApp:
         await self._check_clean_shutdown()
         if self.agent is None:
             self.agent = create_agent(self.config)
+        self._build_adapters()
+        for name in refusing_platforms(self.adapters, self.common_platform_settings):
+            log.warning("%s: no allowed_users/allow_all configured: every message will be refused", name)
+        access = AccessGate(self.pm, self.common_platform_settings, self.store.canonical_id)
         deps = PipelineDeps(config=self.config, store=self.store, pm=self.pm, agent=self.agent,
-                            adapters=self.adapters, clock=self.clock, on_turn_completed=self._turn_completed)
+                            adapters=self.adapters, clock=self.clock, on_turn_completed=self._turn_completed,
+                            access=access)
         # Paused: recovered work is queued before new input can arrive, and nothing is sent
         # before the adapters have started (seed §7 "queue inbound messages while restoring").
         self.runner = GatewayRunner(deps, paused=True)
-        self._build_adapters()
         if self.store.leased:
             # A shared store: sessions are recovered by whichever replica takes them over
             # (their holder's lease ran out), never all at once by a starting replica; a
@@ -213,7 +220,8 @@ class GatewayApp:
                 now_ts=self.clock().timestamp(), counts=self.restart_counts,
                 crash_interrupted=self._crash_interrupted)
         for name, adapter in self.adapters.items():
-            adapter.bind(self.runner.handle, record_aliases=self.store.record_aliases)
+            adapter.bind(self.runner.handle, record_aliases=self.store.record_aliases,
+                         report_delivery=self.store.settle_sent_message)
             if self.coordinator is not None and name in self.coordinator.receivers:
                 continue  # started by the coordinator while this replica holds its ingress lease
             await adapter.start()
@@ -317,6 +325,7 @@ class GatewayApp:
         if self._stopped:
             return
         self._stopped = True
+        unmarked = False
         for name, adapter in list(self.adapters.items()):
             try:
                 await adapter.stop()
@@ -329,12 +338,16 @@ class GatewayApp:
             for key in interrupted:
                 try:
                     await self.store.mark_resume_pending(key, "shutdown_timeout")
-                except Exception:
-                    log.exception("could not mark %s for resumption", key)
+                except Exception as exc:
+                    # Then the shutdown must not look clean: the next start promotes the turn
+                    # markers instead of discarding them, so the turn is still resumed once.
+                    unmarked = True
+                    log.error("could not mark %s for resumption (%s); the next start recovers it as "
+                              "after a crash", key, " ".join(str(exc).split()))
             if self.started:
                 # docs/behaviour.md §6: {key: old + 1} for the sessions the drain interrupted, others dropped.
                 save_restart_counts(self.home, {k: self.restart_counts.get(k, 0) + 1 for k in interrupted})
-        if self.started:
+        if self.started and not unmarked:
             self._write_clean_shutdown()
         await self._teardown()
 

@@ -25,7 +25,20 @@ within a band; entry-point plugins are registered sorted by name.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Awaitable, Iterable
+
 from pluggy import HookspecMarker
+
+if TYPE_CHECKING:  # annotations only: the hookspecs import nothing at run time (no cycles)
+    from .app import GatewayApp
+    from .model.access import AccessRequest
+    from .model.context import SessionContext
+    from .model.entry import SessionEntry
+    from .model.source import SessionSource
+    from .scheduler import HousekeepingContext
+    from .settings import GatewayConfig
+    from .types import (DeliveryOutcome, DeliveryPlan, KeyPolicy, OutboundDelivery, RecoveryPlan, RedactionRule,
+                        SettingsSpec)
 
 PROJECT_NAME = "hermes_core"
 hookspec = HookspecMarker(PROJECT_NAME)
@@ -34,7 +47,7 @@ hookspec = HookspecMarker(PROJECT_NAME)
 # ---- Init ----------------------------------------------------------------------------------
 
 @hookspec(historic=True)
-def hermes_configure(config):
+def hermes_configure(config: GatewayConfig) -> None:
     """Receive the validated `GatewayConfig` once, at start-up.
 
     Kind: historic, SYNC ONLY — plugins registered later (deployment overrides, test plugins)
@@ -46,7 +59,7 @@ def hermes_configure(config):
 
 
 @hookspec
-def hermes_settings_schema():
+def hermes_settings_schema() -> Iterable[SettingsSpec] | None:
     """Declare the settings tables this plugin owns.
 
     Kind: collect-all, SYNC ONLY.
@@ -62,7 +75,7 @@ def hermes_settings_schema():
 # ---- Key building (seed §4, §5) ------------------------------------------------------------
 
 @hookspec(firstresult=True)
-def hermes_canonical_identity(platform, kind, value):
+def hermes_canonical_identity(platform: str, kind: str, value: str) -> str | None:
     """Fold aliases of one id into its canonical form before keying and pseudonymising.
 
     Args: platform (str), kind (`"chat"` or `"user"`), value (raw id str).
@@ -75,7 +88,7 @@ def hermes_canonical_identity(platform, kind, value):
 
 
 @hookspec(firstresult=True)
-def hermes_session_key(source, policy):
+def hermes_session_key(source: SessionSource, policy: KeyPolicy) -> str | None:
     """Return the session key for `source` (a SessionSource) under `policy` (a KeyPolicy).
 
     Kind: FIRSTRESULT, SYNC ONLY.
@@ -89,7 +102,7 @@ def hermes_session_key(source, policy):
 
 
 @hookspec(firstresult=True)
-def hermes_session_shared(source, policy):
+def hermes_session_shared(source: SessionSource, policy: KeyPolicy) -> bool | None:
     """Say whether `source` is in a shared multi-user session (seed §5).
 
     Kind: FIRSTRESULT, SYNC ONLY.
@@ -100,10 +113,29 @@ def hermes_session_shared(source, policy):
     """
 
 
+# ---- Access control (docs/behaviour.md §9) --------------------------------------------------
+
+@hookspec(firstresult=True)
+def hermes_authorize(request: AccessRequest) -> bool | None:
+    """Decide whether the sender of one inbound message may talk to the agent.
+
+    Args: request (an `AccessRequest`: the SessionSource, the platform table's common settings,
+    and the sender's and chat's ids in every known form — raw, canonical, aliases).
+    Kind: FIRSTRESULT, SYNC ONLY. Called for every inbound message before anything about it is
+    stored; a refused message creates no session, transcript or intake row.
+    Returns: True (answer), False (refuse), or None to defer. Core default (trylast,
+    `builtin/access.py`): the local terminal is allowed; bots need `allow_bots`; then
+    `allow_all`, `allowed_users`, `allowed_chats` or `allowed_roles` allow; everything else is
+    refused.
+    Wrap: allowed (e.g. to log or audit every decision).
+    Timeout: none (must not block or do I/O: it runs once per message on the event loop).
+    """
+
+
 # ---- Context and PII-safe redaction (seed §9) ----------------------------------------------
 
 @hookspec
-def hermes_platform_notes(context):
+def hermes_platform_notes(context: SessionContext) -> Iterable[str] | None:
     """Add per-platform lines to the session-context prompt (seed §9).
 
     Kind: collect-all, SYNC ONLY. `context` is a SessionContext.
@@ -117,7 +149,7 @@ def hermes_platform_notes(context):
 
 
 @hookspec
-def hermes_redaction_rules(platform):
+def hermes_redaction_rules(platform: str) -> Iterable[RedactionRule] | None:
     """Contribute text-redaction rules for `platform` (seed §9).
 
     Args: platform (str) — a platform id, or `"*"` (`plugin_system.redaction.ANY_PLATFORM`) for
@@ -144,7 +176,7 @@ def hermes_redaction_rules(platform):
 
 
 @hookspec(firstresult=True)
-def hermes_pseudonymize(platform, kind, value):
+def hermes_pseudonymize(platform: str, kind: str, value: str) -> str | None:
     """Return the pseudonym of a canonical id (`kind` is `"user"` or `"chat"`).
 
     Kind: FIRSTRESULT, SYNC ONLY.
@@ -161,7 +193,7 @@ def hermes_pseudonymize(platform, kind, value):
 # ---- Delivery ------------------------------------------------------------------------------
 
 @hookspec(firstresult=True)
-def hermes_plan_delivery(delivery):
+def hermes_plan_delivery(delivery: OutboundDelivery) -> DeliveryPlan | None:
     """Plan how `delivery` (an OutboundDelivery) is sent.
 
     Kind: FIRSTRESULT, SYNC ONLY.
@@ -176,7 +208,7 @@ def hermes_plan_delivery(delivery):
 
 
 @hookspec
-def hermes_after_deliver(delivery, outcome):
+def hermes_after_deliver(delivery: OutboundDelivery, outcome: DeliveryOutcome) -> Awaitable[None] | None:
     """Observe a finished delivery (`outcome`: a DeliveryOutcome).
 
     Kind: Broadcast, async allowed; isolated per plugin.
@@ -187,7 +219,7 @@ def hermes_after_deliver(delivery, outcome):
 
 
 @hookspec
-def hermes_on_delivery_error(delivery, error):
+def hermes_on_delivery_error(delivery: OutboundDelivery, error: BaseException) -> Awaitable[None] | None:
     """Observe a failed delivery attempt (`error`: the exception, e.g. `RetryAfterExceeded`).
 
     Kind: Broadcast, async allowed; isolated per plugin.
@@ -198,7 +230,7 @@ def hermes_on_delivery_error(delivery, error):
 
 
 @hookspec(firstresult=True)
-def hermes_failure_notice(kind, source, error):
+def hermes_failure_notice(kind: str, source: SessionSource, error: BaseException) -> str | None:
     """Word the short notice a chat gets when its message could not be answered.
 
     Args: kind (str) — `"agent_failed"` (the model backend failed: HTTP error, bad response),
@@ -219,7 +251,7 @@ def hermes_failure_notice(kind, source, error):
 # ---- Recovery (seed §7) ---------------------------------------------------------------------
 
 @hookspec(firstresult=True)
-def hermes_recovery_plan(session, failure):
+def hermes_recovery_plan(session: SessionEntry, failure: str) -> RecoveryPlan | None:
     """Decide what happens to `session` (a SessionEntry) after `failure` (seed §7).
 
     Called at start-up, before any adapter starts, for each session marked `resume_pending`
@@ -238,7 +270,7 @@ def hermes_recovery_plan(session, failure):
 
 
 @hookspec
-def hermes_on_session_recovered(session, plan):
+def hermes_on_session_recovered(session: SessionEntry, plan: RecoveryPlan) -> Awaitable[None] | None:
     """Observe a recovered session and the RecoveryPlan applied to it.
 
     Called at start-up recovery, once per session marked `resume_pending` (or suspended as a
@@ -253,7 +285,7 @@ def hermes_on_session_recovered(session, plan):
 # ---- Housekeeping (seed §10, §11) ----------------------------------------------------------
 
 @hookspec
-def hermes_housekeeping(ctx):
+def hermes_housekeeping(ctx: HousekeepingContext) -> Awaitable[None] | None:
     """Run one housekeeping pass. `ctx` gives the store, clock and config.
 
     Kind: Broadcast, async allowed; isolated per plugin; called by every watcher tick. Core
@@ -267,7 +299,7 @@ def hermes_housekeeping(ctx):
 # ---- Session lifecycle ---------------------------------------------------------------------
 
 @hookspec
-def hermes_session_reset(entry, reason):
+def hermes_session_reset(entry: SessionEntry, reason: str) -> Awaitable[None] | None:
     """Observe an explicit boundary: `entry` is the new SessionEntry, `reason` one of `"new"`,
     `"reset"`, `"suspended"`. Nothing ends a session for idleness (seed §6).
 
@@ -279,7 +311,7 @@ def hermes_session_reset(entry, reason):
 
 
 @hookspec
-def hermes_session_finalized(entry):
+def hermes_session_finalized(entry: SessionEntry) -> Awaitable[None] | None:
     """Observe the end of a session id (`entry` as it was before the boundary).
 
     Kind: Broadcast, async allowed; isolated per plugin.
@@ -292,7 +324,7 @@ def hermes_session_finalized(entry):
 # ---- Start-up and shutdown -----------------------------------------------------------------
 
 @hookspec
-def hermes_startup(app):
+def hermes_startup(app: GatewayApp) -> Awaitable[None] | None:
     """Called once after the gateway app has started (store open, adapters started).
 
     Kind: Broadcast, async allowed; isolated per plugin.
@@ -303,7 +335,7 @@ def hermes_startup(app):
 
 
 @hookspec
-def hermes_shutdown(app):
+def hermes_shutdown(app: GatewayApp) -> Awaitable[None] | None:
     """Called once during shutdown, after the drain and before the store closes.
 
     Kind: Broadcast, async allowed; isolated per plugin.

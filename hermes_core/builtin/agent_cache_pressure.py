@@ -1,7 +1,8 @@
 """Agent-cache housekeeping as a builtin pass (seed §10, §11; docs/behaviour.md §8).
 
 Every watcher tick: release cached transcripts idle for `agent.agent_cache.idle_ttl_secs`, then
-run the memory-pressure sweep (`AgentCache.sweep_under_pressure`: anonymous memory against
+run memory-pressure sweeps while memory stays over budget (`AgentCache.relieve_pressure`, each
+pass an `AgentCache.sweep_under_pressure`: anonymous memory against
 `memory_high_mb`, LRU evictions that spare the `protect_recent` most recent, mid-turn and
 not-yet-persisted sessions, then `malloc_trim`). Both are soft releases: transcripts stay in
 the store and the next turn rebuilds them. Nothing here ends a transcript or a session.
@@ -38,7 +39,7 @@ def run_cache_passes(cache: Any) -> dict[str, Any]:
         unsaved keys the sweep passed over], "trimmed": bool}`.
     """
     idle = cache.evict_idle()
-    report = cache.sweep_under_pressure()
+    report = cache.relieve_pressure()
     return {"idle": idle, "pressure": list(report.evicted), "skipped": list(report.skipped),
             "trimmed": report.trimmed}
 

@@ -12,7 +12,11 @@ the whole transcript from the store each time.
   * Housekeeping (`builtin.agent_cache_pressure`) applies the idle TTL (3600 s) and the
     memory-pressure sweep (`memory_budget`): over budget, up to `max_evictions_per_pass` LRU
     entries go, never the `protect_recent` most recent, never one with a turn running, never one
-    whose transcript is not persisted yet; then `malloc_trim(0)`.
+    whose transcript is not persisted yet; then `malloc_trim(0)`. `relieve_pressure` repeats
+    such passes (each keeping the cap) while memory is still over budget and a pass released
+    something, and every insert runs it too (a miss costs a transcript load; one read of /proc
+    or the cgroup's memory.stat is small beside it): waiting for the next watcher tick let a
+    burst of misses overshoot the budget by a quarter.
   * Eviction is a soft release: the transcript stays in SQLite and the next turn rebuilds it
     from the store. Nothing here ends a transcript or a session (seed §10).
 
@@ -203,7 +207,8 @@ class AgentCache:
             self._entries[session_key] = entry
             self._by_session.setdefault(session_id, set()).add(session_key)
             self._evict_capacity_locked()
-            return entry
+        self._check_pressure_on_insert(session_key)
+        return entry
 
     # ---- turns --------------------------------------------------------------------------------
 
@@ -289,11 +294,37 @@ class AgentCache:
             log.info("agent cache released %d idle session(s) (transcripts stay in the store)", len(released))
         return released
 
-    def sweep_under_pressure(self) -> PressureReport:
+    def relieve_pressure(self, *, spare: str | None = None) -> PressureReport:
+        """Sweep passes (`sweep_under_pressure`, each capped at `max_evictions_per_pass`) until
+        memory is under budget or a pass releases nothing.
+
+        Args:
+            spare: a session key no pass may release (the entry an insert just made).
+        Returns:
+            A PressureReport of all passes: the last reading, every released key (LRU first),
+            the keys the last pass skipped, whether malloc_trim ran.
+        """
+        evicted: list[str] = []
+        trimmed = False
+        while True:
+            report = self.sweep_under_pressure(spare=spare)
+            evicted += report.evicted
+            trimmed = trimmed or report.trimmed
+            if not report.evicted:
+                return PressureReport(reading=report.reading, evicted=tuple(evicted), skipped=report.skipped,
+                                      trimmed=trimmed)
+
+    def _check_pressure_on_insert(self, session_key: str) -> None:
+        if self.memory_high_mb is not None:
+            self.relieve_pressure(spare=session_key)
+
+    def sweep_under_pressure(self, *, spare: str | None = None) -> PressureReport:
         """Seed `_sweep_agent_cache_under_pressure()`: when anonymous memory exceeds the budget,
         release up to `max_evictions_per_pass` LRU entries — never the `protect_recent` most
         recent, a mid-turn one or one not yet persisted — then `malloc_trim`.
 
+        Args:
+            spare: a session key this pass never releases (see `relieve_pressure`).
         Returns:
             A PressureReport (reading None when disabled or no budget could be determined).
         """
@@ -311,7 +342,7 @@ class AgentCache:
                 if len(evicted) >= self.max_evictions_per_pass:
                     break
                 entry = self._entries[key]
-                if entry.mid_turn or not entry.transcript_persistence_caught_up():
+                if entry.mid_turn or not entry.transcript_persistence_caught_up() or key == spare:
                     skipped.append(key)
                     continue
                 self._remove_locked(key, "pressure")

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from ..model.timeutil import Clock, utc_now
+from .access import AccessGate
 from .agent_cache import AgentCache
 from .delivery import Deliverer
 
@@ -27,6 +28,8 @@ class PipelineDeps:
             (the app forgets the session's stuck-loop count, docs/behaviour.md §6).
         agent_cache: the sessions' live transcripts across turns (seed §11); built from
             `config` (`[agent.agent_cache]`) when omitted.
+        access: who may talk to the agent (docs/behaviour.md §9); built from `config`'s
+            `[platforms.<id>]` tables when omitted.
     """
 
     config: Any
@@ -38,8 +41,13 @@ class PipelineDeps:
     clock: Clock = utc_now
     on_turn_completed: Callable[[str], Any] | None = None
     agent_cache: AgentCache | None = None
+    access: AccessGate | None = None
 
     def __post_init__(self) -> None:
+        if self.access is None:
+            from ..plugin_system.settings import common_platform_settings
+
+            self.access = AccessGate(self.pm, common_platform_settings(self.config, {}), self.store.canonical_id)
         if self.agent_cache is None:
             self.agent_cache = AgentCache.from_config(self.config)
         if self.deliverer is None:

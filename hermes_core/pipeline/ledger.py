@@ -36,7 +36,7 @@ async def send_obligation(deps: PipelineDeps, obligation_id: int, target: Sessio
     await store.start_delivery(obligation_id)
     outcome = await deps.deliverer.deliver(adapter, target, text, session_key=session_key,
                                            session_id=session_id, reply_to=reply_to, kind=kind)
-    await store.finish_delivery(obligation_id, outcome.delivered, outcome.error)
+    await store.finish_delivery(obligation_id, outcome.delivered, outcome.error, sent_ids=outcome.message_ids)
     return outcome.delivered
 
 

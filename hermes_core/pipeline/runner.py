@@ -68,6 +68,7 @@ from typing import Any, Awaitable, Callable
 
 from ..model.events import INTERNAL as INTERNAL_KIND
 from ..model.events import MessageEvent, event_from_dict, event_to_dict
+from ..store import is_disk_full
 from ..store.backend import LeaseLostError, lease_scope
 from . import commands
 from .busy import (BURST, COMMAND, CONTROL, CONTROL_COMMANDS, INTERNAL, INTERRUPTING_TEXT, QUEUE_EMPTY_TEXT,
@@ -163,6 +164,8 @@ class GatewayRunner:
         if event.source.platform not in self.deps.adapters:
             log.error("event from platform %r, which has no running adapter; ignored", event.source.platform)
             return
+        if self._refused(event):
+            return
         if event.aliases:
             # Before the key: the key, pseudonyms and owner scoping use the canonical ids
             # (docs/behaviour.md §4). A failed write raises: nothing is accepted then.
@@ -194,6 +197,21 @@ class GatewayRunner:
             self._placed.add(inbound_id)
         else:
             self._placed.discard(inbound_id)
+
+    def _refused(self, event: MessageEvent) -> bool:
+        """docs/behaviour.md §9: True when the sender may not talk to the agent; then nothing
+        is stored and the refusal notice (if one is owed) is sent in the background."""
+        try:
+            refusal = self.deps.access.check(event)
+        except Exception:  # a broken hermes_authorize fails closed
+            log.exception("access decision failed on %s; message refused", event.source.platform)
+            return True
+        if refusal is None:
+            return False
+        if refusal.notice:
+            self._side_task(self._send_notice(self.deps.store.session_key(event.source), event,
+                                              refusal.notice, session_id=None))
+        return True
 
     def _too_long(self, key: str, event: MessageEvent) -> str | None:
         limit = self.deps.config.core.max_input_chars
@@ -485,7 +503,10 @@ class GatewayRunner:
                     self._placed.difference_update(job.inbound_ids)
                     log.error("%s; the job in %s is abandoned to the session's holder", exc, key)
                 except Exception as exc:  # isolation: report, keep this worker and the others going
-                    log.exception("job failed in %s", key)
+                    if is_disk_full(exc):  # one line, not a traceback per message (docs/behaviour.md §12)
+                        log.error("job failed in %s: disk full (%s)", key, " ".join(str(exc).split()))
+                    else:
+                        log.exception("job failed in %s", key)
                     if job.event is not None:
                         notice = failure_notice(self.deps.pm, self.deps.config, INTERNAL_ERROR, job.event.source, exc)
                         await self._notify(key, job.event, notice)
@@ -504,8 +525,11 @@ class GatewayRunner:
         for inbound_id in inbound_ids:
             try:
                 await self.deps.store.finish_inbound(inbound_id)
-            except Exception:  # the job ran; at worst it is replayed once more after a restart
-                log.exception("could not finish inbound row %s", inbound_id)
+            except Exception as exc:  # the job ran; at worst it is replayed once more after a restart
+                if is_disk_full(exc):
+                    log.error("could not finish inbound row %s: disk full", inbound_id)
+                else:
+                    log.exception("could not finish inbound row %s", inbound_id)
 
     async def _run_job(self, key: str, job: Job) -> None:
         event = job.event
@@ -535,13 +559,15 @@ class GatewayRunner:
                            on_answered=lambda: setattr(job, "answered", True))
 
     async def _notify(self, key: str, event: MessageEvent, text: str) -> None:
+        entry = await maybe_await(self.deps.store.get_entry(key))
+        await self._send_notice(key, event, text, session_id=getattr(entry, "session_id", None))
+
+    async def _send_notice(self, key: str, event: MessageEvent, text: str, *, session_id: str | None) -> None:
         adapter = self.deps.adapters.get(event.source.platform)
         if adapter is None:
             return
-        entry = await maybe_await(self.deps.store.get_entry(key))
         try:
-            await self.deps.deliverer.deliver(adapter, event.source, text, session_key=key,
-                                              session_id=getattr(entry, "session_id", None),
+            await self.deps.deliverer.deliver(adapter, event.source, text, session_key=key, session_id=session_id,
                                               reply_to=event.message_id, kind="notice")
         except Exception:  # the notice is best effort; the failure itself is logged
             log.exception("could not send a notice to %s", key)

@@ -9,6 +9,11 @@ A crash before the reply is recorded leaves a marked turn without a reply: start
 session `resume_pending` and auto-continues it (`resume=True` here). A crash after it leaves an
 open obligation, which the start-up ledger sweep sends (seed §7).
 
+A full disk (docs/behaviour.md §12) does not throw the computed reply away: the write of the
+reply is tried again, with a growing pause and one log line per failed attempt, until it passes
+(then the reply is sent once) or the turn is cancelled at shutdown (then the marker stays and the
+turn is resumed once at the next start).
+
 The history comes from the agent cache (seed §11, `agent_cache`), not from a reload of the whole
 transcript: a hit costs O(1) in the transcript's length; a miss (first turn, new session id,
 eviction) loads it once from the store. Each message the store records is appended to the live
@@ -20,12 +25,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Callable
+from typing import Any, Awaitable, Callable
 from dataclasses import dataclass
 
 from ..agents.base import AgentError, AgentInterrupted
 from ..model.events import MessageEvent
 from ..model.timeutil import format_timestamp
+from ..store import is_disk_full
 from ..store.ledger import text_owed
 from ..store.rows import normalize_message, row_to_message
 from .agent_cache import CachedSession
@@ -36,6 +42,26 @@ from .notices import AGENT_FAILED, AGENT_TIMEOUT, failure_notice
 from .typing_indicator import typing_while
 
 log = logging.getLogger(__name__)
+
+# Pauses between attempts to write a reply while the disk is full (seconds, doubling up to the cap).
+FULL_DISK_FIRST_RETRY_S = 0.5
+FULL_DISK_MAX_RETRY_S = 30.0
+
+
+async def _until_written(key: str, what: str, write: Callable[[], Awaitable[Any]]) -> Any:
+    """`await write()`, tried again while it fails because the disk is full (module docstring).
+    Any other failure raises at once; so does cancellation (the turn stays marked)."""
+    pause = FULL_DISK_FIRST_RETRY_S
+    while True:
+        try:
+            return await write()
+        except Exception as exc:
+            if not is_disk_full(exc):
+                raise
+            log.error("disk full: the %s of %s is kept in memory and written again in %.1f s (%s)",
+                      what, key, pause, " ".join(str(exc).split()))
+        await asyncio.sleep(pause)
+        pause = min(pause * 2, FULL_DISK_MAX_RETRY_S)
 
 
 
@@ -178,16 +204,21 @@ async def _answer(deps: PipelineDeps, key: str, source, entry, context, adapter,
         # In the live transcript first, counted as not yet persisted until the store has it.
         cache.append(live, _as_stored(assistant, deps.clock), persisted=False)
         # Reply + obligation + end of the marker: one transaction (docs/behaviour.md §6).
-        ob_id = await store.record_reply(key, entry.session_id, assistant, origin=source, content=owed,
-                                         internal=internal, reply_to=reply_to)
+        ob_id = await _until_written(key, "reply", lambda: store.record_reply(
+            key, entry.session_id, assistant, origin=source, content=owed, internal=internal, reply_to=reply_to))
         cache.mark_persisted(live)
         if on_answered is not None:
             on_answered()
-        await store.update_session(key, last_prompt_tokens=usage.input_tokens, usage=usage)
+        try:
+            await store.update_session(key, last_prompt_tokens=usage.input_tokens, usage=usage)
+        except Exception as exc:  # counters only: the reply is recorded and is sent all the same
+            if not is_disk_full(exc):
+                raise
+            log.error("disk full: token counters of %s not updated for this turn", key)
     else:
         owed = reply_text
-        ob_id = await store.record_reply(key, entry.session_id, None, origin=source, content=owed,
-                                         internal=internal, reply_to=reply_to)
+        ob_id = await _until_written(key, "notice", lambda: store.record_reply(
+            key, entry.session_id, None, origin=source, content=owed, internal=internal, reply_to=reply_to))
         if on_answered is not None:
             on_answered()
     if ob_id is not None:

@@ -3,6 +3,7 @@
 A platform plugin imports from here only (and from `hermes_core.testing` in its tests):
 
     BaseAdapter, SendResult, InboundHandler    the adapter contract (sdk/adapter.py)
+    AliasRecorder, DeliveryReporter            what the gateway binds for `record_alias` / `report_delivery`
     AdapterSpec, SettingsSpec                  what an adapter / plugin declares (types.py)
     CAP_EDIT … CAP_WEBHOOK, CAPABILITIES       capability names for `AdapterSpec.capabilities`
     INGRESS_SINGLE_RECEIVER, INGRESS_SHARED    values of `AdapterSpec.ingress`
@@ -17,9 +18,11 @@ A platform plugin imports from here only (and from `hermes_core.testing` in its 
     MalformedPayload                           a payload a mapping function cannot read (sdk/errors.py)
     DeliveryPlan, OutboundDelivery, RedactionRule, SessionContext   records some hooks take or return
     neutralize_untrusted                       make user-chosen text (names, topics) safe for a prompt
+    normalize_whatsapp_id, canonical_whatsapp_identifier   the key builder's WhatsApp id rule (keys.py)
     TESTING_PACKAGE                            where the test kit lives: `hermes_core.testing`
 """
 
+from ..keys import canonical_whatsapp_identifier, normalize_whatsapp_id
 from ..markers import HERMES_PLUGIN_API, hookimpl
 from ..model.context import SessionContext, neutralize_untrusted
 from ..model.events import MessageEvent
@@ -28,7 +31,7 @@ from ..model.source import Platform, SessionSource, SourceError
 from ..types import (CAP_EDIT, CAP_MEDIA, CAP_REACTIONS, CAP_THREADS, CAP_TYPING, CAP_WEBHOOK, CAPABILITIES,
                      INGRESS_SHARED, INGRESS_SINGLE_RECEIVER, AdapterSpec, DeliveryPlan, OutboundDelivery,
                      RedactionRule, SettingsSpec)
-from .adapter import AliasRecorder, BaseAdapter, InboundHandler, SendResult
+from .adapter import AliasRecorder, BaseAdapter, DeliveryReporter, InboundHandler, SendResult
 from .chunking import chunk_text, measure
 from .errors import MalformedPayload, RetryAfter, RetryAfterExceeded, SendError
 from .sending import ChatSendQueue, RetryPolicy, deliver_plan, send_chunks, send_with_retry
@@ -40,10 +43,11 @@ TESTING_PACKAGE = "hermes_core.testing"
 
 __all__ = [
     "AdapterSpec", "AliasError", "AliasRecorder", "BaseAdapter", "CAPABILITIES", "CAP_EDIT", "CAP_MEDIA",
-    "CAP_REACTIONS", "CAP_THREADS", "CAP_TYPING", "CAP_WEBHOOK", "ChatSendQueue", "DeliveryPlan",
+    "CAP_REACTIONS", "CAP_THREADS", "CAP_TYPING", "CAP_WEBHOOK", "ChatSendQueue", "DeliveryPlan", "DeliveryReporter",
     "HERMES_PLUGIN_API", "INGRESS_SHARED", "INGRESS_SINGLE_RECEIVER", "IdentityAlias", "InboundHandler",
     "MalformedPayload", "MessageEvent", "OutboundDelivery", "Platform", "PlatformSettings", "RedactionRule",
     "RetryAfter", "RetryAfterExceeded", "RetryPolicy", "SendError", "SendResult", "SessionContext",
-    "SessionSource", "SettingsSpec", "SourceError", "TESTING_PACKAGE", "chunk_text", "deliver_plan", "hookimpl",
-    "measure", "neutralize_untrusted", "send_chunks", "send_with_retry",
+    "SessionSource", "SettingsSpec", "SourceError", "TESTING_PACKAGE", "canonical_whatsapp_identifier", "chunk_text",
+    "deliver_plan", "hookimpl", "measure", "neutralize_untrusted", "normalize_whatsapp_id", "send_chunks",
+    "send_with_retry",
 ]

@@ -25,6 +25,9 @@ from ..types import AdapterSpec
 InboundHandler = Callable[[MessageEvent], Awaitable[None]]
 # Records identity aliases in the gateway's store (SessionStore.record_aliases).
 AliasRecorder = Callable[[Iterable[IdentityAlias]], Awaitable[Any]]
+# Applies a platform's delivery report to the ledger (SessionStore.settle_sent_message):
+# (platform, platform message id, "delivered" | "failed", error or None) -> obligation id or None.
+DeliveryReporter = Callable[[str, str, str, "str | None"], Awaitable["int | None"]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,6 +63,7 @@ class BaseAdapter(abc.ABC):
         self.data_dir: Path | None = Path(data_dir) if data_dir is not None else None
         self._on_message = on_message
         self._record_aliases: AliasRecorder | None = None
+        self._report_delivery: DeliveryReporter | None = None
 
     @property
     def capabilities(self) -> frozenset[str]:
@@ -72,11 +76,15 @@ class BaseAdapter(abc.ABC):
         `[core] busy_input_mode` (docs/behaviour.md §5). A subclass may decide per run."""
         return self.spec.busy_input_mode
 
-    def bind(self, on_message: InboundHandler, *, record_aliases: AliasRecorder | None = None) -> None:
-        """Set (or replace) the inbound handler and, optionally, the alias recorder."""
+    def bind(self, on_message: InboundHandler, *, record_aliases: AliasRecorder | None = None,
+             report_delivery: DeliveryReporter | None = None) -> None:
+        """Set (or replace) the inbound handler and, optionally, the alias recorder and the
+        delivery reporter (both bound by the gateway to its store)."""
         self._on_message = on_message
         if record_aliases is not None:
             self._record_aliases = record_aliases
+        if report_delivery is not None:
+            self._report_delivery = report_delivery
 
     async def emit(self, event: MessageEvent) -> None:
         """Hand one inbound event to the gateway; returns after it is durably accepted.
@@ -107,6 +115,30 @@ class BaseAdapter(abc.ABC):
         if self._record_aliases is None:
             raise RuntimeError(f"{self.spec.name} adapter has no alias recorder bound")
         await self._record_aliases([alias])
+
+    async def report_delivery(self, message_id: str, status: str, error: str | None = None) -> int | None:
+        """Tell the delivery ledger what the platform later reported about a message the gateway
+        sent (a WhatsApp status callback); docs/behaviour.md §6 "Delivery reports".
+
+        Args:
+            message_id: the platform's id of the sent message, as this adapter's `send` returned
+                it in `SendResult.message_id`.
+            status: `"delivered"` (delivered or read) or `"failed"`. Progress reports such as
+                "sent" are not delivery reports: do not pass them.
+            error: for `"failed"`, a short reason for the operator (no secrets, no message text).
+
+        Returns:
+            The id of the obligation settled, or None (no obligation sent that message within the
+            last day, or nothing changed: a confirmation never overrides a failure).
+
+        Raises:
+            ValueError: `status` is neither "delivered" nor "failed".
+            RuntimeError: no delivery reporter is bound (the adapter runs outside a gateway).
+            sqlite3.Error / OSError: the ledger could not be written (the platform may retry).
+        """
+        if self._report_delivery is None:
+            raise RuntimeError(f"{self.spec.name} adapter has no delivery reporter bound")
+        return await self._report_delivery(self.spec.name, message_id, status, error)
 
     @abc.abstractmethod
     async def start(self) -> None:

@@ -153,8 +153,14 @@ class StoreBackend(Protocol):
         """The obligation carrying transcript row `message_id`, or None."""
 
     async def obligation_update(self, ob_id: int, state: str, now_iso: str, now_ts: float, *,
-                                attempt: bool = False, error: str | None = None) -> None:
-        """Set an obligation's state (counting an attempt when `attempt`)."""
+                                attempt: bool = False, error: str | None = None,
+                                sent_ids: str | None = None) -> None:
+        """Set an obligation's state (counting an attempt when `attempt`; `sent_ids`, a JSON
+        array text, replaces the recorded platform message ids when given)."""
+
+    async def obligation_by_sent_id(self, platform: str, sent_id: str, since_ts: float) -> tuple[int, str] | None:
+        """`(id, state)` of the newest obligation to `platform` changed at or after `since_ts`
+        whose `sent_ids` hold `sent_id`, or None."""
 
     async def obligations(self, states: tuple[str, ...]) -> list[Obligation]:
         """Obligations in `states`, oldest first."""

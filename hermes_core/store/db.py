@@ -23,6 +23,7 @@ failed commit can never leave a cached state behind.
 from __future__ import annotations
 
 import asyncio
+import errno
 import logging
 import os
 import re
@@ -33,6 +34,8 @@ from pathlib import Path
 from typing import Any, AsyncIterator, Iterable, Sequence
 
 import aiosqlite
+
+from .cpu import in_thread
 
 log = logging.getLogger(__name__)
 
@@ -55,6 +58,26 @@ class CommitError(StoreError):
     def __init__(self, message: str, cause: BaseException) -> None:
         super().__init__(message)
         self.cause = cause
+
+
+def is_disk_full(exc: BaseException) -> bool:
+    """True when `exc` (or what it wraps: a CommitError's cause, `__cause__`, `__context__`) says
+    the disk or the database is full: SQLite's SQLITE_FULL ("database or disk is full") or an
+    OSError ENOSPC / EDQUOT (the degraded journal). Such a failure is expected to pass once space
+    is freed, so callers keep what they could not write and try again (docs/behaviour.md §12)."""
+    seen: set[int] = set()
+    todo: list[BaseException | None] = [exc]
+    while todo:
+        current = todo.pop()
+        if current is None or id(current) in seen:
+            continue
+        seen.add(id(current))
+        if isinstance(current, sqlite3.OperationalError) and "full" in str(current):
+            return True
+        if isinstance(current, OSError) and current.errno in (errno.ENOSPC, errno.EDQUOT):
+            return True
+        todo += [getattr(current, "cause", None), current.__cause__, current.__context__]
+    return False
 
 
 def migrations() -> list[tuple[int, str, str]]:
@@ -468,4 +491,4 @@ class Database:
                 return conn.execute(sql, params).fetchall()
             finally:
                 conn.close()
-        return await asyncio.to_thread(read)
+        return await in_thread(read)

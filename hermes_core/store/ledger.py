@@ -7,7 +7,9 @@ the assistant message, and that transaction also clears the turn marker; the sen
 'attempting' before sending and 'delivered' / 'failed' after. After a crash, start-up re-sends
 'attempting' ones with `RECOVERED_PREFIX` (the chat may already have them) and 'pending' /
 'failed' ones plainly; a 'delivered' one never. An obligation is abandoned after
-`MAX_ATTEMPTS` (3) attempts or `MAX_AGE_S` (24 h).
+`MAX_ATTEMPTS` (3) attempts or `MAX_AGE_S` (24 h). A delivered obligation keeps the platform
+message ids it produced (`sent_ids`), so a platform's later delivery report (WhatsApp status
+callbacks) settles it: `settle_sent_message`.
 
 Silence (docs/behaviour.md §6): a reply that is only a silence marker (`[SILENT]`, `SILENT`, `NO_REPLY`,
 `NO REPLY`, any case, surrounding blanks ignored) owes nothing for an internal turn and
@@ -19,7 +21,7 @@ from __future__ import annotations
 import json
 import logging
 from datetime import timedelta
-from typing import Any, Mapping
+from typing import Any, Iterable, Mapping
 
 from ..model import SessionSource, format_timestamp
 from .records import NewObligation
@@ -28,6 +30,8 @@ from .rows import normalize_message
 log = logging.getLogger(__name__)
 
 OPEN_STATES = ("pending", "attempting", "failed")
+# What a platform's delivery report may say about a sent message (`settle_sent_message`).
+REPORT_STATES = frozenset({"delivered", "failed"})
 MAX_ATTEMPTS = 3
 MAX_AGE_S = 24 * 3600
 LEDGER_RETENTION_DAYS = 7
@@ -88,11 +92,56 @@ class LedgerOps:
         await self._b().obligation_update(obligation_id, "attempting", format_timestamp(now), now.timestamp(),
                                           attempt=True)
 
-    async def finish_delivery(self, obligation_id: int, delivered: bool, error: str | None = None) -> None:
-        """Mark an obligation 'delivered', or 'failed' with `error` (retried at the next start)."""
+    async def finish_delivery(self, obligation_id: int, delivered: bool, error: str | None = None, *,
+                              sent_ids: Iterable[str | None] = ()) -> None:
+        """Mark an obligation 'delivered', or 'failed' with `error` (retried at the next start).
+
+        Args:
+            sent_ids: the platform message ids of the chunks that went out (`SendResult.message_id`;
+                None entries are skipped). Recorded so that a later delivery report of the
+                platform settles this obligation (`settle_sent_message`).
+        """
         now = self._now()
+        ids = [str(i) for i in sent_ids if i]
         await self._b().obligation_update(obligation_id, "delivered" if delivered else "failed",
-                                          format_timestamp(now), now.timestamp(), error=error)
+                                          format_timestamp(now), now.timestamp(), error=error,
+                                          sent_ids=json.dumps(ids) if ids else None)
+
+    async def settle_sent_message(self, platform: str, message_id: str, status: str,
+                                  error: str | None = None) -> int | None:
+        """Apply a platform's delivery report about one sent message to its obligation
+        (docs/behaviour.md §6 "Delivery reports"; WhatsApp status callbacks).
+
+        Args:
+            platform: the platform id of the adapter reporting (`"whatsapp_cloud"`).
+            message_id: the platform's id of a message the gateway sent (a `SendResult.message_id`).
+            status: `"delivered"` (the platform confirmed it: delivered or read) or `"failed"`.
+            error: for `"failed"`, why (shown in the ledger's `last_error`; no secrets, no text).
+
+        Returns:
+            The obligation id that was settled, or None when no obligation of the last
+            `MAX_AGE_S` seconds sent that message (a notice, an old message) or nothing changed.
+            A failure wins over a confirmation: a 'failed' obligation is not made 'delivered'
+            by a report about another of its chunks; an 'abandoned' one is left alone.
+
+        Raises:
+            ValueError: `status` is neither "delivered" nor "failed".
+            sqlite3.Error / OSError: the write failed.
+        """
+        if status not in REPORT_STATES:
+            raise ValueError(f"delivery report status must be one of {sorted(REPORT_STATES)}, got {status!r}")
+        if not message_id:
+            return None
+        now = self._now()
+        found = await self._b().obligation_by_sent_id(platform, str(message_id), now.timestamp() - MAX_AGE_S)
+        if found is None:
+            return None
+        ob_id, state = found
+        if state == "abandoned" or state == status or (status == "delivered" and state == "failed"):
+            return None
+        await self._b().obligation_update(ob_id, status, format_timestamp(now), now.timestamp(),
+                                          error=error if status == "failed" else None)
+        return ob_id
 
     async def abandon_delivery(self, obligation_id: int, reason: str) -> None:
         """Give an obligation up ('abandoned'), recording why."""

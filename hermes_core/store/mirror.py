@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any, Awaitable, Callable
 
 from ..model import SessionEntry, validate_session_id
+from . import cpu
 from .files import write_atomic
 
 log = logging.getLogger(__name__)
@@ -29,23 +30,25 @@ MIRROR_README = (
     "while the gateway is stopped."
 )
 # Cost bound of the mirror (O(1) per message at 100k sessions; docs/behaviour.md §3). A rewrite renders the
-# whole file (the seed's format is one atomic JSON object), so its duration d grows with the
-# number of routes: ~8 ms at 1k sessions, ~0.6 s idle and ~1.2 s under load at 100k (2 cores, as
-# benchmarks/bench_store.py measures). After a rewrite
-# that took d seconds the next one starts no sooner than max(debounce_s, COST_FACTOR x d) after
-# it ended, so rewriting takes at most d / (d + COST_FACTOR x d) = 1 / (COST_FACTOR + 1) ~ 9 %
-# of one core however busy the gateway is, and the file lags SQLite by at most
-# debounce_s + (COST_FACTOR + 1) x d (~7-14 s at 100k sessions). The SQLite read and the JSON
-# assembly run in a worker thread (`SqliteBackend.render_mirror`) and the file write too, so the
-# event loop only waits for the result. Shutdown (`close`) always writes the final state, gap or
-# not. Per message the store only sets a flag (`mark_dirty`, O(1)).
+# whole file (the seed's format is one atomic JSON object), so its CPU cost c grows with the
+# number of routes (~0.4 s at 100k sessions on 2 cores, as benchmarks/bench_store.py measures).
+# After a rewrite that cost c CPU seconds the next one starts no sooner than
+# max(debounce_s, COST_FACTOR x c) after it ended, so rewriting takes at most
+# 1 / (COST_FACTOR + 1) ~ 9 % of one core however busy the gateway is. c is CPU time spent in the
+# rewrite's worker threads (`store.cpu`), not wall time: under load the threads wait for the
+# interpreter and the loop far longer than they compute, and a wall-time bound deferred the
+# next rewrite by minutes; with CPU time the file lags SQLite by debounce_s + (COST_FACTOR + 1)
+# x c plus the rewrite's own wall time, a few seconds. The SQLite read, the JSON assembly and the
+# file write run in worker threads (`SqliteBackend.render_mirror`, `write_atomic`), so the event
+# loop only waits for the result. Shutdown (`close`) always writes the final state, gap or not.
+# Per message the store only sets a flag (`mark_dirty`, O(1)).
 COST_FACTOR = 10.0
 
 
-def flush_gap(debounce_s: float, last_duration_s: float, cost_factor: float = COST_FACTOR) -> float:
-    """Seconds to wait after a rewrite that took `last_duration_s` before the next one:
-    `max(debounce_s, cost_factor * last_duration_s)` (see the cost bound above)."""
-    return max(debounce_s, cost_factor * max(0.0, last_duration_s))
+def flush_gap(debounce_s: float, last_cpu_s: float, cost_factor: float = COST_FACTOR) -> float:
+    """Seconds to wait after a rewrite that cost `last_cpu_s` CPU seconds before the next one:
+    `max(debounce_s, cost_factor * last_cpu_s)` (see the cost bound above)."""
+    return max(debounce_s, cost_factor * max(0.0, last_cpu_s))
 
 
 def file_signature(path: Path) -> str | None:
@@ -156,14 +159,15 @@ class MirrorWriter:
         path: the sessions.json path.
         render: async callable returning the full file text (runs the heavy part off the loop).
         debounce_s: minimum seconds between rewrites (`[storage] mirror_debounce_s`); the gap
-            also grows to `cost_factor` × the last rewrite's duration (`flush_gap`), which bounds
-            the mirror to ~1/(cost_factor+1) of one core at any index size.
+            also grows to `cost_factor` × the last rewrite's CPU cost (`flush_gap`), which
+            bounds the mirror to ~1/(cost_factor+1) of one core at any index size.
         cost_factor: K of the bound (default `COST_FACTOR` = 10).
 
     Attributes:
         writes: rewrites done by this writer.
-        last_duration: seconds the last rewrite took (render + atomic write).
-        total_duration: seconds spent rewriting since start (benchmarks report it).
+        last_cpu: CPU seconds the last rewrite cost (its worker threads: read, render, write).
+        last_duration: wall seconds the last rewrite took (render + atomic write).
+        total_duration: wall seconds spent rewriting since start (benchmarks report it).
     """
 
     def __init__(self, path: Path, render: Callable[[], Awaitable[str]], debounce_s: float,
@@ -176,6 +180,7 @@ class MirrorWriter:
         self._task: asyncio.Task | None = None
         self._write_lock = asyncio.Lock()
         self._last_end: float | None = None  # loop time at the end of the last rewrite
+        self.last_cpu = 0.0
         self.last_duration = 0.0
         self.total_duration = 0.0
         self.writes = 0
@@ -196,7 +201,7 @@ class MirrorWriter:
         debounce, and not before `flush_gap` has passed since the last rewrite ended."""
         if self._last_end is None:
             return self._debounce_s
-        due = self._last_end + flush_gap(self._debounce_s, self.last_duration, self._cost_factor)
+        due = self._last_end + flush_gap(self._debounce_s, self.last_cpu, self._cost_factor)
         return max(self._debounce_s, due - now)
 
     async def _run(self) -> None:
@@ -224,11 +229,13 @@ class MirrorWriter:
             self._dirty.clear()
             started = time.perf_counter()
             try:
-                text = await self._render()
-                await asyncio.to_thread(write_atomic, self.path, text)
+                with cpu.measure() as meter:
+                    text = await self._render()
+                    await cpu.in_thread(write_atomic, self.path, text)
             except BaseException:
                 self._dirty.set()
                 raise
+            self.last_cpu = meter.seconds
             self.last_duration = time.perf_counter() - started
             self.total_duration += self.last_duration
             self._last_end = asyncio.get_running_loop().time()

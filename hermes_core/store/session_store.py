@@ -594,7 +594,10 @@ class SessionStore(TurnOps, TranscriptOps, AliasOps, ClaimOps):
             source, group_sessions_per_user=self.config.group_sessions_per_user,
             thread_sessions_per_user=self.config.thread_sessions_per_user)
 
-    def _canonical(self, platform: str, kind: str, value: str | None) -> str | None:
+    def canonical_id(self, platform: str, kind: str, value: str | None) -> str | None:
+        """`value` folded into its canonical id (kind `"user"` or `"chat"`; the
+        `hermes_canonical_identity` chain, stored aliases included; docs/behaviour.md §4), or None
+        for an empty value. Pure lookup: nothing is written."""
         if not value:
             return None
         return self._canonical_fn(platform, kind, value) or value
@@ -606,13 +609,13 @@ class SessionStore(TurnOps, TranscriptOps, AliasOps, ClaimOps):
         if origin is None or origin.platform != owner.platform:
             return False
         platform = owner.platform
-        mine = self._canonical(platform, "user", owner.participant_id)
-        if mine and self._canonical(platform, "user", origin.participant_id) == mine:
+        mine = self.canonical_id(platform, "user", owner.participant_id)
+        if mine and self.canonical_id(platform, "user", origin.participant_id) == mine:
             return True
         if not self._shared(owner):
             return False
-        chat = self._canonical(platform, "chat", owner.chat_id)
-        return bool(chat) and self._canonical(platform, "chat", origin.chat_id) == chat
+        chat = self.canonical_id(platform, "chat", owner.chat_id)
+        return bool(chat) and self.canonical_id(platform, "chat", origin.chat_id) == chat
 
     async def has_any_sessions(self) -> bool:
         """True when any session was ever created (SQLite history, not only live routes)."""

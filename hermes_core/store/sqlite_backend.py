@@ -16,6 +16,7 @@ from typing import Any, Iterable
 
 from ..model import SessionEntry, SessionSource, TokenUsage, format_timestamp
 from . import fts
+from .cpu import in_thread
 from .db import Database, StoreError
 from .mirror import render_from_json_texts
 from .records import (AliasRow, IntakeRow, MessageRow, NewObligation, Obligation, SearchHit, SessionRow,
@@ -357,10 +358,22 @@ class SqliteBackend:
                                       (message_id,))
 
     async def obligation_update(self, ob_id: int, state: str, now_iso: str, now_ts: float, *,
-                                attempt: bool = False, error: str | None = None) -> None:
+                                attempt: bool = False, error: str | None = None,
+                                sent_ids: str | None = None) -> None:
         await self.db.write_one(
             "UPDATE delivery_obligations SET state = ?, attempts = attempts + ?, last_error = coalesce(?, last_error), "
-            "updated_at = ?, updated_ts = ? WHERE id = ?", (state, 1 if attempt else 0, error, now_iso, now_ts, ob_id))
+            "sent_ids = coalesce(?, sent_ids), updated_at = ?, updated_ts = ? WHERE id = ?",
+            (state, 1 if attempt else 0, error, sent_ids, now_iso, now_ts, ob_id))
+
+    async def obligation_by_sent_id(self, platform: str, sent_id: str, since_ts: float) -> tuple[int, str] | None:
+        # The updated_ts index bounds the scan to the last day's obligations; json_each reads
+        # the ids of each (a handful per reply).
+        row = await self.db.fetchone(
+            "SELECT o.id, o.state FROM delivery_obligations AS o, json_each(o.sent_ids) AS s "
+            "WHERE o.updated_ts >= ? AND o.sent_ids IS NOT NULL AND s.value = ? "
+            "AND json_extract(o.origin, '$.platform') = ? ORDER BY o.id DESC LIMIT 1",
+            (since_ts, sent_id, platform))
+        return (int(row[0]), str(row[1])) if row else None
 
     async def obligations(self, states: tuple[str, ...]) -> list[Obligation]:
         marks = ", ".join("?" for _ in states)
@@ -421,7 +434,7 @@ class SqliteBackend:
         """sessions.json text from a consistent snapshot of `routes` (read beside the writer:
         `Database.snapshot_rows`), so the writer is never blocked by a large index."""
         rows = await self.db.snapshot_rows("SELECT session_key, entry FROM routes ORDER BY session_key")
-        return await asyncio.to_thread(render_from_json_texts, rows)
+        return await in_thread(render_from_json_texts, rows)
 
     async def get_meta(self, key: str) -> str | None:
         return await self.db.fetchval("SELECT value FROM meta WHERE key = ?", (key,))

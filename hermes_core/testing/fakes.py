@@ -25,10 +25,11 @@ class GatewayRefused(RuntimeError):
 
 
 class FakeGateway:
-    """The gateway side of an adapter: its inbound handler and its alias recorder.
+    """The gateway side of an adapter: its inbound handler, alias recorder and delivery reporter.
 
-    `attach(adapter)` binds both. Every accepted event is appended to `events`, every recorded
-    alias to `aliases`. Knobs:
+    `attach(adapter)` binds them. Every accepted event is appended to `events`, every recorded
+    alias to `aliases`, every delivery report to `reports` as `(platform, message_id, status,
+    error)`. Knobs:
         refuse: refuse (raise `GatewayRefused`) the next N events; `refused` counts refusals.
         hold: an `asyncio.Event`; while it is set here and not yet fired, `emit` waits inside the
             gateway (`in_emit` counts the waiting calls), so a test can check that the adapter
@@ -38,14 +39,16 @@ class FakeGateway:
     def __init__(self, refuse: int = 0) -> None:
         self.events: list[MessageEvent] = []
         self.aliases: list[IdentityAlias] = []
+        self.reports: list[tuple[str, str, str, str | None]] = []
         self.refuse = refuse
         self.refused = 0
         self.hold: asyncio.Event | None = None
         self.in_emit = 0
 
     def attach(self, adapter: BaseAdapter) -> BaseAdapter:
-        """Bind this gateway to `adapter` (inbound handler and alias recorder); returns it."""
-        adapter.bind(self, record_aliases=self.record_aliases)
+        """Bind this gateway to `adapter` (inbound handler, alias recorder, delivery reporter);
+        returns it."""
+        adapter.bind(self, record_aliases=self.record_aliases, report_delivery=self.report_delivery)
         return adapter
 
     async def __call__(self, event: MessageEvent) -> None:
@@ -66,6 +69,11 @@ class FakeGateway:
         batch = list(aliases)
         self.aliases.extend(batch)
         return len(batch)
+
+    async def report_delivery(self, platform: str, message_id: str, status: str, error: str | None) -> None:
+        """Record one delivery report (the real gateway settles the ledger); returns None."""
+        self.reports.append((platform, message_id, status, error))
+        return None
 
     def texts(self) -> list[str]:
         """The texts of the accepted events, in order."""

@@ -145,6 +145,8 @@ class AppFactory:
         Args:
             plugins: plugin modules/objects registered after the builtins (in order).
             settings: GatewayConfig keyword overrides (e.g. `{"group_sessions_per_user": False}`).
+                Without a `platforms` key, each adapter's platform gets `allow_all = true`, so
+                the app answers everyone (docs/behaviour.md §9); pass `platforms` to test access.
             adapters: adapter instances (default: one `CapturingAdapter`, platform `fake`).
             agent: the Agent (default: the config's, i.e. the echo agent).
             watcher: start the housekeeping watcher (default False in tests).
@@ -154,12 +156,16 @@ class AppFactory:
 
         GatewayApp = _import_app()
         home = self.base / f"app{len(self.apps)}"
+        adapters = adapters if adapters is not None else [CapturingAdapter()]
+        settings = dict(settings or {})
+        if "platforms" not in settings:
+            names = adapters.keys() if isinstance(adapters, Mapping) else [a.spec.name for a in adapters]
+            settings["platforms"] = {name: {"allow_all": True} for name in names}
         config = _config(home, settings)
         pm, _report = create_plugin_manager(config, autoload=False)
         for index, plugin in enumerate(plugins):
             pm.register(plugin, name=getattr(plugin, "__name__", None) or f"test-plugin-{index}")
-        app = GatewayApp(config, pm=pm, adapters=adapters if adapters is not None else [CapturingAdapter()],
-                         agent=agent, watcher=watcher, clock=clock or self.clock)
+        app = GatewayApp(config, pm=pm, adapters=adapters, agent=agent, watcher=watcher, clock=clock or self.clock)
         self.apps.append(app)
         return app
 

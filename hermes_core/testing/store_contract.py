@@ -208,6 +208,20 @@ class StoreBackendContract:
         _none, adopted = await b.record_reply(KEY, SID, None, obligation(KEY, SID, "hello", message_id=message_id))
         assert (await b.obligations(("pending",)))[0].message_id == message_id and adopted is not None
 
+    async def test_delivery_reports_find_their_obligation_by_sent_id(self, store_backend):
+        b = store_backend
+        await b.save(entry(), new_session=True)
+        _, ob_id = await b.record_reply(KEY, SID, row("assistant", "two chunks"), obligation(KEY, SID, "two chunks"))
+        await b.obligation_update(ob_id, "delivered", "2026-01-01T12:00:01Z", T0.timestamp() + 1,
+                                  sent_ids='["wamid.1", "wamid.2"]')
+        assert await b.obligation_by_sent_id("telegram", "wamid.2", T0.timestamp()) == (ob_id, "delivered")
+        assert await b.obligation_by_sent_id("slack", "wamid.2", T0.timestamp()) is None
+        assert await b.obligation_by_sent_id("telegram", "wamid.3", T0.timestamp()) is None
+        assert await b.obligation_by_sent_id("telegram", "wamid.1", T0.timestamp() + 2) is None
+        # A later update without ids keeps the recorded ones.
+        await b.obligation_update(ob_id, "delivered", "2026-01-01T12:00:03Z", T0.timestamp() + 3, error="read")
+        assert await b.obligation_by_sent_id("telegram", "wamid.1", T0.timestamp() + 2) == (ob_id, "delivered")
+
     # ---- intake --------------------------------------------------------------------------
 
     async def test_intake_dedupe_order_merge_and_prune(self, store_backend):

@@ -51,7 +51,7 @@ class PrintingAdapter(BaseAdapter):
 
 async def main(home: str, mode: str, messages: list[str]) -> None:
     queued = mode == "kill-in-send-queued"
-    config = GatewayConfig(home=Path(home), platforms={}, core={"busy_input_mode": "queue" if queued else "interrupt"})
+    config = GatewayConfig(home=Path(home), platforms={"testchat": {"allow_all": True}}, core={"busy_input_mode": "queue" if queued else "interrupt"})
     app = GatewayApp(config, adapters={"testchat": PrintingAdapter(mode.startswith("kill-in-send"))},
                      agent=EchoAgent(), watcher=False)
     await app.start()

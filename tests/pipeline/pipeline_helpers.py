@@ -147,9 +147,11 @@ def dm(chat_id="100", user="u100", name="Ann"):
 
 
 async def start_app(home, adapter, agent, **config):
-    """Start a GatewayApp on `home` (no platforms, no watcher) with `adapter` as "testchat";
-    `config` are GatewayConfig overrides. Returns the started app."""
-    cfg = GatewayConfig(home=home, platforms={}, **config)
+    """Start a GatewayApp on `home` (no watcher) with `adapter` as "testchat"; `config` are
+    GatewayConfig overrides (default `platforms`: every testchat sender allowed). Returns the
+    started app."""
+    config.setdefault("platforms", {"testchat": {"allow_all": True}})
+    cfg = GatewayConfig(home=home, **config)
     app = GatewayApp(cfg, adapters={"testchat": adapter}, agent=agent, watcher=False)
     await app.start()
     return app

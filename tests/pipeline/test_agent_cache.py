@@ -247,7 +247,9 @@ def test_without_a_limit_auto_is_total_ram_and_the_signal_is_the_process_rss_ano
 
 def _six_entries(cache):
     """k0 … k5, least recently used first: k0 has a turn running since before the others were
-    used, k1's last message is not persisted yet."""
+    used, k1's last message is not persisted yet. Filled with the budget off (inserts check the
+    budget too), then the cache's setting is restored."""
+    setting, cache.memory_high_mb = cache.memory_high_mb, None
     k0 = cache.put("k0", "s0", msgs("m0"))
     cache.begin_turn(k0)  # mid-turn: never released
     k1 = cache.put("k1", "s1", msgs("m1"))
@@ -255,6 +257,7 @@ def _six_entries(cache):
     for i in range(2, 6):
         cache.put(f"k{i}", f"s{i}", msgs(f"m{i}"))
     assert cache.keys() == ["k0", "k1", "k2", "k3", "k4", "k5"]
+    cache.memory_high_mb = setting
 
 
 def test_pressure_sweep_respects_protect_recent_max_evictions_mid_turn_and_unsaved(tmp_path):
@@ -296,3 +299,51 @@ def test_pressure_sweep_does_nothing_under_budget_or_when_disabled(tmp_path):
 
 def test_malloc_trim_runs_on_glibc_and_is_skipped_elsewhere():
     assert malloc_trim() is (platform.libc_ver()[0] == "glibc")
+
+
+class EntriesProbe:
+    """Anonymous memory = 10 MiB per cached entry, against a fixed budget (a cache whose every
+    entry holds a large tool output)."""
+
+    def __init__(self, budget_mib):
+        self.budget_mib = budget_mib
+        self.cache = None
+        self.reads = 0
+
+    def read(self, setting):
+        from hermes_core.pipeline.memory_budget import MemoryReading
+
+        self.reads += 1
+        return MemoryReading(self.budget_mib * MiB, len(self.cache) * 10 * MiB, "test budget", "test signal")
+
+
+def test_relieve_pressure_repeats_capped_passes_until_under_budget():
+    probe = EntriesProbe(budget_mib=100)  # room for 10 entries
+    cache = AgentCache(max_size=1000, protect_recent=2, max_evictions_per_pass=16, clock=SecondsClock(),
+                       probe=probe, trim=Trim(), memory_high_mb=100)
+    probe.cache = cache
+    cache.memory_high_mb = None  # fill without the insert check
+    for i in range(40):
+        cache.put(f"k{i}", f"s{i}", msgs(f"m{i}"))
+    cache.memory_high_mb = 100
+    report = cache.relieve_pressure()
+    # 40 → 24 → 8 entries: two passes of 16 (the per-pass cap), then under budget.
+    assert len(report.evicted) == 32 and report.evicted[:2] == ("k0", "k1")
+    assert cache.keys() == [f"k{i}" for i in range(32, 40)]
+    assert cache.stats.evictions == {"pressure": 32}
+
+
+def test_an_insert_over_budget_releases_others_but_never_the_new_entry():
+    clock = SecondsClock()
+    probe = EntriesProbe(budget_mib=30)  # room for 3 entries
+    cache = AgentCache(max_size=1000, protect_recent=0, max_evictions_per_pass=1, clock=clock, probe=probe,
+                       trim=Trim(), memory_high_mb=30)
+    probe.cache = cache
+    for i in range(3):
+        cache.put(f"k{i}", f"s{i}", msgs(f"m{i}"))
+        clock.t += 1
+    assert cache.keys() == ["k0", "k1", "k2"]
+    cache.put("k3", "s3", msgs("m3"))  # 40 MiB: over → one pass of one: the LRU entry, never k3
+    assert cache.keys() == ["k1", "k2", "k3"]
+    cache.put("k4", "s4", msgs("m4"))  # every insert checks
+    assert cache.keys() == ["k2", "k3", "k4"]

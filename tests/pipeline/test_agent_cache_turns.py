@@ -67,7 +67,7 @@ def dm():
 
 
 async def start(tmp_path, agent, cache=None, **config):
-    config.setdefault("platforms", {})
+    config.setdefault("platforms", {"cachechat": {"allow_all": True}})
     app = GatewayApp(GatewayConfig(home=tmp_path, **config), adapters={"cachechat": RecordingAdapter()},
                      agent=agent, watcher=False)
     await app.start()

@@ -19,7 +19,7 @@ def _app(home, **kw):
     import io
 
     adapter = LocalAdapter(stdin=io.StringIO(""), stdout=io.StringIO(), user="alice")
-    return GatewayApp(GatewayConfig(home=home, platforms={}), adapters=[adapter], agent=EchoAgent(),
+    return GatewayApp(GatewayConfig(home=home, platforms={"testchat": {"allow_all": True}}), adapters=[adapter], agent=EchoAgent(),
                       watcher=False, clock=lambda: T0, **kw), adapter
 
 

@@ -16,7 +16,7 @@ log = logging.getLogger("hermes_core.test_app_log_redaction")
 
 def _app(home, enabled):
     adapter = LocalAdapter(stdin=io.StringIO(""), stdout=io.StringIO(), user="alice")
-    config = GatewayConfig(home=home, platforms={}, redaction={"enabled": enabled})
+    config = GatewayConfig(home=home, platforms={"testchat": {"allow_all": True}}, redaction={"enabled": enabled})
     return GatewayApp(config, adapters=[adapter], agent=EchoAgent(), watcher=False)
 
 

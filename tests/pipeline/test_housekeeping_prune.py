@@ -61,9 +61,12 @@ async def test_zero_days_disables_pruning(tmp_path):
 
 async def test_tick_rebuilds_a_damaged_fts_index_without_losing_messages(tmp_path):
     """State DB and FTS recovery: the watcher's FTS pass detects damage (rank=1 integrity check),
-    rebuilds from `messages`, and runs again only after `fts_check_interval_s`."""
+    rebuilds from `messages`, and runs again only after `fts_check_interval_s`; the first check
+    runs one interval after start, never at start (docs/behaviour.md §3)."""
     clock, store, watcher, old = await _setup(tmp_path, days=0)
     try:
+        assert dict(await watcher.tick())["builtin:fts_maintenance"] is None  # deferred at start
+        clock.now += timedelta(seconds=3600)
         assert dict(await watcher.tick())["builtin:fts_maintenance"] is False  # healthy
         db = store._b().db
         await db.execute("DELETE FROM messages_fts_data WHERE id > 10")
@@ -74,5 +77,23 @@ async def test_tick_rebuilds_a_damaged_fts_index_without_losing_messages(tmp_pat
         hits = await store.search_transcripts("keep", limit=5)
         assert [h["session_id"] for h in hits] == [old.session_id]
         assert [m["content"] for m in await store.load_transcript(old.session_id)] == ["keep me"]
+    finally:
+        await store.close()
+
+
+async def test_the_fts_check_is_put_off_while_turns_are_queued_or_running(tmp_path):
+    from types import SimpleNamespace
+
+    clock, store, _watcher, _old = await _setup(tmp_path, days=0)
+    busy = {"jobs": 2}
+    app = SimpleNamespace(runner=SimpleNamespace(pending=lambda: busy["jobs"]))
+    pm, _ = create_plugin_manager(None)
+    watcher = Watcher(pm, store.config, store, clock=clock, app=app)
+    try:
+        assert dict(await watcher.tick())["builtin:fts_maintenance"] is None  # deferred at start
+        clock.now += timedelta(seconds=3600)
+        assert dict(await watcher.tick())["builtin:fts_maintenance"] is None  # busy: put off
+        busy["jobs"] = 0
+        assert dict(await watcher.tick())["builtin:fts_maintenance"] is False  # idle: checked
     finally:
         await store.close()

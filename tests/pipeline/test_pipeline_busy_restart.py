@@ -75,7 +75,7 @@ def _event(text, mid):
 @pytest.mark.parametrize("degraded", [False, True], ids=["sqlite", "degraded"])
 async def test_burst_merged_just_before_a_crash_replays_once_and_is_not_merged_again(tmp_path, degraded):
     home = make_home(tmp_path, degraded)
-    config = GatewayConfig(home=home, platforms={})
+    config = GatewayConfig(home=home, platforms={"testchat": {"allow_all": True}})
     async with SessionStore(config.sessions_dir, config) as store:
         assert store.degraded is degraded
         b = await store.accept_inbound_event(KEY, _event("B", "m2"))

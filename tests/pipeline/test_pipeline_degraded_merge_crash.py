@@ -56,7 +56,7 @@ MERGE_KILLER = textwrap.dedent("""
         db.Database._configure = traced
 
     async def main():
-        config = GatewayConfig(home=home, platforms={})
+        config = GatewayConfig(home=home, platforms={"testchat": {"allow_all": True}})
         async with SessionStore(config.sessions_dir, config):
             pass
 

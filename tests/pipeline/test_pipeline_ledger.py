@@ -71,7 +71,7 @@ async def test_sigkill_during_send_resends_once_with_the_recovered_prefix(tmp_pa
 
 
 async def start_app(home: Path, adapter=None, agent=None, clock=None, **config):
-    cfg = GatewayConfig(home=home, platforms={}, **config)
+    cfg = GatewayConfig(home=home, platforms={"testchat": {"allow_all": True}}, **config)
     app = GatewayApp(cfg, adapters={"testchat": adapter or RecordingAdapter()}, agent=agent or EchoAgent(),
                      watcher=False, **({"clock": clock} if clock else {}))
     await app.start()

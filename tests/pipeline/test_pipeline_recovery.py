@@ -38,7 +38,7 @@ class Planner:
 
 async def interrupted_home(home, clock):
     """A home whose last run was cut off while answering "first" (resume_pending, clean shutdown)."""
-    app = GatewayApp(GatewayConfig(home=home, platforms={}), adapters={"testchat": RecordingAdapter()},
+    app = GatewayApp(GatewayConfig(home=home, platforms={"testchat": {"allow_all": True}}), adapters={"testchat": RecordingAdapter()},
                      agent=EchoAgent(), watcher=False, clock=clock)
     await app.start()
     entry = await app.store.get_or_create_session(dm())
@@ -53,7 +53,7 @@ async def restart(home, clock, planner=None):
     if planner is not None:
         pm.register(planner, name="planner")
     adapter = RecordingAdapter()
-    app = GatewayApp(GatewayConfig(home=home, platforms={}), pm=pm, adapters={"testchat": adapter},
+    app = GatewayApp(GatewayConfig(home=home, platforms={"testchat": {"allow_all": True}}), pm=pm, adapters={"testchat": adapter},
                      agent=EchoAgent(), watcher=False, clock=clock)
     await app.start()
     await app.runner.join()
@@ -146,7 +146,7 @@ async def test_drain_interruption_is_counted_and_a_completed_turn_forgets_it(tmp
             await asyncio.Event().wait()
 
     clock = Clock()
-    cfg = GatewayConfig(home=tmp_path, platforms={}, scheduler={"drain_timeout_s": 0.1})
+    cfg = GatewayConfig(home=tmp_path, platforms={"testchat": {"allow_all": True}}, scheduler={"drain_timeout_s": 0.1})
     app = GatewayApp(cfg, adapters={"testchat": RecordingAdapter()}, agent=Blocking(), watcher=False, clock=clock)
     await app.start()
     from hermes_core.model import MessageEvent
@@ -166,7 +166,7 @@ async def crashed_home(home, clock):
     """The state a crash mid-turn leaves: a marked turn, no reply, no `.clean_shutdown`."""
     from hermes_core.store import SessionStore
 
-    config = GatewayConfig(home=home, platforms={})
+    config = GatewayConfig(home=home, platforms={"testchat": {"allow_all": True}})
     (home / ".clean_shutdown").unlink(missing_ok=True)  # the crashed run consumed it at its start
     async with SessionStore(config.sessions_dir, config, clock=clock) as store:
         entry = await store.get_or_create_session(dm())

@@ -25,7 +25,7 @@ def group(user, name):
 async def make_app(tmp_path, agent=None, limit=None, **config):
     """Start a GatewayApp on the recording adapter; `config` are GatewayConfig overrides
     (`agent_settings` is passed as the `[agent]` table)."""
-    config.setdefault("platforms", {})
+    config.setdefault("platforms", {"testchat": {"allow_all": True}})
     if "agent_settings" in config:
         config["agent"] = config.pop("agent_settings")
     cfg = GatewayConfig(home=tmp_path, **config)
@@ -239,7 +239,7 @@ async def test_lifecycle_hooks_are_broadcast(tmp_path):
     pm, _ = create_plugin_manager(None)
     observer = Observer()
     pm.register(observer, name="observer")
-    cfg = GatewayConfig(home=tmp_path, platforms={})
+    cfg = GatewayConfig(home=tmp_path, platforms={"testchat": {"allow_all": True}})
     adapter = RecordingAdapter()
     app = GatewayApp(cfg, pm=pm, adapters=[adapter], agent=EchoAgent(), watcher=False)
     await app.start()
@@ -296,7 +296,7 @@ async def _app_with(tmp_path, plugin):
     pm, _ = create_plugin_manager(None)
     pm.register(plugin, name="deployment:test")
     adapter = RecordingAdapter()
-    app = GatewayApp(GatewayConfig(home=tmp_path, platforms={}), pm=pm, adapters=[adapter],
+    app = GatewayApp(GatewayConfig(home=tmp_path, platforms={"testchat": {"allow_all": True}}), pm=pm, adapters=[adapter],
                      agent=EchoAgent(), watcher=False)
     await app.start()
     return app, adapter

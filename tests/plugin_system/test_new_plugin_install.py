@@ -153,6 +153,7 @@ def test_generated_plugin_installs_loads_receives_and_is_overridden(tmp_path):
 
         [platforms.acme]
         enabled = true
+        allow_all = true
         base_url = "http://127.0.0.1:9"
     """))
     before = _run(python, ["-c", E2E_SCRIPT, "501"], env_home)

@@ -29,7 +29,7 @@ def _hook_names():
 
 def test_hookspec_list_is_the_documented_set():
     assert _hook_names() == [
-        "hermes_after_deliver", "hermes_canonical_identity", "hermes_configure", "hermes_failure_notice", "hermes_housekeeping",
+        "hermes_after_deliver", "hermes_authorize", "hermes_canonical_identity", "hermes_configure", "hermes_failure_notice", "hermes_housekeeping",
         "hermes_on_delivery_error", "hermes_on_session_recovered", "hermes_plan_delivery",
         "hermes_platform_notes", "hermes_pseudonymize", "hermes_recovery_plan", "hermes_redaction_rules",
         "hermes_session_finalized", "hermes_session_key", "hermes_session_reset", "hermes_session_shared",
@@ -122,6 +122,44 @@ def test_hook_hermes_session_shared():
 
     pm.register(Deployment(), name="deployment:test")
     assert pm.hook.hermes_session_shared(source=dm, policy=shared_groups) is True
+
+
+def _access_request(source, **settings):
+    from hermes_core.model.access import AccessRequest
+    from hermes_core.sdk import PlatformSettings
+
+    table = PlatformSettings(**settings)
+    ids = lambda *values: frozenset(v for v in values if v)  # noqa: E731
+    return AccessRequest(source=source, settings=table, sender_ids=ids(source.user_id), chat_ids=ids(source.chat_id),
+                         allowed_user_ids=frozenset(table.allowed_users), allowed_chat_ids=frozenset(table.allowed_chats))
+
+
+def test_hook_hermes_authorize():
+    # docs/behaviour.md §9: the builtin allow-lists, then a deployment override outranks them.
+    pm = _pm()
+    ask = lambda source, **s: pm.hook.hermes_authorize(request=_access_request(source, **s))  # noqa: E731
+    alice = SessionSource(platform="slack", chat_id="D1", chat_type="dm", user_id="U1")
+    bot = SessionSource(platform="slack", chat_id="D1", chat_type="dm", user_id="B1", is_bot=True)
+    member = SessionSource(platform="slack", chat_id="C9", chat_type="channel", user_id="U2", role_authorized=True)
+    assert ask(alice) is False
+    assert ask(alice, allowed_users=["U1"]) is True
+    assert ask(alice, allowed_users=["U2"]) is False
+    assert ask(alice, allowed_chats=["D1"]) is True
+    assert ask(alice, allow_all=True) is True
+    assert ask(bot, allow_all=True) is False
+    assert ask(bot, allow_all=True, allow_bots=True) is True
+    assert ask(member, allowed_roles=["R1"]) is True
+    assert ask(member) is False  # role_authorized counts only where roles are configured
+    assert ask(SessionSource(platform="local", chat_id="terminal")) is True
+
+    class Deployment:
+        @override
+        def hermes_authorize(self, request):
+            return request.source.user_id == "U2"
+
+    pm.register(Deployment(), name="deployment:test")
+    assert ask(alice, allow_all=True) is False
+    assert ask(member) is True
 
 
 def test_hook_hermes_platform_notes():
@@ -300,3 +338,43 @@ def test_hook_hermes_failure_notice(tmp_path):
     # An empty text is not a notice: the configured one is sent.
     assert failure_notice(pm, config, "internal_error", source, error) == \
         "Sorry, this message could not be processed. Please try again later."
+
+
+def _hookspec_type_names():
+    """The names the hookspecs' annotations use (imported under TYPE_CHECKING there)."""
+    import typing
+
+    from hermes_core.app import GatewayApp
+    from hermes_core.model.access import AccessRequest
+    from hermes_core.model.context import SessionContext
+    from hermes_core.model.entry import SessionEntry
+    from hermes_core.scheduler import HousekeepingContext
+    from hermes_core.types import (DeliveryOutcome, DeliveryPlan, RecoveryPlan, RedactionRule, SettingsSpec)
+
+    names = dict(vars(typing))
+    names.update(GatewayApp=GatewayApp, AccessRequest=AccessRequest, SessionContext=SessionContext,
+                 SessionEntry=SessionEntry, SessionSource=SessionSource, HousekeepingContext=HousekeepingContext,
+                 GatewayConfig=GatewayConfig, DeliveryOutcome=DeliveryOutcome, DeliveryPlan=DeliveryPlan,
+                 KeyPolicy=KeyPolicy, OutboundDelivery=OutboundDelivery, RecoveryPlan=RecoveryPlan,
+                 RedactionRule=RedactionRule, SettingsSpec=SettingsSpec)
+    return names
+
+
+@pytest.mark.parametrize("name", _hook_names())
+def test_every_hookspec_is_annotated_with_real_types(name):
+    import inspect
+    import typing
+
+    spec = getattr(hookspecs, name)
+    signature = inspect.signature(spec)
+    unannotated = [p for p, param in signature.parameters.items() if param.annotation is inspect.Parameter.empty]
+    assert unannotated == [], f"{name}: arguments without a type: {unannotated}"
+    assert signature.return_annotation is not inspect.Signature.empty, f"{name} has no return type"
+    hints = typing.get_type_hints(spec, localns=_hookspec_type_names())  # NameError: a type that does not exist
+    assert set(hints) == set(signature.parameters) | {"return"}
+
+
+def test_the_package_ships_py_typed():
+    import hermes_core
+
+    assert (Path(hermes_core.__file__).parent / "py.typed").is_file()

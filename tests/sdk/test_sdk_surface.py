@@ -80,6 +80,22 @@ async def test_base_adapter_record_alias_needs_a_recorder_and_builds_the_alias()
     await probe.record_alias("+4915112345678", "6f1c-uuid", source="envelope")
     assert recorded == [sdk.IdentityAlias("probe", "+4915112345678", "6f1c-uuid", "envelope")]
 
+    # delivery reports (docs/behaviour.md §6): unbound → RuntimeError; bound → the platform's
+    # name, the message id, the status and the error reach the reporter (the store's ledger).
+    with pytest.raises(RuntimeError, match="^probe adapter has no delivery reporter bound$"):
+        await probe.report_delivery("m-1", "failed", "window closed")
+    reports = []
+
+    async def reporter(platform, message_id, status, error):
+        reports.append((platform, message_id, status, error))
+        return 42
+
+    probe.bind(handler, report_delivery=reporter)
+    assert await probe.report_delivery("m-1", "failed", "window closed") == 42
+    assert reports == [("probe", "m-1", "failed", "window closed")]
+    await probe.record_alias("a1", "b1", source="still bound")  # binding one keeps the other
+    assert recorded[-1] == sdk.IdentityAlias("probe", "a1", "b1", "still bound")
+
 
 def test_new_message_event_fields_survive_the_intake_dict():
     event = sdk.MessageEvent(

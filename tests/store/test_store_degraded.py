@@ -104,7 +104,7 @@ def test_the_one_engine_implements_the_backend_protocol_with_typed_records():
     from hermes_core.store.sqlite_backend import SqliteBackend
 
     methods = sorted(n for n, v in vars(StoreBackend).items() if inspect.iscoroutinefunction(v))
-    assert len(methods) == 41
+    assert len(methods) == 42  # obligation_by_sent_id: delivery reports (docs/behaviour.md §6)
     assert [n for n in methods if not inspect.iscoroutinefunction(getattr(SqliteBackend, n, None))] == []
     for name in methods:
         assert list(inspect.signature(getattr(SqliteBackend, name)).parameters) == list(

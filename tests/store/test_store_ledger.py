@@ -57,3 +57,46 @@ async def test_orphaned_reply_is_adopted_once_and_resume_turn_finds_unanswered(h
         assert await store.resume_turn(KEY, entry.session_id) == {"content": "q2", "platform_message_id": "9"}
         [marker] = await store.turn_markers()
         assert marker["session_key"] == KEY
+
+
+WA = SessionSource("whatsapp_cloud", "US.13491208655302741918", chat_type="dm", user_id="16505551234")
+WA_KEY = "agent:main:whatsapp_cloud:dm:US.13491208655302741918"
+
+
+async def _delivered(store, source, key, text, sent_ids):
+    entry = await store.get_or_create_session(source)
+    await store.begin_turn(key, entry.session_id, {"role": "user", "content": "q"})
+    ob = await store.record_reply(key, entry.session_id, {"role": "assistant", "content": text},
+                                  origin=source, content=text)
+    await store.start_delivery(ob)
+    await store.finish_delivery(ob, True, sent_ids=sent_ids)
+    return ob
+
+
+async def test_delivery_reports_settle_the_obligation_that_sent_the_message(home_config, clock):
+    # docs/behaviour.md §6 "Delivery reports": a platform's later report about a sent message
+    # (WhatsApp status callbacks) finds its obligation by the recorded platform message ids.
+    config, _ = home_config
+    async with SessionStore(config.sessions_dir, config, clock=clock) as store:
+        ob = await _delivered(store, WA, WA_KEY, "a long reply", ["wamid.A1", None, "wamid.A2"])
+        other = await _delivered(store, DM, KEY, "telegram reply", ["wamid.A2"])  # same id, other platform
+        assert await store.settle_sent_message("whatsapp_cloud", "wamid.A1", "delivered") is None  # no change
+        assert await store.settle_sent_message("whatsapp_cloud", "wamid.unknown", "failed", "x") is None
+        assert await store.settle_sent_message("whatsapp_cloud", "wamid.A2", "failed",
+                                               "131047: more than 24 hours have passed") == ob
+        # a confirmation of the other chunk does not undo the failure
+        assert await store.settle_sent_message("whatsapp_cloud", "wamid.A1", "delivered") is None
+        with pytest.raises(ValueError, match="delivery report status must be one of"):
+            await store.settle_sent_message("whatsapp_cloud", "wamid.A1", "read")
+    async with SessionStore(config.sessions_dir, config, clock=clock) as store:
+        [row] = await store.open_obligations()
+        assert (row["id"], row["state"], row["last_error"]) == (ob, "failed", "131047: more than 24 hours have passed")
+        assert [o["id"] for o in await store.obligations_in("delivered")] == [other]
+
+
+async def test_delivery_reports_older_than_a_day_are_not_matched(home_config, clock):
+    config, _ = home_config
+    async with SessionStore(config.sessions_dir, config, clock=clock) as store:
+        await _delivered(store, WA, WA_KEY, "reply", ["wamid.OLD"])
+        clock.advance(hours=24, seconds=1)
+        assert await store.settle_sent_message("whatsapp_cloud", "wamid.OLD", "failed", "late") is None

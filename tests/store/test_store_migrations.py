@@ -15,13 +15,14 @@ from hermes_core.store.db import migrations
 def test_migrations_are_ordered_and_numbered():
     assert [(v, name) for v, name, _ in migrations()] == [
         (1, "0001_initial.sql"), (2, "0002_route_counters_and_meta.sql"),
-        (3, "0003_durable_intake_and_ledger.sql"), (4, "0004_identity_aliases.sql")]
+        (3, "0003_durable_intake_and_ledger.sql"), (4, "0004_identity_aliases.sql"),
+        (5, "0005_delivery_sent_ids.sql")]
 
 
 async def test_fresh_db_is_at_latest_version_with_wal(store, config):
     conn = sqlite3.connect(config.db_path)
     try:
-        assert conn.execute("PRAGMA user_version").fetchone()[0] == 4
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == 5
         assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
         tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
         assert {"sessions", "messages", "routes", "inbound", "delivery_obligations", "messages_fts",
@@ -42,7 +43,7 @@ async def test_version_1_database_is_migrated_forward(config, clock):
         # the version-2 trigger keeps the session row's counters equal to the entry's
         assert (await store.session_info(entry.session_id))["total_tokens"] == 7
     conn = sqlite3.connect(config.db_path)
-    assert conn.execute("PRAGMA user_version").fetchone()[0] == 4
+    assert conn.execute("PRAGMA user_version").fetchone()[0] == 5
     conn.close()
 
 

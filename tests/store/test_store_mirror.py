@@ -93,7 +93,7 @@ def test_flush_gap_bounds_the_mirror_cost():
     from hermes_core.store.mirror import COST_FACTOR, flush_gap
     assert COST_FACTOR == 10.0
     assert flush_gap(0.25, 0.008) == 0.25        # 1k sessions: the debounce rules
-    assert flush_gap(0.25, 0.8) == 8.0           # 100k sessions: 10 × the last rewrite
+    assert flush_gap(0.25, 0.8) == 8.0           # 100k sessions: 10 × the last rewrite's CPU
     assert flush_gap(0.25, 0.8, cost_factor=20) == 16.0
     assert flush_gap(2.0, -1.0) == 2.0
 
@@ -105,7 +105,7 @@ async def test_next_rewrite_waits_for_the_gap_measured_from_the_last_end(tmp_pat
         return '{"_README": "x"}\n'
     writer = MirrorWriter(tmp_path / "sessions.json", render, debounce_s=0.25)
     assert writer._delay(now=100.0) == 0.25      # never written: the debounce only
-    writer._last_end, writer.last_duration = 100.0, 0.8
+    writer._last_end, writer.last_cpu = 100.0, 0.8
     assert writer._delay(now=101.0) == 7.0       # gap 8 s from the end, 1 s already passed
     assert writer._delay(now=107.9) == 0.25      # never shorter than the debounce
     assert writer._delay(now=130.0) == 0.25      # idle long enough: just the debounce
@@ -124,9 +124,43 @@ async def test_close_writes_the_final_state_even_inside_the_gap(tmp_path):
     writer.mark_dirty()
     await writer.flush()
     assert (writer.writes, path.read_text()) == (1, '{"_README": "first"}\n')
-    writer.last_duration = 3600.0                # as if the last rewrite took an hour: gap 10 h
+    writer.last_cpu = 3600.0                     # as if the last rewrite cost an hour of CPU: gap 10 h
     state["text"] = '{"_README": "last"}\n'
     writer.mark_dirty()
     await writer.close()
     assert (writer.writes, path.read_text()) == (2, '{"_README": "last"}\n')
     assert oct(path.stat().st_mode & 0o777) == "0o600"
+
+
+async def test_the_gap_grows_with_cpu_spent_not_with_time_spent_waiting(tmp_path):
+    # docs/behaviour.md §3: a rewrite that mostly waited (a busy machine, the interpreter lock)
+    # must not defer the next one; a rewrite that computed must.
+    import time
+
+    from hermes_core.store import cpu
+    from hermes_core.store.mirror import MirrorWriter
+
+    def wait() -> str:
+        time.sleep(0.3)  # wall time, no CPU
+        return '{"_README": "waited"}\n'
+
+    def compute() -> str:
+        started = time.thread_time()
+        while time.thread_time() - started < 0.05:  # 50 ms of this thread's own CPU
+            pass
+        return '{"_README": "computed"}\n'
+
+    chosen = {"fn": wait}
+
+    async def render() -> str:
+        return await cpu.in_thread(chosen["fn"])
+    writer = MirrorWriter(tmp_path / "sessions.json", render, debounce_s=0.25)
+    writer.mark_dirty()
+    await writer.flush()
+    assert writer.last_duration >= 0.3 and writer.last_cpu < 0.05
+    assert writer._delay(now=writer._last_end) == 0.25  # just the debounce
+    chosen["fn"] = compute
+    writer.mark_dirty()
+    await writer.flush()
+    assert writer.last_cpu >= 0.05
+    assert writer._delay(now=writer._last_end) >= 0.5  # 10 × the CPU spent

@@ -49,6 +49,10 @@ def hermes_platform_notes(context):
         "You only see the messages sent to you in this conversation: you cannot read the channel "
         "history, pinned messages, other channels or attachments' contents, nor react to messages, "
         "unless a tool for it is available.",
+        # The per-turn message id is neither in this prompt (which stays the same from turn to
+        # turn) nor in the messages the agent gets; say so, so the agent does not invent one.
+        "Message ids are not shown to you; each reply is posted as a Discord reply to the message "
+        "you are answering.",
     ]
     if getattr(source, "thread_id", None):
         # No names here: the core's context section already shows the (neutralised) chat name.

@@ -9,7 +9,8 @@ dispatch — a private table, which is why the distribution pins discord.py's mi
 * every parser is wrapped so a payload discord.py cannot parse is logged with the event name and
   skipped, and the connection keeps running;
 * MESSAGE_CREATE (and MESSAGE_UPDATE when `edits_as_turns` is on) `d` objects are put, in
-  gateway order, on one queue before discord.py parses them;
+  gateway order, on one queue before discord.py parses them; with `edits_as_turns` off an
+  update is only logged at DEBUG (not for the agent);
 * one consumer task takes them in order, resolves the channel (discord.py's cache, else
   `GET /channels/{id}`, so a thread is a thread even when uncached), maps the payload with the
   pure `map_message`, and awaits `emit` (retried with backoff: Discord never redelivers a
@@ -96,10 +97,7 @@ class Receiver:
         parsers: dict[str, Callable[[Any], None]] = self.client._connection.parsers
         for name, parse in list(parsers.items()):
             parsers[name] = self._guarded(name, parse)
-        taps = {"MESSAGE_CREATE": "create"}
-        if self.settings.edits_as_turns:
-            taps["MESSAGE_UPDATE"] = "edit"
-        for name, kind in taps.items():
+        for name, kind in (("MESSAGE_CREATE", "create"), ("MESSAGE_UPDATE", "edit")):
             parsers[name] = self._tapped(kind, parsers[name])
 
     def _guarded(self, name: str, parse: Callable[[Any], None]) -> Callable[[Any], None]:
@@ -114,8 +112,12 @@ class Receiver:
 
     def _tapped(self, kind: str, parse: Callable[[Any], None]) -> Callable[[Any], None]:
         def tapped(data: Any) -> None:
-            # Queued before discord.py parses it: the queue keeps gateway order.
-            self._queue.put_nowait((kind, data))
+            if kind == "edit" and not self.settings.edits_as_turns:
+                message_id = data.get("id") if isinstance(data, dict) else None
+                log.debug("discord update of message %s skipped: edits_as_turns is off", message_id)
+            else:
+                # Queued before discord.py parses it: the queue keeps gateway order.
+                self._queue.put_nowait((kind, data))
             parse(data)
         return tapped
 

@@ -175,7 +175,8 @@ async def test_edits_are_turns_only_when_configured(fake, make_adapter):
         ("1500000000000000004@2026-01-01T00:05:00.000000+00:00", "can you check my PR #12?")]
 
 
-async def test_edits_are_ignored_by_default(fake, make_adapter):
+async def test_edits_are_ignored_by_default(fake, make_adapter, caplog):
+    caplog.set_level(logging.DEBUG, logger="hermes_discord")
     rec = Recorder()
     await make_adapter(rec)
     await fake.push("MESSAGE_UPDATE", dict(sample("d3_dm"), content="changed",
@@ -183,6 +184,7 @@ async def test_edits_are_ignored_by_default(fake, make_adapter):
     await fake.message(dict(sample("d3_dm"), id="1500000000000000010", content="next"))
     await wait_until(lambda: len(rec.events) == 1)
     assert rec.events[0].text == "next"
+    assert "discord update of message 1500000000000000004 skipped: edits_as_turns is off" in caplog.text
 
 
 # ---- reconnects --------------------------------------------------------------------------------
@@ -425,3 +427,23 @@ async def test_stop_hands_queued_messages_to_the_gateway(fake, make_adapter):
     release.set()
     await stopping
     assert seen == ["m0", "m1", "m2"]
+
+
+async def test_the_token_never_reaches_the_logs_or_health(fake, make_adapter, caplog):
+    # discord.py logs REST calls and gateway frames at DEBUG; IDENTIFY and RESUME carry the token.
+    rec = Recorder()
+    with caplog.at_level(logging.DEBUG):
+        adapter = await make_adapter(rec)
+        await fake.message(sample("d3_dm"))
+        await wait_until(lambda: len(rec.events) == 1)
+        await adapter.send(CHANNEL, "hi")
+        await fake.drop()  # the reconnect RESUMEs with the token
+        await fake.wait_for(lambda: len(fake.resumes) == 1 and fake.connected)
+        health = await adapter.health()
+        await adapter.aclose()
+    # the frames and REST calls that carry or answer the token were logged …
+    assert "Shard ID None has sent the IDENTIFY payload." in caplog.text
+    assert "/api/v10/users/@me with None has returned 200" in caplog.text
+    # … but never the token, whole or its secret part
+    assert fake.token not in caplog.text and fake.token.split(".")[-1] not in caplog.text
+    assert fake.token not in repr(adapter.settings) and fake.token not in str(health)

@@ -41,6 +41,20 @@ class TestDiscordAdapter(AdapterContract):
     def sent_texts(self, adapter, fake_transport):
         return [body["content"] for body in fake_transport.sent]
 
+    async def deliver_inbound(self, adapter, fake_transport, text):
+        # The acknowledgement rule has nothing to check here: Discord's gateway takes no
+        # acknowledgement and never redelivers an event, so the adapter offers a refused message
+        # again itself (test_adapter_discord.py::test_emit_refusals_are_retried_and_the_message_arrives_once).
+        pytest.skip("Discord gateway events are not acknowledged; refusals are retried by the adapter")
+
+    def test_discord_declares_its_limits_and_ingress(self, adapter_class):
+        spec = adapter_class.spec
+        # docs/platforms.md §0.4: 2000 characters; docs/behaviour.md §7: never redacted;
+        # §6: every gateway connection of a bot receives every event.
+        assert (spec.max_message_length, spec.length_unit, spec.pii_safe, spec.ingress) == \
+            (2000, "chars", False, "single_receiver")
+        assert spec.capabilities == frozenset({"threads", "typing", "edit"})
+
 
 class TestDiscordSessionKeys(SessionKeyContract):
     @pytest.fixture

@@ -5,6 +5,7 @@ HERMES_HOME, echo agent) → reply POSTed back at the fake Discord REST API.
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 
 import pytest
@@ -13,6 +14,7 @@ from samples_discord import sample
 from fake_discord import DM_ID, FORUM_POST_ID, GENERAL_ID
 
 from hermes_core import GatewayConfig
+from hermes_core.agents.echo import EchoAgent
 from hermes_core.app import GatewayApp
 
 
@@ -28,8 +30,8 @@ async def gateway(tmp_path, fake):
     all apps are stopped at teardown."""
     apps = []
 
-    async def start(**discord):
-        app = GatewayApp(make_config(tmp_path / "home", fake, **discord), watcher=False)
+    async def start(agent=None, **discord):
+        app = GatewayApp(make_config(tmp_path / "home", fake, **discord), watcher=False, agent=agent)
         await app.start()
         apps.append(app)
         return app
@@ -59,8 +61,6 @@ async def test_forum_post_reply_goes_to_the_thread_with_the_documented_key(fake,
     # Threads are shared sessions: the core prefixes the sender's name (seed §5).
     assert (fake.sent[0]["channel_id"], fake.sent[0]["content"]) == \
         (FORUM_POST_ID, "echo: [Alice] login loops after the update")
-    # the typing indicator of the running turn showed in the thread, never in the forum parent
-    assert fake.typing[:1] == [FORUM_POST_ID] and set(fake.typing) == {FORUM_POST_ID}
     await fake.message(dict(sample("d2_forum_post"), id="1500000000000000040", content="/status"))
     await fake.wait_for(lambda: len(fake.sent) == 2)
     status = fake.sent[1]
@@ -143,3 +143,44 @@ async def test_redelivered_message_in_a_new_process_gets_no_second_reply(fake, g
     await fake.wait_for(lambda: len(fake.sent) == 2)
     assert [s["content"] for s in fake.sent] == ["echo: can you check my PR?", "echo: new one"]
     assert len(fake.identifies) == 2
+
+
+class HeldEcho(EchoAgent):
+    """The echo agent, answering only once `release` is set (a turn that takes its time)."""
+
+    def __init__(self):
+        super().__init__()
+        self.release = asyncio.Event()
+
+    async def _generate(self, *args, **kwargs):
+        await self.release.wait()
+        return await super()._generate(*args, **kwargs)
+
+
+async def test_the_thread_shows_typing_while_the_turn_runs(fake, gateway):
+    agent = HeldEcho()
+    await gateway(agent=agent)
+    await fake.message(sample("d2_forum_post"))
+    await fake.wait_for(lambda: len(fake.typing) >= 1)
+    assert fake.sent == []
+    agent.release.set()
+    await fake.wait_for(lambda: len(fake.sent) == 1)
+    # shown in the thread (the post), never in the forum parent, which takes no messages
+    assert set(fake.typing) == {FORUM_POST_ID}
+    assert fake.sent[0]["channel_id"] == FORUM_POST_ID
+
+
+async def test_access_by_role_bots_ignored_and_strangers_told_once_in_a_dm(fake, gateway):
+    # docs/behaviour.md §9 with D1 (a member holding role 1400000000000000001), D4 (a webhook)
+    # and D3 (a DM from someone who holds no allowed role: DMs carry no roles).
+    app = await gateway(allow_all=False, allowed_roles=["1400000000000000001"])
+    await fake.message(sample("d4_webhook"))
+    await fake.message(sample("d3_dm"))
+    await fake.message(sample("d1_guild_text_role"))
+    refused = app.runner.deps.access.refused
+    await fake.wait_for(lambda: len(fake.sent) == 2 and sum(refused.values()) == 2)
+    assert [(s["channel_id"], s["content"]) for s in fake.sent] == [
+        (DM_ID, "This assistant is private."), (GENERAL_ID, "echo: what changed today?")]
+    assert app.runner.deps.access.refused == {("discord", "bot"): 1, ("discord", "not_allowed"): 1}
+    assert [e.session_key for e in await app.store.list_sessions()] == [
+        "agent:main:discord:group:1100000000000000010:1300000000000000001"]

@@ -71,6 +71,12 @@ def test_platform_notes_for_a_thread():
                         "into several messages.")
     assert ("Mention syntax: <@USER_ID> for a user, <#CHANNEL_ID> for a channel, <@&ROLE_ID> for a role "
             "(raw Discord ids). Your replies never notify @everyone, @here or a role.") in lines
+    assert ("You only see the messages sent to you in this conversation: you cannot read the channel "
+            "history, pinned messages, other channels or attachments' contents, nor react to messages, "
+            "unless a tool for it is available.") in lines
+    # where the per-turn message id is given: nowhere the agent sees, and the reply answers it
+    assert ("Message ids are not shown to you; each reply is posted as a Discord reply to the message "
+            "you are answering.") in lines
     assert lines[-1] == ("This conversation is a Discord thread (or forum post); every member of the thread "
                          "shares it and your replies are posted in the thread.")
     assert not any("Bug: login loop" in line for line in lines)  # names stay in the core's neutralised section
@@ -104,3 +110,35 @@ def test_plugins_json_lists_discord_without_secrets(tmp_path, monkeypatch):
                                                                    "hermes_discord.hooks")
     assert row["hooks"] == ["hermes_platform_notes", "hermes_settings_schema", "hermes_shutdown"]
     assert "SECRETPART" not in result.output
+
+
+def test_home_channel_and_raw_ids_in_the_session_context_even_with_redaction(tmp_path):
+    # pii_safe=False (docs/behaviour.md §7): Discord ids stay raw, mentions need them.
+    from hermes_core.pipeline.context import build_session_context, build_session_context_prompt
+
+    config = GatewayConfig(home=tmp_path, redaction={"enabled": True}, platforms={"discord": {
+        "enabled": True, "home_channel": "1100000000000000010", "home_channel_name": "general"}})
+    pm, _ = create_plugin_manager(config)
+    dm = SessionSource(platform="discord", chat_id="1600000000000000001", chat_type="dm",
+                       user_id="1300000000000000001")
+    prompt = build_session_context_prompt(build_session_context(dm, config, pm=pm), redact_pii=True, pm=pm)
+    lines = prompt.splitlines()
+    assert '**Source:** Discord ("DM with 1300000000000000001")' in lines
+    assert '**User ID:** "1300000000000000001"' in lines
+    assert '  - discord: "general" (ID: "1100000000000000010")' in lines
+    assert '- `"discord"` → Home channel ("general")' in lines
+
+
+def test_every_common_platform_key_is_accepted(tmp_path):
+    # The keys every [platforms.<id>] table takes (home_channel, access lists, …): each one, with
+    # a value other than its default, reaches the plugin's settings model unchanged.
+    from hermes_core.sdk import PlatformSettings
+
+    table = {}
+    for name, field in PlatformSettings.model_fields.items():
+        default = field.get_default(call_default_factory=True)
+        table[name] = (not default) if isinstance(default, bool) else ["id-1"] if isinstance(default, list) \
+            else f"value of {name}"
+    settings = validated(tmp_path, {**table, "bot_token": TOKEN})
+    assert {name: getattr(settings, name) for name in table} == table
+    assert settings.home_channel == "value of home_channel" and settings.enabled is True

@@ -264,3 +264,30 @@ def test_not_an_object_is_malformed():
     with pytest.raises(MalformedPayload) as info:
         map_message(["not", "a", "message"], bot_id=BOT_ID, channel=None)
     assert info.value.field == "d"
+
+
+@pytest.mark.parametrize("thread_type,parent_type", [(10, 5), (11, 0), (12, 0), (11, 16)],
+                         ids=["announcement-thread", "public-thread", "private-thread", "media-post"])
+def test_every_thread_kind_keys_on_its_parent(thread_type, parent_type):
+    # docs/platforms.md §2.0: announcement (10), public (11), private (12) threads and forum/media
+    # posts all map to group + parent chat_id + thread_id.
+    sample = load("d1_guild_text_role")
+    data = dict(sample["event"]["d"], channel_id="1100000000000000050")
+    thread = ChannelInfo(id="1100000000000000050", type=thread_type, name="t",
+                         parent_id="1100000000000000010", guild_id="1100000000000000001")
+    parent = ChannelInfo(id="1100000000000000010", type=parent_type, name="general", topic="Ask the agent here",
+                         guild_id="1100000000000000001")
+    source, _ = map_message(data, bot_id=BOT_ID, channel=thread, parent=parent, guild_name="Hermes Lab")
+    assert (source.chat_type, source.chat_id, source.thread_id, source.parent_chat_id) == (
+        "group", "1100000000000000010", "1100000000000000050", "1100000000000000010")
+    # only forum/media parents lend their topic (their posting guidelines) to a post
+    assert source.chat_topic == ("Ask the agent here" if parent_type == 16 else None)
+    assert build_session_key(source) == "agent:main:discord:group:1100000000000000010:1100000000000000050"
+
+
+def test_a_bot_author_without_webhook_is_a_bot():
+    sample = load("d1_guild_text_role")
+    sample["event"]["d"]["author"]["bot"] = True
+    source, _ = map_sample_data(sample)
+    assert (source.user_id, source.is_bot) == ("1300000000000000001", True)
+    assert source.role_authorized is True  # the core decides what a bot may do (allow_bots)

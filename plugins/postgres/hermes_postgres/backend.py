@@ -512,13 +512,23 @@ class PostgresBackend:
         return row[0] if row else None
 
     async def obligation_update(self, ob_id: int, state: str, now_iso: str, now_ts: float, *,
-                                attempt: bool = False, error: str | None = None) -> None:
+                                attempt: bool = False, error: str | None = None,
+                                sent_ids: str | None = None) -> None:
         async with self._tx(fence_sql="SELECT session_key FROM delivery_obligations WHERE id = %s",
                             fence_arg=ob_id) as conn:
             await conn.execute(
                 "UPDATE delivery_obligations SET state = %s, attempts = attempts + %s, "
-                "last_error = coalesce(%s, last_error), updated_at = %s, updated_ts = %s WHERE id = %s",
-                (state, 1 if attempt else 0, error, now_iso, now_ts, ob_id))
+                "last_error = coalesce(%s, last_error), sent_ids = coalesce(%s, sent_ids), updated_at = %s, "
+                "updated_ts = %s WHERE id = %s",
+                (state, 1 if attempt else 0, error, sent_ids, now_iso, now_ts, ob_id))
+
+    async def obligation_by_sent_id(self, platform: str, sent_id: str, since_ts: float) -> tuple[int, str] | None:
+        # The updated_ts index bounds the scan to the last day's obligations.
+        row = await self._one(
+            "SELECT id, state FROM delivery_obligations WHERE updated_ts >= %s AND sent_ids IS NOT NULL "
+            "AND sent_ids::jsonb ? %s AND origin::jsonb ->> 'platform' = %s ORDER BY id DESC LIMIT 1",
+            (since_ts, sent_id, platform))
+        return (int(row[0]), str(row[1])) if row else None
 
     async def obligations(self, states: tuple[str, ...]) -> list[Obligation]:
         rows = await self._fetch(f"SELECT {', '.join(_OB_COLS)} FROM delivery_obligations WHERE state = ANY(%s) "

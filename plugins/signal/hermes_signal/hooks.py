@@ -35,6 +35,10 @@ def hermes_platform_notes(context):
         "Mentions arrive in the text as @ followed by the person's number or id; you cannot "
         "mention people yourself, and you cannot read the chat's history, attachments or "
         "reactions beyond what is in this conversation.",
+        # The per-turn message id is neither in this prompt (which stays the same from turn to
+        # turn) nor in the messages the agent gets; say so, so the agent does not invent one.
+        "Message ids (Signal timestamps) are not shown to you; your reply quotes the message you "
+        "are answering.",
     ]
     if getattr(source, "chat_type", None) == "group":
         notes.append("This is a Signal group: every member sees your replies.")

@@ -107,6 +107,28 @@ async def test_malformed_events_are_logged_and_skipped(daemon, make_adapter, cap
     assert "malformed payload: payload.envelope must be an object, got str" in caplog.text
 
 
+async def test_unknown_kinds_and_invalid_unicode_are_skipped_and_the_stream_keeps_serving(
+        daemon, make_adapter, caplog):
+    caplog.set_level("DEBUG", logger="hermes_signal")
+    inbox = Inbox()
+    adapter = await make_adapter(inbox)
+    unknown_content = dm(1767225601000, "x")
+    del unknown_content["envelope"]["dataMessage"]
+    unknown_content["envelope"]["pniSignatureMessage"] = {"pni": "PNI:1", "signature": "c2ln"}
+    await daemon.push_frames("event:somethingNew\ndata:{\"x\":1}\n\n")  # an SSE event kind of a newer daemon
+    await daemon.push(unknown_content)
+    # a lone surrogate as the JSON escape signal-cli would write for broken UTF-16 in a name or text
+    await daemon.push_frames('event:receive\ndata:' + json.dumps(dm(1767225601100, "hi \ud800"))
+                             .replace('"Alice"', '"Al\\udfffice"') + "\n\n")
+    await daemon.push(dm(1767225601200, "still here"))
+    await inbox.wait(2)
+    assert inbox.texts == ["hi ?", "still here"]
+    assert inbox.events[0].source.user_name == "Al?ice"
+    assert "signal event 'somethingNew' ignored" in caplog.text
+    assert "envelope without a message (profile key, decryption or unknown content)" in caplog.text
+    assert (await adapter.health())["ok"] is True
+
+
 @pytest.mark.parametrize("abrupt", [False, True], ids=["clean-restart", "killed"])
 async def test_daemon_restart_mid_stream_loses_nothing_it_still_queues(daemon, make_adapter, abrupt):
     inbox = Inbox()

@@ -40,6 +40,13 @@ class TestSignalAdapter(AdapterContract):
     def sent_texts(self, adapter, fake_transport):
         return [params["message"] for params in fake_transport.sent]
 
+    async def deliver_inbound(self, adapter, fake_transport, text):
+        # The acknowledgement rule has nothing to check here: signal-cli confirms a message to
+        # Signal's servers once it has written it to the event stream and never redelivers it,
+        # so the adapter offers a refused message again itself
+        # (test_adapter_signal.py::test_gateway_refusing_a_message_is_retried_then_dropped).
+        pytest.skip("signal-cli event stream messages are not acknowledged; refusals are retried by the adapter")
+
     def test_signal_declares_its_limits_and_ingress(self, adapter_class):
         spec = adapter_class.spec
         # docs/platforms.md §0.4: 2000 UTF-8 bytes inline; §6: one receiver per daemon account.

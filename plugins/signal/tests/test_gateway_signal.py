@@ -247,3 +247,23 @@ async def test_the_chat_shows_typing_while_the_turn_runs(daemon, gateway):
     await daemon.wait_for(lambda: len(daemon.sent) == 2)
     # groups are per-user sessions by default: no "[sender]" prefix
     assert sorted(p["message"] for p in daemon.sent) == ["echo: and the group?", "echo: what's on my calendar?"]
+
+
+async def test_a_user_allowed_by_number_is_answered_when_the_message_names_them_by_uuid(daemon, gateway):
+    # docs/behaviour.md §9: allowed_users lists Carol's number; her first envelope carries both
+    # (the core records number → UUID), a later one only the UUID; a stranger's DM gets the
+    # notice and leaves no session.
+    app = await gateway(allow_all=False, allowed_users=["+15551230003"])
+    await daemon.push(dm(1767225600701, "hello", uuid=CAROL, number="+15551230003", name="Carol"))
+    await daemon.wait_for(lambda: len(daemon.sent) == 1)
+    await daemon.push(dm(1767225600702, "me too", uuid="9f8e7d6c-5b4a-4f3e-8d2c-1b0a9f8e7d6c",
+                         number="+15557770000", name="Mallory"))
+    await daemon.wait_for(lambda: len(daemon.sent) == 2)
+    await app.runner.join()
+    # Carol again with her number hidden (G2's shape): allowed through the stored alias.
+    await daemon.push(dm(1767225600703, "number hidden", uuid=CAROL, number=None, name="Carol"))
+    await daemon.wait_for(lambda: len(daemon.sent) == 3)
+    assert [(p["recipient"], p["message"]) for p in daemon.sent] == [
+        ([CAROL], "echo: hello"), (["9f8e7d6c-5b4a-4f3e-8d2c-1b0a9f8e7d6c"], "This assistant is private."),
+        ([CAROL], "echo: number hidden")]
+    assert [e.session_key for e in await app.store.list_sessions()] == [f"agent:main:signal:dm:{CAROL}"]

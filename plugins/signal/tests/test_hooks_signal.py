@@ -57,7 +57,44 @@ def test_platform_notes(tmp_path):
         "Mentions arrive in the text as @ followed by the person's number or id; you cannot "
         "mention people yourself, and you cannot read the chat's history, attachments or "
         "reactions beyond what is in this conversation.",
+        "Message ids (Signal timestamps) are not shown to you; your reply quotes the message you "
+        "are answering.",
     ]
     assert notes(group)[-1] == "This is a Signal group: every member sees your replies."
     other = SessionSource(platform="telegram", chat_id="1", chat_type="dm")
     assert [l for l in notes(other) if "Signal" in l] == []
+
+
+def test_home_channel_and_pseudonymised_ids_in_the_session_context(tmp_path):
+    # pii_safe=True: numbers and UUIDs are redactable; the pseudonym is of the canonical id (the
+    # UUID), a group's keeps its "group:" prefix (docs/behaviour.md §7).
+    from hermes_core.pipeline.context import build_session_context, build_session_context_prompt
+
+    group_id = "Pmpi+EfPWmsxiomLe9Nx2XF9HOE483p6iKiFj65iMwI="
+    config = GatewayConfig(home=tmp_path, redaction={"enabled": True}, platforms={"signal": {
+        "enabled": True, "account": "+15559990000", "home_channel": "group:" + group_id,
+        "home_channel_name": "family"}})
+    pm, _ = create_plugin_manager(config)
+    dm = SessionSource(platform="signal", chat_id="7d1e2c3b-4a59-4687-9a0b-1c2d3e4f5a6b", chat_type="dm",
+                       user_id="+15551230001", user_id_alt="7d1e2c3b-4a59-4687-9a0b-1c2d3e4f5a6b")
+    prompt = build_session_context_prompt(build_session_context(dm, config, pm=pm), redact_pii=True, pm=pm)
+    lines = prompt.splitlines()
+    # sha256("7d1e2c3b-…-1c2d3e4f5a6b")[:12] and sha256(group id)[:12]
+    assert '**User ID:** "user_cceb2ad38c67"' in lines
+    assert '  - signal: "family" (ID: "group:9ec4db73fda5")' in lines
+    assert "+15551230001" not in prompt and "7d1e2c3b" not in prompt and group_id not in prompt
+
+
+def test_every_common_platform_key_is_accepted(tmp_path):
+    # The keys every [platforms.<id>] table takes (home_channel, access lists, …): each one, with
+    # a value other than its default, reaches the plugin's settings model unchanged.
+    from hermes_core.sdk import PlatformSettings
+
+    table = {}
+    for name, field in PlatformSettings.model_fields.items():
+        default = field.get_default(call_default_factory=True)
+        table[name] = (not default) if isinstance(default, bool) else ["id-1"] if isinstance(default, list) \
+            else f"value of {name}"
+    settings = validated(tmp_path, {**table, "account": "+15559990000"})
+    assert {name: getattr(settings, name) for name in table} == table
+    assert settings.home_channel == "value of home_channel" and settings.enabled is True

@@ -37,6 +37,10 @@ def hermes_platform_notes(context):
         "Mention a person as <@USER_ID> (ids as they appear in messages); @here and @channel are not sent.",
         "You see only the messages addressed to you; you cannot read the channel history, pins or "
         "files unless a tool for it is loaded.",
+        # The per-turn message id is neither in this prompt (which stays the same from turn to
+        # turn) nor in the messages the agent gets; say so, so the agent does not invent one.
+        "Message ids (Slack ts values) are not shown to you; your reply goes into the thread of the "
+        "message you are answering, or inline where there is no thread.",
     ]
     chat_type = getattr(source, "chat_type", None)
     if chat_type != "dm" and getattr(source, "thread_id", None):

@@ -10,12 +10,15 @@ Web API, `POST|GET /api/{method}` with the token in `Authorization: Bearer …`:
 * `chat.postMessage` (records every attempt and every posted message, answers a new `ts`),
   `chat.update`, `assistant.threads.setStatus`;
 * scripted failures: HTTP 429 with a `Retry-After` header and `{"ok": false, "error":
-  "ratelimited"}`, or any `{"ok": false, "error": …}`; a wrong token answers `invalid_auth`.
+  "ratelimited"}`, or any `{"ok": false, "error": …}`; a wrong token answers `invalid_auth`;
+  `held[method] = asyncio.Event()` makes a method hang until the event is set.
 
 Socket Mode, `GET /link/` (WebSocket): sends `hello`, then every `events_api` envelope Slack still
 holds for the app (pushed with `push`, not yet acknowledged), and records the acks
 (`{"envelope_id": …}`). An envelope that is not acknowledged is sent again, with `retry_attempt`
-increased, on the next connection — as Slack redelivers to a reconnecting app. `disconnect()`
+increased, on the next connection — as Slack redelivers to a reconnecting app — and, when
+`redeliver_after` is set, on the open connection after that many seconds (Slack's own retry of
+an envelope that was not acknowledged in time). `disconnect()`
 sends Slack's `{"type": "disconnect"}` frame so the client reconnects through
 `apps.connections.open`.
 """
@@ -135,6 +138,9 @@ class FakeSlack:
         self.connections = 0
         self.sockets: list[web.WebSocketResponse] = []
         self.status_error: str | None = None
+        self.redeliver_after: float | None = None  # seconds; None: redeliver on reconnect only
+        self.held: dict[str, asyncio.Event] = {}  # method → answered only once the event is set
+        self._redeliveries: set[asyncio.Task] = set()
         self._ts = itertools.count(1)
         self._envelope_ids = itertools.count(1)
         self._tickets = itertools.count(1)
@@ -212,6 +218,8 @@ class FakeSlack:
         return self
 
     async def __aexit__(self, *exc) -> None:
+        for task in list(self._redeliveries):
+            task.cancel()
         for ws in list(self.sockets):
             await ws.close()
         if self._runner is not None:
@@ -252,6 +260,8 @@ class FakeSlack:
                     return web.json_response({"ok": False, "error": "ratelimited"}, status=429,
                                              headers={"Retry-After": str(failure.retry_after)})
                 return web.json_response({"ok": False, "error": failure.error})
+            if method in self.held:
+                await self.held[method].wait()  # a Web API method that hangs (a slow Slack)
             handler = getattr(self, "_m_" + method.replace(".", "_"), None)
             if handler is None:
                 call.error = "unknown_method"
@@ -321,6 +331,15 @@ class FakeSlack:
         envelope.attempts += 1
         envelope.delivered_at.append(time.monotonic())
         await ws.send_str(json.dumps(frame))
+        if self.redeliver_after is not None:
+            task = asyncio.create_task(self._redeliver(ws, envelope, self.redeliver_after))
+            self._redeliveries.add(task)
+            task.add_done_callback(self._redeliveries.discard)
+
+    async def _redeliver(self, ws: web.WebSocketResponse, envelope: Envelope, delay: float) -> None:
+        await asyncio.sleep(delay)
+        if not envelope.acked and ws in self.sockets and not ws.closed:
+            await self._deliver(ws, envelope)
 
     async def _socket(self, request: web.Request) -> web.WebSocketResponse:
         ws = web.WebSocketResponse(autoping=True)

@@ -201,6 +201,21 @@ async def test_failed_lookups_fall_back_and_the_event_is_still_accepted(slack, m
     assert (source.chat_type, source.chat_name, source.user_name) == ("channel", "C0PRIVATE9", None)
 
 
+async def test_hanging_lookups_do_not_hold_the_ack_past_lookup_timeout(slack, make_adapter):
+    # Slack's ack window is 3 s: a users.info / conversations.info that hangs is given up after
+    # `lookup_timeout` and the event is accepted (and acked) without the names.
+    rec = Recorder()
+    await make_adapter(rec, lookup_timeout=0.2)
+    slack.held = {"users.info": asyncio.Event(), "conversations.info": asyncio.Event()}
+    (envelope_id,) = await slack.push(load("s3_app_mention_private"))
+    await slack.wait_for(lambda: envelope_id in slack.acks)
+    source = rec.events[0].source
+    assert (source.chat_type, source.chat_name, source.user_name) == ("channel", "C0PRIVATE9", None)
+    assert not any(event.is_set() for event in slack.held.values())  # the lookups still hang
+    for event in slack.held.values():
+        event.set()
+
+
 async def test_start_refuses_bad_tokens_without_naming_them(slack, make_adapter):
     with pytest.raises(SlackStartError) as info:
         await make_adapter(bot_token="xoxb-wrong-token-value")

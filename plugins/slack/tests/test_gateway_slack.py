@@ -5,6 +5,7 @@ at the fake's `chat.postMessage`.
 
 from __future__ import annotations
 
+import asyncio
 import json
 from pathlib import Path
 
@@ -12,6 +13,7 @@ import pytest
 from fake_slack import adapter_settings, post_event
 
 from hermes_core import GatewayConfig
+from hermes_core.agents.echo import EchoAgent
 from hermes_core.app import GatewayApp
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -51,9 +53,10 @@ async def gateway(tmp_path, slack):
     the Slack platform enabled against the fake; all apps are stopped at teardown."""
     apps = []
 
-    async def start(**overrides):
+    async def start(agent=None, **overrides):
         table = dict(adapter_settings(slack, **overrides), enabled=True, allow_all=True)
-        app = GatewayApp(GatewayConfig(home=tmp_path / "home", platforms={"slack": table}), watcher=False)
+        app = GatewayApp(GatewayConfig(home=tmp_path / "home", platforms={"slack": table}), watcher=False,
+                         agent=agent)
         await app.start()
         apps.append(app)
         return app
@@ -187,3 +190,53 @@ async def test_the_bots_threads_are_remembered_in_its_data_dir_across_restarts(s
     await slack.wait_for(lambda: len(slack.posted) == 2)
     assert (slack.posted[1]["thread_ts"], slack.posted[1]["text"]) == \
         (GENERAL_ROOT, "echo: [Bob] it's the flaky e2e job again")
+
+
+class HeldEcho(EchoAgent):
+    """The echo agent, answering only once `release` is set (a turn that takes its time)."""
+
+    def __init__(self):
+        super().__init__()
+        self.release = asyncio.Event()
+
+    async def _generate(self, *args, **kwargs):
+        await self.release.wait()
+        return await super()._generate(*args, **kwargs)
+
+
+async def test_the_thread_shows_the_working_status_while_the_turn_runs(slack, gateway):
+    # Slack has no typing indicator for bots; in a thread the adapter sets the assistant status
+    # (docs/platforms.md §3.3). A DM answered inline shows nothing.
+    agent = HeldEcho()
+    await gateway(agent=agent)
+    await slack.push(starter(), load("s1_message_im"))
+    await slack.wait_for(lambda: len(slack.statuses) >= 1)
+    assert slack.posted == []
+    assert slack.statuses[0] == {"channel_id": "C0GENERAL1", "thread_ts": GENERAL_ROOT, "status": "is thinking…"}
+    agent.release.set()
+    await slack.wait_for(lambda: len(slack.posted) == 2)
+    assert {(s["channel_id"], s["thread_ts"]) for s in slack.statuses} == {("C0GENERAL1", GENERAL_ROOT)}
+    assert sorted((p["channel"], p.get("thread_ts")) for p in slack.posted) == [
+        ("C0GENERAL1", GENERAL_ROOT), ("D0DMALICE1", None)]
+
+
+async def test_only_allowed_users_are_answered_bots_ignored_and_a_channel_refusal_is_silent(slack, tmp_path):
+    # docs/behaviour.md §9: Alice (U0ALICE01) is allowed; Bob's S3 mention in a channel is
+    # refused without a notice (notices only in DMs); the S6 bot message, here mentioning the
+    # bot, is ignored (no allow_bots).
+    table = dict(adapter_settings(slack), enabled=True, allowed_users=["U0ALICE01"])
+    app = GatewayApp(GatewayConfig(home=tmp_path / "home", platforms={"slack": table}), watcher=False)
+    await app.start()
+    try:
+        await slack.push(load("s3_app_mention_private"))
+        await slack.push(load("s6_bot_message", text="<@U0BOT0001> Build #812 failed"))
+        await slack.push(load("s1_message_im"))
+        refused = app.runner.deps.access.refused
+        await slack.wait_for(lambda: len(slack.posted) == 1 and sum(refused.values()) == 2)
+        await settle(app)
+        assert [(p["channel"], p["text"]) for p in slack.posted] == [
+            ("D0DMALICE1", "echo: hi, can you draft the release notes?")]
+        assert app.runner.deps.access.refused == {("slack", "not_allowed"): 1, ("slack", "bot"): 1}
+        assert [e.session_key for e in await app.store.list_sessions()] == ["agent:main:slack:dm:D0DMALICE1"]
+    finally:
+        await app.stop()

@@ -59,10 +59,72 @@ def test_platform_notes_for_a_thread():
         "Mention a person as <@USER_ID> (ids as they appear in messages); @here and @channel are not sent.",
         "You see only the messages addressed to you; you cannot read the channel history, pins or "
         "files unless a tool for it is loaded.",
+        "Message ids (Slack ts values) are not shown to you; your reply goes into the thread of the "
+        "message you are answering, or inline where there is no thread.",
         "This conversation is a Slack thread; everyone who replies in it shares it.",
     ]
 
 
 def test_platform_notes_only_for_slack():
     assert hooks.hermes_platform_notes(SessionContext(source=SessionSource(platform="telegram", chat_id="1"))) is None
-    assert len(hooks.hermes_platform_notes(context(chat_id="D0DMALICE1", chat_type="dm"))) == 3
+    assert len(hooks.hermes_platform_notes(context(chat_id="D0DMALICE1", chat_type="dm"))) == 4
+
+
+def test_plugins_json_lists_slack_without_secrets(tmp_path, monkeypatch):
+    import json
+
+    from typer.testing import CliRunner
+
+    from hermes_core.cli.plugins import plugins_app
+
+    secrets = {"BOT_TOKEN": "xoxb-1-SECRETBOTTOKEN", "APP_TOKEN": "xapp-1-SECRETAPPTOKEN",
+               "SIGNING_SECRET": "SECRETSIGNINGSECRET0"}
+    home = tmp_path / "home"
+    home.mkdir()
+    # one secret in the file (discouraged but accepted), the others in the environment
+    (home / "hermes.toml").write_text('[platforms.slack]\nenabled = true\nsigning_secret = "SECRETSIGNINGSECRET0"\n')
+    monkeypatch.setenv("HERMES_HOME", str(home))
+    monkeypatch.setenv("HERMES_PLATFORMS__SLACK__BOT_TOKEN", secrets["BOT_TOKEN"])
+    monkeypatch.setenv("HERMES_PLATFORMS__SLACK__APP_TOKEN", secrets["APP_TOKEN"])
+    monkeypatch.delenv("HERMES_CONFIG", raising=False)
+    monkeypatch.delenv("HERMES_DISABLE_PLUGIN_AUTOLOAD", raising=False)
+    result = CliRunner().invoke(plugins_app, ["--json"])
+    assert result.exit_code == 0, result.output
+    rows = {(row["name"], row["group"]): row for row in json.loads(result.output)}
+    row = rows[("slack", "hermes_core.plugins")]
+    assert (row["status"], row["distribution"], row["module"]) == ("loaded", "hermes-gateway-slack",
+                                                                   "hermes_slack.hooks")
+    assert row["hooks"] == ["hermes_platform_notes", "hermes_settings_schema"]
+    assert "SECRET" not in result.output
+
+
+def test_home_channel_and_pseudonymised_ids_in_the_session_context(tmp_path):
+    # pii_safe=True: with [redaction] on, Slack user and channel ids reach the prompt as
+    # pseudonyms (user_<12 hex of sha256>, <12 hex>; docs/behaviour.md §7), routing keeps them raw.
+    from hermes_core.pipeline.context import build_session_context, build_session_context_prompt
+
+    config = GatewayConfig(home=tmp_path, redaction={"enabled": True}, platforms={"slack": {
+        "enabled": True, "home_channel": "C0GENERAL1", "home_channel_name": "general"}})
+    pm, _ = create_plugin_manager(config)
+    dm = SessionSource(platform="slack", chat_id="D0DMALICE1", chat_type="dm", user_id="U0ALICE01")
+    prompt = build_session_context_prompt(build_session_context(dm, config, pm=pm), redact_pii=True, pm=pm)
+    lines = prompt.splitlines()
+    assert '**Source:** Slack ("DM with user_c40e8a8b3822")' in lines  # sha256("U0ALICE01")[:12]
+    assert '  - slack: "general" (ID: "07f8abac5a7c")' in lines  # sha256("C0GENERAL1")[:12]
+    assert '- `"origin"` → Back to this chat ("f2a65322b02d")' in lines  # sha256("D0DMALICE1")[:12]
+    assert "U0ALICE01" not in prompt and "C0GENERAL1" not in prompt and "D0DMALICE1" not in prompt
+
+
+def test_every_common_platform_key_is_accepted(tmp_path):
+    # The keys every [platforms.<id>] table takes (home_channel, access lists, …): each one, with
+    # a value other than its default, reaches the plugin's settings model unchanged.
+    from hermes_core.sdk import PlatformSettings
+
+    table = {}
+    for name, field in PlatformSettings.model_fields.items():
+        default = field.get_default(call_default_factory=True)
+        table[name] = (not default) if isinstance(default, bool) else ["id-1"] if isinstance(default, list) \
+            else f"value of {name}"
+    settings = validated(tmp_path, {**table, "bot_token": "xoxb-1-SECRETBOT"})
+    assert {name: getattr(settings, name) for name in table} == table
+    assert settings.home_channel == "value of home_channel" and settings.enabled is True

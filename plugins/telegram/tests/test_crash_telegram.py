@@ -59,6 +59,7 @@ async def test_sigkill_then_restart_answers_pending_updates_once(tg, tmp_path):
     (home / "hermes.toml").write_text(
         "[platforms.telegram]\n"
         "enabled = true\n"
+        "allow_all = true\n"
         f'base_url = "{tg.base_url}"\n'
         "poll_timeout = 1\n"
         'parse_mode = "plain"\n'

@@ -33,7 +33,7 @@ def text_update(update_id: int, message_id: int, chat: dict, text: str, sender: 
 
 
 def make_config(home: Path, tg, **telegram) -> GatewayConfig:
-    table = {"enabled": True, "bot_token": tg.token, "base_url": tg.base_url, "poll_timeout": 1}
+    table = {"enabled": True, "bot_token": tg.token, "base_url": tg.base_url, "poll_timeout": 1, "allow_all": True}
     table.update(telegram)
     return GatewayConfig(home=home, platforms={"telegram": table})
 
@@ -65,6 +65,16 @@ async def test_dm_message_gets_echo_reply_in_the_same_chat(tg, gateway):
     assert reply["text"] == "echo: hello"
     assert reply["reply_parameters"]["message_id"] == 42
     assert "message_thread_id" not in reply
+
+
+async def test_only_allowed_users_are_answered_and_a_stranger_is_told_once(tg, gateway):
+    # docs/behaviour.md §9: the T1 sender (111222333) is not in allowed_users.
+    app = await gateway(allow_all=False, allowed_users=[999], parse_mode="plain")
+    await tg.push(load("t1_private_dm"))
+    await tg.wait_for(lambda: len(tg.sent) == 1)
+    assert (tg.sent[0]["chat_id"], tg.sent[0]["text"]) == ("111222333", "This assistant is private.")
+    assert app.runner.deps.access.refused == {("telegram", "not_allowed"): 1}
+    assert await app.store.list_sessions() == []
 
 
 async def test_replies_go_to_the_right_topic(tg, gateway):

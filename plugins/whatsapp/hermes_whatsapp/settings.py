@@ -1,0 +1,112 @@
+"""The `[platforms.whatsapp]` (bridge) and `[platforms.whatsapp_cloud]` (Cloud API) settings
+tables (docs/configuration.md, docs/architecture.md §5 "Per-plugin sections").
+
+Both subclass the SDK's `PlatformSettings`, so `enabled`, the access lists, `home_channel` and
+the other keys every platform table accepts are accepted, and an unknown key is an error naming
+it. Secrets are `SecretStr` (never in a repr, a log line or `plugins --json`); prefer the
+environment for them: `HERMES_PLATFORMS__WHATSAPP_CLOUD__ACCESS_TOKEN=…`,
+`HERMES_PLATFORMS__WHATSAPP_CLOUD__APP_SECRET=…`, `HERMES_PLATFORMS__WHATSAPP_CLOUD__VERIFY_TOKEN=…`,
+`HERMES_PLATFORMS__WHATSAPP__BRIDGE_TOKEN=…`.
+"""
+
+from __future__ import annotations
+
+from pydantic import Field, SecretStr, field_validator
+
+from hermes_core.sdk import PlatformSettings
+
+DEFAULT_BRIDGE_URL = "http://127.0.0.1:3000"
+DEFAULT_GRAPH_BASE_URL = "https://graph.facebook.com/v23.0"
+
+
+def _http_url(value: str, name: str) -> str:
+    if not value.startswith(("http://", "https://")):
+        raise ValueError(f"{name} must start with http:// or https://")
+    return value.rstrip("/")
+
+
+class WhatsAppSettings(PlatformSettings):
+    """Settings of the bridge adapter (platform `whatsapp`).
+
+    Attributes:
+        bridge_url: where the bridge listens (keep it on 127.0.0.1: it holds your WhatsApp
+            session). Its HTTP contract is in the plugin's README.
+        bridge_token: optional bearer token the bridge requires (`SecretStr`).
+        session_dir: the bridge's auth folder (Baileys multi-file auth state), read for its
+            `lid-mapping-<pn>.json` / `lid-mapping-<lid>_reverse.json` files at start and
+            whenever the folder changes; None: only the aliases carried by events are learned.
+        poll_timeout: seconds one long poll of `GET /events` may wait for an event.
+        request_timeout: seconds any other bridge request may take.
+        reconnect_initial / reconnect_max: first and longest pause, in seconds, between polls
+            after the bridge failed or the gateway refused a message (exponential back-off).
+        group_cache_ttl: seconds a group's subject (`GET /groups/<jid>`) is reused.
+    """
+
+    bridge_url: str = DEFAULT_BRIDGE_URL
+    bridge_token: SecretStr | None = None
+    session_dir: str | None = None
+    poll_timeout: float = Field(25.0, gt=0, le=300)
+    request_timeout: float = Field(30.0, gt=0)
+    reconnect_initial: float = Field(0.5, gt=0)
+    reconnect_max: float = Field(30.0, gt=0)
+    group_cache_ttl: float = Field(3600.0, gt=0)
+
+    @field_validator("bridge_url")
+    @classmethod
+    def _check_bridge_url(cls, value: str) -> str:
+        return _http_url(value, "platforms.whatsapp.bridge_url")
+
+
+class WhatsAppCloudSettings(PlatformSettings):
+    """Settings of the Cloud API adapter (platform `whatsapp_cloud`).
+
+    Attributes:
+        access_token: the system-user access token for the Graph API (`SecretStr`); required.
+        app_secret: the Meta app's secret (`SecretStr`); required: every webhook POST's
+            `X-Hub-Signature-256` is checked with it and a bad one is answered 401.
+        verify_token: the token typed into the app's webhook settings (`SecretStr`); required
+            for the `hub.challenge` handshake.
+        phone_number_id: the business phone number's id (sends go to `/<id>/messages`; webhook
+            changes for other numbers are ignored). Required.
+        graph_base_url: the Graph API base, with its version. Tests point it at a fake on
+            127.0.0.1.
+        http_listen / http_port / http_path: the webhook listener (`http_port = 0` picks a free
+            port; see `WhatsAppCloudAdapter.http_address`). Put a TLS reverse proxy in front.
+        request_timeout: seconds one Graph API request may take.
+        rate_limit_wait: seconds to wait when the Graph API signals a rate limit without a
+            `Retry-After` (throughput 130429, pair rate 131056: about one message per 6 s to the
+            same user).
+        max_body_bytes: largest webhook body accepted (Meta batches at most a few hundred KB).
+    """
+
+    access_token: SecretStr | None = None
+    app_secret: SecretStr | None = None
+    verify_token: SecretStr | None = None
+    phone_number_id: str | None = None
+    graph_base_url: str = DEFAULT_GRAPH_BASE_URL
+    http_listen: str = "127.0.0.1"
+    http_port: int = Field(8443, ge=0, le=65535)
+    http_path: str = "/whatsapp/webhook"
+    request_timeout: float = Field(30.0, gt=0)
+    rate_limit_wait: float = Field(6.0, ge=0)
+    max_body_bytes: int = Field(1_048_576, ge=1024)
+
+    @field_validator("graph_base_url")
+    @classmethod
+    def _check_graph_base_url(cls, value: str) -> str:
+        return _http_url(value, "platforms.whatsapp_cloud.graph_base_url")
+
+    @field_validator("http_path")
+    @classmethod
+    def _check_http_path(cls, value: str) -> str:
+        if not value.startswith("/"):
+            raise ValueError("platforms.whatsapp_cloud.http_path must start with '/'")
+        return value
+
+    @field_validator("phone_number_id")
+    @classmethod
+    def _check_phone_number_id(cls, value: str | None) -> str | None:
+        if value is not None and not value.isdigit():
+            raise ValueError("platforms.whatsapp_cloud.phone_number_id must be digits: the id of the "
+                             "business phone number shown in the app's WhatsApp settings")
+        return value

@@ -1,0 +1,114 @@
+"""The WhatsApp plugin's hookimpls through a real plugin manager: settings schema (both tables),
+platform notes, `plugins --json` without secrets; adapter start errors name the setting."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from hermes_core import GatewayConfig
+from hermes_core.plugin_system.manager import create_plugin_manager
+from hermes_core.plugin_system.settings import PluginSettingsError, validate_plugin_settings
+from hermes_core.sdk import SessionContext, SessionSource
+from hermes_whatsapp import hooks
+from hermes_whatsapp.cloud_adapter import WhatsAppCloudAdapter, WhatsAppCloudStartError
+from hermes_whatsapp.settings import WhatsAppCloudSettings, WhatsAppSettings
+
+SECRET = "EAAG-SECRETPART-token"
+
+
+def validated(tmp_path, platforms):
+    config = GatewayConfig(home=tmp_path, platforms=platforms)
+    pm, _ = create_plugin_manager(config)
+    assert pm.get_plugin("whatsapp") is hooks
+    return validate_plugin_settings(pm, config)
+
+
+def test_both_tables_accept_the_common_and_their_own_keys(tmp_path):
+    settings = validated(tmp_path, {
+        "whatsapp": {"enabled": True, "bridge_url": "http://127.0.0.1:3000/", "session_dir": "~/baileys_auth",
+                     "allowed_users": ["15551234567"], "home_channel": "120363025555555555@g.us",
+                     "home_channel_name": "Book Club", "bridge_token": "b-SECRETPART"},
+        "whatsapp_cloud": {"enabled": True, "access_token": SECRET, "app_secret": "s", "verify_token": "v",
+                           "phone_number_id": 109876543210001, "allowed_chats": ["US.13491208655302741918"],
+                           "home_channel": "US.13491208655302741918"}})
+    bridge, cloud = settings["whatsapp"], settings["whatsapp_cloud"]
+    assert isinstance(bridge, WhatsAppSettings) and isinstance(cloud, WhatsAppCloudSettings)
+    assert (bridge.bridge_url, bridge.session_dir, bridge.home_channel, bridge.allowed_users) == (
+        "http://127.0.0.1:3000", "~/baileys_auth", "120363025555555555@g.us", ["15551234567"])
+    assert (cloud.phone_number_id, cloud.graph_base_url, cloud.http_port, cloud.http_path) == (
+        "109876543210001", "https://graph.facebook.com/v23.0", 8443, "/whatsapp/webhook")
+    assert cloud.access_token.get_secret_value() == SECRET and SECRET not in repr(cloud)
+    assert "SECRETPART" not in repr(bridge)
+
+
+@pytest.mark.parametrize("platform,table,named", [
+    ("whatsapp", {"enabled": True, "brige_url": "http://127.0.0.1:3000"}, "brige_url"),
+    ("whatsapp", {"enabled": True, "bridge_url": "127.0.0.1:3000"}, "http://"),
+    ("whatsapp_cloud", {"enabled": True, "phone_number": "15550783881"}, "phone_number"),
+    ("whatsapp_cloud", {"enabled": True, "phone_number_id": "+1 555 078 3881"}, "must be digits"),
+    ("whatsapp_cloud", {"enabled": True, "http_path": "webhook"}, "must start with '/'"),
+])
+def test_bad_settings_are_named(tmp_path, platform, table, named):
+    with pytest.raises(PluginSettingsError) as info:
+        validated(tmp_path, {platform: table})
+    assert named in str(info.value)
+
+
+async def test_cloud_start_names_the_missing_setting_never_a_value():
+    adapter = WhatsAppCloudAdapter({"access_token": SECRET, "app_secret": "s", "phone_number_id": "1"})
+    with pytest.raises(WhatsAppCloudStartError) as info:
+        await adapter.start()
+    assert str(info.value) == ("platforms.whatsapp_cloud.verify_token is not set "
+                               "(set HERMES_PLATFORMS__WHATSAPP_CLOUD__VERIFY_TOKEN)")
+    assert await adapter.health() == {"ok": False, "listening": False, "malformed": 0}
+
+
+def test_platform_notes(tmp_path):
+    pm, _ = create_plugin_manager(GatewayConfig(home=tmp_path, platforms={}))
+
+    def notes(source):
+        return [line for group in pm.hook.hermes_platform_notes(context=SessionContext(source=source))
+                for line in group]
+
+    dm = SessionSource(platform="whatsapp", chat_id="15551234567@s.whatsapp.net", chat_type="dm")
+    assert notes(dm) == [
+        "Platform: WhatsApp. Replies are plain text with WhatsApp's own markup (*bold*, _italic_, "
+        "~strike~, ```code```); Markdown headings, tables and links in brackets are shown literally. "
+        "Replies longer than 4096 characters are split into several messages.",
+        "You cannot read the chat's history, search it, or see media, reactions or status updates "
+        "beyond what is in this conversation; quoting a message is a reply, not a thread.",
+    ]
+    group = SessionSource(platform="whatsapp_cloud", chat_id="Y2FwaV9ncm91cDo", chat_type="group")
+    assert notes(group)[2:] == [
+        "This is a WhatsApp Business number: you can only answer within 24 hours of the user's last "
+        "message; after that a reply cannot be delivered.",
+        "This is a WhatsApp group: every member sees your replies. Members are mentioned as @ followed "
+        "by their number; you cannot mention people yourself."]
+    assert [l for l in notes(SessionSource(platform="signal", chat_id="x", chat_type="dm")) if "WhatsApp" in l] == []
+
+
+def test_plugins_json_lists_whatsapp_without_secrets(tmp_path, monkeypatch):
+    from typer.testing import CliRunner
+
+    from hermes_core.cli.plugins import plugins_app
+
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / "hermes.toml").write_text("[platforms.whatsapp]\nenabled = true\n\n"
+                                      "[platforms.whatsapp_cloud]\nenabled = true\nphone_number_id = \"1\"\n")
+    monkeypatch.setenv("HERMES_HOME", str(home))
+    monkeypatch.setenv("HERMES_PLATFORMS__WHATSAPP_CLOUD__ACCESS_TOKEN", SECRET)
+    monkeypatch.setenv("HERMES_PLATFORMS__WHATSAPP_CLOUD__APP_SECRET", "app-SECRETPART")
+    monkeypatch.setenv("HERMES_PLATFORMS__WHATSAPP__BRIDGE_TOKEN", "bridge-SECRETPART")
+    monkeypatch.delenv("HERMES_CONFIG", raising=False)
+    monkeypatch.delenv("HERMES_DISABLE_PLUGIN_AUTOLOAD", raising=False)
+    result = CliRunner().invoke(plugins_app, ["--json"])
+    assert result.exit_code == 0, result.output
+    rows = {(row["name"], row["group"]): row for row in json.loads(result.output)}
+    row = rows[("whatsapp", "hermes_core.plugins")]
+    assert (row["status"], row["distribution"], row["module"]) == ("loaded", "hermes-gateway-whatsapp",
+                                                                   "hermes_whatsapp.hooks")
+    assert row["hooks"] == ["hermes_platform_notes", "hermes_settings_schema"]
+    assert "SECRETPART" not in result.output

@@ -1,0 +1,86 @@
+"""A full disk during a turn (docs/behaviour.md §12): the computed reply is not thrown away — it
+is sent once when the disk has room again, or the turn is resumed once at the next start — and
+the log gets one line per failed attempt, never a traceback.
+
+The disk fills for real as far as SQLite can tell: `PRAGMA max_page_count` on the store's writer
+connection makes every write that needs a new page fail with SQLITE_FULL ("database or disk is
+full"), exactly as a full file system does."""
+
+import logging
+
+from hermes_core.agents.echo import EchoAgent
+
+from pipeline_helpers import KEY, RecordingAdapter, dm, start_app, until
+
+LONG = "x" * 20_000  # the reply ("echo: " + this) needs new pages: it cannot fit in free space
+UNLIMITED = 1_073_741_823
+
+
+class FillingAgent(EchoAgent):
+    """Answers like the echo agent, but the disk is full by the time the reply is written."""
+
+    def __init__(self):
+        super().__init__()
+        self.store = None
+
+    async def _generate(self, context, history, message, system_context):
+        await _set_max_pages(self.store, None)
+        return await super()._generate(context, history, message, system_context)
+
+
+async def _set_max_pages(store, pages):
+    conn = store._backend.db._require()  # the writer connection
+    if pages is None:
+        async with conn.execute("PRAGMA page_count") as cursor:
+            pages = (await cursor.fetchone())[0]
+    await conn.execute(f"PRAGMA max_page_count = {pages}")
+
+
+def _tracebacks(caplog):
+    return [r.getMessage() for r in caplog.records if r.exc_info]
+
+
+async def test_the_reply_is_sent_once_when_the_disk_has_room_again(tmp_path, caplog):
+    caplog.set_level(logging.INFO)
+    adapter, agent = RecordingAdapter(limit=30_000), FillingAgent()
+    app = await start_app(tmp_path, adapter, agent)
+    agent.store = app.store
+    try:
+        await app.runner.handle(_event(LONG, "m1"))
+        await until(lambda: f"disk full: the reply of {KEY} is kept in memory" in caplog.text)
+        assert adapter.sent == []
+        await _set_max_pages(app.store, UNLIMITED)
+        await app.runner.join()
+        assert adapter.sent == [("100", "echo: " + LONG, "m1")]
+        transcript = await app.store.load_transcript((await app.store.get_entry(KEY)).session_id)
+        assert [m["role"] for m in transcript] == ["user", "assistant"]
+    finally:
+        await app.stop()
+    assert _tracebacks(caplog) == []
+
+
+async def test_a_shutdown_while_the_disk_is_full_resumes_the_turn_once(tmp_path, caplog):
+    caplog.set_level(logging.INFO)
+    agent = FillingAgent()
+    first = RecordingAdapter(limit=30_000)
+    app = await start_app(tmp_path, first, agent, scheduler={"drain_timeout_s": 0.3})
+    agent.store = app.store
+    await app.runner.handle(_event(LONG, "m1"))
+    await until(lambda: "disk full: the reply of" in caplog.text)
+    await app.stop()  # the drain gives up on the turn still waiting for room
+    assert first.sent == []
+    second = RecordingAdapter(limit=30_000)
+    app = await start_app(tmp_path, second, EchoAgent())
+    try:
+        await until(lambda: len(second.sent) == 1)
+        await app.runner.join()
+        assert second.sent == [("100", "echo: " + LONG, "m1")]
+    finally:
+        await app.stop()
+    assert _tracebacks(caplog) == []
+
+
+def _event(text, message_id):
+    from hermes_core.model import MessageEvent
+
+    return MessageEvent(source=dm(), text=text, message_id=message_id)
