@@ -10,8 +10,10 @@ session's lease runs its work. `ReplicaCoordinator`:
   in arrival order — before anything new of it;
 * a sweep, woken by the store's intake hints (LISTEN/NOTIFY on PostgreSQL) or every
   `[store] poll_interval_s` seconds: takes over sessions whose holder died or stalled past its
-  lease (crash recovery first), and queues intake rows of sessions it holds, or can claim, that
-  no worker here has.
+  lease (crash recovery first), and queues intake rows of sessions it holds that no worker here
+  has (the hint's purpose: input another replica accepted for them), and rows of sessions
+  nobody holds once they waited `claim_grace_s` (their accepting replica claims them at once
+  unless it died).
 
 Replaces the start-up recovery of a single gateway: on a shared store a replica never recovers
 sessions it has not claimed (another replica may be running them).
@@ -59,6 +61,11 @@ class ReplicaCoordinator:
         # One claim of a session at a time here: a message admitted while the sweep takes its
         # session over must queue behind the recovered work, not beside it.
         self._claiming = KeyedLocks()
+        # When this replica's sweeps first saw each waiting row of a session nobody holds: the
+        # replica that accepted it claims it a moment later, so the sweep leaves it that long
+        # (an accepting replica that died leaves it for good).
+        self._first_seen: dict[int, float] = {}
+        self.claim_grace_s = max(1.0, poll_interval_s)
 
     def start(self) -> None:
         """Route the runner's admissions through the leases and start sweeping."""
@@ -106,18 +113,18 @@ class ReplicaCoordinator:
         self.runner.reserve(inbound_id)  # before the claim's await: a sweep must not place it too
         try:
             async with self._claiming.hold(key):
+                if self.runner.placed(inbound_id, or_reserved=False):
+                    return False  # a sweep that read the row just before this reservation queued it
                 claim = await self.store.claim_session(key)
-                if claim is not None and claim.takeover:
+                if claim is None:
+                    log.info("message for %s left to the replica holding that session", key)
+                    return False
+                if claim.takeover:
                     await self._resume(claim, admitted=inbound_id)
                     return False
-        except BaseException:
+                return True
+        finally:
             self.runner.reserve(inbound_id, False)
-            raise
-        if claim is None:
-            self.runner.reserve(inbound_id, False)
-            log.info("message for %s left to the replica holding that session", key)
-            return False
-        return True
 
     async def sweep(self) -> None:
         """One round: orphaned sessions first (their recovery precedes new input), then intake
@@ -130,10 +137,15 @@ class ReplicaCoordinator:
                 claim = await self.store.claim_session(key)
                 if claim is not None and claim.takeover:
                     await self._resume(claim)
-        for row in await self.store.pending_inbound():
+        now = asyncio.get_running_loop().time()
+        rows = await self.store.pending_inbound()
+        self._first_seen = {row["id"]: self._first_seen.get(row["id"], now) for row in rows}
+        for row in rows:
             key = row.get("session_key")
             if not key or self.runner.placed(row["id"]):
                 continue
+            if not self.store.holds_session(key) and now - self._first_seen[row["id"]] < self.claim_grace_s:
+                continue  # just accepted elsewhere: its replica is claiming it
             async with self._claiming.hold(key):
                 if self.runner.placed(row["id"]):  # admitted meanwhile
                     continue
@@ -164,8 +176,8 @@ class ReplicaCoordinator:
             entry = await self.store.get_entry(key)
             if entry is not None and entry.origin is not None:
                 self.runner.enqueue_resume(key, entry)
-        await self.runner.restore_intake([row for row in claim.intake
-                                          if row["id"] == admitted or not self.runner.placed(row["id"])])
+        await self.runner.restore_intake([row for row in claim.intake if not self.runner.placed(
+            row["id"], or_reserved=row["id"] != admitted)])
 
     async def _sweep_forever(self) -> None:
         while True:

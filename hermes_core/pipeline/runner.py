@@ -138,9 +138,10 @@ class GatewayRunner:
         # On a shared store: `(session_key, inbound_id) -> bool`, whether this replica runs an
         # accepted message now (`replicas.ReplicaCoordinator.admit`); None runs everything.
         self.admit: Callable[[str, int], Awaitable[bool]] | None = None
-        # Intake rows placed in a queue here (a sweep of a shared store never places one twice);
-        # forgotten when a lost lease abandons their jobs.
+        # Intake rows placed in a queue here (a sweep of a shared store never places one twice;
+        # forgotten when a lost lease abandons their jobs), and rows being admitted.
         self._placed: set[int] = set()
+        self._reserved: set[int] = set()
 
     def release(self) -> None:
         """Let the workers run (after start-up recovery queued its jobs and adapters started)."""
@@ -185,18 +186,18 @@ class GatewayRunner:
             return  # durable; the session's holder (or the takeover just queued) runs it
         await self._place(key, event, inbound_id, live=True)
 
-    def placed(self, inbound_id: int) -> bool:
-        """True when intake row `inbound_id` was placed (or reserved) in a queue of this
-        runner and its job was not abandoned."""
-        return inbound_id in self._placed
+    def placed(self, inbound_id: int, *, or_reserved: bool = True) -> bool:
+        """True when intake row `inbound_id` was placed in a queue of this runner (and its job
+        not abandoned) or, with `or_reserved`, is being admitted."""
+        return inbound_id in self._placed or (or_reserved and inbound_id in self._reserved)
 
     def reserve(self, inbound_id: int, reserved: bool = True) -> None:
-        """Count row `inbound_id` as placed while it is being admitted (so a concurrent sweep
-        leaves it alone), or forget it again (`reserved=False`)."""
+        """Mark row `inbound_id` as being admitted (a concurrent sweep leaves it alone), or
+        not any more (`reserved=False`)."""
         if reserved:
-            self._placed.add(inbound_id)
+            self._reserved.add(inbound_id)
         else:
-            self._placed.discard(inbound_id)
+            self._reserved.discard(inbound_id)
 
     def _refused(self, event: MessageEvent) -> bool:
         """docs/behaviour.md §9: True when the sender may not talk to the agent; then nothing
@@ -236,6 +237,7 @@ class GatewayRunner:
             worker = self._workers[key] = _Worker()
         if inbound_id is not None:
             self._placed.add(inbound_id)
+            self._reserved.discard(inbound_id)
         queue, running = worker.queue, worker.current
         mode = self._mode(event)
         # "Busy": this message cannot run right now because its session is doing something.

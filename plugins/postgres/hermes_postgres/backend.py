@@ -120,6 +120,10 @@ class PostgresBackend:
         self._connect_timeout_s = connect_timeout_s
         self._pool: AsyncConnectionPool | None = None
         self._renewer: asyncio.Task | None = None
+        # Intake hints: one LISTEN connection for the engine's life, read by `_listen`.
+        self._listener: asyncio.Task | None = None
+        self._hinted: list[str] = []
+        self._hint = asyncio.Event()
         self.where = self._describe(dsn)
 
     @staticmethod
@@ -160,14 +164,23 @@ class PostgresBackend:
             await pool.close()
             raise StoreError(f"PostgreSQL store {self.where} cannot be reached: {' '.join(str(exc).split())}") from None
         self._pool = pool
-        self._renewer = asyncio.get_running_loop().create_task(self._renew_forever(), name="lease renewal")
+        try:  # listening before open() returns: every row accepted from now on is hinted
+            listening = await self._listening_connection()
+        except (psycopg.Error, OSError) as exc:
+            await pool.close()
+            self._pool = None
+            raise StoreError(f"PostgreSQL store {self.where} cannot be reached: {' '.join(str(exc).split())}") from None
+        loop = asyncio.get_running_loop()
+        self._renewer = loop.create_task(self._renew_forever(), name="lease renewal")
+        self._listener = loop.create_task(self._listen(listening), name="intake hints")
 
     async def close(self) -> None:
         """Stop renewing, release every held lease, close the pool (idempotent)."""
-        renewer, self._renewer = self._renewer, None
-        if renewer is not None:
-            renewer.cancel()
-            await asyncio.gather(renewer, return_exceptions=True)
+        tasks = [t for t in (self._renewer, self._listener) if t is not None]
+        self._renewer = self._listener = None
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
         pool, self._pool = self._pool, None
         if pool is None:
             return
@@ -268,18 +281,43 @@ class PostgresBackend:
             return await self.leases.renew(conn)
 
     async def wait_for_intake(self, timeout_s: float) -> list[str]:
-        """Wait up to `timeout_s` for `NOTIFY hermes_intake` hints (session keys of rows other
-        replicas accepted). An empty list means "poll": hints are never the only way work is
-        found, since a notification is lost when no one listens at that moment."""
+        """Wait up to `timeout_s` for `NOTIFY hermes_intake` hints (session keys of rows any
+        replica accepted since the last call). An empty list means "poll": hints are never the
+        only way work is found (a notification sent while the listener reconnects is lost)."""
+        if not self._hint.is_set():
+            try:
+                await asyncio.wait_for(self._hint.wait(), timeout_s)
+            except asyncio.TimeoutError:
+                return []
+        self._hint.clear()
+        keys, self._hinted = self._hinted, []
+        return keys
+
+    async def _listening_connection(self) -> psycopg.AsyncConnection:
         conn = await psycopg.AsyncConnection.connect(self._dsn, autocommit=True)
-        try:
-            await conn.execute(f"LISTEN {INTAKE_CHANNEL}")
-            keys: list[str] = []
-            async for note in conn.notifies(timeout=timeout_s, stop_after=1):
-                keys.append(note.payload)
-            return keys
-        finally:
-            await conn.close()
+        await conn.execute(f"LISTEN {INTAKE_CHANNEL}")
+        return conn
+
+    async def _listen(self, conn: psycopg.AsyncConnection | None) -> None:
+        """Hold the LISTEN connection (reconnecting after a failure) and collect its hints."""
+        while True:
+            try:
+                if conn is None:
+                    conn = await self._listening_connection()
+                    self._hint.set()  # rows accepted while it was down: sweep now
+                try:
+                    async for note in conn.notifies():
+                        self._hinted.append(note.payload)
+                        self._hint.set()
+                finally:
+                    await conn.close()
+                    conn = None
+            except asyncio.CancelledError:
+                raise
+            except (psycopg.Error, OSError) as exc:
+                log.warning("intake hint listener of replica %s failed (%s); polling meanwhile",
+                            self.replica_id, " ".join(str(exc).split()))
+                await asyncio.sleep(self.leases.ttl_s / 3)
 
     # ---- routes ---------------------------------------------------------------------------
 

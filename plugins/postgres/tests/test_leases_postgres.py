@@ -169,3 +169,11 @@ async def test_work_begun_under_a_lost_lease_stays_refused_after_the_replica_tak
     with lease_scope():  # a new job writes under the new lease
         await a.record_reply(KEY, SID, row("assistant", "fresh answer"), None)
     assert [m["content"] for m in await a.load_messages(SID)] == ["question", "fresh answer"]
+
+
+async def test_intake_accepted_by_one_replica_hints_the_others(replicas):
+    a, b = await replicas("replica-a"), await replicas("replica-b")
+    assert await a.intake_accept("telegram", "c1", "m1", KEY, '{"n": 1}', "2026-01-01T12:00:00Z",
+                                 T0.timestamp()) is not None
+    assert await b.wait_for_intake(10) == [KEY]
+    assert await b.wait_for_intake(0.2) == []  # nothing new: "poll"
