@@ -151,7 +151,8 @@ async def turn_ms(root: Path, cluster: ThrowawayCluster, backend_class: type, tu
     """Mean milliseconds of one turn (one session, one message at a time) in-process."""
     dsn = cluster.create_database()
     work = Path(tempfile.mkdtemp(dir=root))
-    config = GatewayConfig(home=work / "home", platforms={}, store={"backend": "postgres", "dsn": dsn})
+    config = GatewayConfig(home=work / "home", platforms={"benchchat": {"allow_all": True}},
+                           store={"backend": "postgres", "dsn": dsn})
     store = SessionStore(config.sessions_dir, config)
     backend = backend_class(dsn)
     await backend.open()
