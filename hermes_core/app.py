@@ -17,6 +17,10 @@ running are marked `resume_pending`, reason `shutdown_timeout`, and counted in
 right after the drain (docs/behaviour.md §6) → watcher stopped → `hermes_shutdown` broadcast →
 background work stopped → agent closed → store closed.
 
+On a store shared by several replicas (`store.leased`, docs/architecture.md §7) the unclean-shutdown
+promotion and the start-up recovery are skipped: `pipeline.replicas.ReplicaCoordinator` recovers
+each session when this replica takes it over, and admits messages only for sessions it holds.
+
 Every start-up failure raises `StartupError` whose text is one line naming what is wrong
 (config file — through `load_gateway_config` —, HERMES_HOME, state.db, home lock, plugin, adapter).
 """
@@ -37,6 +41,7 @@ from .ops.status import StatusPublisher
 from .pipeline.access import AccessGate, refusing_platforms
 from .pipeline.deps import PipelineDeps
 from .recovery import RecoveryReport, load_restart_counts, restore_at_startup, save_restart_counts
+from .pipeline.replicas import ReplicaCoordinator
 from .pipeline.runner import GatewayRunner
 from .plugin_system.dispatch import call_broadcast
 from .plugin_system.manager import (attach_identity_aliases, create_plugin_manager, key_policy, session_key_for,
@@ -46,6 +51,7 @@ from .scheduler import Watcher
 from .sdk.background import SessionWork
 from .settings import ConfigError, config_file_path, ensure_private_dir, env_home, load_config
 from .store.files import write_atomic
+from .types import INGRESS_SINGLE_RECEIVER
 
 log = logging.getLogger(__name__)
 
@@ -147,6 +153,7 @@ class GatewayApp:
         self.started_monotonic = time.monotonic()
         self._status: StatusPublisher | None = None
         self._health = None
+        self.coordinator: ReplicaCoordinator | None = None
 
     @property
     def home(self) -> Path:
@@ -223,18 +230,30 @@ class GatewayApp:
         self.background = SessionWork(self.store, self.runner.post_internal)
         deps.background = self.background
         self.store.has_active_processes_fn = self.background.active
-        self.restart_counts = load_restart_counts(self.home)
-        self.recovery = await restore_at_startup(
-            store=self.store, runner=self.runner, pm=self.pm, config=self.config, home=self.home,
-            now_ts=self.clock().timestamp(), counts=self.restart_counts,
-            crash_interrupted=self._crash_interrupted)
-        self.metrics.recoveries(self.recovery.counts())
+        if self.store.leased:
+            # A shared store: sessions are recovered by whichever replica takes them over
+            # (their holder's lease ran out), never all at once by a starting replica; a
+            # single-receiver platform receives only on the replica holding its ingress lease.
+            receivers = {name: a for name, a in self.adapters.items() if a.spec.ingress == INGRESS_SINGLE_RECEIVER}
+            self.coordinator = ReplicaCoordinator(self.store, self.runner, self.config.store.poll_interval_s,
+                                                  receivers)
+        else:
+            self.restart_counts = load_restart_counts(self.home)
+            self.recovery = await restore_at_startup(
+                store=self.store, runner=self.runner, pm=self.pm, config=self.config, home=self.home,
+                now_ts=self.clock().timestamp(), counts=self.restart_counts,
+                crash_interrupted=self._crash_interrupted)
+            self.metrics.recoveries(self.recovery.counts())
         for name, adapter in self.adapters.items():
             adapter.bind(self.runner.handle, record_aliases=self.store.record_aliases,
                          report_delivery=self.store.settle_sent_message)
+            if self.coordinator is not None and name in self.coordinator.receivers:
+                continue  # started by the coordinator while this replica holds its ingress lease
             await adapter.start()
             log.info("platform %s started", name)
         self.runner.release()
+        if self.coordinator is not None:
+            self.coordinator.start()
         if self._use_watcher:
             self.watcher = Watcher(self.pm, self.config, self.store, clock=self.clock, app=self)
             self.watcher.start()
@@ -268,7 +287,10 @@ class GatewayApp:
         self._health = server
 
     async def _check_clean_shutdown(self) -> None:
-        if self._consume_clean_marker():
+        clean = self._consume_clean_marker()
+        if self.store.leased:
+            return  # each session's takeover runs its own crash recovery (docs/architecture.md §7)
+        if clean:
             # Seed §7: after a clean exit the drain already handled every running turn (resumed
             # ones are flagged); markers left over are orphans and are discarded.
             for marker in await self.store.turn_markers():
@@ -370,6 +392,8 @@ class GatewayApp:
                 await adapter.stop()
             except Exception:
                 log.exception("platform %s failed to stop", name)
+        if self.coordinator is not None:
+            await self.coordinator.stop()
         if self.runner is not None:
             interrupted = await self.runner.drain(self.config.scheduler.drain_timeout_s)
             for key in interrupted:
@@ -431,6 +455,8 @@ class GatewayApp:
 
     async def _abort(self) -> None:
         self._stopped = True
+        if self.coordinator is not None:
+            await self.coordinator.stop()
         for adapter in self.adapters.values():
             try:
                 await adapter.stop()

@@ -116,6 +116,19 @@ class StorageSettings(_Section):
     entry_cache_size: int = Field(4096, ge=0, description="session entries the store keeps in memory (LRU)")
 
 
+class StoreSettings(_Section):
+    """`[store]`: which engine holds routes, sessions and transcripts (docs/architecture.md §7).
+
+    `sqlite` is built in (`state.db`, with the degraded fallback); any other name is looked up
+    in the `hermes_core.store_backends` entry-point group (e.g. `postgres`, from
+    hermes-gateway-postgres)."""
+
+    backend: str = Field("sqlite", min_length=1, description="store engine: sqlite or an installed backend")
+    dsn: SecretStr | None = Field(None, description="connection string of a server store backend")
+    lease_ttl_s: float = Field(30.0, gt=0, description="seconds a session lease lasts unless renewed")
+    poll_interval_s: float = Field(1.0, gt=0, description="seconds between polls for work of other replicas")
+
+
 class SchedulerSettings(_Section):
     """`[scheduler]`: the housekeeping watcher (APScheduler)."""
 
@@ -240,6 +253,7 @@ class GatewayConfig(NoBoolNumbers, BaseSettings):
     agent: AgentSettings = Field(default_factory=AgentSettings)
     core: CoreSettings = Field(default_factory=CoreSettings)
     storage: StorageSettings = Field(default_factory=StorageSettings)
+    store: StoreSettings = Field(default_factory=StoreSettings)
     scheduler: SchedulerSettings = Field(default_factory=SchedulerSettings)
     redaction: RedactionSettings = Field(default_factory=RedactionSettings)
     plugins: PluginsSettings = Field(default_factory=PluginsSettings)

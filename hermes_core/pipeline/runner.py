@@ -50,11 +50,12 @@ from __future__ import annotations
 import asyncio
 import logging
 from dataclasses import replace
-from typing import Any
+from typing import Any, Awaitable, Callable
 
 from ..model.events import INTERNAL as INTERNAL_KIND
 from ..model.events import MessageEvent, event_from_dict, event_to_dict
 from ..store import is_disk_full
+from ..store.backend import LeaseLostError, lease_scope
 from . import commands
 from .busy import COMMAND, CONTROL, INTERNAL, STEERED_TEXT, TURN, Job, SessionQueue
 from .placement import ANSWER_NOW, CLEAR_SLOT, FRONT, HAND_TO_TURN, MERGE, MODES, Placement, place
@@ -111,6 +112,13 @@ class GatewayRunner:
         self._gate = asyncio.Event()
         if not paused:
             self._gate.set()
+        # On a shared store: `(session_key, inbound_id) -> bool`, whether this replica runs an
+        # accepted message now (`replicas.ReplicaCoordinator.admit`); None runs everything.
+        self.admit: Callable[[str, int], Awaitable[bool]] | None = None
+        # Intake rows placed in a queue here (a sweep of a shared store never places one twice;
+        # forgotten when a lost lease abandons their jobs), and rows being admitted.
+        self._placed: set[int] = set()
+        self._reserved: set[int] = set()
 
     def release(self) -> None:
         """Let the workers run (after start-up recovery queued its jobs and adapters started)."""
@@ -158,7 +166,22 @@ class GatewayRunner:
             log.warning("message from %s arrived while shutting down; kept for the next start",
                         event.source.platform)
             return
+        if self.admit is not None and not await self.admit(key, inbound_id):
+            return  # durable; the session's holder (or the takeover just queued) runs it
         await self._place(key, event, inbound_id, live=True)
+
+    def placed(self, inbound_id: int, *, or_reserved: bool = True) -> bool:
+        """True when intake row `inbound_id` was placed in a queue of this runner (and its job
+        not abandoned) or, with `or_reserved`, is being admitted."""
+        return inbound_id in self._placed or (or_reserved and inbound_id in self._reserved)
+
+    def reserve(self, inbound_id: int, reserved: bool = True) -> None:
+        """Mark row `inbound_id` as being admitted (a concurrent sweep leaves it alone), or
+        not any more (`reserved=False`)."""
+        if reserved:
+            self._reserved.add(inbound_id)
+        else:
+            self._reserved.discard(inbound_id)
 
     def _refused(self, event: MessageEvent) -> bool:
         """docs/behaviour.md §9: True when the sender may not talk to the agent; then nothing
@@ -199,6 +222,9 @@ class GatewayRunner:
         worker = self._workers.get(key)
         if worker is None:
             worker = self._workers[key] = _Worker()
+        if inbound_id is not None:
+            self._placed.add(inbound_id)
+            self._reserved.discard(inbound_id)
         queue = worker.queue
         where = place(queue, worker.current, event, mode=self._mode(event), live=live and self._gate.is_set(),
                       too_long=self._too_long(key, event), sealed=sealed,
@@ -437,10 +463,18 @@ class GatewayRunner:
                 job = worker.queue.popleft()
                 worker.current = job
                 try:
-                    await self._run_job(key, job)
+                    with lease_scope():  # the job writes under the lease tokens it started with
+                        await self._run_job(key, job)
                 except asyncio.CancelledError:
                     # Not finished: the intake row stays and is replayed (or resumed) at the next start.
                     raise
+                except LeaseLostError as exc:
+                    # The session was taken over while this job ran (this replica stalled past
+                    # its lease): nothing more of the job may be written or sent. Its intake rows
+                    # stay for the holder, whose takeover recovery resumes the turn; later jobs
+                    # fence on their own.
+                    self._placed.difference_update(job.inbound_ids)
+                    log.error("%s; the job in %s is abandoned to the session's holder", exc, key)
                 except Exception as exc:  # isolation: report, keep this worker and the others going
                     if is_disk_full(exc):  # one line, not a traceback per message (docs/behaviour.md §12)
                         log.error("job failed in %s: disk full (%s)", key, " ".join(str(exc).split()))

@@ -1,9 +1,11 @@
 """The engine interface behind `SessionStore` (seed §3; docs/behaviour.md §0, §12).
 
-There is one engine, `SqliteBackend`: the same SQL runs on `state.db` and, when that cannot be
+The built-in engine is `SqliteBackend`: the same SQL runs on `state.db` and, when that cannot be
 opened, on the journaled in-memory database of degraded mode (`journal.JournaledDatabase`). This
-Protocol is what the state machine needs from it, with typed records (`records.py`) instead of
-untyped dicts; another engine (e.g. a shared server database) would implement the same.
+Protocol is what the state machine needs from an engine, with typed records (`records.py`)
+instead of untyped dicts; other engines come from the `hermes_core.store_backends` entry-point
+group (`backends.py`) and must pass `hermes_core.testing.StoreBackendContract`. An engine shared
+by several gateway replicas also implements `LeasedBackend` (below).
 
 Each method is atomic on its own and returns once its writes are durable. Times: `*_ts` epoch
 seconds UTC, `*_iso` ISO-8601 UTC text.
@@ -11,9 +13,13 @@ seconds UTC, `*_iso` ISO-8601 UTC text.
 
 from __future__ import annotations
 
-from typing import Iterable, Protocol
+from contextlib import contextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass
+from typing import Iterable, Iterator, Protocol, runtime_checkable
 
-from ..model import SessionEntry, TokenUsage
+from ..model import SessionEntry, SessionSource, TokenUsage
+from .db import StoreError
 from .records import (AliasRow, IntakeRow, MessageRow, NewObligation, Obligation, SearchHit, SessionRow,
                       SessionSummary, StoredMessage, TurnMarker)
 
@@ -24,6 +30,11 @@ class StoreBackend(Protocol):
     @property
     def degraded(self) -> bool:
         """True on the degraded engine (in memory, made durable by the journal)."""
+
+    @property
+    def shared(self) -> bool:
+        """True when other gateway replicas write the same database (a server engine): the
+        store then caches no entry and writes touch times through."""
 
     async def open(self) -> None:
         """Open the storage. Raises sqlite3.Error / OSError / StoreError when it cannot."""
@@ -198,3 +209,85 @@ class StoreBackend(Protocol):
                            now_iso: str) -> None:
         """Insert the alias, or point an existing `(platform, alias_id)` at `canonical_id` (source
         replaced, `last_seen` = now, `first_seen` kept)."""
+
+
+# ---- leases (engines shared by several gateway replicas) --------------------------------------
+
+
+class LeaseLostError(StoreError):
+    """A write for `session_key` was refused because this replica does not hold that session's
+    lease (it expired and another replica took it over, or another replica holds it): nothing
+    of the write was stored. The replica must stop working on that session."""
+
+    def __init__(self, session_key: str, message: str) -> None:
+        super().__init__(message)
+        self.session_key = session_key
+
+
+@dataclass(frozen=True, slots=True)
+class LeaseGrant:
+    """A lease this replica now holds: `token` is the fencing counter every write of the
+    session checks; `takeover` is True when the previous grant was never released (its holder
+    crashed, stalled or was partitioned), so that session's crash recovery must run first."""
+
+    session_key: str
+    token: int
+    takeover: bool
+    previous_holder: str | None = None
+
+
+_LEASE_SCOPE: ContextVar[dict[str, int] | None] = ContextVar("hermes_lease_scope", default=None)
+
+
+@contextmanager
+def lease_scope() -> Iterator[dict[str, int]]:
+    """Run one unit of work (a job of the runner) under the lease tokens it first writes with.
+
+    Inside the scope, the first write for a session key fixes the token of the lease this
+    replica holds (or is granted) at that moment; every later write of the scope must carry
+    that same token. So work begun under a lease this replica lost can never write again, not
+    even after the replica took the session back under a new token. Yields the `{key: token}`
+    map (tasks started inside the scope share it).
+    """
+    tokens: dict[str, int] = {}
+    reset = _LEASE_SCOPE.set(tokens)
+    try:
+        yield tokens
+    finally:
+        _LEASE_SCOPE.reset(reset)
+
+
+def scope_tokens() -> dict[str, int] | None:
+    """The `{key: token}` map of the enclosing `lease_scope`, or None outside any."""
+    return _LEASE_SCOPE.get()
+
+
+@runtime_checkable
+class LeasedBackend(Protocol):
+    """What a shared engine adds: per-session leases with fencing (docs/architecture.md §7).
+
+    Every write for a session key checks, in its own transaction, that this replica holds the
+    key's lease with the token it was granted — inside a `lease_scope`, the token the scope
+    first wrote with — raising LeaseLostError otherwise; a key never leased, or released, is
+    granted in that same transaction. Lease times are the database's."""
+
+    replica_id: str
+
+    async def acquire_lease(self, session_key: str, *, sticky: bool = False) -> LeaseGrant | None:
+        """Take (or keep) the lease of a key. None when another replica holds it live. A
+        `sticky` lease (an ingress receiver's) is renewed until released, never released for
+        being idle."""
+
+    async def release_lease(self, session_key: str) -> None:
+        """Give the lease up (no-op when not held)."""
+
+    def holds_lease(self, session_key: str) -> bool:
+        """True when this replica believes it holds the key's lease (writes still verify)."""
+
+    async def orphaned_leases(self) -> list[str]:
+        """Keys whose lease expired without being released (their holder crashed or stalled),
+        oldest expiry first: each needs a takeover."""
+
+    async def wait_for_intake(self, timeout_s: float) -> list[str]:
+        """Wait up to `timeout_s` seconds for hints that other replicas accepted input (the
+        session keys hinted); an empty list means "poll now" — hints may be lost."""

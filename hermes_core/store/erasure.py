@@ -76,6 +76,8 @@ class ErasureOps:
         backend = self._b()
         if backend.degraded:
             raise StoreError(self.degraded_reason or "state.db cannot be opened; the store is degraded")
+        if getattr(backend, "db", None) is None:  # a server engine ([store] backend): not built there yet
+            raise StoreError("erasing and deleting are built for the SQLite store (state.db) only")
         return backend.db
 
     async def list_all_sessions(self, *, limit: int, offset: int = 0) -> tuple[list[dict[str, Any]], int]:

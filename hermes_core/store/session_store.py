@@ -32,6 +32,8 @@ from ..model import (
 from ..settings import GatewayConfig, ensure_private_dir
 from .aliases import AliasMap, AliasOps
 from .backend import StoreBackend
+from .backends import BUILTIN_BACKEND, create_store_backend
+from .claims import ClaimOps
 from .db import Database, SchemaTooNewError, StoreError
 from .home_lock import HomeLock
 from .keylocks import KeyedLocks
@@ -52,7 +54,7 @@ _CACHE_SIZE = 4096
 OLD_DEGRADED_MARKER = ".degraded-since"
 
 
-class SessionStore(TurnOps, TranscriptOps, AliasOps, ErasureOps):
+class SessionStore(TurnOps, TranscriptOps, AliasOps, ErasureOps, ClaimOps):
     """Routes session keys to sessions and stores transcripts (seed §3).
 
     Args:
@@ -142,20 +144,19 @@ class SessionStore(TurnOps, TranscriptOps, AliasOps, ErasureOps):
             self._home_lock.acquire()
         try:
             ensure_private_dir(self.sessions_dir)  # sessions.json, and the journal when degraded
-            backend = SqliteBackend(self.database_class(self.config.db_path, self.config.storage.busy_timeout_s))
-            try:
-                ensure_private_dir(self.config.db_path.parent)
+            if self.config.store.backend == BUILTIN_BACKEND:
+                backend = await self._open_sqlite()
+            else:
+                # A server engine: no degraded fallback (a private copy would fork the
+                # conversations other replicas see); failing to open fails the start.
+                backend = create_store_backend(self.config)
                 await backend.open()
-            except SchemaTooNewError:
-                raise
-            except (sqlite3.Error, OSError, StoreError) as exc:
-                self.degraded_reason = f"state.db {self.config.db_path} cannot be opened: {exc}"
-                # Announced once, loudly: the gateway keeps working but without SQLite.
-                log.error("%s; running DEGRADED on an in-memory copy journaled to %s + {session_id}.jsonl "
-                          "transcripts", self.degraded_reason, self.sessions_dir / JOURNAL_FILE_NAME)
-                backend = await self._open_degraded()
+            if backend.shared:
+                # Other replicas write the same rows: nothing may be served from memory or
+                # written behind (a late touch could overwrite a newer entry).
+                self.cache_size = 0
             merged = False
-            if self._lock_home and not backend.degraded:
+            if self._lock_home and isinstance(backend, SqliteBackend) and not backend.degraded:
                 merged = await self._merge_journal(backend)
                 self._warn_old_degraded_files()
             await self._load_aliases(backend)
@@ -173,6 +174,22 @@ class SessionStore(TurnOps, TranscriptOps, AliasOps, ErasureOps):
         except BaseException:
             self._home_lock.release()
             raise
+
+    async def _open_sqlite(self) -> SqliteBackend:
+        """`state.db`, or the degraded engine when it cannot be opened (docs/behaviour.md §12)."""
+        backend = SqliteBackend(self.database_class(self.config.db_path, self.config.storage.busy_timeout_s))
+        try:
+            ensure_private_dir(self.config.db_path.parent)
+            await backend.open()
+        except SchemaTooNewError:
+            raise
+        except (sqlite3.Error, OSError, StoreError) as exc:
+            self.degraded_reason = f"state.db {self.config.db_path} cannot be opened: {exc}"
+            # Announced once, loudly: the gateway keeps working but without SQLite.
+            log.error("%s; running DEGRADED on an in-memory copy journaled to %s + {session_id}.jsonl "
+                      "transcripts", self.degraded_reason, self.sessions_dir / JOURNAL_FILE_NAME)
+            backend = await self._open_degraded()
+        return backend
 
     async def _open_degraded(self) -> SqliteBackend:
         """The same engine on an in-memory database, rebuilt from the journal of the sessions
@@ -391,6 +408,9 @@ class SessionStore(TurnOps, TranscriptOps, AliasOps, ErasureOps):
                                      end_session=(entry.session_id, "suspended"), clear_marker=True)
                     return clone_entry(new)
                 entry.updated_at = now
+                if self._b().shared:
+                    await self._save(entry)
+                    return clone_entry(entry)
                 self._remember(entry)
                 self._touched[key] = entry
                 if self._mirror is not None:

@@ -83,6 +83,11 @@ class SqliteBackend:
         """True on the degraded engine (an in-memory database made durable by the journal)."""
         return self.db.is_memory
 
+    @property
+    def shared(self) -> bool:
+        """False: `state.db` belongs to one gateway (the home lock)."""
+        return False
+
     async def open(self) -> None:
         await self.db.open()
 

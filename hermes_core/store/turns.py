@@ -60,7 +60,8 @@ class TurnOps(IntakeOps, LedgerOps):
         "started_ts" (epoch seconds UTC)}]`, oldest first (for the recovery sweep)."""
         return [marker.as_dict() for marker in await self._b().turn_markers()]
 
-    async def recover_interrupted_turns(self, max_age_seconds: float) -> list[str]:
+    async def recover_interrupted_turns(self, max_age_seconds: float, *,
+                                        only_keys: set[str] | None = None) -> list[str]:
         """Crash recovery (seed §7): promote each persisted turn marker whose turn has no
         persisted reply to `resume_pending=True`, `resume_reason="restart_interrupted"` (a
         reason a drain already set — `restart_timeout`, `shutdown_timeout` — is kept, with its
@@ -71,6 +72,8 @@ class TurnOps(IntakeOps, LedgerOps):
         normal reply: a silence marker owes `SILENT_NOTICE`, sent as is) with the reply prefixed
         by `RECOVERED_PREFIX` (it may already have reached the chat), and the marker is cleared;
         the start-up ledger sweep delivers it once (seed §7). Sessions without a marker are untouched.
+        With `only_keys`, only those sessions' markers are recovered (a takeover of one session
+        on a shared engine: `claims.ClaimOps.claim_session`).
 
         Returns:
             The session keys marked resume_pending.
@@ -80,6 +83,8 @@ class TurnOps(IntakeOps, LedgerOps):
             now_ts = self._now().timestamp()
             for marker in await self._b().turn_markers():
                 key = marker.session_key
+                if only_keys is not None and key not in only_keys:
+                    continue
                 if now_ts - marker.started_ts > max_age_seconds:
                     log.info("turn marker of %s is stale (%.0f s); cleared without resuming",
                              key, now_ts - marker.started_ts)

@@ -4,6 +4,7 @@ Fixtures come from the `pytest11` entry point (`hermes_core.testing.pytest_plugi
 contract suites are imported from here and subclassed in a plugin's tests::
 
     from hermes_core.testing import AdapterContract, PluginContract, RedactionContract, SessionKeyContract
+    from hermes_core.testing import StoreBackendContract    # store engines (store_contract.py)
 
 Also: `CapturingAdapter` / `FakeGateway` / `FakeClock` (fakes.py), `PII_SAMPLES` (pii_corpus.py),
 `write_distribution` / `DistributionSandbox` (distributions.py).
@@ -20,7 +21,7 @@ from typing import Any
 import pytest
 
 pytest.register_assert_rewrite("hermes_core.testing.contract", "hermes_core.testing.fakes",
-                               "hermes_core.testing.distributions")
+                               "hermes_core.testing.distributions", "hermes_core.testing.store_contract")
 
 _EXPORTS = {
     "AdapterContract": "contract", "PluginContract": "contract", "RedactionContract": "contract",
@@ -30,6 +31,7 @@ _EXPORTS = {
     "SentMessage": "fakes",
     "NON_PII_TEXTS": "pii_corpus", "PII_SAMPLES": "pii_corpus", "PiiSample": "pii_corpus",
     "samples_for": "pii_corpus",
+    "StoreBackendContract": "store_contract",
 }
 
 __all__ = sorted(_EXPORTS)

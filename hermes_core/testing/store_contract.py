@@ -1,0 +1,310 @@
+"""The store contract: what every store engine (`hermes_core.store.backend.StoreBackend`) must
+do, checked on an open, empty engine (docs/architecture.md §7, §8; docs/behaviour.md §2, §3, §5, §6).
+
+The core runs it on SQLite; a store-backend distribution subclasses it with its own engine::
+
+    from hermes_core.testing import StoreBackendContract
+
+    class TestAcmeStore(StoreBackendContract):
+        @pytest.fixture
+        async def store_backend(self):
+            backend = AcmeBackend(...)         # a fresh, empty database
+            await backend.open()
+            yield backend
+            await backend.close()
+
+Every check drives the engine through the Protocol only and compares literal values: the same
+calls give the same answers on every engine.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime, timedelta, timezone
+
+import pytest
+
+from ..model import SessionEntry, SessionSource, TokenUsage, format_timestamp
+from ..store.db import StoreError
+from ..store.records import MessageRow, NewObligation
+
+T0 = datetime(2026, 1, 1, 12, 0, 0, tzinfo=timezone.utc)
+
+
+def source(user: str = "u1", chat: str = "c1", chat_type: str = "dm") -> SessionSource:
+    """A Telegram-like origin for contract entries."""
+    return SessionSource(platform="telegram", chat_id=chat, chat_type=chat_type, user_id=user, user_name="Ann")
+
+
+def entry(key: str = "agent:main:telegram:dm:u1", session_id: str = "20260101_120000_aaaaaaaa",
+          *, at: datetime = T0, origin: SessionSource | None = None, **fields) -> SessionEntry:
+    """A route entry for `key` pointing at `session_id`, created and updated at `at`."""
+    origin = origin or source()
+    return SessionEntry(session_key=key, session_id=session_id, created_at=at, updated_at=at, origin=origin,
+                        platform=origin.platform, chat_type=origin.chat_type, **fields)
+
+
+def row(role: str, content: str | None, at: datetime = T0, **fields) -> MessageRow:
+    """A transcript row stamped `at`."""
+    return MessageRow(role=role, content=content, timestamp=format_timestamp(at), **fields)
+
+
+def obligation(key: str, sid: str, content: str, *, message_id: int | None = None) -> NewObligation:
+    """A 'pending' obligation for `content`, recorded at T0."""
+    return NewObligation(session_key=key, session_id=sid, origin=json.dumps(source().to_dict()), content=content,
+                         internal=False, reply_to="m1", now_iso=format_timestamp(T0), now_ts=T0.timestamp(),
+                         message_id=message_id)
+
+
+KEY = "agent:main:telegram:dm:u1"
+SID = "20260101_120000_aaaaaaaa"
+
+
+class StoreBackendContract:
+    """Checks every store engine passes. Subclasses provide the async fixture `store_backend`:
+    an open engine on an empty database (closed by the fixture)."""
+
+    @pytest.fixture
+    def store_backend(self):  # pragma: no cover - always overridden
+        raise NotImplementedError("a StoreBackendContract subclass must define the store_backend fixture")
+
+    # ---- routes and sessions ----------------------------------------------------------------
+
+    async def test_new_session_route_round_trip(self, store_backend):
+        b = store_backend
+        assert await b.has_any_sessions() is False
+        await b.save(entry(), new_session=True)
+        got = await b.get_route(KEY)
+        assert (got.session_key, got.session_id, got.updated_at, got.origin.user_id) == (KEY, SID, T0, "u1")
+        assert (await b.route_for_session_id(SID)).session_key == KEY
+        info = await b.session_info(SID)
+        assert (info.session_key, info.platform, info.chat_id, info.participant_id, info.created_at,
+                info.ended_at) == (KEY, "telegram", "c1", "u1", "2026-01-01T12:00:00+00:00", None)
+        assert await b.has_any_sessions() is True
+        assert await b.get_route("agent:main:telegram:dm:nobody") is None
+        assert await b.session_info("20260101_120000_ffffffff") is None
+
+    async def test_reset_ends_the_old_session_and_switch_reopens_it(self, store_backend):
+        b = store_backend
+        old, new = SID, "20260101_130000_bbbbbbbb"
+        await b.save(entry(), new_session=True)
+        later = T0 + timedelta(hours=1)
+        await b.save(entry(session_id=new, at=later), new_session=True, parent_session_id=old,
+                     end_session=(old, "reset"))
+        ended = await b.session_info(old)
+        assert (ended.ended_at, ended.end_reason) == ("2026-01-01T13:00:00+00:00", "reset")
+        assert (await b.session_info(new)).parent_session_id == old
+        await b.save(entry(session_id=old, at=later), end_session=(new, "session_switch"), reopen_session=old)
+        assert ((await b.session_info(old)).ended_at, (await b.session_info(new)).end_reason) == (None,
+                                                                                               "session_switch")
+        assert (await b.get_route(KEY)).session_id == old
+
+    async def test_session_row_counters_follow_the_entry(self, store_backend):
+        b = store_backend
+        await b.save(entry(), new_session=True)
+        counted = entry(input_tokens=7, output_tokens=5, total_tokens=12, estimated_cost_usd=0.25,
+                        cost_status="estimated", at=T0 + timedelta(minutes=5))
+        await b.save(counted, usage=TokenUsage(input_tokens=7, output_tokens=5, total_tokens=12))
+        info = await b.session_info(SID)
+        assert (info.input_tokens, info.output_tokens, info.total_tokens, info.estimated_cost_usd,
+                info.cost_status, info.updated_at) == (7, 5, 12, 0.25, "estimated", "2026-01-01T12:05:00+00:00")
+
+    async def test_listing_pruning_and_resume_pending(self, store_backend):
+        b = store_backend
+        keys = [f"agent:main:telegram:dm:u{i}" for i in range(3)]
+        for i, key in enumerate(keys):
+            await b.save(entry(key, f"20260101_120000_0000000{i}", at=T0 + timedelta(hours=i)), new_session=True)
+        assert [e.session_key for e in await b.list_routes(None)] == keys[::-1]
+        assert [e.session_key for e in await b.list_routes((T0 + timedelta(hours=1)).timestamp())] == keys[:0:-1]
+        flagged = entry(keys[0], "20260101_120000_00000000", resume_pending=True, resume_reason="restart_timeout")
+        await b.save(flagged)
+        assert [e.session_key for e in await b.resume_pending_routes()] == [keys[0]]
+        await b.save_many([entry(keys[1], "20260101_120000_00000001", at=T0 + timedelta(hours=9))])
+        assert (await b.get_route(keys[1])).updated_at == T0 + timedelta(hours=9)
+        assert await b.routes_older_than((T0 + timedelta(hours=3)).timestamp()) == [(keys[0], False), (keys[2], False)]
+        await b.delete_routes([keys[0]])
+        assert await b.get_route(keys[0]) is None
+        # Pruning removes only the route: the session is not ended and the next message on the
+        # key re-adopts it (docs/behaviour.md §2).
+        pruned = await b.session_info("20260101_120000_00000000")
+        assert (pruned.end_reason, pruned.ended_at) == (None, None)
+        assert (await b.adoptable_session(keys[0])).session_id == "20260101_120000_00000000"
+        assert await b.adoptable_session(keys[1]) is None  # its route still points at it
+
+    # ---- transcripts ---------------------------------------------------------------------
+
+    async def test_append_load_count_rewrite_rewind(self, store_backend):
+        b = store_backend
+        await b.save(entry(), new_session=True)
+        assert await b.session_had_turn(SID) is False
+        first = await b.append_message(SID, row("user", "hello there", platform_message_id="m1"))
+        second = await b.append_message(SID, row("assistant", "hi Ann"))
+        assert second > first
+        await b.append_message(SID, row("user", "second question"))
+        await b.append_message(SID, row("assistant", "second answer", reasoning='{"reasoning": "asked twice"}'))
+        loaded = await b.load_messages(SID)
+        assert loaded[3]["reasoning"] == "asked twice"  # kept beside the text (docs/behaviour.md §3)
+        assert [(m["role"], m["content"]) for m in loaded] == [
+            ("user", "hello there"), ("assistant", "hi Ann"), ("user", "second question"),
+            ("assistant", "second answer")]
+        assert loaded[0]["platform_message_id"] == "m1"
+        assert (await b.count_turns(SID), await b.session_had_turn(SID)) == (2, True)
+        assert await b.rewind(SID, 1) == {"rewound_count": 2, "turns_undone": 1, "target_text": "second question"}
+        assert await b.count_turns(SID) == 1
+        assert (await b.session_info(SID)).rewind_count == 1
+        await b.rewrite(SID, [row("user", "summary"), row("assistant", "ok", tool_calls='[{"id": "t1"}]')])
+        assert [(m["role"], m["content"]) for m in await b.load_messages(SID)] == [("user", "summary"),
+                                                                                 ("assistant", "ok")]
+        assert await b.load_messages("20260101_120000_ffffffff") == []
+        assert await b.rewind("20260101_120000_ffffffff", 1) is None
+
+    # ---- turns ---------------------------------------------------------------------------
+
+    async def test_begin_turn_sets_the_marker_and_runs_the_intake_row(self, store_backend):
+        b = store_backend
+        await b.save(entry(), new_session=True)
+        inbound = await b.intake_accept("telegram", "c1", "m1", KEY, '{"text": "hi"}', "2026-01-01T12:00:00Z",
+                                        T0.timestamp())
+        await b.begin_turn(KEY, SID, row("user", "hi", platform_message_id="m1"), T0.timestamp(), inbound)
+        [marker] = await b.turn_markers()
+        assert (marker.session_key, marker.session_id, marker.started_ts) == (KEY, SID, T0.timestamp())
+        assert [(r.id, r.state) for r in await b.intake_open()] == [(inbound, "running")]
+        assert await b.reply_row_after(SID, marker.message_id) is None
+        await b.end_turn(KEY)
+        assert await b.turn_markers() == []
+
+    async def test_begin_turn_without_a_route_writes_nothing(self, store_backend):
+        b = store_backend
+        with pytest.raises(StoreError):
+            await b.begin_turn(KEY, SID, row("user", "hi"), T0.timestamp())
+        assert await b.load_messages(SID) == []
+
+    async def test_resume_turn_only_without_a_reply(self, store_backend):
+        b = store_backend
+        await b.save(entry(), new_session=True)
+        await b.append_message(SID, row("user", "unanswered", platform_message_id="m9"))
+        last = await b.resume_turn(KEY, SID, T0.timestamp() + 5)
+        assert (last.content, last.platform_message_id) == ("unanswered", "m9")
+        assert [(m.message_id, m.started_ts) for m in await b.turn_markers()] == [(last.id, T0.timestamp() + 5)]
+        await b.record_reply(KEY, SID, row("assistant", "answered"), None)
+        assert await b.turn_markers() == []
+        assert await b.resume_turn(KEY, SID, T0.timestamp() + 9) is None
+
+    async def test_record_reply_with_its_obligation_in_one_write(self, store_backend):
+        b = store_backend
+        await b.save(entry(), new_session=True)
+        await b.begin_turn(KEY, SID, row("user", "hi"), T0.timestamp())
+        [marker] = await b.turn_markers()
+        message_id, ob_id = await b.record_reply(KEY, SID, row("assistant", "hello"), obligation(KEY, SID, "hello"))
+        assert (await b.reply_row_after(SID, marker.message_id)).id == message_id
+        assert await b.obligation_for_message(message_id) == ob_id
+        assert await b.turn_markers() == []
+        [ob] = await b.obligations(("pending",))
+        assert (ob.id, ob.content, ob.state, ob.attempts, ob.internal, ob.message_id, ob.reply_to,
+                ob.created_ts) == (ob_id, "hello", "pending", 0, False, message_id, "m1", T0.timestamp())
+        await b.obligation_update(ob_id, "attempting", "2026-01-01T12:00:01Z", T0.timestamp() + 1, attempt=True)
+        await b.obligation_update(ob_id, "failed", "2026-01-01T12:00:02Z", T0.timestamp() + 2, error="HTTP 502")
+        [ob] = await b.obligations(("failed",))
+        assert (ob.attempts, ob.last_error, ob.updated_ts) == (1, "HTTP 502", T0.timestamp() + 2)
+        await b.obligation_update(ob_id, "delivered", "2026-01-01T12:00:03Z", T0.timestamp() + 3, attempt=True)
+        assert await b.obligations(("pending", "attempting", "failed")) == []
+        assert await b.obligations_prune(T0.timestamp() + 3) == 0
+        assert await b.obligations_prune(T0.timestamp() + 4) == 1
+        # An orphan reply adopted by recovery: the obligation carries an existing row.
+        _none, adopted = await b.record_reply(KEY, SID, None, obligation(KEY, SID, "hello", message_id=message_id))
+        assert (await b.obligations(("pending",)))[0].message_id == message_id and adopted is not None
+
+    async def test_delivery_reports_find_their_obligation_by_sent_id(self, store_backend):
+        b = store_backend
+        await b.save(entry(), new_session=True)
+        _, ob_id = await b.record_reply(KEY, SID, row("assistant", "two chunks"), obligation(KEY, SID, "two chunks"))
+        await b.obligation_update(ob_id, "delivered", "2026-01-01T12:00:01Z", T0.timestamp() + 1,
+                                  sent_ids='["wamid.1", "wamid.2"]')
+        assert await b.obligation_by_sent_id("telegram", "wamid.2", T0.timestamp()) == (ob_id, "delivered")
+        assert await b.obligation_by_sent_id("slack", "wamid.2", T0.timestamp()) is None
+        assert await b.obligation_by_sent_id("telegram", "wamid.3", T0.timestamp()) is None
+        assert await b.obligation_by_sent_id("telegram", "wamid.1", T0.timestamp() + 2) is None
+        # A later update without ids keeps the recorded ones.
+        await b.obligation_update(ob_id, "delivered", "2026-01-01T12:00:03Z", T0.timestamp() + 3, error="read")
+        assert await b.obligation_by_sent_id("telegram", "wamid.1", T0.timestamp() + 2) == (ob_id, "delivered")
+
+    # ---- intake --------------------------------------------------------------------------
+
+    async def test_intake_dedupe_order_merge_and_prune(self, store_backend):
+        b = store_backend
+        now = format_timestamp(T0)
+        ids = [await b.intake_accept("telegram", "c1", f"m{i}", KEY, f'{{"n": {i}}}', now, T0.timestamp() + i)
+               for i in range(3)]
+        assert ids == sorted(ids) and None not in ids
+        assert await b.intake_accept("telegram", "c1", "m1", KEY, '{"n": 1}', now, T0.timestamp()) is None
+        assert await b.intake_accept("telegram", "c2", "m1", KEY, None, now, T0.timestamp(), done=True) is not None
+        assert await b.intake_accept("telegram", "c2", "m1", KEY, None, now, T0.timestamp(), done=True) is None
+        await b.intake_merge(ids[0], '{"n": "0+1"}', [ids[1]], T0.timestamp() + 5)
+        assert [(r.id, r.session_key, r.payload, r.state) for r in await b.intake_open()] == [
+            (ids[0], KEY, '{"n": "0+1"}', "pending"), (ids[2], KEY, '{"n": 2}', "pending")]
+        await b.intake_finish(ids[0], T0.timestamp() + 6)
+        assert [r.id for r in await b.intake_open()] == [ids[2]]
+        # 'done' rows accepted before the cut: m0, m1 and the dedupe-only c2/m1 row (not the open m2).
+        assert await b.intake_prune(T0.timestamp() + 2) == 3
+        assert await b.intake_accept("telegram", "c1", "m0", KEY, None, now, T0.timestamp(), done=True) is not None
+
+    # ---- search --------------------------------------------------------------------------
+
+    async def test_search_matches_every_word_scoped_to_the_owner(self, store_backend):
+        b = store_backend
+        other = "20260101_120000_cccccccc"
+        await b.save(entry(), new_session=True)
+        await b.save(entry("agent:main:telegram:dm:u2", other, origin=source("u2", "c2")), new_session=True)
+        hit = await b.append_message(SID, row("user", "the blue whale sings at night"))
+        await b.append_message(SID, row("user", "a blue car"))
+        other_hit = await b.append_message(other, row("user", "blue whale facts"))
+        results = await b.search('"blue" "whale"', 10, 0, None)
+        assert sorted((h.session_id, h.message_id) for h in results) == sorted([(SID, hit), (other, other_hit)])
+        assert len(await b.search('"blue" "whale"', 1, 0, None)) == 1
+        assert [h.message_id for h in await b.search('"blue" "whale"', 10, 1, None)] == [results[1].message_id]
+        assert len(await b.search('"blue" "whale"', 10, 0, "telegram")) == 2
+        assert await b.search('"blue" "whale"', 10, 0, "slack") == []
+        # Each hit carries its session's origin: the store scopes hits to their owner with it.
+        mine = [h for h in results if h.session_id == SID]
+        assert json.loads(mine[0].origin)["user_id"] == "u1"
+        assert "[blue]" in mine[0].snippet and "[whale]" in mine[0].snippet
+        await b.rewind(SID, 2)
+        assert [h.session_id for h in await b.search('"whale"', 10, 0, None)] == [other]
+        assert await b.fts_check_and_repair() is False
+
+    async def test_titles_and_recent_sessions(self, store_backend):
+        b = store_backend
+        other = "20260101_120000_dddddddd"
+        await b.save(entry(), new_session=True)
+        await b.save(entry(session_id=other, at=T0 + timedelta(minutes=1)), new_session=True)
+        await b.append_message(SID, row("user", "first words", at=T0 + timedelta(minutes=5)))
+        assert await b.set_title(other, "Trip plans") is True
+        assert await b.set_title("20260101_120000_ffffffff", "nobody") is False
+        assert (await b.session_info(other)).title == "Trip plans"
+        listed = await b.recent_sessions("telegram", 10)
+        assert [(s.session_id, s.title, s.message_count, s.first_user_text) for s in listed] == [
+            (SID, None, 1, "first words"), (other, "Trip plans", 0, None)]
+        assert listed[0].last_activity == "2026-01-01T12:05:00+00:00"
+        assert await b.recent_sessions("slack", 10) == []
+
+    # ---- meta, mirror, import, aliases -----------------------------------------------------
+
+    async def test_meta_mirror_import_and_aliases(self, store_backend):
+        b = store_backend
+        assert await b.get_meta("mirror_signature") is None
+        await b.set_meta("mirror_signature", "10:20")
+        await b.set_meta("mirror_signature", "11:21")
+        assert await b.get_meta("mirror_signature") == "11:21"
+        imported = [entry(), entry("agent:main:telegram:dm:u2", "20260101_120000_dddddddd", input_tokens=3)]
+        assert await b.import_entries(imported, False) == (2, 0)
+        assert await b.import_entries(imported[:1], False) == (0, 1)
+        assert (await b.session_info("20260101_120000_dddddddd")).input_tokens == 3
+        mirror = json.loads(await b.render_mirror())
+        assert sorted(k for k in mirror if not k.startswith("_")) == [KEY, "agent:main:telegram:dm:u2"]
+        assert mirror[KEY]["session_id"] == SID
+        await b.upsert_alias("telegram", "-100", "-200", "migrate", "2026-01-01T12:00:00Z")
+        await b.upsert_alias("telegram", "-100", "-300", "migrate2", "2026-01-02T12:00:00Z")
+        [alias] = await b.alias_rows()
+        assert alias.as_dict() == {"platform": "telegram", "alias_id": "-100", "canonical_id": "-300",
+                                   "source": "migrate2", "first_seen": "2026-01-01T12:00:00Z",
+                                   "last_seen": "2026-01-02T12:00:00Z"}
