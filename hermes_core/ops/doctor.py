@@ -12,6 +12,7 @@ from `state.db`. Repairs that need the store are refused while a gateway holds t
 
 from __future__ import annotations
 
+import asyncio
 import os
 import shutil
 import sqlite3
@@ -27,6 +28,8 @@ OK, WARN, FAIL, FIXED = "ok", "warn", "fail", "fixed"
 # rewrite need room) or warns.
 DISK_FAIL_BYTES = 100 * 1024 * 1024
 DISK_WARN_BYTES = 1024 * 1024 * 1024
+# Seconds `--online` waits for one platform to answer.
+ONLINE_TIMEOUT_S = 15.0
 
 
 @dataclass(frozen=True)
@@ -89,6 +92,30 @@ def check_credentials(config: Any, settings: dict[str, Any]) -> list[Check]:
             checks.append(Check(f"credentials {platform}", FAIL, f"not set: {names}"))
         else:
             checks.append(Check(f"credentials {platform}", OK, "present" if model is not None else "none needed"))
+    return checks
+
+
+async def check_online(config: Any, settings: dict[str, Any]) -> list[Check]:
+    """`--online`: each enabled platform's adapter reaches its platform with the configured
+    credentials (`BaseAdapter.check_online`); nothing is received or sent."""
+    from ..plugin_system.adapters import resolve_adapter_classes
+    from ..plugin_system.manager import create_plugin_manager
+
+    _pm, report = create_plugin_manager(config)
+    classes = resolve_adapter_classes(config.enabled_platforms(), report, config=config)
+    checks = []
+    for platform, cls in sorted(classes.items()):
+        try:
+            adapter = cls(settings.get(platform))
+            who = await asyncio.wait_for(adapter.check_online(), ONLINE_TIMEOUT_S)
+        except Exception as exc:  # one line naming what failed; adapters never put secrets in it
+            detail = " ".join(str(exc).split()) or type(exc).__name__
+            checks.append(Check(f"online {platform}", FAIL, detail))
+            continue
+        if who is None:
+            checks.append(Check(f"online {platform}", WARN, "this platform has no online check"))
+        else:
+            checks.append(Check(f"online {platform}", OK, f"reachable: {who}"))
     return checks
 
 
@@ -244,12 +271,14 @@ async def repair_store(config: Any, checks: list[Check]) -> list[Check]:
     return [fixed.get(c.name) or c if c.name in wanted else c for c in checks]
 
 
-async def run_doctor(config: Any, *, fix: bool = False) -> list[Check]:
-    """Every check in order: home, lock, plugins, credentials, state.db, leftovers, disk.
+async def run_doctor(config: Any, *, fix: bool = False, online: bool = False) -> list[Check]:
+    """Every check in order: home, lock, plugins, credentials (and with `online`, each platform
+    reached), state.db, leftovers, disk.
 
     Args:
         config: a loaded GatewayConfig (a config that does not load is the CLI's own first check).
         fix: apply the safe repairs (module docstring).
+        online: reach each enabled platform with its credentials (`check_online`).
     """
     checks = check_home(config, fix)
     lock, _pid = check_lock(config)
@@ -261,6 +290,8 @@ async def run_doctor(config: Any, *, fix: bool = False) -> list[Check]:
                                                "[platforms.<name>] table"))
     if settings is not None:
         checks += check_credentials(config, settings)
+        if online:
+            checks += await check_online(config, settings)
     if Path(config.home).is_dir():
         checks += check_database(config)
         checks += check_leftovers(config)

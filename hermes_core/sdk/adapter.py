@@ -167,3 +167,15 @@ class BaseAdapter(abc.ABC):
     async def health(self) -> dict[str, Any]:
         """Return `{"ok": bool, ...details}`; default: ok."""
         return {"ok": True}
+
+    async def check_online(self) -> str | None:
+        """`hermes-gateway doctor --online` (docs/operations.md §1): reach the platform with the
+        configured credentials, without starting to receive or send anything.
+
+        Returns:
+            One line saying who the credentials are (`"bot @hermes_bot"`), or None when this
+            platform has no online check (the default).
+        Raises:
+            any exception whose message is one line naming what failed, never a secret.
+        """
+        return None

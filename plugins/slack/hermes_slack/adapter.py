@@ -134,6 +134,27 @@ class SlackAdapter(BaseAdapter):
         """`(host, port)` of the HTTP Events API listener, or None."""
         return self._receiver.http_address if self._receiver is not None else None
 
+    async def check_online(self) -> str:
+        """`doctor --online`: `auth.test` with the bot token against `api_base_url`.
+
+        Raises:
+            SlackStartError: the token is missing or rejected, or Slack is unreachable (the
+                message names the setting, never its value).
+        """
+        if self.settings.bot_token is None:
+            raise SlackStartError("platforms.slack.bot_token is not set (set HERMES_PLATFORMS__SLACK__BOT_TOKEN)")
+        client = AsyncWebClient(token=self.settings.bot_token.get_secret_value(),
+                                base_url=self.settings.api_base_url, timeout=10,
+                                logger=logging.getLogger("hermes_slack.web"))
+        try:
+            auth = await client.auth_test()
+        except SlackApiError as exc:
+            error = exc.response.get("error") if exc.response is not None else "error"
+            raise SlackStartError(f"slack auth.test refused the bot token: {error}") from None
+        except Exception as exc:
+            raise SlackStartError(f"slack auth.test failed: {type(exc).__name__}") from None
+        return f"bot {auth.get('user_id')} in workspace {auth.get('team_id')}"
+
     async def start(self) -> None:
         """Check the bot token (`auth.test`), open the thread memory and start receiving.
         Idempotent.

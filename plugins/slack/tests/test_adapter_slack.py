@@ -374,3 +374,15 @@ async def test_secrets_never_reach_logs(slack, make_adapter, caplog):
     for secret in (BOT_TOKEN, APP_TOKEN, SIGNING_SECRET):
         assert secret not in caplog.text
     assert BOT_TOKEN not in repr(adapter.settings) and APP_TOKEN not in repr(adapter.settings)
+
+
+async def test_check_online_is_auth_test_and_a_refused_token_is_one_line(slack):
+    # docs/operations.md §1 (`doctor --online`): who the bot token is, without receiving anything.
+    from fake_slack import adapter_settings
+
+    adapter = SlackAdapter(adapter_settings(slack))
+    assert await adapter.check_online() == "bot U0BOT0001 in workspace T0ACME001"
+    wrong = SlackAdapter(adapter_settings(slack, bot_token="xoxb-not-the-one"))
+    with pytest.raises(SlackStartError) as err:
+        await wrong.check_online()
+    assert str(err.value) == "slack auth.test refused the bot token: invalid_auth"

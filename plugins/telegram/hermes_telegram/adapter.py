@@ -38,7 +38,7 @@ from typing import Any
 
 from aiohttp import web
 from pydantic import BaseModel
-from telegram import BotCommand, ReplyParameters
+from telegram import Bot, BotCommand, ReplyParameters
 from telegram.error import BadRequest, ChatMigrated, InvalidToken, RetryAfter as TgRetryAfter, TelegramError
 from telegram.ext import Application, ApplicationBuilder
 from telegram.warnings import PTBDeprecationWarning, PTBUserWarning
@@ -255,6 +255,28 @@ class TelegramAdapter(BaseAdapter):
             raise TelegramStartError(f"telegram {self.settings.mode} start failed: {self._scrub(exc)}") from None
         self._started = True
         log.info("telegram adapter started (%s) as @%s", self.settings.mode, self.bot_username)
+
+    async def check_online(self) -> str:
+        """`doctor --online`: getMe with the configured token and Bot API base URL.
+
+        Raises:
+            TelegramStartError: no token, the token was rejected, or the API is unreachable
+                (message scrubbed of the token).
+        """
+        if not self._token:
+            raise TelegramStartError("platforms.telegram.bot_token is not set "
+                                     "(set HERMES_PLATFORMS__TELEGRAM__BOT_TOKEN)")
+        bot = Bot(self._token, base_url=self.settings.base_url, base_file_url=self.settings.base_file_url)
+        try:
+            await bot.initialize()  # getMe
+        except InvalidToken:
+            raise TelegramStartError("telegram rejected the bot token") from None
+        except TelegramError as exc:
+            raise TelegramStartError(f"telegram getMe failed: {str(exc).replace(self._token, '***')}") from None
+        try:
+            return f"bot @{bot.username} (id {bot.id})"
+        finally:
+            await bot.shutdown()
 
     async def _advertise_commands(self, app: Application) -> None:
         """`setMyCommands`: the gateway's commands in the chat's "/" menu (`COMMAND_MENU`).

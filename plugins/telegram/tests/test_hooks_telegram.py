@@ -72,3 +72,35 @@ def test_platform_notes_for_a_topic(app_pm):
     other = SessionSource(platform="slack", chat_id="C1", chat_type="channel")
     assert [l for g in pm.hook.hermes_platform_notes(context=SessionContext(source=other)) for l in g
             if "Telegram" in l] == []
+
+
+async def test_doctor_online_reaches_the_bot_api_with_the_token_and_never_shows_it(tg, tmp_path):
+    # docs/operations.md §1: `doctor --online` calls getMe with the configured token.
+    import asyncio
+    import json
+    import os
+    import sys
+    from pathlib import Path
+
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / "hermes.toml").write_text(f'[platforms.telegram]\nenabled = true\nallow_all = true\n'
+                                      f'base_url = "{tg.base_url}"\n')
+    script = str(Path(sys.executable).with_name("hermes-gateway"))
+
+    async def doctor(token):
+        env = dict(os.environ, HERMES_HOME=str(home), HERMES_PLATFORMS__TELEGRAM__BOT_TOKEN=token)
+        env.pop("HERMES_CONFIG", None)
+        proc = await asyncio.create_subprocess_exec(script, "doctor", "--json", "--online", env=env,
+                                                    stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+        out, err = await asyncio.wait_for(proc.communicate(), 60)
+        assert token not in out.decode() + err.decode()
+        return proc.returncode, {row["check"]: row for row in json.loads(out)}
+
+    code, checks = await doctor(tg.token)
+    assert checks["online telegram"] == {"check": "online telegram", "status": "ok",
+                                         "detail": "reachable: bot @hermes_test_bot (id 7000000001)"}
+    code, checks = await doctor("999999:wrong-token")
+    assert code == 1
+    assert checks["online telegram"] == {"check": "online telegram", "status": "fail",
+                                         "detail": "telegram rejected the bot token"}
