@@ -20,6 +20,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 from rich.text import Text
 
+from ..model.text import escape_controls
 from ..model.timeutil import parse_timestamp
 
 # Width of a table that does not go to a terminal (a pipe, a file): wide enough that a session
@@ -48,7 +49,9 @@ def human_time(value: Any) -> str:
 
 
 def human_value(value: Any) -> str:
-    """A cell: None → "", booleans → yes/no, datetimes → `human_time`, lists → comma-joined."""
+    """A cell: None → "", booleans → yes/no, datetimes → `human_time`, lists → comma-joined;
+    text with its control, zero-width and bidi characters escaped (`escape_controls`), so stored
+    names and messages cannot drive the operator's terminal (docs/behaviour.md §7)."""
     if value is None:
         return ""
     if isinstance(value, bool):
@@ -57,7 +60,7 @@ def human_value(value: Any) -> str:
         return human_time(value)
     if isinstance(value, (list, tuple)):
         return ", ".join(human_value(v) for v in value)
-    return str(value)
+    return escape_controls(str(value))
 
 
 def print_table(rows: Sequence[dict[str, Any]], columns: Sequence[str], *, title: str | None = None,

@@ -21,6 +21,8 @@ from typing import Any, Awaitable, Callable
 
 import typer
 
+from ..model.text import escape_controls
+
 from ..model import SessionEntry, format_timestamp
 from ..store import HomeLockedError, SessionStore, StoreError, TranscriptReadError
 from ..store.home_lock import home_is_locked
@@ -184,11 +186,14 @@ def search_cmd(
 
 
 def _markdown(session_id: str, messages: list[dict[str, Any]]) -> str:
+    """The transcript as Markdown. Stored text is shown with its control characters escaped
+    (`escape_controls`): a chat member must not be able to drive the terminal or the viewer the
+    operator reads the export with (docs/behaviour.md §7)."""
     lines = [f"# Session {session_id}", ""]
     for m in messages:
-        lines.append(f"**{m['role']}** ({m['timestamp']})")
+        lines.append(f"**{escape_controls(m['role'])}** ({escape_controls(m['timestamp'])})")
         lines.append("")
-        lines.append(m.get("content") or "")
+        lines.append(escape_controls(m.get("content") or ""))
         if m.get("tool_calls"):
             lines += ["", "```json", json.dumps(m["tool_calls"], ensure_ascii=False, indent=2), "```"]
         lines.append("")

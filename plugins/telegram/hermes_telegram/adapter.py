@@ -61,8 +61,12 @@ STOP_GRACE_S = 10.0  # how long `stop` lets an update in hand reach the gateway
 
 # Loggers that print Bot API URLs (which contain the token): httpx's request lines and PTB's
 # "Set Bot API URL" debug lines. Logger filters do not apply to child loggers, hence the list.
+# Loggers whose records may carry the token (a filter on a logger sees only that logger's own
+# records, so each is named): httpx logs request URLs; PTB's request layer logs a response it
+# cannot parse verbatim, and a proxy's error page may echo the URL path with the token in it.
 TOKEN_LOGGERS = ("httpx", "telegram", "telegram.Bot", "telegram.ext", "telegram.ext.ExtBot",
-                 "telegram.ext.Application", "telegram.request")
+                 "telegram.ext.Application", "telegram.ext.Updater", "telegram.request",
+                 "telegram.request.BaseRequest", "telegram.request.HTTPXRequest")
 
 
 class TelegramStartError(RuntimeError):

@@ -376,6 +376,16 @@ async def test_token_never_appears_in_logs(tg, make_adapter, caplog):
     assert tg.token not in repr(adapter.settings)
 
 
+async def test_a_response_echoing_the_token_is_scrubbed_in_ptbs_request_log(tg, make_adapter, caplog):
+    # PTB's request layer logs an unparsable response verbatim; a proxy's 404 page may echo the path.
+    await make_adapter()
+    with caplog.at_level(logging.DEBUG):
+        logging.getLogger("telegram.request.BaseRequest").error(
+            'Can not load invalid JSON data: "<html>404 not found /bot%s/getMe</html>"', tg.token)
+    assert tg.token not in caplog.text
+    assert "/bot<telegram-token>/getMe" in caplog.text
+
+
 async def test_rejected_token_fails_start_without_echoing_it(tg, caplog):
     adapter = TelegramAdapter({"bot_token": "999:WRONG-secret", "base_url": tg.base_url})
     with caplog.at_level(logging.DEBUG), pytest.raises(TelegramStartError) as info:
