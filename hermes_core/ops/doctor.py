@@ -79,6 +79,21 @@ def check_plugins(config: Any) -> tuple[list[Check], dict[str, Any] | None]:
     return checks, settings
 
 
+def check_access(config: Any, settings: dict[str, Any]) -> list[Check]:
+    """Each enabled network platform allows somebody (docs/behaviour.md §9): a table without
+    `allowed_users`, `allowed_chats`, `allowed_roles` or `allow_all = true` refuses everyone
+    (a warning: the gateway runs, and says the same at start)."""
+    from ..pipeline.access import refusing_platforms
+    from ..plugin_system.settings import common_platform_settings
+
+    common = common_platform_settings(config, settings)
+    refusing = set(refusing_platforms(config.enabled_platforms(), common))
+    return [Check(f"access {platform}", WARN if platform in refusing else OK,
+                  "no allowed_users/allow_all configured: every message will be refused" if platform in refusing
+                  else "allow-list set")
+            for platform in config.enabled_platforms() if platform != "local"]
+
+
 def check_credentials(config: Any, settings: dict[str, Any]) -> list[Check]:
     """Each enabled platform's credentials are present (the settings model's
     `missing_credentials()`; values are never shown)."""
@@ -290,6 +305,7 @@ async def run_doctor(config: Any, *, fix: bool = False, online: bool = False) ->
                                                "[platforms.<name>] table"))
     if settings is not None:
         checks += check_credentials(config, settings)
+        checks += check_access(config, settings)
         if online:
             checks += await check_online(config, settings)
     if Path(config.home).is_dir():

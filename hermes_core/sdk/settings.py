@@ -11,7 +11,10 @@ by the plugin itself.
 
 from __future__ import annotations
 
-from pydantic import ConfigDict, Field
+import json
+from typing import Any
+
+from pydantic import ConfigDict, Field, field_validator
 
 from ..strict_numbers import NoBoolNumbers
 
@@ -53,6 +56,22 @@ class PlatformSettings(NoBoolNumbers):
     home_channel: str | None = None
     home_channel_name: str | None = None
     edits_as_turns: bool = False
+
+    @field_validator("allowed_users", "allowed_chats", "allowed_roles", "admin_users", mode="before")
+    @classmethod
+    def _ids_from_text(cls, value: Any) -> Any:
+        """An id list given as one string (an environment variable,
+        `HERMES_PLATFORMS__TELEGRAM__ALLOWED_USERS=111,222` or `=[111, 222]`): a JSON list, else
+        comma-separated ids. Lists pass unchanged."""
+        if not isinstance(value, str):
+            return value
+        text = value.strip()
+        if text.startswith("["):
+            try:
+                return json.loads(text)
+            except ValueError:
+                pass
+        return [part.strip() for part in text.split(",") if part.strip()]
 
     def missing_credentials(self) -> list[str]:
         """Keys of this table the platform needs to start but that are unset (tokens, account

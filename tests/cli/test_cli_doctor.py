@@ -69,6 +69,19 @@ def test_an_enabled_platform_without_its_token_names_the_variable(tmp_path):
                            HERMES_PLATFORMS__TELEGRAM__BOT_TOKEN="123:abc")
     assert checks["credentials telegram"]["status"] == "ok"
     assert "123:abc" not in json.dumps(checks)
+    # docs/behaviour.md §9: without an allow-list the platform refuses everyone (a warning).
+    assert checks["access telegram"] == {
+        "check": "access telegram", "status": "warn",
+        "detail": "no allowed_users/allow_all configured: every message will be refused"}
+    code, checks = _doctor(home, tmp_path, HERMES_PLATFORMS__TELEGRAM__ENABLED="true",
+                           HERMES_PLATFORMS__TELEGRAM__BOT_TOKEN="123:abc",
+                           HERMES_PLATFORMS__TELEGRAM__ALLOW_ALL="true")
+    assert checks["access telegram"]["status"] == "ok"
+    # An allow-list from the environment: comma-separated ids (or a JSON list).
+    code, checks = _doctor(home, tmp_path, HERMES_PLATFORMS__TELEGRAM__ENABLED="true",
+                           HERMES_PLATFORMS__TELEGRAM__BOT_TOKEN="123:abc",
+                           HERMES_PLATFORMS__TELEGRAM__ALLOWED_USERS="111222333, 444555666")
+    assert (code, checks["access telegram"]["status"]) == (0, "ok")
 
 
 def test_fix_rebuilds_a_damaged_index_and_the_mirror_and_tightens_modes(tmp_path):
