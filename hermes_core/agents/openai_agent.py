@@ -126,6 +126,11 @@ class OpenAIAgent(Agent):
         except openai.APIError as exc:
             raise AgentError(f"chat-completions request to {self.settings.base_url} failed: "
                              f"{type(exc).__name__}: {exc}") from exc
+        # A 200 whose body is not a chat completion (an HTML page, plain text): the client hands
+        # back the raw body instead of raising.
+        if not hasattr(completion, "choices"):
+            raise AgentError(f"chat-completions server at {self.settings.base_url} answered with something "
+                             f"that is not a chat completion ({type(completion).__name__})")
         if not completion.choices:
             raise AgentError(f"chat-completions server at {self.settings.base_url} returned no choices")
         reply = completion.choices[0].message

@@ -20,6 +20,7 @@ class FakeChatServer:
                       "prompt_tokens_details": {"cached_tokens": 3}}
         self.hang = False
         self.status = 200
+        self.html = False
         # Set: the next request waits for this event before answering (then it is cleared).
         self.hold: asyncio.Event | None = None
         # Extra fields of the reply message (what reasoning models add beside the content).
@@ -44,6 +45,8 @@ class FakeChatServer:
         if self.status != 200:
             return web.json_response({"error": {"message": "boom", "type": "server_error"}},
                                      status=self.status)
+        if self.html:  # a 200 that is not a chat completion (a proxy's page)
+            return web.Response(text="<html>upstream says hello</html>", content_type="text/html")
         return web.json_response({
             "id": "chatcmpl-1", "object": "chat.completion", "created": 1700000000,
             "model": self.requests[-1].get("model", "m"),

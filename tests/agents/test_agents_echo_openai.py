@@ -119,6 +119,18 @@ async def test_openai_agent_server_error_is_agent_error(tmp_path, fake_chat_serv
         await agent.aclose()
 
 
+async def test_openai_agent_a_200_that_is_not_a_completion_is_agent_error(tmp_path, fake_chat_server):
+    fake_chat_server.html = True
+    agent = create_agent(_openai_config(tmp_path, fake_chat_server.base_url))
+    try:
+        with pytest.raises(AgentError) as err:
+            await agent.run_turn(CONTEXT, [], "hi")
+        assert str(err.value) == (f"chat-completions server at {fake_chat_server.base_url} answered with "
+                                  "something that is not a chat completion (str)")
+    finally:
+        await agent.aclose()
+
+
 async def test_openai_agent_interrupt_cancels_the_request(tmp_path, fake_chat_server):
     fake_chat_server.hang = True
     agent = create_agent(_openai_config(tmp_path, fake_chat_server.base_url))
