@@ -278,6 +278,8 @@ def run_async(main: Callable[[], Awaitable[Any]], *, expected: tuple[type[BaseEx
     try:
         return asyncio.run(main())
     except (CliError, StartupError, ConfigError, *expected) as exc:
+        if isinstance(exc, StartupError):  # the operator reading gateway.log learns why it stopped
+            log.error("gateway did not start: %s", one_line(exc), extra={"file_only": True})
         if os.environ.get("HERMES_DEBUG"):
             raise
         raise fail(exc) from None

@@ -151,18 +151,21 @@ def show_cmd(
     async def work(store: SessionStore):
         entry = await _resolve(store, key_or_id)
         if entry is None:
-            return None, []
-        return entry, await store.load_transcript(entry.session_id)
+            return None, None, []
+        info = await store.session_info(entry.session_id) or {}
+        return entry, info.get("title"), await store.load_transcript(entry.session_id)
 
-    entry, messages = _run(work)
+    entry, title, messages = _run(work)
     if entry is None:
         raise fail(f"no session with key or id {key_or_id!r}")
     if as_json:
-        print_json({"entry": entry.to_dict(), "messages": messages})
+        print_json({"entry": entry.to_dict(), "title": title, "messages": messages})
         return
     data = entry.to_dict()
     fields = [(name.replace("_", " "), human_time(data.get(name)) if name in _TIME_FIELDS else data.get(name))
               for name in _SHOWN_FIELDS if data.get(name) not in (None, "")]
+    if title:  # set by /new <title> or /title (docs/behaviour.md §11)
+        fields.insert(2, ("title", title))
     if entry.origin is not None:
         fields.append(("origin", entry.origin.description))
     fields.append(("messages", len(messages)))

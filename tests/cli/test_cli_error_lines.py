@@ -43,6 +43,10 @@ def test_missing_override_module_is_one_line(tmp_path):
     code, out, err = _run(tmp_path, ["chat"], HERMES_PLUGINS__OVERRIDES='["nonexistent_mod"]')
     assert (code, out, err) == (2, "", "hermes-gateway: error: deployment override 'nonexistent_mod' failed: "
                                        "ModuleNotFoundError: No module named 'nonexistent_mod'\n")
+    # The log file says it too, for an operator who only reads gateway.log.
+    log = (tmp_path / "home" / "gateway.log").read_text()
+    assert ("gateway did not start: deployment override 'nonexistent_mod' failed: "
+            "ModuleNotFoundError: No module named 'nonexistent_mod'") in log
 
 
 def test_enabled_broken_plugin_is_one_line_without_a_skipped_warning(tmp_path, site):

@@ -1,5 +1,6 @@
-"""Stored names and messages cannot drive the operator's terminal (docs/behaviour.md §7): the
-admin commands print control, zero-width and bidi characters escaped (`\\xNN`)."""
+"""What the admin commands show of stored sessions (docs/operations.md §5): stored names and
+messages cannot drive the operator's terminal (docs/behaviour.md §7: control, zero-width and
+bidi characters printed escaped, `\\xNN`), and a session's title is shown."""
 
 from __future__ import annotations
 
@@ -27,3 +28,14 @@ def test_show_search_and_markdown_export_escape_what_a_chat_member_stored(tmp_pa
         assert "\\x1b" in out, (args, out)
     code, out, _ = run(["sessions", "export", session_id, "--format", "md"], env, tmp_path)
     assert ESCAPED in out
+
+
+def test_show_names_the_title_a_chat_gave_its_session(tmp_path):
+    home = tmp_path / "home"
+    env = gateway_env(home)
+    code, out, _err = run(["chat"], env, tmp_path, stdin="/new Trip plans\nhello\n")
+    assert code == 0
+    code, out, _ = run(["sessions", "show", "agent:main:local:dm:terminal", "--json"], env, tmp_path)
+    assert json.loads(out)["title"] == "Trip plans"
+    code, out, _ = run(["sessions", "show", "agent:main:local:dm:terminal"], env, tmp_path)
+    assert [line.split(":", 1)[1].strip() for line in out.splitlines() if line.startswith("title:")] == ["Trip plans"]
