@@ -16,6 +16,7 @@ A platform plugin imports from here only (and from `hermes_core.testing` in its 
     send_with_retry, RetryPolicy               retry-after handling (sdk/sending.py)
     RetryAfter, RetryAfterExceeded, SendError  errors adapters raise / callers see (sdk/errors.py)
     MalformedPayload                           a payload a mapping function cannot read (sdk/errors.py)
+    field_object, field_list, type_name        typed payload fields naming the bad one (sdk/payload.py)
     DeliveryPlan, OutboundDelivery, RedactionRule, SessionContext   records some hooks take or return
     neutralize_untrusted                       make user-chosen text (names, topics) safe for a prompt
     normalize_whatsapp_id, canonical_whatsapp_identifier   the key builder's WhatsApp id rule (keys.py)
@@ -39,6 +40,7 @@ from .background import SessionWork, WorkHandle
 from .chunking import chunk_text, measure
 from .commands import COMMAND_MENU
 from .errors import MalformedPayload, RetryAfter, RetryAfterExceeded, SendError
+from .payload import field_list, field_object, type_name
 from .sending import ChatSendQueue, RetryPolicy, deliver_plan, send_chunks, send_with_retry
 from .settings import PlatformSettings
 
@@ -51,7 +53,7 @@ __all__ = [
     "CAP_REACTIONS", "CAP_THREADS", "CAP_TYPING", "CAP_WEBHOOK", "COMMAND_MENU", "ChatSendQueue", "DeliveryPlan",
     "DeliveryReporter",
     "HERMES_PLUGIN_API", "INGRESS_SHARED", "INGRESS_SINGLE_RECEIVER", "IdentityAlias", "InboundHandler",
-    "MalformedPayload", "MessageEvent", "OutboundDelivery", "Platform", "PlatformSettings", "RedactionRule",
+    "MalformedPayload", "MessageEvent", "field_list", "field_object", "type_name", "OutboundDelivery", "Platform", "PlatformSettings", "RedactionRule",
     "RetryAfter", "RetryAfterExceeded", "RetryPolicy", "SendError", "SendResult", "SessionContext",
     "SessionSource", "SessionWork", "SettingsSpec", "SourceError", "TESTING_PACKAGE", "WorkHandle",
     "canonical_whatsapp_identifier", "chunk_text", "deliver_plan", "hookimpl", "measure", "neutralize_untrusted",

@@ -44,7 +44,8 @@ import logging
 from dataclasses import dataclass
 from typing import Any, Callable, Container, Mapping
 
-from hermes_core.sdk import IdentityAlias, MalformedPayload, MessageEvent, SessionSource
+from hermes_core.sdk import (IdentityAlias, MalformedPayload, MessageEvent, SessionSource, field_list, field_object,
+                             type_name)
 
 log = logging.getLogger(__name__)
 
@@ -74,28 +75,8 @@ class Sender:
 
 # ---- typed field access ---------------------------------------------------------------------
 
-def _type_name(value: Any) -> str:
-    return type(value).__name__
-
-
-def _obj(data: Mapping, key: str, path: str, *, required: bool = False) -> dict | None:
-    value = data.get(key)
-    if value is None:
-        if required:
-            raise MalformedPayload(f"{path}.{key}", "is missing")
-        return None
-    if not isinstance(value, dict):
-        raise MalformedPayload(f"{path}.{key}", f"must be an object, got {_type_name(value)}")
-    return value
-
-
-def _list(data: Mapping, key: str, path: str) -> list:
-    value = data.get(key)
-    if value is None:
-        return []
-    if not isinstance(value, list):
-        raise MalformedPayload(f"{path}.{key}", f"must be a list, got {_type_name(value)}")
-    return value
+# The object and list readers are the SDK's (`hermes_core.sdk.payload`).
+_type_name, _obj, _list = type_name, field_object, field_list
 
 
 def _int(data: Mapping, key: str, path: str, *, required: bool = False, low: int = 0,

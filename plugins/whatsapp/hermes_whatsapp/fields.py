@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from typing import Any, Mapping
 
-from hermes_core.sdk import MalformedPayload
+from hermes_core.sdk import MalformedPayload, field_list, field_object, type_name
 
 # Longest id accepted (a BSUID is a country code, a dot and up to 128 alphanumerics; JIDs are
 # far shorter). Anything longer is somebody's garbage, not an id.
@@ -21,30 +21,8 @@ MAX_TIMESTAMP = 253402300799
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
 
-def type_name(value: Any) -> str:
-    return type(value).__name__
-
-
-def obj(data: Mapping, key: str, path: str, *, required: bool = False) -> dict | None:
-    """`data[key]` as an object, None when absent (MalformedPayload when required)."""
-    value = data.get(key)
-    if value is None:
-        if required:
-            raise MalformedPayload(f"{path}.{key}", "is missing")
-        return None
-    if not isinstance(value, dict):
-        raise MalformedPayload(f"{path}.{key}", f"must be an object, got {type_name(value)}")
-    return value
-
-
-def items(data: Mapping, key: str, path: str) -> list:
-    """`data[key]` as a list, `[]` when absent."""
-    value = data.get(key)
-    if value is None:
-        return []
-    if not isinstance(value, list):
-        raise MalformedPayload(f"{path}.{key}", f"must be a list, got {type_name(value)}")
-    return value
+# The object and list readers are the SDK's; the WhatsApp-specific ones follow.
+obj, items = field_object, field_list
 
 
 def text(data: Mapping, key: str, path: str) -> str | None:
