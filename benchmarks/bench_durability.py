@@ -24,19 +24,12 @@ import argparse
 import asyncio
 import statistics
 import tempfile
-import time
 from pathlib import Path
 
-from hermes_core.agents import EchoAgent
-from hermes_core.model import MessageEvent, SessionSource
-from hermes_core.pipeline.deps import PipelineDeps
-from hermes_core.pipeline.runner import GatewayRunner
-from hermes_core.plugin_system.manager import create_plugin_manager
-from hermes_core.sdk.adapter import BaseAdapter, SendResult
-from hermes_core.settings import GatewayConfig
+from _harness import closed_loops, create_sessions, open_pipeline, source
+
 from hermes_core.store import SessionStore
 from hermes_core.store.db import Database
-from hermes_core.types import AdapterSpec
 
 SHIPPED, BASELINE = "FULL + group commit", "NORMAL, no group commit"
 
@@ -52,75 +45,16 @@ class BaselineStore(SessionStore):
     database_class = UngroupedNormalDatabase
 
 
-class AnsweringChat(BaseAdapter):
-    """Accepts every send and wakes the session loop waiting for that chat's answer."""
-
-    spec = AdapterSpec(name="benchchat", label="Bench chat", pii_safe=True, max_message_length=4000)
-
-    def __init__(self):
-        super().__init__(None)
-        self.waiting: dict[str, asyncio.Future] = {}
-
-    async def start(self):
-        pass
-
-    async def stop(self):
-        pass
-
-    async def send(self, target, text, *, reply_to=None, metadata=None):
-        future = self.waiting.pop(target.chat_id, None)
-        if future is not None and not future.done():
-            future.set_result(text)
-        return SendResult(message_id="sent")
-
-
-def source(n: int) -> SessionSource:
-    return SessionSource("benchchat", str(n), chat_type="dm", user_id=f"u{n}", user_name=f"user{n}")
-
-
-async def one_message(runner: GatewayRunner, chat: AnsweringChat, src: SessionSource, number: int) -> None:
-    answered = asyncio.get_running_loop().create_future()
-    chat.waiting[src.chat_id] = answered
-    await runner.handle(MessageEvent(source=src, text=f"hello number {number}",
-                                     message_id=f"{src.chat_id}-{number}"))
-    await answered
-
-
 async def measure(root: Path, variant: str, sessions: int, seconds: float) -> dict[str, float]:
     """One variant at one concurrency in a fresh home; returns msg/s and group sizes."""
-    with tempfile.TemporaryDirectory(dir=root) as tmp:
-        config = GatewayConfig(home=Path(tmp) / "home", platforms={"benchchat": {"allow_all": True}})
-        store_class = SessionStore if variant == SHIPPED else BaselineStore
-        store = store_class(config.sessions_dir, config)
-        await store.open()
-        chat = AnsweringChat()
-        pm, _report = create_plugin_manager(config)
-        runner = GatewayRunner(PipelineDeps(config=config, store=store, pm=pm, agent=EchoAgent(),
-                                            adapters={"benchchat": chat}))
-        try:
-            sources = [source(i) for i in range(sessions)]
-            await asyncio.gather(*(one_message(runner, chat, s, 0) for s in sources))  # creates the sessions
-            db = store._b().db
-            commits0, writes0 = db.commits, db.writes
-            done = 0
-            deadline = time.perf_counter() + seconds
-
-            async def loop(src: SessionSource) -> None:
-                nonlocal done
-                number = 1
-                while time.perf_counter() < deadline:
-                    await one_message(runner, chat, src, number)
-                    done += 1
-                    number += 1
-
-            started = time.perf_counter()
-            await asyncio.gather(*(loop(s) for s in sources))
-            elapsed = time.perf_counter() - started
-            commits = db.commits - commits0
-            return {"rate": done / elapsed, "per_commit": (db.writes - writes0) / max(commits, 1)}
-        finally:
-            await runner.drain(5)
-            await store.close()
+    async with open_pipeline(root, SessionStore if variant == SHIPPED else BaselineStore) as pipe:
+        sources = [source(i) for i in range(sessions)]
+        await create_sessions(pipe, sources)
+        db = pipe.store._b().db
+        commits0, writes0 = db.commits, db.writes
+        done, elapsed = await closed_loops(pipe, sources, seconds)
+        commits = db.commits - commits0
+        return {"rate": done / elapsed, "per_commit": (db.writes - writes0) / max(commits, 1)}
 
 
 async def run(root: Path, levels: list[int], seconds: float, repeat: int) -> dict:

@@ -1,0 +1,195 @@
+"""Benchmark of pipeline throughput against the raw insert+commit rate (docs/behaviour.md §12):
+messages per second through the real gateway path, as a ratio to one durable SQLite insert per
+message, measured in the same run at 1, 100 and 10,000 concurrent sessions, `synchronous = FULL`
+in both.
+
+* **raw**: one aiosqlite connection on a fresh file (WAL, `synchronous = FULL`, a table shaped
+  like `messages`: session_id, role, content, timestamp); N closed-loop tasks each run
+  `BEGIN IMMEDIATE; INSERT one row; COMMIT` on that shared connection, one transaction at a time
+  (an asyncio.Lock keeps them from interleaving). One durable insert per message.
+* **pipeline**: `GatewayRunner.handle` + the session worker's turn with the echo agent until the
+  reply reaches the adapter (benchmarks/_harness.py), with the store as shipped. N sessions are
+  first created by one warm-up message each (concurrently, in chunks; not timed), then each runs
+  as a closed loop (its next message when the previous one was answered) for the wall time.
+  Also reported, over every message of the timed loops (the writes that follow a reply
+  included): commits per message (`Database.commits`) and calls to the SQLite thread per message
+  (every call to aiosqlite's worker thread goes through `aiosqlite.core.Connection._execute`,
+  which this process wraps with a counter).
+
+A loop sends no new message once the wall time has passed; msg/s is the messages done divided by
+the time until the last one in flight at the deadline was done (in both variants alike: at
+10,000 sessions one round of the loops can outlast the wall time). Variants alternate over
+`--repeat` rounds so a noisy neighbour hits both alike; figures are the rounds' means.
+
+Run: `.venv/bin/python benchmarks/bench_throughput.py [--seconds 5] [--sessions 1 100 10000]
+[--repeat 1] [--dir DIR]` (total wall time with the defaults on the 2-core machine: 174 s with
+the store at ~110 msg/s at 10,000 sessions, most of it creating those sessions and their first
+round of messages, each 10,000 / the pipeline's msg/s; about 1 min once the targets are met).
+Homes are created under `--dir`, default the system temp folder: use a real disk, not tmpfs,
+or fsync costs nothing.
+
+Targets: pipeline/raw ≥ 0.3× at 1 session and ≥ 1.0× at 100 and at 10,000 sessions (group
+commit across sessions lets the gateway beat a commit per message); on the single-session path
+at most 4 commits per message, each a single call to the SQLite thread (checked as thread
+calls per commit ≤ 1: a read on the path counts against it too).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import statistics
+import tempfile
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+
+import aiosqlite
+import aiosqlite.core
+from rich.console import Console
+from rich.table import Table
+
+from _harness import closed_loops, create_sessions, open_pipeline, source
+
+RAW, PIPELINE = "raw insert+commit", "pipeline"
+RATIO_TARGETS = {1: 0.3, 100: 1.0, 10_000: 1.0}
+MAX_COMMITS_PER_MESSAGE = 4  # on the single-session path
+MAX_CALLS_PER_COMMIT = 1.0
+
+console = Console()
+
+
+class ThreadCalls:
+    """Counts calls to aiosqlite's worker thread, all connections of this process."""
+
+    count = 0
+
+    @classmethod
+    def install(cls) -> None:
+        original = aiosqlite.core.Connection._execute
+
+        async def counted(self, fn, *args, **kwargs):
+            cls.count += 1
+            return await original(self, fn, *args, **kwargs)
+
+        aiosqlite.core.Connection._execute = counted
+
+
+async def measure_raw(root: Path, sessions: int, seconds: float) -> dict[str, float]:
+    """N closed loops of one durable insert each on a fresh database; msg/s and calls/msg."""
+    with tempfile.TemporaryDirectory(dir=root) as tmp:
+        conn = await aiosqlite.connect(Path(tmp) / "raw.db", isolation_level=None)
+        try:
+            await conn.execute("PRAGMA journal_mode = WAL")
+            await conn.execute("PRAGMA synchronous = FULL")
+            await conn.execute("CREATE TABLE messages (session_id TEXT, role TEXT, content TEXT, timestamp TEXT)")
+            lock = asyncio.Lock()
+            done = 0
+            calls0 = ThreadCalls.count
+            started = time.perf_counter()
+            deadline = started + seconds
+
+            async def loop(n: int) -> None:
+                nonlocal done
+                number = 1
+                while time.perf_counter() < deadline:
+                    async with lock:
+                        await conn.execute("BEGIN IMMEDIATE")
+                        await conn.execute("INSERT INTO messages VALUES (?, ?, ?, ?)",
+                                           (f"s{n}", "user", f"hello number {number}",
+                                            datetime.now(timezone.utc).isoformat()))
+                        await conn.execute("COMMIT")
+                    done += 1
+                    number += 1
+
+            await asyncio.gather(*(loop(n) for n in range(sessions)))
+            elapsed = time.perf_counter() - started
+            return {"rate": done / elapsed, "calls": (ThreadCalls.count - calls0) / done}
+        finally:
+            await conn.close()
+
+
+async def measure_pipeline(root: Path, sessions: int, seconds: float) -> dict[str, float]:
+    """N sessions created, then N closed loops through the gateway; msg/s, commits and calls per msg."""
+    async with open_pipeline(root) as pipe:
+        sources = [source(i) for i in range(sessions)]
+        started = time.perf_counter()
+        await create_sessions(pipe, sources)
+        await pipe.runner.join()  # the warm-up's writes after its replies are not counted
+        warm_up = time.perf_counter() - started
+        db = pipe.store._b().db
+        commits0, calls0 = db.commits, ThreadCalls.count
+        done, elapsed = await closed_loops(pipe, sources, seconds)
+        await pipe.runner.join()  # the writes after the last replies belong to the timed messages
+        return {"rate": done / elapsed, "commits": (db.commits - commits0) / done,
+                "calls": (ThreadCalls.count - calls0) / done, "warm_up": warm_up}
+
+
+async def run(root: Path, levels: list[int], seconds: float, repeat: int) -> dict:
+    results: dict[tuple[str, int], list[dict[str, float]]] = {}
+    for sessions in levels:
+        for round_no in range(repeat):
+            order = (RAW, PIPELINE) if round_no % 2 == 0 else (PIPELINE, RAW)
+            for variant in order:
+                measure = measure_raw if variant == RAW else measure_pipeline
+                result = await measure(root, sessions, seconds)
+                results.setdefault((variant, sessions), []).append(result)
+                extra = (f", {result['commits']:.3f} commits/msg, sessions created in {result['warm_up']:.1f} s"
+                         if variant == PIPELINE else "")
+                console.print(f"[dim]{sessions:,} session(s), {variant}, round {round_no + 1}: {result['rate']:.1f} "
+                              f"msg/s, {result['calls']:.2f} thread calls/msg{extra}[/dim]")
+    return results
+
+
+def verdict(ok: bool) -> str:
+    return "[green]met[/green]" if ok else "[red]NOT met[/red]"
+
+
+def report(results: dict, levels: list[int]) -> None:
+    def mean(variant: str, sessions: int, key: str) -> float:
+        return statistics.fmean(r[key] for r in results[(variant, sessions)])
+
+    table = Table(title="Pipeline vs raw insert+commit (synchronous = FULL in both)",
+                  caption="commits/msg, calls/msg: the pipeline's commits and SQLite-thread calls per message")
+    for name in ("sessions", "raw\nmsg/s", "pipeline\nmsg/s", "pipeline\n/ raw", "target",
+                 "commits\n/ msg", "calls\n/ msg"):
+        table.add_column(name, justify="right", no_wrap=True)
+    single = None
+    for sessions in levels:
+        raw, pipe = mean(RAW, sessions, "rate"), mean(PIPELINE, sessions, "rate")
+        ratio = pipe / raw
+        target = RATIO_TARGETS.get(sessions)
+        commits, calls = mean(PIPELINE, sessions, "commits"), mean(PIPELINE, sessions, "calls")
+        if sessions == 1:
+            single = (commits, calls)
+        table.add_row(f"{sessions:,}", f"{raw:.0f}", f"{pipe:.0f}", f"{ratio:.2f}×",
+                      "—" if target is None else f"≥ {target:.1f}× {verdict(ratio >= target)}",
+                      f"{commits:.3f}", f"{calls:.2f}")
+    console.print(table)
+    if single is not None:
+        commits, calls = single
+        per_commit = calls / commits if commits else float("inf")
+        console.print(f"1 session: {commits:.2f} commits/msg (target ≤ {MAX_COMMITS_PER_MESSAGE}) — "
+                      f"{verdict(commits <= MAX_COMMITS_PER_MESSAGE)}; {per_commit:.2f} thread calls per "
+                      f"commit (target ≤ {MAX_CALLS_PER_COMMIT:g}) — {verdict(per_commit <= MAX_CALLS_PER_COMMIT)}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seconds", type=float, default=5.0, help="timed wall time per variant and round")
+    parser.add_argument("--sessions", type=int, nargs="+", default=[1, 100, 10_000], help="concurrency levels")
+    parser.add_argument("--repeat", type=int, default=1, help="rounds per level (variants alternate)")
+    parser.add_argument("--dir", type=Path, default=Path(tempfile.gettempdir()),
+                        help="where the temporary homes are created (a real disk)")
+    args = parser.parse_args()
+    levels = sorted(set(args.sessions))
+    ThreadCalls.install()
+    started = time.perf_counter()
+    results = asyncio.run(run(args.dir, levels, args.seconds, args.repeat))
+    console.print(f"{args.seconds:g} s per variant × {args.repeat} round(s), means shown; homes under "
+                  f"{args.dir}; total {time.perf_counter() - started:.0f} s")
+    report(results, levels)
+
+
+if __name__ == "__main__":
+    main()
