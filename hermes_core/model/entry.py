@@ -5,11 +5,14 @@ from __future__ import annotations
 import logging
 from dataclasses import asdict, dataclass, field, fields
 from datetime import datetime
-from typing import Any, Mapping
+from typing import TYPE_CHECKING, Any, Mapping
 
 from .ids import validate_session_id
 from .source import SessionSource
 from .timeutil import format_timestamp, parse_timestamp, utc_now
+
+if TYPE_CHECKING:
+    from .usage import TokenUsage
 
 log = logging.getLogger(__name__)
 
@@ -122,6 +125,22 @@ class SessionEntry:
             log.warning("session entry %r: malformed field(s) %s replaced by their defaults",
                         key, ", ".join(repr(name) for name in bad))
         return cls(**kwargs)
+
+    def add_usage(self, usage: "TokenUsage | None", last_prompt_tokens: int | None = None) -> None:
+        """Count one turn (seed §3 `update_session`): `last_prompt_tokens` recorded, `usage` added
+        to the token and cost counters (`cost_status` takes the usage's unless it is "unknown")."""
+        if last_prompt_tokens is not None:
+            self.last_prompt_tokens = int(last_prompt_tokens)
+        if usage is None:
+            return
+        self.input_tokens += usage.input_tokens
+        self.output_tokens += usage.output_tokens
+        self.cache_read_tokens += usage.cache_read_tokens
+        self.cache_write_tokens += usage.cache_write_tokens
+        self.total_tokens += usage.total_tokens
+        self.estimated_cost_usd += usage.estimated_cost_usd
+        if usage.cost_status != "unknown":
+            self.cost_status = usage.cost_status
 
     def copy(self) -> "SessionEntry":
         """Return an independent copy (callers may mutate it without touching the store)."""

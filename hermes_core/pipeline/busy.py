@@ -25,6 +25,7 @@ Kinds of queued jobs (`Job.kind`):
 
 from __future__ import annotations
 
+import time
 from collections import deque
 from dataclasses import dataclass, field
 from typing import Any, Iterable
@@ -46,6 +47,12 @@ STEERED_TEXT = "Added to the current reply."
 STOPPED_TEXT = "Stopped. Your next message starts a new session."
 NOTHING_TO_STOP_TEXT = "No active task to stop."
 DROPPED_TEXT = "Dropped {count} queued message(s)."
+
+# How long the first part of an album waits for the rest before its turn starts (seconds). A
+# platform delivers an album's parts as separate updates within a fraction of a second (Telegram:
+# one update per photo, same `media_group_id`); without the wait the first part's turn could start
+# alone and the rest would follow as another turn (docs/behaviour.md §5).
+ALBUM_WINDOW_S = 0.5
 
 
 @dataclass(slots=True)
@@ -69,6 +76,11 @@ class Job:
             `(event, inbound_id)`; recorded in the transcript with the turn, finished with the job.
         answered: a running turn whose reply is recorded: what is left (sending, bookkeeping)
             is not interrupted, and a follow-up meanwhile is not told it waits.
+        queued_at: when the job was queued (`time.monotonic()`, s): an album waits for its parts
+            until `ALBUM_WINDOW_S` after it (`album_wait`).
+        finished: intake rows the job's own writes already finished (the turn's row with its
+            reply, merged parts with the merge, steered follow-ups with their record), so the
+            end of the job does not write them again.
     """
 
     event: MessageEvent | None
@@ -84,6 +96,8 @@ class Job:
     from_queue: bool = False
     answered: bool = False
     steered: list[tuple[MessageEvent, int | None]] = field(default_factory=list)
+    finished: set[int] = field(default_factory=set)
+    queued_at: float = field(default_factory=time.monotonic)
 
     @property
     def human(self) -> bool:
@@ -96,6 +110,11 @@ class Job:
         ids = [self.inbound_id] + [i for _, i in self.parts] + [i for _, i in self.steered]
         return [i for i in ids if i is not None]
 
+    @property
+    def open_inbound_ids(self) -> list[int]:
+        """The job's intake rows still to finish when it ends (`inbound_ids` but `finished`)."""
+        return [i for i in self.inbound_ids if i not in self.finished]
+
     def same_album(self, event: MessageEvent) -> bool:
         """True when `event` is one more media message of this open job's album (same sender,
         same `media_group_id`): an album is one turn in every busy mode."""
@@ -103,6 +122,16 @@ class Job:
         return (self.kind in (BURST, TURN) and not self.sealed and first is not None and bool(event.media)
                 and event.media_group_id is not None and first.media_group_id == event.media_group_id
                 and first.source.user_id == event.source.user_id and first.source.chat_id == event.source.chat_id)
+
+    def album_wait(self) -> float:
+        """Seconds this job should still wait for more parts of its album before it runs: an
+        open album job (its first part has a `media_group_id`) waits until `ALBUM_WINDOW_S`
+        after it was queued; any other job, 0."""
+        first = self.event
+        if self.sealed or first is None or not first.media or first.media_group_id is None \
+                or self.kind not in (BURST, TURN):
+            return 0.0
+        return max(0.0, self.queued_at + ALBUM_WINDOW_S - time.monotonic())
 
     def can_merge(self, event: MessageEvent) -> bool:
         """True when `event` may join this burst: open, and from the same sender (a shared chat

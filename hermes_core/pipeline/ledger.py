@@ -1,7 +1,7 @@
 """Sending what the delivery ledger owes (docs/behaviour.md §6; seed §7).
 
 `send_obligation` is the one path from a recorded obligation to the chat: 'attempting' before
-the send, 'delivered' / 'failed' after. `redeliver` is the start-up sweep's step for one
+the send (recorded with the reply on the live path), 'delivered' / 'failed' after. `redeliver` is the start-up sweep's step for one
 obligation left open by a previous run: give up after `MAX_ATTEMPTS` attempts or `MAX_AGE_S`,
 re-send an 'attempting' one (the chat may have it already) with `RECOVERED_PREFIX`, a 'pending'
 or 'failed' one plainly.
@@ -21,8 +21,12 @@ log = logging.getLogger(__name__)
 
 async def send_obligation(deps: PipelineDeps, obligation_id: int, target: SessionSource, text: str, *,
                           session_key: str, session_id: str | None, reply_to: str | None,
-                          kind: str = "reply") -> bool:
+                          kind: str = "reply", attempting: bool = False) -> bool:
     """Send obligation `obligation_id` (`text` to `target`) and record the outcome.
+
+    Args:
+        attempting: the obligation was recorded 'attempting' with this attempt counted (the
+            live path, `store.record_reply(sending=True)`): no write before the send.
 
     Returns:
         True when delivered. A missing adapter or a failed send leaves it 'failed' (retried at
@@ -33,7 +37,8 @@ async def send_obligation(deps: PipelineDeps, obligation_id: int, target: Sessio
     if adapter is None:
         log.error("no running adapter for %s: obligation %s stays owed", target.platform, obligation_id)
         return False
-    await store.start_delivery(obligation_id)
+    if not attempting:
+        await store.start_delivery(obligation_id)
     outcome = await deps.deliverer.deliver(adapter, target, text, session_key=session_key,
                                            session_id=session_id, reply_to=reply_to, kind=kind)
     await store.finish_delivery(obligation_id, outcome.delivered, outcome.error, sent_ids=outcome.message_ids)

@@ -460,6 +460,13 @@ class GatewayRunner:
         try:
             await self._gate.wait()
             while worker.queue:
+                # An album at the tail waits for its other parts (they merge into it meanwhile);
+                # then the queue is looked at again (a /stop may have cleared it).
+                tail = worker.queue.jobs[-1]
+                wait = tail.album_wait() if len(worker.queue) == 1 else 0.0
+                if wait > 0:
+                    await asyncio.sleep(wait)
+                    continue
                 job = worker.queue.popleft()
                 worker.current = job
                 try:
@@ -483,9 +490,9 @@ class GatewayRunner:
                     if job.event is not None:
                         notice = failure_notice(self.deps.pm, self.deps.config, INTERNAL_ERROR, job.event.source, exc)
                         await self._notify(key, job.event, notice)
-                    await self._finish_ids(job.inbound_ids)
+                    await self._finish_ids(job.open_inbound_ids)
                 else:
-                    await self._finish_ids(job.inbound_ids)
+                    await self._finish_ids(job.open_inbound_ids)
                 finally:
                     worker.current = None
         finally:
@@ -531,7 +538,9 @@ class GatewayRunner:
                 # event once (the absorbed rows are finished in the same write).
                 data = event_to_dict(turn_event)
                 data[MERGED_FROM] = job.inbound_ids
-                await self.deps.store.merge_inbound(job.inbound_id, data, [i for _, i in job.parts if i is not None])
+                absorbed = [i for _, i in job.parts if i is not None]
+                await self.deps.store.merge_inbound(job.inbound_id, data, absorbed)
+                job.finished.update(absorbed)
                 log.info("%d follow-ups merged into one turn in %s", len(job.parts) + 1, key)
             await self._turn(key, job, turn_event, inbound_id=job.inbound_id)
 
@@ -539,8 +548,14 @@ class GatewayRunner:
                     as_recorded: bool = False) -> None:
         """Run `job`'s turn for `event`. Follow-ups handed to it (steer) that the agent did not
         take before it ended are queued next, in order, as turns of their own."""
+        def answered() -> None:  # the reply's transaction also finished the turn's intake row
+            job.answered = True
+            if inbound_id is not None:
+                job.finished.add(inbound_id)
+
         result = await run_turn(self.deps, key, event, inbound_id=inbound_id, as_recorded=as_recorded,
-                                steered=job.steered, on_answered=lambda: setattr(job, "answered", True))
+                                steered=job.steered, on_answered=answered)
+        job.finished.update(i for _, i in job.steered[:result.steered_used] if i is not None)
         leftover = job.steered[result.steered_used:]
         if leftover:
             del job.steered[result.steered_used:]

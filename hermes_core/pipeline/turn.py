@@ -1,9 +1,11 @@
 """One agent turn (seed §2, §7, §9; docs/behaviour.md §6):
 
 key → session → transcript (user message + turn marker + intake row 'running', one transaction)
-→ agent (history from the transcript) → transcript (assistant reply) + delivery obligation +
-end of the turn marker (one transaction) → token counters → send the obligation ('attempting',
-then 'delivered' / 'failed') → `clear_resume_pending` only when the turn really completed.
+→ agent (history from the transcript) → transcript (assistant reply) + delivery obligation
+('attempting') + end of the turn marker + token counters + intake row finished + (a completed
+turn) `resume_pending` cleared (one transaction) → send the obligation → 'delivered' / 'failed'.
+With the durable acceptance before it, a message costs four commits, each one call to the SQLite
+thread (docs/behaviour.md §12).
 
 A crash before the reply is recorded leaves a marked turn without a reply: start-up marks the
 session `resume_pending` and auto-continues it (`resume=True` here). A crash after it leaves an
@@ -127,7 +129,8 @@ async def run_turn(deps: PipelineDeps, key: str, event: MessageEvent, *, inbound
     (`error`: an exception, `cancelled`: the task was cancelled, e.g. by the shutdown drain).
 
     Args:
-        inbound_id: the durable intake row of `event` (it becomes 'running' with the user message).
+        inbound_id: the durable intake row of `event`: it becomes 'running' with the user message
+            and is finished with the reply (in the same transactions).
         resume: auto-continue after a restart (seed §7): no new user message is recorded; the
             session's unanswered last user message is answered again. Nothing to answer →
             `resume_pending` is cleared and nothing is sent.
@@ -135,8 +138,8 @@ async def run_turn(deps: PipelineDeps, key: str, event: MessageEvent, *, inbound
             (`/retry`): no sender prefix is added again.
         steered: follow-ups handed to this turn while it runs (`busy_input_mode = "steer"`; the
             list may grow meanwhile); those the agent took are recorded after the user message.
-        on_answered: called once the turn's outcome is recorded (reply and delivery obligation):
-            from then on there is nothing left to interrupt, only the send and bookkeeping.
+        on_answered: called once the turn's outcome is recorded (reply, delivery obligation and
+            `inbound_id` finished): from then on there is nothing left to interrupt, only the send.
 
     After a completed turn whose prompt exceeded the configured share of the context window, the
     transcript is compressed (`compression`; docs/behaviour.md §11). The first turn after `/new` or
@@ -207,7 +210,7 @@ async def _run_turn(deps: PipelineDeps, key: str, event: MessageEvent, *, inboun
         text = quoted_context(event, pm=deps.pm, redact=should_redact(deps.config, adapter.spec)) + text
     try:
         result, prompt_tokens = await _answer(deps, key, source, entry, context, adapter, live, history, text,
-                                              recorded_user, reply_to=reply_to, internal=internal,
+                                              recorded_user, reply_to=reply_to, internal=internal, inbound_id=inbound_id,
                                               steered=steered if steered is not None else [], on_answered=on_answered)
     except BaseException:
         # A failed store write or a cancelled turn: the live transcript may no longer match
@@ -246,6 +249,7 @@ async def _live_transcript(deps: PipelineDeps, key: str, session_id: str, record
 
 async def _answer(deps: PipelineDeps, key: str, source, entry, context, adapter, live, history: list[dict],
                   text: str, recorded_user: dict | None, *, reply_to: str | None, internal: bool,
+                  inbound_id: int | None,
                   steered: list[tuple[MessageEvent, int | None]],
                   on_answered: Callable[[], None] | None = None) -> tuple[TurnResult, int]:
     """The rest of the turn once the user message is recorded: agent, reply, delivery.
@@ -286,32 +290,25 @@ async def _answer(deps: PipelineDeps, key: str, source, entry, context, adapter,
                      **reasoning}
         # In the live transcript first, counted as not yet persisted until the store has it.
         cache.append(live, _as_stored(assistant, deps.clock), persisted=False)
-        # Reply + obligation + end of the marker: one transaction (docs/behaviour.md §6).
+        # Reply + obligation ('attempting': it is sent next) + end of the marker + token counters
+        # + intake row finished + resume_pending / is_fresh_reset cleared: one transaction, one
+        # commit (docs/behaviour.md §6, §12).
         ob_id = await _until_written(key, "reply", lambda: store.record_reply(
-            key, entry.session_id, assistant, origin=source, content=owed, internal=internal, reply_to=reply_to))
+            key, entry.session_id, assistant, origin=source, content=owed, internal=internal, reply_to=reply_to,
+            sending=True, inbound_id=inbound_id, usage=usage, completed=True))
         cache.mark_persisted(live)
-        if on_answered is not None:
-            on_answered()
-        try:
-            await store.update_session(key, last_prompt_tokens=usage.input_tokens, usage=usage)
-        except Exception as exc:  # counters only: the reply is recorded and is sent all the same
-            if not is_disk_full(exc):
-                raise
-            log.error("disk full: token counters of %s not updated for this turn", key)
-        if entry.is_fresh_reset:
-            # The chat's instructions were re-injected once; later turns carry them as usual.
-            await store.clear_fresh_reset(key)
     else:
         owed = reply_text
         ob_id = await _until_written(key, "notice", lambda: store.record_reply(
-            key, entry.session_id, None, origin=source, content=owed, internal=internal, reply_to=reply_to))
-        if on_answered is not None:
-            on_answered()
+            key, entry.session_id, None, origin=source, content=owed, internal=internal, reply_to=reply_to,
+            sending=True, inbound_id=inbound_id))
+    if on_answered is not None:
+        on_answered()
     if ob_id is not None:
         await send_obligation(deps, ob_id, source, owed, session_key=key, session_id=entry.session_id,
-                              reply_to=reply_to, kind="reply" if status == "completed" else "notice")
+                              reply_to=reply_to, kind="reply" if status == "completed" else "notice",
+                              attempting=True)
     if status == "completed":
-        await store.clear_resume_pending(key)
         if deps.on_turn_completed is not None:
             await maybe_await(deps.on_turn_completed(key))
     elif status == "interrupted":  # asked for by the runner (a follow-up, /stop, /new)

@@ -156,10 +156,13 @@ class StoreBackend(Protocol):
     # delivery ledger (docs/behaviour.md §6) ---------------------------------------------------
 
     async def record_reply(self, session_key: str, session_id: str, row: MessageRow | None,
-                           obligation: NewObligation | None) -> tuple[int | None, int | None]:
-        """Append the assistant `row` (if any), record `obligation` (if any) as 'pending'
-        carrying that row, and clear the key's turn marker — one transaction. Returns
-        `(message_id, obligation_id)`."""
+                           obligation: NewObligation | None, *, entry: SessionEntry | None = None,
+                           inbound_id: int | None = None, now_ts: float = 0.0) -> tuple[int | None, int | None]:
+        """Append the assistant `row` (if any), record `obligation` (if any, in its `state`)
+        carrying that row, clear the key's turn marker, save `entry` (the route with the turn's
+        counters, as `save` would; None: leave it) and finish intake row `inbound_id` at `now_ts`
+        (epoch s; None: none) — one transaction, the turn's last but one commit
+        (docs/behaviour.md §12). Returns `(message_id, obligation_id)`."""
 
     async def obligation_for_message(self, message_id: int) -> int | None:
         """The obligation carrying transcript row `message_id`, or None."""

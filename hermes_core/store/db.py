@@ -5,19 +5,24 @@ explicit. Migrations are ordered `.sql` files in `migrations/` applied with `exe
 open, outside any transaction, and tracked with `PRAGMA user_version`.
 
 Durability (docs/behaviour.md §12): WAL with `synchronous = FULL`, so a write that returned is on
-disk and may be acknowledged to a platform. Throughput comes from **group commit**: every write
-(`async with db.write():`, `write_one`) is a member of the group transaction open at that moment;
-its statements run inside a savepoint of that transaction (a member that raises is rolled back to
-its savepoint, the others keep their work), and it returns only after the group's one `COMMIT`
-(one fsync for the whole group). A group is committed as soon as no other writer is waiting for
-the connection — immediately when writes do not overlap — and after at most `GROUP_WINDOW_S`
-once many writers overlap (stragglers join the open group meanwhile). Writers that arrive while
-a group commits form the next group, so under load one fsync serves many writes. If the commit fails, every
-member of the group raises: nothing of it was stored.
+disk and may be acknowledged to a platform. Throughput comes from **group commit**: a write is a
+function of the raw `sqlite3.Connection` (`await db.run(work)`, `write_one` for one statement)
+queued for the next group; the writes waiting together run in **one call to the SQLite thread**
+— `BEGIN IMMEDIATE`, each member inside a savepoint of its own (a member that raises is rolled
+back to it, the others keep their work), one `COMMIT` (one fsync for the whole group) — and each
+returns only after that commit. A lone write therefore costs one thread call and one fsync; writes
+that arrive while a group runs form the next group, so under load one call and one fsync serve
+many writes, with no timer. If the commit fails, every member of the group raises: nothing of it
+was stored. The long, rare writes that must await between statements (merges, erasure, index
+rebuilds) use `async with db.write()`, a transaction of their own.
 
-Readers share the connection: a read that runs while a group is open sees that group's rows
-before they are committed. Callers act on what they wrote only after their write returned, so a
-failed commit can never leave a cached state behind.
+aiosqlite offers no public call that runs a function on its thread; `Connection._execute(fn,
+*args)` is the method all of its own calls are made of, and `Connection._conn` the `sqlite3`
+connection it runs them on. The store uses both for the group's one call (the dependency is
+bounded below the next aiosqlite release in `pyproject.toml`; the store tests fail if either
+changes).
+
+Reads share the connection and the lock, between groups: a read never sees a group half done.
 """
 
 from __future__ import annotations
@@ -31,7 +36,7 @@ import sqlite3
 from contextlib import asynccontextmanager
 from importlib import resources
 from pathlib import Path
-from typing import Any, AsyncIterator, Iterable, Sequence
+from typing import Any, AsyncIterator, Callable, Iterable, NamedTuple, Sequence
 
 import aiosqlite
 
@@ -109,18 +114,14 @@ def _create_private(path: Path) -> None:
     os.close(fd)
 
 
-class _Group:
-    """One group transaction: its members wait on `done` (result None, or the commit's error)."""
+Work = Callable[[sqlite3.Connection], Any]
 
-    __slots__ = ("done", "members", "kept", "opened", "closing", "timer")
 
-    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
-        self.done: asyncio.Future = loop.create_future()
-        self.members = 0  # writes that joined (savepoint names count them)
-        self.kept = 0  # of them, those whose body succeeded
-        self.opened = loop.time()
-        self.closing = False  # a commit is scheduled; later members just join and wait
-        self.timer: asyncio.TimerHandle | None = None
+class WriteResult(NamedTuple):
+    """What one write statement did (`write_one`): rows changed, and the rowid it inserted."""
+
+    rowcount: int
+    lastrowid: int | None
 
 
 class Database:
@@ -133,13 +134,11 @@ class Database:
     Class attributes (a subclass may change them; the store never weakens them, docs/behaviour.md
     §12 — `benchmarks/bench_durability.py` subclasses them to measure the old setting beside):
         SYNCHRONOUS: the `PRAGMA synchronous` value, `"FULL"`.
-        GROUP_COMMIT: share one transaction between overlapping writes (True).
-        GROUP_WINDOW_S: the longest a group stays open waiting for overlapping writers (s).
-        GROUP_SIBLINGS: members the previous group needs before a group waits for stragglers.
-        GROUP_MAX: members after which a group commits at once.
+        GROUP_COMMIT: share one transaction between the writes waiting together (True); False
+            gives every write a transaction (and a commit) of its own.
 
     Attributes:
-        commits: group transactions committed so far. writes: writes (members) committed.
+        commits: transactions committed so far. writes: writes (members) committed.
 
     Raises (from `open`):
         sqlite3.Error / OSError: the file cannot be opened or is not a database.
@@ -148,20 +147,16 @@ class Database:
 
     SYNCHRONOUS = "FULL"
     GROUP_COMMIT = True
-    GROUP_WINDOW_S = 0.003
-    GROUP_SIBLINGS = 5
-    GROUP_MAX = 1000
 
     def __init__(self, path: Path, busy_timeout_s: float = 5.0) -> None:
         self.path = Path(path)
         self.busy_timeout_s = busy_timeout_s
         self.conn: aiosqlite.Connection | None = None
-        # Serialises the connection between tasks: bodies of writes, reads and commits.
+        # Serialises the connection between tasks: a group's thread call, a `write()` block, a read.
         self._lock = asyncio.Lock()
-        self._group: _Group | None = None
-        self._writers_waiting = 0
-        self._last_group_size = 0
-        self._commit_tasks: set[asyncio.Task] = set()
+        # Writes waiting for the next group: (work, future of its result).
+        self._waiting: list[tuple[Work, asyncio.Future]] = []
+        self._flusher: asyncio.Task | None = None
         self.commits = 0
         self.writes = 0
         # Session ids whose stored transcript cannot be read → why (only the degraded engine,
@@ -244,12 +239,9 @@ class Database:
                 raise StoreError(f"state.db {self.path}: migration {name} failed: {exc}") from exc
 
     async def close(self) -> None:
-        """Commit the open group (if any), then close the connection (idempotent)."""
-        if self.conn is not None and (self._group is not None or self._commit_tasks):
-            group = self._group
-            if group is not None and not group.closing:
-                self._schedule_commit(group)
-            await asyncio.gather(*list(self._commit_tasks), return_exceptions=True)
+        """Commit the writes still waiting (if any), then close the connection (idempotent)."""
+        while self._flusher is not None:
+            await asyncio.gather(self._flusher, return_exceptions=True)
         conn, self.conn = self.conn, None
         if conn is not None:
             await conn.close()
@@ -266,160 +258,173 @@ class Database:
 
     # ---- writes ---------------------------------------------------------------------------
 
-    @asynccontextmanager
-    async def write(self) -> AsyncIterator[aiosqlite.Connection]:
-        """One atomic write: the body's statements commit together, or not at all if the body
-        raises (also on cancellation). Returns (leaves the block) only once they are durable.
+    async def run(self, work: Work) -> Any:
+        """One atomic, durable write: `work(conn)` runs on the SQLite thread with the raw
+        `sqlite3.Connection` (statements only: no transaction control, no awaits) as a member of
+        the next group transaction, and its return value is returned once that group is
+        committed. If `work` raises, its statements are undone alone (a savepoint of its own)
+        and the exception is raised here; the other members keep theirs.
+
+        The writes waiting together form one group: one call to the SQLite thread runs `BEGIN
+        IMMEDIATE`, every member, and the `COMMIT` (one fsync). A write that arrives while a
+        group runs waits for the next one, so under load one commit serves many writes, and a
+        lone write costs one call.
 
         Raises:
             CommitError: the group's commit failed; nothing of this write was stored.
+            sqlite3.Error / OSError: from `work` (nothing of it was stored), or the group could
+                not begin (e.g. the file is locked by another process past `busy_timeout_s`).
+            StoreError: the store is not open.
+        """
+        self._require()
+        loop = asyncio.get_running_loop()
+        future = loop.create_future()
+        self._waiting.append((work, future))
+        if self._flusher is None:
+            self._flusher = loop.create_task(self._flush(), name="state.db group commit")
+        # A caller cancelled before its group began is left out of it; once the group runs, the
+        # write is committed with it even if the caller no longer waits.
+        return await future
+
+    async def _flush(self) -> None:
+        """Run the waiting writes group after group until none is left (module docstring)."""
+        try:
+            while self._waiting:
+                async with self._lock:
+                    live = [m for m in self._waiting if not m[1].cancelled()]
+                    members = live if self.GROUP_COMMIT else live[:1]
+                    self._waiting = live[len(members):]  # later arrivals form the next group
+                    if members:
+                        await self._run_group(members)
+        finally:
+            self._flusher = None
+
+    async def _run_group(self, members: list[tuple[Work, asyncio.Future]]) -> None:
+        """One group transaction (the lock is held): members, then the durable commit."""
+        conn = self._require()
+        works = [work for work, _ in members]
+        try:
+            outcomes, kept = await conn._execute(self._group_in_thread, conn._conn, works,
+                                                 self._COMMIT_IN_THREAD)
+            if not self._COMMIT_IN_THREAD and kept:
+                await self._commit_outcomes(conn, outcomes, kept)
+            elif not self._COMMIT_IN_THREAD:
+                await self._rollback(conn)
+        except BaseException as exc:
+            for _, future in members:
+                if not future.done():
+                    future.set_exception(exc)
+            if not isinstance(exc, Exception):
+                raise
+            return
+        committed = sum(1 for ok, _ in outcomes if ok)
+        if committed:
+            self.commits += 1
+            self.writes += committed
+        for (_, future), (ok, value) in zip(members, outcomes):
+            if future.done():
+                continue
+            if ok:
+                future.set_result(value)
+            else:
+                future.set_exception(value)
+
+    # The SQLite engine commits in the group's own thread call; the degraded engine's commit
+    # writes its journal first (`_durable_commit`), so it commits after the call.
+    _COMMIT_IN_THREAD = True
+
+    def _group_in_thread(self, raw: sqlite3.Connection, works: list[Work],
+                         commit: bool) -> tuple[list[tuple[bool, Any]], int]:
+        """Runs on the SQLite thread: `BEGIN IMMEDIATE`, each member in a savepoint, `COMMIT`.
+        Returns one `(ok, result or exception)` per member and how many are in the transaction.
+        A member whose statements made SQLite roll the whole transaction back (a full disk, an
+        I/O error) takes the members before it down with it: they get a CommitError, and the
+        next members start a new transaction."""
+        outcomes: list[tuple[bool, Any] | None] = [None] * len(works)
+        kept: list[int] = []
+        raw.execute("BEGIN IMMEDIATE")
+        for index, work in enumerate(works):
+            raw.execute("SAVEPOINT member")
+            try:
+                value = work(raw)
+            except Exception as exc:
+                outcomes[index] = (False, exc)
+                if raw.in_transaction:
+                    raw.execute("ROLLBACK TO member")
+                    raw.execute("RELEASE member")
+                    continue
+                lost = CommitError(f"state.db transaction rolled back: {exc}", exc)
+                for earlier in kept:
+                    outcomes[earlier] = (False, lost)
+                kept = []
+                raw.execute("BEGIN IMMEDIATE")
+                continue
+            raw.execute("RELEASE member")
+            outcomes[index] = (True, value)
+            kept.append(index)
+        if not commit:
+            return outcomes, len(kept)  # type: ignore[return-value]
+        if not kept:
+            raw.execute("ROLLBACK")
+            return outcomes, 0  # type: ignore[return-value]
+        try:
+            raw.execute("COMMIT")
+        except sqlite3.Error as exc:
+            if raw.in_transaction:
+                raw.execute("ROLLBACK")
+            failed = CommitError(f"commit of {len(kept)} write(s) to {self.describe()} failed: {exc}", exc)
+            for index in kept:
+                outcomes[index] = (False, failed)
+            return outcomes, 0  # type: ignore[return-value]
+        return outcomes, len(kept)  # type: ignore[return-value]
+
+    async def _commit_outcomes(self, conn: aiosqlite.Connection, outcomes: list[tuple[bool, Any]],
+                               kept: int) -> None:
+        """Commit the open group transaction after the thread call (engines whose commit is not
+        a plain `COMMIT`); on failure every kept member gets a CommitError."""
+        try:
+            await self._durable_commit(conn)
+        except Exception as exc:
+            try:
+                await self._rollback(conn)
+            except sqlite3.Error:
+                pass
+            failed = CommitError(f"commit of {kept} write(s) to {self.describe()} failed: {exc}", exc)
+            for index, (ok, _) in enumerate(outcomes):
+                if ok:
+                    outcomes[index] = (False, failed)
+
+    @asynccontextmanager
+    async def write(self) -> AsyncIterator[aiosqlite.Connection]:
+        """One atomic write whose body awaits statements on the yielded aiosqlite connection
+        (the long, rare writes: merges, erasure, index rebuilds): a transaction of its own,
+        holding the connection until it is committed. The body's statements commit together, or
+        not at all if it raises (also on cancellation). Everything on the per-message path uses
+        `run` / `write_one`, which share commits.
+
+        Raises:
+            CommitError: the commit failed; nothing of this write was stored.
         """
         conn = self._require()
-        if not self.GROUP_COMMIT:
-            async with self._lock:
-                await conn.execute("BEGIN IMMEDIATE")
-                try:
-                    yield conn
-                except BaseException:
-                    # Shield the rollback: a cancelled task must not leave the connection mid-transaction.
-                    await asyncio.shield(self._rollback(conn))
-                    raise
-                await self._durable_commit(conn)
-                self.commits += 1
-                self.writes += 1
-            return
-        group = await self._join(savepoint=True)
-        try:
-            yield self.conn
-        except BaseException as exc:
-            await asyncio.shield(self._abort(conn, group, exc, statement=False))
-            raise
-        await self._leave(group)
-
-    async def _join(self, *, savepoint: bool) -> _Group:
-        """Take the connection and join (or open) the group transaction. With `savepoint`, the
-        member's statements start at a savepoint of their own, so that they can be undone
-        alone; a single statement needs none (SQLite undoes a failed statement by itself)."""
-        conn = self._require()
-        self._writers_waiting += 1
-        try:
-            await self._lock.acquire()
-        finally:
-            self._writers_waiting -= 1
-        try:
-            group = self._group
-            if group is None:
-                await conn.execute("BEGIN IMMEDIATE")
-                group = self._group = _Group(asyncio.get_running_loop())
-            elif savepoint:
-                await conn.execute(f"SAVEPOINT w{group.members}")
-            group.members += 1
-        except BaseException:
-            self._lock.release()
-            raise
-        return group
-
-    async def _leave(self, group: _Group) -> None:
-        """The member's statements succeeded: release the connection, wait for the commit."""
-        try:
-            group.kept += 1
-            self._member_done(group)
-        finally:
-            self._lock.release()
-        # Shielded: the future is shared by the whole group; a cancelled member must not cancel it.
-        await asyncio.shield(group.done)
+        async with self._lock:
+            await conn.execute("BEGIN IMMEDIATE")
+            try:
+                yield conn
+            except BaseException:
+                # Shielded: a cancelled task must not leave the connection mid-transaction.
+                await asyncio.shield(self._rollback(conn))
+                raise
+            try:
+                await asyncio.shield(self._durable_commit(conn))
+            except Exception as exc:
+                await asyncio.shield(self._rollback(conn))
+                raise CommitError(f"commit of 1 write(s) to {self.describe()} failed: {exc}", exc) from exc
+            self.commits += 1
+            self.writes += 1
 
     async def _rollback(self, conn: aiosqlite.Connection) -> None:
         if conn.in_transaction:
             await conn.execute("ROLLBACK")
-
-    async def _abort(self, conn: aiosqlite.Connection, group: _Group, exc: BaseException, *,
-                     statement: bool) -> None:
-        """The last member's body raised `exc`: undo its statements, then release the connection
-        (run shielded, so a cancelled member still leaves the connection consistent)."""
-        try:
-            await self._undo_member(conn, group, group.members - 1, exc, statement=statement)
-        finally:
-            self._lock.release()
-
-    async def _undo_member(self, conn: aiosqlite.Connection, group: _Group, member: int,
-                           exc: BaseException, *, statement: bool) -> None:
-        """Undo one member's statements (the lock is held). The first member owns the whole
-        transaction so far; a later one its savepoint, or nothing when it was one `statement`
-        (SQLite already undid it). If SQLite rolled the whole transaction back (it may, on a
-        full disk or an I/O error), the group is lost: every member that already wrote gets a
-        CommitError."""
-        if member > 0 and conn.in_transaction:
-            if not statement:
-                await conn.execute(f"ROLLBACK TO w{member}")
-            return
-        self._group = None
-        if group.timer is not None:
-            group.timer.cancel()
-        await self._rollback(conn)
-        if group.kept and not group.done.done():
-            group.done.set_exception(CommitError(f"state.db transaction rolled back: {exc}", exc))
-
-    def _member_done(self, group: _Group) -> None:
-        """A member's body finished (the lock is held): commit now, later, or let waiting
-        writers join first (module docstring)."""
-        if group.closing:
-            return
-        loop = asyncio.get_running_loop()
-        age = loop.time() - group.opened
-        if group.kept >= self.GROUP_MAX or age >= self.GROUP_WINDOW_S:
-            self._schedule_commit(group)
-        elif self._writers_waiting:
-            return  # they join this group; the last of them decides
-        elif self._last_group_size >= self.GROUP_SIBLINGS and self.GROUP_WINDOW_S > 0:
-            # Many writers overlapped in the last group: hold this one open a little for
-            # stragglers (PostgreSQL's commit_delay / commit_siblings idea). Fewer overlapping
-            # writers commit at once: waiting would only add latency.
-            if group.timer is None:
-                group.timer = loop.call_later(self.GROUP_WINDOW_S - age, self._timer_fired, group)
-        else:
-            self._schedule_commit(group)
-
-    def _timer_fired(self, group: _Group) -> None:
-        group.timer = None
-        if self._group is group and not group.closing:
-            self._schedule_commit(group)
-
-    def _schedule_commit(self, group: _Group) -> None:
-        """Commit `group` in a task of its own, so that no member's cancellation can interrupt
-        a COMMIT; writers already waiting for the connection still join the group first."""
-        group.closing = True
-        if group.timer is not None:
-            group.timer.cancel()
-            group.timer = None
-        task = asyncio.get_running_loop().create_task(self._commit_group(group), name="state.db group commit")
-        self._commit_tasks.add(task)
-        task.add_done_callback(self._commit_tasks.discard)
-
-    async def _commit_group(self, group: _Group) -> None:
-        async with self._lock:
-            if self._group is not group:
-                return  # already rolled back (its members were told)
-            self._group = None
-            conn = self._require()
-            try:
-                await self._durable_commit(conn)
-            except BaseException as exc:
-                try:
-                    await self._rollback(conn)
-                except sqlite3.Error:
-                    pass
-                if not group.done.done():
-                    group.done.set_exception(CommitError(f"commit of {group.kept} write(s) to "
-                                                         f"{self.describe()} failed: {exc}", exc))
-                if not isinstance(exc, Exception):
-                    raise
-                return
-            self.commits += 1
-            self.writes += group.kept
-            self._last_group_size = group.members
-            if not group.done.done():
-                group.done.set_result(None)
 
     async def _durable_commit(self, conn: aiosqlite.Connection) -> None:
         """Make the open transaction durable (with FULL, `COMMIT` fsyncs the WAL)."""
@@ -429,28 +434,21 @@ class Database:
         """How log lines name this database (its path)."""
         return str(self.path)
 
-    async def write_one(self, sql: str, params: Sequence[Any] | dict = ()) -> aiosqlite.Cursor:
-        """One write statement, atomic and durable like `write()` (a group member of its own)."""
-        conn = self._require()
-        if not self.GROUP_COMMIT:
-            async with self._lock:  # autocommit: the statement is its own transaction
-                cursor = await conn.execute(sql, params)
-            self.commits += 1
-            self.writes += 1
-            return cursor
-        group = await self._join(savepoint=False)
-        try:
-            cursor = await conn.execute(sql, params)
-        except BaseException as exc:
-            await asyncio.shield(self._abort(conn, group, exc, statement=True))
-            raise
-        await self._leave(group)
-        return cursor
+    async def write_one(self, sql: str, params: Sequence[Any] | dict = ()) -> WriteResult:
+        """One write statement, atomic and durable like `run` (a group member of its own).
+        Returns its WriteResult (`rowcount`, `lastrowid`)."""
+        def statement(raw: sqlite3.Connection) -> WriteResult:
+            cursor = raw.execute(sql, params)
+            return WriteResult(cursor.rowcount, cursor.lastrowid)
+        return await self.run(statement)
 
     async def executemany(self, sql: str, rows: Iterable[Sequence[Any]]) -> None:
         """Run one statement for many parameter rows as one write."""
-        async with self.write() as conn:
-            await conn.executemany(sql, rows)
+        rows = list(rows)
+
+        def statements(raw: sqlite3.Connection) -> None:
+            raw.executemany(sql, rows)
+        await self.run(statements)
 
     # ---- reads and maintenance ------------------------------------------------------------
     # These take the lock too, and see the open group's rows (module docstring). Never call

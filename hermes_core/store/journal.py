@@ -288,6 +288,8 @@ class JournaledDatabase(Database):
             and then calls `start_journal()`.
     """
 
+    _COMMIT_IN_THREAD = False  # the journal lines are written (and fsynced) before the COMMIT
+
     def __init__(self, sessions_dir: Path, *, read_only: bool = False) -> None:
         super().__init__(Path(sessions_dir) / JOURNAL_FILE_NAME)
         self.dir = Path(sessions_dir)

@@ -2,9 +2,12 @@
 `SessionStore` through `TurnOps`.
 
 An obligation is a text the gateway owes a chat. States: pending → attempting → delivered |
-failed | abandoned. The final reply of a turn is recorded as 'pending' in the same transaction as
-the assistant message, and that transaction also clears the turn marker; the sender marks it
-'attempting' before sending and 'delivered' / 'failed' after. After a crash, start-up re-sends
+failed | abandoned. The final reply of a turn is recorded in the same transaction as the
+assistant message, and that transaction also clears the turn marker. The live path records it
+'attempting' (its first attempt counted), since its send starts as soon as that transaction is
+committed — a write of its own before the send would cost every message one more fsync
+(docs/behaviour.md §12); a re-send marks it 'attempting' before sending. After the send it is
+'delivered' / 'failed'. After a crash, start-up re-sends
 'attempting' ones with `RECOVERED_PREFIX` (the chat may already have them) and 'pending' /
 'failed' ones plainly; a 'delivered' one never. A reply a crash left persisted but not in the
 ledger is recorded at recovery with the prefix already in its text (seed §7), so every send of
@@ -22,10 +25,11 @@ from __future__ import annotations
 
 import json
 import logging
+from dataclasses import replace
 from datetime import timedelta
 from typing import Any, Iterable, Mapping
 
-from ..model import SessionSource, format_timestamp
+from ..model import SessionSource, TokenUsage, format_timestamp
 from .records import NewObligation
 from .rows import normalize_message
 
@@ -64,7 +68,8 @@ def text_owed(reply: str | None, *, internal: bool) -> str | None:
 
 
 class LedgerOps:
-    """Delivery-ledger methods. Relies on the SessionStore attributes `_b()` and `_now()`."""
+    """Delivery-ledger methods. Relies on the SessionStore attributes `_b()`, `_now()`, `_locks`,
+    `_load` and `_write_entry`."""
 
     def _obligation(self, session_key: str, session_id: str, origin: SessionSource | None, content: str,
                     internal: bool, reply_to: str | None, message_id: int | None = None) -> NewObligation:
@@ -76,25 +81,57 @@ class LedgerOps:
 
     async def record_reply(self, session_key: str, session_id: str, message: Mapping[str, Any] | None, *,
                            origin: SessionSource | None, content: str | None, internal: bool = False,
-                           reply_to: str | None = None) -> int | None:
+                           reply_to: str | None = None, sending: bool = False, inbound_id: int | None = None,
+                           usage: TokenUsage | None = None, completed: bool = False) -> int | None:
         """End a turn durably: append `message` (the assistant reply; None for a notice-only
         turn), record the obligation to send `content` (None: nothing is owed) and clear the turn
-        marker — one transaction on SQLite (docs/behaviour.md §6).
+        marker — one transaction, which on the live path also carries the rest of the turn's
+        bookkeeping (docs/behaviour.md §6, §12).
 
         Args:
             origin: the chat to deliver to (the stored origin, raw ids).
             content: the text owed (see `text_owed`), or None.
             internal: the turn was an internal wake-up.
             reply_to: the platform id of the message answered, or None.
+            sending: the caller sends the obligation as soon as this returns: it is recorded
+                'attempting' with its first attempt counted (no separate write before the send).
+            inbound_id: the turn's intake row, finished in the same transaction (the reply and
+                the ledger own the message from here on).
+            usage: the agent's TokenUsage: the entry's counters and `last_prompt_tokens` are
+                updated in the same transaction (`update_session`, seed §3).
+            completed: the turn really completed: `resume_pending` and `is_fresh_reset` are
+                cleared in the same transaction (seed §2 `clear_resume_pending`).
         Returns:
             The obligation id, or None when nothing is owed.
         Raises:
             ValueError: bad message. sqlite3.Error / OSError: nothing was recorded.
         """
         row = normalize_message(message, self._now) if message is not None else None
-        ob = self._obligation(session_key, session_id, origin, content, internal, reply_to) if content else None
-        _, ob_id = await self._b().record_reply(session_key, session_id, row, ob)
-        return ob_id
+        ob = None
+        if content:
+            ob = self._obligation(session_key, session_id, origin, content, internal, reply_to)
+            if sending:
+                ob = replace(ob, state="attempting", attempts=1)
+        now = self._now()
+        backend = self._b()
+        if usage is None and not completed:
+            _, ob_id = await backend.record_reply(session_key, session_id, row, ob, inbound_id=inbound_id,
+                                                  now_ts=now.timestamp())
+            return ob_id
+        async with self._locks.hold(session_key):
+            entry = await self._load(session_key)
+            if entry is None:
+                _, ob_id = await backend.record_reply(session_key, session_id, row, ob, inbound_id=inbound_id,
+                                                      now_ts=now.timestamp())
+                return ob_id
+            entry.updated_at = now
+            entry.add_usage(usage, usage.input_tokens if usage is not None else None)
+            if completed:
+                entry.is_fresh_reset = False
+                entry.resume_pending, entry.resume_reason, entry.last_resume_marked_at = False, None, None
+            _, ob_id = await self._write_entry(entry, lambda: backend.record_reply(
+                session_key, session_id, row, ob, entry=entry, inbound_id=inbound_id, now_ts=now.timestamp()))
+            return ob_id
 
     async def start_delivery(self, obligation_id: int) -> None:
         """Mark an obligation 'attempting' (one more attempt) right before sending it."""

@@ -79,9 +79,10 @@ class IntakeRow:
 
 @dataclass(frozen=True, slots=True)
 class NewObligation:
-    """A delivery obligation to record as 'pending' (docs/behaviour.md §6): `origin` is the
-    chat's SessionSource as JSON text; `message_id` the transcript row it carries (when it is
-    not the reply recorded in the same call)."""
+    """A delivery obligation to record (docs/behaviour.md §6): `origin` is the chat's
+    SessionSource as JSON text; `message_id` the transcript row it carries (when it is not the
+    reply recorded in the same call); `state` / `attempts` 'pending' / 0, or 'attempting' / 1 for
+    a reply whose send starts as soon as it is recorded (the live path)."""
 
     session_key: str
     session_id: str
@@ -92,6 +93,8 @@ class NewObligation:
     now_iso: str
     now_ts: float
     message_id: int | None = None
+    state: str = "pending"
+    attempts: int = 0
 
 
 @dataclass(frozen=True, slots=True)

@@ -18,7 +18,7 @@ import sqlite3
 from collections import OrderedDict
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import Any, Callable, Iterable
+from typing import Any, Awaitable, Callable, Iterable, TypeVar
 
 from ..keys import Canonicalizer, build_session_key, canonical_with_aliases, is_shared_multi_user_session
 from ..model import (
@@ -47,6 +47,7 @@ from .transcripts import TranscriptOps
 from .turns import TurnOps
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 _CACHE_SIZE = 4096
 # Left by the degraded mode of gateways before the journal (sessions.json as the index,
@@ -348,9 +349,14 @@ class SessionStore(TurnOps, TranscriptOps, AliasOps, ErasureOps, ClaimOps):
         return entry
 
     async def _save(self, entry: SessionEntry, **kwargs: Any) -> None:
+        await self._write_entry(entry, lambda: self._b().save(entry, **kwargs))
+
+    async def _write_entry(self, entry: SessionEntry, write: Callable[[], Awaitable[T]]) -> T:
+        """Run `write()`, a backend write that stores `entry` (the key's lock is held), and keep
+        the cache and the sessions.json mirror in step with it."""
         self._touched.pop(entry.session_key, None)
         try:
-            await self._b().save(entry, **kwargs)
+            result = await write()
         except BaseException:
             # The cache may hold a half-mutated entry; drop it so the next read reloads.
             self._cache.pop(entry.session_key, None)
@@ -358,6 +364,7 @@ class SessionStore(TurnOps, TranscriptOps, AliasOps, ErasureOps, ClaimOps):
         self._remember(entry)
         if self._mirror is not None:
             self._mirror.mark_dirty()
+        return result
 
     def _now(self) -> datetime:
         return self._clock()
@@ -640,17 +647,7 @@ class SessionStore(TurnOps, TranscriptOps, AliasOps, ErasureOps, ClaimOps):
                 log.warning("update_session: no entry for key %r; ignored", session_key)
                 return
             entry.updated_at = self._now()
-            if last_prompt_tokens is not None:
-                entry.last_prompt_tokens = int(last_prompt_tokens)
-            if usage is not None:
-                entry.input_tokens += usage.input_tokens
-                entry.output_tokens += usage.output_tokens
-                entry.cache_read_tokens += usage.cache_read_tokens
-                entry.cache_write_tokens += usage.cache_write_tokens
-                entry.total_tokens += usage.total_tokens
-                entry.estimated_cost_usd += usage.estimated_cost_usd
-                if usage.cost_status != "unknown":
-                    entry.cost_status = usage.cost_status
+            entry.add_usage(usage, last_prompt_tokens)
             await self._save(entry, usage=usage)
 
     # ---- listing, lookup, pruning ---------------------------------------------------------

@@ -33,6 +33,9 @@ _UPSERT_ROUTE = (
     "INSERT INTO routes (session_key, session_id, entry, updated_ts, suspended) VALUES (?, ?, ?, ?, ?) "
     "ON CONFLICT(session_key) DO UPDATE SET session_id = excluded.session_id, entry = excluded.entry, "
     "updated_ts = excluded.updated_ts, suspended = excluded.suspended")
+_CLEAR_MARKER = ("UPDATE routes SET turn_session_id = NULL, turn_message_id = NULL, turn_started_ts = NULL "
+                 "WHERE session_key = ?")
+_FINISH_INBOUND = "UPDATE inbound SET state = 'done', payload = NULL, finished_ts = ? WHERE id = ?"
 _INSERT_SESSION = (
     "INSERT OR IGNORE INTO sessions (session_id, session_key, origin, platform, chat_id, participant_id, "
     "chat_type, display_name, created_at, updated_at, parent_session_id) VALUES (?,?,?,?,?,?,?,?,?,?,?)")
@@ -121,36 +124,32 @@ class SqliteBackend:
         carries the session's counters; the schema-2 triggers copy them (so `usage` needs no
         statement of its own here)."""
         now_iso = format_timestamp(entry.updated_at)
-        if not (end_session or new_session or reopen_session or clear_marker):
-            # The per-message path: one statement, one round trip.
-            await self.db.write_one(_UPSERT_ROUTE, route_params(entry))
-            return
-        async with self.db.write() as conn:
+        route = route_params(entry)
+        session = session_params(entry, parent_session_id) if new_session else None
+
+        def work(conn: sqlite3.Connection) -> None:
             if end_session is not None:
-                await conn.execute(
+                conn.execute(
                     "UPDATE sessions SET ended_at = ?, end_reason = ?, updated_at = ? "
                     "WHERE session_id = ? AND ended_at IS NULL", (now_iso, end_session[1], now_iso, end_session[0]))
-            if new_session:
-                await conn.execute(_INSERT_SESSION, session_params(entry, parent_session_id))
+            if session is not None:
+                conn.execute(_INSERT_SESSION, session)
             if reopen_session is not None:
-                await conn.execute("UPDATE sessions SET ended_at = NULL, end_reason = NULL, session_key = ?, "
-                                   "updated_at = ? WHERE session_id = ?",
-                                   (entry.session_key, now_iso, reopen_session))
-            await conn.execute(_UPSERT_ROUTE, route_params(entry))
+                conn.execute("UPDATE sessions SET ended_at = NULL, end_reason = NULL, session_key = ?, "
+                             "updated_at = ? WHERE session_id = ?", (entry.session_key, now_iso, reopen_session))
+            conn.execute(_UPSERT_ROUTE, route)
             if clear_marker:
-                await conn.execute("UPDATE routes SET turn_session_id = NULL, turn_message_id = NULL, "
-                                   "turn_started_ts = NULL WHERE session_key = ?", (entry.session_key,))
+                conn.execute(_CLEAR_MARKER, (entry.session_key,))
+        await self.db.run(work)
 
     async def save_many(self, entries: list[SessionEntry]) -> None:
         """Upsert many routes in one transaction (the batched touch times)."""
         if entries:
-            async with self.db.write() as conn:
-                await conn.executemany(_UPSERT_ROUTE, [route_params(e) for e in entries])
+            await self.db.executemany(_UPSERT_ROUTE, [route_params(e) for e in entries])
 
     async def delete_routes(self, keys: list[str]) -> None:
         # Only the routes go: pruning never ends a session (docs/behaviour.md §2).
-        async with self.db.write() as conn:
-            await conn.executemany("DELETE FROM routes WHERE session_key = ?", [(key,) for key in keys])
+        await self.db.executemany("DELETE FROM routes WHERE session_key = ?", [(key,) for key in keys])
 
     async def adoptable_session(self, session_key: str) -> SessionRow | None:
         # `pruned`: the end reason older gateways gave pruned routes' sessions.
@@ -208,9 +207,8 @@ class SqliteBackend:
     # ---- transcripts ----------------------------------------------------------------------
 
     @staticmethod
-    async def _insert_message(conn, session_id: str, row: MessageRow) -> int:
-        cur = await conn.execute(_INSERT_MSG, _message_params(session_id, row))
-        return cur.lastrowid
+    def _insert_message(conn: sqlite3.Connection, session_id: str, row: MessageRow) -> int:
+        return conn.execute(_INSERT_MSG, _message_params(session_id, row)).lastrowid
 
     async def _with_fts_repair(self, work):
         """Run a write; if it fails because the FTS index is damaged, rebuild the index and retry
@@ -234,31 +232,29 @@ class SqliteBackend:
 
     async def begin_turn(self, session_key: str, session_id: str, row: MessageRow, started_ts: float,
                          inbound_id: int | None = None) -> None:
-        async def work():
-            async with self.db.write() as conn:
-                message_id = await self._insert_message(conn, session_id, row)
-                cur = await conn.execute(
-                    "UPDATE routes SET turn_session_id = ?, turn_message_id = ?, turn_started_ts = ? "
-                    "WHERE session_key = ?", (session_id, message_id, started_ts, session_key))
-                if cur.rowcount == 0:
-                    raise StoreError(f"cannot begin a turn: no session entry for key {session_key!r}")
-                if inbound_id is not None:
-                    # Same transaction: a 'running' intake row always has its user message stored.
-                    await conn.execute("UPDATE inbound SET state = 'running' WHERE id = ? AND state = 'pending'",
-                                       (inbound_id,))
-        await self._with_fts_repair(work)
+        def work(conn: sqlite3.Connection) -> None:
+            message_id = self._insert_message(conn, session_id, row)
+            cur = conn.execute("UPDATE routes SET turn_session_id = ?, turn_message_id = ?, turn_started_ts = ? "
+                               "WHERE session_key = ?", (session_id, message_id, started_ts, session_key))
+            if cur.rowcount == 0:
+                raise StoreError(f"cannot begin a turn: no session entry for key {session_key!r}")
+            if inbound_id is not None:
+                # Same transaction: a 'running' intake row always has its user message stored.
+                conn.execute("UPDATE inbound SET state = 'running' WHERE id = ? AND state = 'pending'", (inbound_id,))
+        await self._with_fts_repair(lambda: self.db.run(work))
 
     async def resume_turn(self, session_key: str, session_id: str, started_ts: float) -> StoredMessage | None:
-        async with self.db.write() as conn:
-            rows = await conn.execute_fetchall(
+        def work(conn: sqlite3.Connection) -> StoredMessage | None:
+            rows = conn.execute(
                 "SELECT id, role, content, platform_message_id FROM messages WHERE session_id = ? AND active = 1 "
-                "AND role IN ('user', 'assistant') ORDER BY id DESC LIMIT 1", (session_id,))
+                "AND role IN ('user', 'assistant') ORDER BY id DESC LIMIT 1", (session_id,)).fetchall()
             if not rows or rows[0][1] != "user":
                 return None
             last = StoredMessage(id=rows[0][0], content=rows[0][2], platform_message_id=rows[0][3])
-            await conn.execute("UPDATE routes SET turn_session_id = ?, turn_message_id = ?, turn_started_ts = ? "
-                               "WHERE session_key = ?", (session_id, last.id, started_ts, session_key))
+            conn.execute("UPDATE routes SET turn_session_id = ?, turn_message_id = ?, turn_started_ts = ? "
+                         "WHERE session_key = ?", (session_id, last.id, started_ts, session_key))
             return last
+        return await self.db.run(work)
 
     async def reply_row_after(self, session_id: str, message_id: int | None) -> StoredMessage | None:
         row = await self.db.fetchone(
@@ -267,8 +263,7 @@ class SqliteBackend:
         return StoredMessage(id=row[0], content=row[1]) if row else None
 
     async def end_turn(self, session_key: str) -> None:
-        await self.db.write_one("UPDATE routes SET turn_session_id = NULL, turn_message_id = NULL, "
-                                "turn_started_ts = NULL WHERE session_key = ?", (session_key,))
+        await self.db.write_one(_CLEAR_MARKER, (session_key,))
 
     async def turn_markers(self) -> list[TurnMarker]:
         rows = await self.db.fetchall(
@@ -292,29 +287,24 @@ class SqliteBackend:
             "SELECT COUNT(*) FROM messages WHERE session_id = ? AND active = 1 AND role = 'user'", (session_id,)))
 
     async def rewrite(self, session_id: str, rows: list[MessageRow]) -> None:
-        async def work():
-            async with self.db.write() as conn:
-                await conn.execute("UPDATE messages SET active = 0 WHERE session_id = ? AND active = 1", (session_id,))
-                for row in rows:
-                    await self._insert_message(conn, session_id, row)
-        await self._with_fts_repair(work)
+        def work(conn: sqlite3.Connection) -> None:
+            conn.execute("UPDATE messages SET active = 0 WHERE session_id = ? AND active = 1", (session_id,))
+            conn.executemany(_INSERT_MSG, [_message_params(session_id, row) for row in rows])
+        await self._with_fts_repair(lambda: self.db.run(work))
 
     async def rewind(self, session_id: str, n: int) -> dict[str, Any] | None:
-        async with self.db.write() as conn:
-            users = await conn.execute_fetchall(
+        def work(conn: sqlite3.Connection) -> dict[str, Any] | None:
+            users = conn.execute(
                 "SELECT id, content FROM messages WHERE session_id = ? AND active = 1 AND role = 'user' "
-                "ORDER BY id DESC LIMIT ?", (session_id, n))
-            users = list(users)
+                "ORDER BY id DESC LIMIT ?", (session_id, n)).fetchall()
             if not users:
                 return None
             target_id, target_text = users[-1][0], users[-1][1]
-            cur = await conn.execute(
-                "UPDATE messages SET active = 0 WHERE session_id = ? AND active = 1 AND id >= ?",
-                (session_id, target_id))
-            rewound = cur.rowcount
-            await conn.execute("UPDATE sessions SET rewind_count = rewind_count + 1 WHERE session_id = ?",
-                               (session_id,))
+            rewound = conn.execute("UPDATE messages SET active = 0 WHERE session_id = ? AND active = 1 AND id >= ?",
+                                   (session_id, target_id)).rowcount
+            conn.execute("UPDATE sessions SET rewind_count = rewind_count + 1 WHERE session_id = ?", (session_id,))
             return {"rewound_count": rewound, "turns_undone": len(users), "target_text": target_text}
+        return await self.db.run(work)
 
     # ---- durable intake (docs/behaviour.md §0, §5) ----------------------------------------------------
 
@@ -328,8 +318,7 @@ class SqliteBackend:
 
     async def intake_finish(self, inbound_id: int, now_ts: float) -> None:
         # The payload is dropped: the message lives in the transcript now; the id stays for dedupe.
-        await self.db.write_one("UPDATE inbound SET state = 'done', payload = NULL, finished_ts = ? WHERE id = ?",
-                                (now_ts, inbound_id))
+        await self.db.write_one(_FINISH_INBOUND, (now_ts, inbound_id))
 
     async def intake_open(self) -> list[IntakeRow]:
         rows = await self.db.fetchall(
@@ -342,12 +331,10 @@ class SqliteBackend:
 
     async def intake_merge(self, target_id: int, payload: str, absorbed_ids: list[int], now_ts: float) -> None:
         # One transaction: a crash leaves either the separate rows or the merged one, never half.
-        async with self.db.write() as conn:
-            await conn.execute("UPDATE inbound SET payload = ? WHERE id = ? AND state = 'pending'",
-                               (payload, target_id))
-            for ident in absorbed_ids:
-                await conn.execute("UPDATE inbound SET state = 'done', payload = NULL, finished_ts = ? WHERE id = ?",
-                                   (now_ts, ident))
+        def work(conn: sqlite3.Connection) -> None:
+            conn.execute("UPDATE inbound SET payload = ? WHERE id = ? AND state = 'pending'", (payload, target_id))
+            conn.executemany(_FINISH_INBOUND, [(now_ts, ident) for ident in absorbed_ids])
+        await self.db.run(work)
 
     # ---- delivery ledger (docs/behaviour.md §6) ------------------------------------------------------
 
@@ -355,28 +342,32 @@ class SqliteBackend:
                 "last_error", "message_id", "reply_to", "created_ts", "updated_ts")
 
     @staticmethod
-    async def _insert_obligation(conn, ob: NewObligation, message_id: int | None) -> int:
-        cur = await conn.execute(
+    def _insert_obligation(conn: sqlite3.Connection, ob: NewObligation, message_id: int | None) -> int:
+        return conn.execute(
             "INSERT INTO delivery_obligations (session_key, session_id, origin, content, state, attempts, internal, "
             "message_id, reply_to, created_at, updated_at, created_ts, updated_ts) "
-            "VALUES (?, ?, ?, ?, 'pending', 0, ?, ?, ?, ?, ?, ?, ?)",
-            (ob.session_key, ob.session_id, ob.origin, ob.content, int(bool(ob.internal)), message_id,
-             ob.reply_to, ob.now_iso, ob.now_iso, ob.now_ts, ob.now_ts))
-        return cur.lastrowid
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (ob.session_key, ob.session_id, ob.origin, ob.content, ob.state, ob.attempts, int(bool(ob.internal)),
+             message_id, ob.reply_to, ob.now_iso, ob.now_iso, ob.now_ts, ob.now_ts)).lastrowid
 
     async def record_reply(self, session_key: str, session_id: str, row: MessageRow | None,
-                           obligation: NewObligation | None) -> tuple[int | None, int | None]:
-        async def work():
-            async with self.db.write() as conn:
-                message_id = await self._insert_message(conn, session_id, row) if row is not None else None
-                ob_id = None
-                if obligation is not None:
-                    carried = message_id if message_id is not None else obligation.message_id
-                    ob_id = await self._insert_obligation(conn, obligation, carried)
-                await conn.execute("UPDATE routes SET turn_session_id = NULL, turn_message_id = NULL, "
-                                   "turn_started_ts = NULL WHERE session_key = ?", (session_key,))
-                return message_id, ob_id
-        return await self._with_fts_repair(work)
+                           obligation: NewObligation | None, *, entry: SessionEntry | None = None,
+                           inbound_id: int | None = None, now_ts: float = 0.0) -> tuple[int | None, int | None]:
+        route = route_params(entry) if entry is not None else None
+
+        def work(conn: sqlite3.Connection) -> tuple[int | None, int | None]:
+            message_id = self._insert_message(conn, session_id, row) if row is not None else None
+            ob_id = None
+            if obligation is not None:
+                carried = message_id if message_id is not None else obligation.message_id
+                ob_id = self._insert_obligation(conn, obligation, carried)
+            if route is not None:  # the entry's counters; the schema-2 triggers copy them to `sessions`
+                conn.execute(_UPSERT_ROUTE, route)
+            conn.execute(_CLEAR_MARKER, (session_key,))
+            if inbound_id is not None:
+                conn.execute(_FINISH_INBOUND, (now_ts, inbound_id))
+            return message_id, ob_id
+        return await self._with_fts_repair(lambda: self.db.run(work))
 
     async def obligation_for_message(self, message_id: int) -> int | None:
         return await self.db.fetchval("SELECT id FROM delivery_obligations WHERE message_id = ? LIMIT 1",
@@ -466,24 +457,26 @@ class SqliteBackend:
         """Insert imported entries (routes + session rows) in one transaction.
 
         Returns `(imported, skipped_existing)`."""
-        imported = skipped = 0
-        async with self.db.write() as conn:
+        entries = list(entries)
+
+        def work(conn: sqlite3.Connection) -> tuple[int, int]:
+            imported = skipped = 0
             for entry in entries:
-                exists = await (await conn.execute(
-                    "SELECT 1 FROM routes WHERE session_key = ?", (entry.session_key,))).fetchone()
+                exists = conn.execute("SELECT 1 FROM routes WHERE session_key = ?", (entry.session_key,)).fetchone()
                 if exists and not replace:
                     skipped += 1
                     continue
-                await conn.execute(_INSERT_SESSION, session_params(entry))
-                await conn.execute(
+                conn.execute(_INSERT_SESSION, session_params(entry))
+                conn.execute(
                     "UPDATE sessions SET input_tokens = ?, output_tokens = ?, cache_read_tokens = ?, "
                     "cache_write_tokens = ?, total_tokens = ?, estimated_cost_usd = ?, cost_status = ? "
                     "WHERE session_id = ?",
                     (entry.input_tokens, entry.output_tokens, entry.cache_read_tokens, entry.cache_write_tokens,
                      entry.total_tokens, entry.estimated_cost_usd, entry.cost_status, entry.session_id))
-                await conn.execute(_UPSERT_ROUTE, route_params(entry))
+                conn.execute(_UPSERT_ROUTE, route_params(entry))
                 imported += 1
-        return imported, skipped
+            return imported, skipped
+        return await self.db.run(work)
 
     # ---- identity aliases -----------------------------------------------------------------
 

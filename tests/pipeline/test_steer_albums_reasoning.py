@@ -136,6 +136,22 @@ async def test_a_photo_album_sent_during_a_turn_is_one_turn_in_every_busy_mode(t
         await app.stop()
 
 
+async def test_an_album_sent_to_an_idle_session_is_one_turn(tmp_path):
+    agent = HeldAgent()
+    app, adapter = await make_app(tmp_path, agent, "interrupt")
+    agent.open("our holiday")
+    try:
+        await send(app, "our holiday", "p1", media=[dict(PHOTO, path="1.jpg")], media_group_id="album-9")
+        for n in (2, 3):  # the parts after the first arrive while its job waits for them
+            await send(app, "", f"p{n}", media=[dict(PHOTO, path=f"{n}.jpg")], media_group_id="album-9")
+        await app.runner.join()
+        assert agent.started == ["our holiday"]
+        assert adapter.texts() == ["ok our holiday"]
+        assert await app.store.pending_inbound() == []
+    finally:
+        await app.stop()
+
+
 async def test_reasoning_fields_stay_in_the_transcript_through_undo_and_compression(tmp_path):
     agent = SteerAgent()
     adapter = ChatAdapter()

@@ -1,10 +1,12 @@
 """docs/behaviour.md §12: state.db runs `synchronous = FULL` in WAL mode, and overlapping writes
-share one transaction (group commit): each write returns only once its group is committed, a
-write that raises is rolled back alone, and a group whose commit fails fails every member."""
+share one transaction (group commit) run in one call to the SQLite thread: each write returns
+only once its group is committed, a write that raises is rolled back alone, and a group whose
+commit fails fails every member."""
 
 from __future__ import annotations
 
 import asyncio
+import threading
 
 import pytest
 
@@ -40,19 +42,35 @@ async def test_overlapping_writes_share_one_commit(db):
 
 
 async def test_a_write_that_raises_is_rolled_back_alone(db):
-    async def good(key: str) -> None:
-        async with db.write() as conn:
-            await conn.execute("INSERT INTO meta (key, value) VALUES (?, 'v')", (key,))
+    def good(key: str):
+        return lambda conn: conn.execute("INSERT INTO meta (key, value) VALUES (?, 'v')", (key,)) and key
 
-    async def bad() -> None:
-        async with db.write() as conn:
-            await conn.execute("INSERT INTO meta (key, value) VALUES ('bad', 'v')")
-            raise ValueError("refused by the caller")
+    def bad(conn) -> None:
+        conn.execute("INSERT INTO meta (key, value) VALUES ('bad', 'v')")
+        raise ValueError("refused by the caller")
 
-    results = await asyncio.gather(good("a"), bad(), good("b"), return_exceptions=True)
-    assert [type(r).__name__ for r in results] == ["NoneType", "ValueError", "NoneType"]
+    results = await asyncio.gather(db.run(good("a")), db.run(bad), db.run(good("b")), return_exceptions=True)
+    assert [r if isinstance(r, str) else type(r).__name__ for r in results] == ["a", "ValueError", "b"]
     assert [r[0] for r in await db.fetchall("SELECT key FROM meta ORDER BY key")] == ["a", "b"]
     assert (db.commits, db.writes) == (1, 2)
+
+
+async def test_a_group_is_one_call_to_the_sqlite_thread(db, monkeypatch):
+    calls = []
+    real = db.conn._execute
+
+    async def counted(fn, *args, **kwargs):
+        calls.append(getattr(fn, "__name__", repr(fn)))
+        return await real(fn, *args, **kwargs)
+
+    monkeypatch.setattr(db.conn, "_execute", counted)
+    await asyncio.gather(*(db.write_one("INSERT INTO meta (key, value) VALUES (?, ?)", (f"k{i}", "v"))
+                           for i in range(20)))
+    # BEGIN IMMEDIATE, the 20 members in their savepoints and the COMMIT: one hand-off
+    assert calls == ["_group_in_thread"]
+    await db.write_one("INSERT INTO meta (key, value) VALUES ('alone', 'v')")
+    assert calls == ["_group_in_thread", "_group_in_thread"]
+    assert (db.commits, db.writes) == (2, 21)
 
 
 async def test_a_failed_commit_fails_every_member_and_stores_none_of_them(db):
@@ -76,26 +94,36 @@ async def test_a_failed_commit_fails_every_member_and_stores_none_of_them(db):
     assert await db.fetchval("SELECT value FROM meta WHERE key = 'after'") == "v"
 
 
-async def test_a_member_cancelled_while_waiting_does_not_cancel_its_group(db):
-    inside = asyncio.Event()
+async def test_a_write_cancelled_before_its_group_began_is_left_out(db):
+    async with db.write() as conn:  # holds the connection: the writes below wait for the next group
+        await conn.execute("INSERT INTO meta (key, value) VALUES ('exclusive', 'v')")
+        kept = asyncio.create_task(db.write_one("INSERT INTO meta (key, value) VALUES ('kept', 'v')"))
+        dropped = asyncio.create_task(db.write_one("INSERT INTO meta (key, value) VALUES ('dropped', 'v')"))
+        await asyncio.sleep(0)  # both are queued for the next group
+        dropped.cancel()
+    assert (await kept).rowcount == 1
+    assert [type(r).__name__ for r in await asyncio.gather(dropped, return_exceptions=True)] == ["CancelledError"]
+    assert [r[0] for r in await db.fetchall("SELECT key FROM meta ORDER BY key")] == ["exclusive", "kept"]
+    # the exclusive write, then one group with the one member left
+    assert (db.commits, db.writes) == (2, 2)
 
-    async def quick() -> None:
-        await db.write_one("INSERT INTO meta (key, value) VALUES ('quick', 'v')")
 
-    async def slow() -> None:
-        async with db.write() as conn:  # joins the group `quick` opened, and keeps it open
-            await conn.execute("INSERT INTO meta (key, value) VALUES ('slow', 'v')")
-            inside.set()
-            await asyncio.sleep(0.05)
+async def test_a_write_whose_caller_is_cancelled_once_its_group_runs_is_committed(db):
+    started = asyncio.Event()
 
-    first, second = asyncio.create_task(quick()), asyncio.create_task(slow())
-    await inside.wait()  # `quick` is done writing and waits for the group's commit
-    first.cancel()
-    await second
-    assert [type(r).__name__ for r in await asyncio.gather(first, return_exceptions=True)] == ["CancelledError"]
-    # the group was committed with both writes (the cancelled caller just did not wait for it)
-    assert [r[0] for r in await db.fetchall("SELECT key FROM meta ORDER BY key")] == ["quick", "slow"]
-    assert (db.commits, db.writes) == (1, 2)
+    def slow(conn) -> None:
+        conn.execute("INSERT INTO meta (key, value) VALUES ('committed', 'v')")
+        loop.call_soon_threadsafe(started.set)
+        threading.Event().wait(0.05)  # still inside the group when the caller gives up
+
+    loop = asyncio.get_running_loop()
+    task = asyncio.create_task(db.run(slow))
+    await started.wait()
+    task.cancel()
+    assert [type(r).__name__ for r in await asyncio.gather(task, return_exceptions=True)] == ["CancelledError"]
+    await db.close()  # waits for the group
+    await db.open()
+    assert await db.fetchval("SELECT value FROM meta WHERE key = 'committed'") == "v"
 
 
 async def test_commit_error_is_a_store_error_naming_the_file(db):

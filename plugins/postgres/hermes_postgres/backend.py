@@ -64,6 +64,7 @@ _SYNC_COUNTERS = (
     "total_tokens = %s, estimated_cost_usd = %s, cost_status = %s, updated_at = %s WHERE session_id = %s")
 _CLEAR_MARKER = ("UPDATE routes SET turn_session_id = NULL, turn_message_id = NULL, turn_started_ts = NULL "
                  "WHERE session_key = %s")
+_FINISH_INBOUND = "UPDATE inbound SET state = 'done', payload = NULL, finished_ts = %s WHERE id = %s"
 _SESSION_COLS = ("session_id, session_key, origin, platform, chat_id, participant_id, chat_type, display_name, "
                  "created_at, updated_at, ended_at, end_reason, parent_session_id, input_tokens, output_tokens, "
                  "cache_read_tokens, cache_write_tokens, total_tokens, estimated_cost_usd, cost_status, title, "
@@ -533,8 +534,7 @@ class PostgresBackend:
 
     async def intake_finish(self, inbound_id: int, now_ts: float) -> None:
         async with self._tx(fence_sql=self._INTAKE_KEY, fence_arg=inbound_id) as conn:
-            await conn.execute("UPDATE inbound SET state = 'done', payload = NULL, finished_ts = %s WHERE id = %s",
-                               (now_ts, inbound_id))
+            await conn.execute(_FINISH_INBOUND, (now_ts, inbound_id))
 
     async def intake_open(self) -> list[IntakeRow]:
         rows = await self._fetch("SELECT id, session_key, payload, state FROM inbound WHERE state <> 'done' ORDER BY id")
@@ -556,7 +556,8 @@ class PostgresBackend:
     # ---- delivery ledger --------------------------------------------------------------------
 
     async def record_reply(self, session_key: str, session_id: str, row: MessageRow | None,
-                           obligation: NewObligation | None) -> tuple[int | None, int | None]:
+                           obligation: NewObligation | None, *, entry: SessionEntry | None = None,
+                           inbound_id: int | None = None, now_ts: float = 0.0) -> tuple[int | None, int | None]:
         async with self._tx(session_key) as conn:
             message_id = await self._insert_message(conn, session_id, row) if row is not None else None
             ob_id = None
@@ -565,12 +566,17 @@ class PostgresBackend:
                 cur = await conn.execute(
                     "INSERT INTO delivery_obligations (session_key, session_id, origin, content, state, attempts, "
                     "internal, message_id, reply_to, created_at, updated_at, created_ts, updated_ts) "
-                    "VALUES (%s, %s, %s, %s, 'pending', 0, %s, %s, %s, %s, %s, %s, %s) RETURNING id",
-                    (ob.session_key, ob.session_id, ob.origin, ob.content, bool(ob.internal),
+                    "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s) RETURNING id",
+                    (ob.session_key, ob.session_id, ob.origin, ob.content, ob.state, ob.attempts, bool(ob.internal),
                      message_id if message_id is not None else ob.message_id, ob.reply_to, ob.now_iso,
                      ob.now_iso, ob.now_ts, ob.now_ts))
                 ob_id = (await cur.fetchone())[0]
+            if entry is not None:  # the turn's counters, as `save` writes them
+                await conn.execute(_UPSERT_ROUTE, _route_params(entry))
+                await conn.execute(_SYNC_COUNTERS, _counter_params(entry))
             await conn.execute(_CLEAR_MARKER, (session_key,))
+            if inbound_id is not None:
+                await conn.execute(_FINISH_INBOUND, (now_ts, inbound_id))
             return message_id, ob_id
 
     async def obligation_for_message(self, message_id: int) -> int | None:

@@ -1,0 +1,53 @@
+"""docs/behaviour.md §12: on the single-session path a message costs four commits — its durable
+acceptance; the user message with the turn marker; the reply with its delivery obligation
+('attempting'), the token counters, the end of the marker and the intake row finished; the
+obligation 'delivered' — and each commit is one call to the SQLite thread. Counted on the real
+store (every call to aiosqlite's thread goes through `Connection._execute`), not timed."""
+
+from __future__ import annotations
+
+from pipeline_helpers import ChatAdapter, dm, say, start_app
+
+from hermes_core.agents.base import Agent, AgentReply
+from hermes_core.model import TokenUsage
+
+
+class CountedAgent(Agent):
+    """Answers "ok <message>" and reports 7 prompt and 3 completion tokens per turn."""
+
+    async def _generate(self, context, history, message, system_context):
+        return AgentReply("ok " + message, TokenUsage(input_tokens=7, output_tokens=3))
+
+
+async def test_a_message_costs_four_commits_each_one_call_to_the_sqlite_thread(tmp_path, monkeypatch):
+    adapter = ChatAdapter()
+    app = await start_app(tmp_path, adapter, CountedAgent())
+    try:
+        await say(app, dm(), "warm up", "m0")  # creates the session and fills the agent cache
+        db = app.store._b().db
+        calls: list[str] = []
+        real = db.conn._execute
+
+        async def counted(fn, *args, **kwargs):
+            calls.append(getattr(fn, "__name__", repr(fn)))
+            return await real(fn, *args, **kwargs)
+
+        monkeypatch.setattr(db.conn, "_execute", counted)
+        commits = db.commits
+        for n in (1, 2, 3):
+            await say(app, dm(), f"message {n}", f"m{n}")
+        monkeypatch.undo()
+        assert adapter.texts() == ["ok warm up", "ok message 1", "ok message 2", "ok message 3"]
+        assert db.commits - commits == 3 * 4
+        assert calls == ["_group_in_thread"] * (3 * 4)
+        # nothing was left behind by the folded writes: every row is in its final state
+        assert [tuple(r) for r in await db.fetchall("SELECT state, attempts FROM delivery_obligations")] == \
+            [("delivered", 1)] * 4
+        assert [r[0] for r in await db.fetchall("SELECT state FROM inbound ORDER BY id")] == ["done"] * 4
+        assert await db.fetchval("SELECT count(*) FROM routes WHERE turn_started_ts IS NOT NULL") == 0
+        # the counters went with the reply: four turns of 7 + 3 tokens, in the route and the session row
+        entry = await app.store.get_entry(app.store.session_key(dm()))
+        assert (entry.input_tokens, entry.output_tokens, entry.last_prompt_tokens) == (28, 12, 7)
+        assert tuple(await db.fetchone("SELECT input_tokens, output_tokens FROM sessions")) == (28, 12)
+    finally:
+        await app.stop()
