@@ -410,7 +410,8 @@ class GatewayRunner:
 
     def _interrupt(self, key: str, worker: _Worker) -> bool:
         """Interrupt `worker`'s running turn. If the agent call has not started yet (the turn is
-        still recording its user message), keep retrying until it starts or the job ends."""
+        still recording its user message), keep retrying until it starts, the turn's reply is
+        recorded or the job ends."""
         job = worker.current
         if job is None:
             return False
@@ -421,7 +422,10 @@ class GatewayRunner:
         return True
 
     async def _keep_interrupting(self, key: str, worker: _Worker, job: Job) -> None:
-        while worker.current is job and not self.deps.agent.interrupt(key):
+        # Also reached when the agent call had already ended (the follow-up came just before the
+        # reply was recorded): once it is recorded there is no reply left to interrupt, and a later
+        # agent call of this job (the compression summary) must not be cut off.
+        while worker.current is job and not job.answered and not self.deps.agent.interrupt(key):
             await asyncio.sleep(self.INTERRUPT_RETRY_S)
 
     def _side_task(self, coro: Any) -> None:
