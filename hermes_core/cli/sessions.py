@@ -13,6 +13,7 @@ without `state.db` ("no gateway state at …") instead of creating an empty stor
 from __future__ import annotations
 
 import json
+import math
 import sqlite3
 import sys
 from enum import Enum
@@ -239,12 +240,15 @@ def export_cmd(
 
 @sessions_app.command("prune")
 def prune_cmd(
-    days: float = typer.Option(..., "--days", help="remove routes idle for more than N days (<= 0: nothing)"),
+    days: float = typer.Option(..., "--days", help="remove routes idle for more than N days (0: nothing)"),
     dry_run: bool = typer.Option(False, "--dry-run", help="list the routes that would be removed; change nothing"),
     yes: bool = typer.Option(False, "--yes", "-y", help="do not ask for confirmation"),
     as_json: bool = typer.Option(False, "--json", help="machine-readable output"),
 ) -> None:
     """Remove old session routes (transcripts stay). Asks first; refused while a gateway runs."""
+    if not (math.isfinite(days) and days >= 0):  # a negative age would read as "nothing", silently
+        raise fail(f"--days must be a finite number of days, 0 or more (got {days:g})")
+
     async def work(store: SessionStore) -> tuple[list[str], int]:
         doomed = await store.prune_candidates(days)
         if dry_run or not doomed:

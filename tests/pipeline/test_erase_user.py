@@ -206,6 +206,16 @@ async def test_prune_dry_run_lists_and_changes_nothing(tmp_path, monkeypatch):
     assert [r["session_key"] for r in json.loads(out)] == [facts["group_key"]]
 
 
+@pytest.mark.parametrize(("given", "shown"), [("-1", "-1"), ("-0.5", "-0.5"), ("nan", "nan"), ("inf", "inf"),
+                                              ("1e400", "inf")])
+def test_prune_refuses_a_negative_or_endless_age(tmp_path, monkeypatch, given, shown):
+    home = tmp_path / "home"
+    home.mkdir()
+    code, out, err = _cli_sync(home, monkeypatch, "prune", "--days", given, "--dry-run")
+    assert (code, out) == (2, "")
+    assert err == f"hermes-gateway: error: --days must be a finite number of days, 0 or more (got {shown})\n"
+
+
 @pytest.mark.parametrize("args", [["erase-user", "testchat", "x"], ["delete", "20260101_000000_abcdef12"]])
 def test_removals_are_refused_while_a_gateway_runs(tmp_path, monkeypatch, args):
     from hermes_core.store.home_lock import HomeLock
