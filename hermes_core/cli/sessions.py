@@ -74,8 +74,8 @@ def _run(work: Callable[[SessionStore], Awaitable[Any]], *, write: bool = False,
     return run_async(main, expected=_EXPECTED)
 
 
-def _entry_row(entry: SessionEntry) -> dict[str, Any]:
-    return {"session_key": entry.session_key, "session_id": entry.session_id,
+def _entry_row(entry: SessionEntry, title: str | None) -> dict[str, Any]:
+    return {"session_key": entry.session_key, "session_id": entry.session_id, "title": title,
             "updated_at": format_timestamp(entry.updated_at), "platform": entry.platform,
             "chat_type": entry.chat_type, "display_name": entry.display_name,
             "total_tokens": entry.total_tokens, "suspended": entry.suspended,
@@ -111,17 +111,24 @@ def list_cmd(
     offset: int = typer.Option(0, "--offset", min=0, help="skip this many rows first (paging)"),
     as_json: bool = typer.Option(False, "--json", help="machine-readable output"),
 ) -> None:
-    """List session entries, most recently active first (--all: every session, ended ones too)."""
+    """List session entries, most recently active first (--all: every session, ended ones too).
+    Each row names its session's title (`/new <title>`, `/title`; docs/behaviour.md §11)."""
     if show_all:
         if active_minutes is not None:
             raise fail("--active-minutes lists current sessions only; it cannot be combined with --all")
         rows, total = _run(lambda s: s.list_all_sessions(limit=limit, offset=offset))
-        columns = ["session_id", "session_key", "current", "updated_at", "ended_at", "end_reason", "total_tokens"]
+        columns = ["session_id", "session_key", "title", "current", "updated_at", "ended_at", "end_reason",
+                   "total_tokens"]
     else:
-        entries = _run(lambda s: s.list_sessions(active_minutes))
-        total = len(entries)
-        rows = [_entry_row(e) for e in entries[offset:offset + limit]]
-        columns = ["session_key", "session_id", "updated_at", "total_tokens"]
+        async def work(store: SessionStore) -> tuple[list[dict[str, Any]], int]:
+            entries = await store.list_sessions(active_minutes)
+            # The title is the session row's, not the route's: read for the shown rows only.
+            rows = [_entry_row(e, (await store.session_info(e.session_id) or {}).get("title"))
+                    for e in entries[offset:offset + limit]]
+            return rows, len(entries)
+
+        rows, total = _run(work)
+        columns = ["session_key", "session_id", "title", "updated_at", "total_tokens"]
     if as_json:
         print_json(rows)
     else:
