@@ -16,6 +16,7 @@ import json
 import math
 import sqlite3
 import sys
+from dataclasses import replace
 from enum import Enum
 from pathlib import Path
 from typing import Any, Awaitable, Callable
@@ -31,6 +32,9 @@ from .common import CliError, fail, load_cli_config_or_exit, quiet_terminal_logg
 from .output import human_time, print_fields, print_json, print_table, progress
 
 sessions_app = typer.Typer(help="Inspect and manage stored sessions.", no_args_is_help=True)
+
+# `erase-user` of a person the store holds nothing of: not an error of the command line (2).
+EXIT_NOTHING_FOUND = 1
 
 _EXPECTED = (StoreError, HomeLockedError, TranscriptReadError, sqlite3.Error, OSError, ValueError)
 
@@ -274,10 +278,10 @@ def prune_cmd(
         typer.echo(f"removed {removed} session route(s)")
 
 
-def _removal_report(report: Any, as_json: bool, *, subject: str) -> None:
+def _removal_report(report: Any, as_json: bool, *, subject: str, **fields: Any) -> None:
     data = report.as_dict()
     if as_json:
-        print_json(data)
+        print_json({**data, **fields})
         return
     counts = data["counts"]
     print_table([{"kind": kind, "rows": n} for kind, n in counts.items()], ["kind", "rows"])
@@ -318,19 +322,30 @@ def erase_user_cmd(
     as_json: bool = typer.Option(False, "--json", help="machine-readable output"),
 ) -> None:
     """Erase one person's data: their sessions, transcript rows (index included), intake, ledger
-    rows, aliases and mirror entries; in shared sessions only their turns (docs/operations.md §5)."""
+    rows, aliases and mirror entries; in shared sessions only their turns (docs/operations.md §5).
+    Exit code 1 when nothing of theirs is stored (`--json`: `found` false)."""
     async def work(store: SessionStore):
         preview = await store.erase_user(platform, user_id, dry_run=True)
         if dry_run:
             return preview
+        if not any(preview.counts.values()):  # nothing of theirs: nothing to confirm, nothing removed
+            return replace(preview, dry_run=False)
         _confirm(f"Erase {platform} user {user_id}: {len(preview.sessions)} session(s) and "
                  f"{sum(preview.counts.values())} row(s) and file(s)?", yes)
         with progress(f"erasing {platform} user data", None):
             return await store.erase_user(platform, user_id)
 
     report = _run(work, write=True)
+    if not any(report.counts.values()):
+        # A mistyped id or platform must not read as "erased": zero counts and exit 0 would.
+        if as_json:
+            print_json({**report.as_dict(), "found": False})
+        else:
+            typer.echo(f"hermes-gateway: nothing of {platform} user {user_id!r} is stored (no session, message, "
+                       "intake row or alias of theirs): nothing to erase", err=True)
+        raise typer.Exit(EXIT_NOTHING_FOUND)
     _forget_restart_counts(report)
-    _removal_report(report, as_json, subject=f"{platform} user {user_id}")
+    _removal_report(report, as_json, subject=f"{platform} user {user_id}", found=True)
 
 
 def _forget_restart_counts(report: Any) -> None:
