@@ -26,6 +26,10 @@ from ..settings import ConfigError, ensure_private_dir
 
 EXIT_ERROR = 2
 ERROR_PREFIX = "hermes-gateway: error: "
+# Every Typer of the CLI renders its help as Markdown: the formatter joins a paragraph's source
+# lines and wraps it to the terminal (typer's "rich" mode would keep each line break of a
+# docstring); backquoted names are shown as code.
+HELP_MARKUP = "markdown"
 log = logging.getLogger("hermes_core.cli")
 
 # The stderr handler this process installed on the root logger (None: not set up yet). Checking

@@ -19,9 +19,11 @@ from typing import Any, Optional
 
 import typer
 
-from .common import fail, load_cli_config_or_exit, quiet_terminal_logging
+from .common import HELP_MARKUP, fail, load_cli_config_or_exit, quiet_terminal_logging
 
-plugins_app = typer.Typer(help="List installed plugins.", invoke_without_command=True)
+# One command with options, no subcommands: its usage line must not offer `COMMAND [ARGS]...`.
+plugins_app = typer.Typer(help="List installed plugins.", invoke_without_command=True, subcommand_metavar="",
+                          rich_markup_mode=HELP_MARKUP)
 
 
 def collect_plugin_rows(config: Any, *, include_builtins: bool = False) -> list[dict[str, Any]]:

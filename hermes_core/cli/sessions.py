@@ -28,10 +28,12 @@ from ..model.text import escape_controls
 from ..model import SessionEntry, format_timestamp
 from ..store import HomeLockedError, SessionStore, StoreError, TranscriptReadError
 from ..store.home_lock import home_is_locked
-from .common import CliError, fail, load_cli_config_or_exit, quiet_terminal_logging, run_async, setup_logging
+from .common import (HELP_MARKUP, CliError, fail, load_cli_config_or_exit, quiet_terminal_logging, run_async,
+                     setup_logging)
 from .output import human_time, print_fields, print_json, print_table, progress
 
-sessions_app = typer.Typer(help="Inspect and manage stored sessions.", no_args_is_help=True)
+sessions_app = typer.Typer(help="Inspect and manage stored sessions.", no_args_is_help=True,
+                           rich_markup_mode=HELP_MARKUP)
 
 # `erase-user` of a person the store holds nothing of: not an error of the command line (2).
 EXIT_NOTHING_FOUND = 1
@@ -115,8 +117,10 @@ def list_cmd(
     offset: int = typer.Option(0, "--offset", min=0, help="skip this many rows first (paging)"),
     as_json: bool = typer.Option(False, "--json", help="machine-readable output"),
 ) -> None:
-    """List session entries, most recently active first (--all: every session, ended ones too).
-    Each row names its session's title (`/new <title>`, `/title`; docs/behaviour.md §11)."""
+    """List session entries, most recently active first.
+
+    `--all` lists every stored session, ended ones too. Each row names its session's title
+    (`/new <title>`, `/title`; docs/behaviour.md §11)."""
     if show_all:
         if active_minutes is not None:
             raise fail("--active-minutes lists current sessions only; it cannot be combined with --all")
@@ -321,9 +325,11 @@ def erase_user_cmd(
     yes: bool = typer.Option(False, "--yes", "-y", help="do not ask for confirmation"),
     as_json: bool = typer.Option(False, "--json", help="machine-readable output"),
 ) -> None:
-    """Erase one person's data: their sessions, transcript rows (index included), intake, ledger
-    rows, aliases and mirror entries; in shared sessions only their turns (docs/operations.md §5).
-    Exit code 1 when nothing of theirs is stored (`--json`: `found` false)."""
+    """Erase one person's data (docs/operations.md §5).
+
+    Their sessions, transcript rows (index included), intake, ledger rows, aliases and mirror
+    entries go; in shared sessions only their turns. Exit code 1 when nothing of theirs is stored
+    (`--json`: `found` false)."""
     async def work(store: SessionStore):
         preview = await store.erase_user(platform, user_id, dry_run=True)
         if dry_run:
