@@ -49,7 +49,8 @@ from .plugin_system.manager import (attach_identity_aliases, create_plugin_manag
 from .plugin_system.redaction import install_log_redaction
 from .scheduler import Watcher
 from .sdk.background import SessionWork
-from .settings import ConfigError, config_file_path, ensure_private_dir, env_home, load_config
+from .sdk.errors import describe_failure
+from .settings import ConfigError, ensure_private_dir, load_config
 from .store.files import write_atomic
 from .types import INGRESS_SINGLE_RECEIVER
 
@@ -63,9 +64,9 @@ class StartupError(Exception):
 
 
 def one_line(exc: BaseException) -> str:
-    """`exc`'s message on one line (the CLI prints exactly this)."""
+    """`exc`'s message on one line (the CLI prints exactly this); in words when it has none."""
     text = " ".join(str(exc).split())
-    return text or type(exc).__name__
+    return text or describe_failure(exc)
 
 
 def load_gateway_config(**overrides: Any) -> Any:
@@ -79,9 +80,8 @@ def load_gateway_config(**overrides: Any) -> Any:
         return load_config(**overrides)  # checks the file itself (missing, not a file, bad TOML)
     except ConfigError as exc:
         raise StartupError(one_line(exc)) from None
-    except Exception as exc:  # any other loader failure is still one line
-        path = config_file_path(overrides.get("home") or env_home())
-        raise StartupError(f"config file {path} cannot be loaded: {type(exc).__name__}: {one_line(exc)}") from None
+    except Exception as exc:  # any other loader failure is still one line, blaming no file
+        raise StartupError(f"the config cannot be loaded: {describe_failure(exc)}") from None
 
 
 def check_home(home: Path) -> None:
@@ -188,7 +188,7 @@ class GatewayApp:
         if isinstance(exc, OSError):
             where = f"{exc.filename}: " if exc.filename else ""
             return f"cannot start: {where}{exc.strerror or exc}"
-        return f"cannot start: {type(exc).__name__}: {one_line(exc)}"
+        return f"cannot start: {describe_failure(exc)}"
 
     async def _start(self) -> None:
         from .store import SessionStore  # the store layer, imported where it is used

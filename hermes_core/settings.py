@@ -11,10 +11,12 @@ The seed's appendix keys keep their names and nesting: top-level `group_sessions
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import re
 import tomllib
+import types
 import typing
 from pathlib import Path
 from typing import Any, Literal, Mapping
@@ -24,6 +26,7 @@ from pydantic_settings import (
     BaseSettings,
     PydanticBaseSettingsSource,
     SettingsConfigDict,
+    SettingsError,
     TomlConfigSettingsSource,
 )
 
@@ -325,9 +328,13 @@ def _drop_plugin_allowlist_env(env_settings: PydanticBaseSettingsSource) -> None
     env_vars = getattr(env_settings, "env_vars", None)
     if not env_vars:
         return
-    for key in [k for k in env_vars if k.lower() == "hermes_plugins"]:
-        if not str(env_vars[key] or "").lstrip().startswith("{"):
-            env_settings.env_vars = {k: v for k, v in env_vars.items() if k != key}
+    for key in [k for k in env_vars if _is_plugin_allowlist(k, env_vars[k])]:
+        env_settings.env_vars = {k: v for k, v in env_vars.items() if k != key}
+
+
+def _is_plugin_allowlist(name: str, value: str | None) -> bool:
+    """True for `HERMES_PLUGINS` holding the loader's allowlist (anything but a JSON object)."""
+    return name.lower() == "hermes_plugins" and not str(value or "").lstrip().startswith("{")
 
 
 def _drop_empty_home_env(env_settings: PydanticBaseSettingsSource) -> None:
@@ -405,7 +412,7 @@ def _env_variable_for(path: list[str], environ: Mapping[str, str | None]) -> str
     for depth in range(len(path), 0, -1):
         wanted = ("HERMES_" + "__".join(path[:depth])).lower()
         if wanted in by_lower:
-            if wanted == "hermes_plugins" and not str(environ[by_lower[wanted]] or "").lstrip().startswith("{"):
+            if _is_plugin_allowlist(wanted, environ[by_lower[wanted]]):
                 continue  # the loader's allowlist, hidden from the settings source
             return str(by_lower[wanted])
     return None
@@ -474,6 +481,69 @@ def _describe_validation_error(err: ValidationError, overrides: Mapping[str, Any
     return " ".join(text.split())
 
 
+# pydantic-settings' words for a variable it had to read as JSON and could not.
+_UNDECODABLE = re.compile(r'error parsing value for field "(?P<field>\w+)" from source "(?P<source>\w+)"')
+
+
+def _shape_of(annotation: Any) -> str | None:
+    """`"table"` or `"list"` when a variable for a setting of type `annotation` must be JSON
+    (pydantic-settings decodes those), None for a plain value."""
+    union = typing.get_origin(annotation) in (typing.Union, types.UnionType)
+    for member in typing.get_args(annotation) if union else (annotation,):
+        origin = typing.get_origin(member) or member
+        if origin is dict or (isinstance(member, type) and issubclass(member, BaseModel)):
+            return "table"
+        if origin in (list, tuple, set, frozenset):
+            return "list"
+    return None
+
+
+def _setting_type(path: list[str]) -> Any:
+    """The type annotation of config key `path` (lower-case names), or None when unknown."""
+    model: Any = GatewayConfig
+    annotation: Any = None
+    for part in path:
+        fields = getattr(model, "model_fields", None) if isinstance(model, type) else None
+        if not fields or part not in fields:
+            return None
+        annotation = fields[part].annotation
+        model = annotation
+    return annotation
+
+
+def _is_json(text: str | None) -> bool:
+    try:
+        json.loads(text or "")
+    except ValueError:
+        return False
+    return True
+
+
+def _describe_settings_error(err: SettingsError) -> str:
+    """pydantic-settings' error for a HERMES_* variable (environment or .env) of a table or a
+    list that is not valid JSON (`HERMES_AGENT__OPENAI=abc`): one line naming the key, the
+    shape expected and the variable, never the value (it may be a token put in the wrong place)."""
+    match = _UNDECODABLE.search(str(err))
+    if match is None:
+        return f"the config cannot be loaded: {' '.join(str(err).split())}"
+    dotenv = _dotenv_values() if match["source"].startswith("DotEnv") else None
+    environ = dotenv[1] if dotenv is not None else os.environ
+    for name in sorted(environ):
+        path = str(name).lower().removeprefix("hermes_").split("__")
+        if (not str(name).lower().startswith("hermes_") or path[0] != match["field"].lower()
+                or _is_plugin_allowlist(name, environ[name]) or _is_json(environ[name])):
+            continue
+        shape = _shape_of(_setting_type(path))
+        if shape is None:
+            continue
+        expected = ('a table: a JSON object ({"<key>": <value>, …}) or one variable per key '
+                    f"({name}__<KEY>)" if shape == "table" else 'a list: a JSON array (["…", "…"])')
+        source = f".env file {dotenv[0]} ({name})" if dotenv is not None else f"environment variable {name}"
+        return f"invalid config value for {'.'.join(path)!r}: expected {expected}; the value is not valid JSON ({source})"
+    where = f".env file {dotenv[0]}" if dotenv is not None else "HERMES_* environment variables"
+    return f"invalid config value for {match['field']!r}: a variable for it is not valid JSON ({where})"
+
+
 def load_config(**overrides: Any) -> GatewayConfig:
     """Load the gateway config, turning every failure into a one-line `ConfigError`.
 
@@ -486,7 +556,8 @@ def load_config(**overrides: Any) -> GatewayConfig:
     Raises:
         ConfigError: `$HERMES_CONFIG` names a file that does not exist; the config file exists but is not a regular file, cannot be read or is not
             (UTF-8) TOML; or a value is bad: the line names the key and where the value came
-            from (keyword argument, environment variable, .env file or config file).
+            from (keyword argument, environment variable, .env file or config file); a variable
+            for a table or a list is not valid JSON (the line names it and the shape expected).
     """
     home = overrides.get("home") or env_home()
     path = config_file_path(home)
@@ -510,3 +581,5 @@ def load_config(**overrides: Any) -> GatewayConfig:
         raise ConfigError(f"config file {path} is not valid UTF-8 TOML: {exc.reason} at byte {exc.start}") from exc
     except ValidationError as exc:
         raise ConfigError(_describe_validation_error(exc, overrides, path)) from exc
+    except SettingsError as exc:
+        raise ConfigError(_describe_settings_error(exc)) from exc

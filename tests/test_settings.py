@@ -46,6 +46,32 @@ def test_json_env_table_is_named(home, monkeypatch):
                         "got -1 (environment variable HERMES_AGENT)")
 
 
+TABLE_EXPECTED = 'expected a table: a JSON object ({"<key>": <value>, …}) or one variable per key'
+
+
+@pytest.mark.parametrize(("variable", "key"), [("HERMES_AGENT__OPENAI", "agent.openai"), ("HERMES_AGENT", "agent"),
+                                               ("HERMES_PLATFORMS", "platforms")])
+def test_a_plain_value_for_a_table_names_the_variable_and_the_shape(home, monkeypatch, variable, key):
+    # No config file exists: the line must not name one.
+    monkeypatch.setenv(variable, "abc")
+    assert _error() == (f"invalid config value for {key!r}: {TABLE_EXPECTED} ({variable}__<KEY>); "
+                        f"the value is not valid JSON (environment variable {variable})")
+
+
+def test_a_plain_value_for_a_list_names_the_variable_and_the_shape(home, monkeypatch):
+    monkeypatch.setenv("HERMES_PLUGINS", "telegram,slack")  # the loader's allowlist: not the culprit
+    monkeypatch.setenv("HERMES_PLUGINS__ENABLED", "telegram,slack")
+    assert _error() == ("invalid config value for 'plugins.enabled': expected a list: a JSON array "
+                        '(["…", "…"]); the value is not valid JSON (environment variable HERMES_PLUGINS__ENABLED)')
+
+
+def test_a_plain_value_for_a_table_in_dotenv_names_the_file(home, tmp_path):
+    (tmp_path / ".env").write_text(f"HERMES_AGENT__OPENAI={TOKEN}\n")
+    text = _error()
+    assert text == (f"invalid config value for 'agent.openai': {TABLE_EXPECTED} (HERMES_AGENT__OPENAI__<KEY>); "
+                    f"the value is not valid JSON (.env file {tmp_path / '.env'} (HERMES_AGENT__OPENAI))")
+
+
 def test_bad_file_value_names_the_file(home):
     (home / "hermes.toml").write_text('[agent]\ngateway_timeout = "soon"\n')
     assert _error() == (

@@ -27,6 +27,7 @@ from openai import AsyncOpenAI
 
 from ..model.context import SessionContext
 from ..model.usage import TokenUsage
+from ..sdk.errors import describe_failure
 from .base import Agent, AgentError, AgentReply
 
 # Message keys the chat-completions API accepts from a stored transcript row.
@@ -124,18 +125,32 @@ class OpenAIAgent(Agent):
             completion = await self._client.chat.completions.create(
                 model=self.settings.model, messages=messages)
         except openai.APIError as exc:
-            raise AgentError(f"chat-completions request to {self.settings.base_url} failed: "
-                             f"{type(exc).__name__}: {exc}") from exc
+            raise AgentError(self._request_failure(exc)) from exc
         # A 200 whose body is not a chat completion (an HTML page, plain text): the client hands
         # back the raw body instead of raising.
         if not hasattr(completion, "choices"):
+            what = "text, not JSON" if isinstance(completion, (str, bytes)) else "not the completion's fields"
             raise AgentError(f"chat-completions server at {self.settings.base_url} answered with something "
-                             f"that is not a chat completion ({type(completion).__name__})")
+                             f"that is not a chat completion ({what})")
         if not completion.choices:
             raise AgentError(f"chat-completions server at {self.settings.base_url} returned no choices")
         reply = completion.choices[0].message
         return AgentReply(text=reply.content or "", usage=usage_from_completion(completion.usage),
                           reasoning=reasoning_fields(reply))
+
+    def _request_failure(self, exc: openai.APIError) -> str:
+        """What went wrong with one request, in words for the operator's log line (the server's
+        own error message included; docs/behaviour.md §0 keeps it from the chat)."""
+        url = self.settings.base_url
+        if isinstance(exc, openai.APITimeoutError):
+            return f"chat-completions server at {url} gave no answer within {self.settings.request_timeout_s:g} s"
+        if isinstance(exc, openai.APIConnectionError):
+            return f"cannot reach the chat-completions server at {url}: {describe_failure(exc)}"
+        if isinstance(exc, openai.APIStatusError):
+            body = exc.body if isinstance(exc.body, dict) else {}
+            said = " ".join(str(body.get("message") or exc.response.reason_phrase or "").split())
+            return f"chat-completions server at {url} answered HTTP {exc.status_code}" + (f": {said}" if said else "")
+        return f"chat-completions request to {url} failed: {describe_failure(exc)}"
 
     async def aclose(self) -> None:
         """Interrupt running turns and close the HTTP client."""

@@ -22,10 +22,15 @@ from typing import Any, Awaitable, Callable, Iterator
 
 import typer
 
+from ..sdk.errors import describe_failure
 from ..settings import ConfigError, ensure_private_dir
 
 EXIT_ERROR = 2
 ERROR_PREFIX = "hermes-gateway: error: "
+# Every Typer of the CLI renders its help as Markdown: the formatter joins a paragraph's source
+# lines and wraps it to the terminal (typer's "rich" mode would keep each line break of a
+# docstring); backquoted names are shown as code.
+HELP_MARKUP = "markdown"
 log = logging.getLogger("hermes_core.cli")
 
 # The stderr handler this process installed on the root logger (None: not set up yet). Checking
@@ -38,11 +43,11 @@ class CliError(Exception):
 
 
 def one_line(exc: BaseException | str) -> str:
-    """`exc`'s message (or the string) on one line; the exception's type name when it is empty."""
+    """`exc`'s message (or the string) on one line; what failed in words when it is empty."""
     text = " ".join(str(exc).split())
     if text or isinstance(exc, str):
         return text
-    return type(exc).__name__
+    return describe_failure(exc)
 
 
 def root_cause(exc: BaseException) -> BaseException:
@@ -271,7 +276,8 @@ def load_cli_config_or_exit(*, logging_on: bool = True) -> Any:
 def run_async(main: Callable[[], Awaitable[Any]], *, expected: tuple[type[BaseException], ...] = ()) -> Any:
     """Run `main()` (a coroutine function) and return its result, turning failures into the one
     error line and Exit(2): CliError, StartupError, ConfigError and `expected` print their message;
-    anything else prints `unexpected <Type>: <message>` (the traceback goes to the log file).
+    anything else prints `unexpected failure: <what failed, in words>` (the traceback goes to the
+    log file).
     Ctrl-C exits 130."""
     from ..app import StartupError
 
@@ -289,4 +295,4 @@ def run_async(main: Callable[[], Awaitable[Any]], *, expected: tuple[type[BaseEx
         log.error("unexpected failure", exc_info=exc, extra={"file_only": True})
         if os.environ.get("HERMES_DEBUG"):
             raise
-        raise fail(f"unexpected {type(exc).__name__}: {one_line(exc)}") from None
+        raise fail(f"unexpected failure: {describe_failure(exc)} (HERMES_DEBUG=1 shows the traceback)") from None

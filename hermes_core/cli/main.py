@@ -24,6 +24,7 @@ from .. import __version__
 from ..settings import config_file_path
 from .common import (  # noqa: F401  (re-exported: the CLI's shared helpers)
     EXIT_ERROR,
+    HELP_MARKUP,
     CliError,
     fail,
     held_terminal_log,
@@ -34,7 +35,8 @@ from .common import (  # noqa: F401  (re-exported: the CLI's shared helpers)
 )
 
 app = typer.Typer(name="hermes-gateway", help="Session lifecycle core of an AI-agent messaging gateway.",
-                  no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False)
+                  no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False,
+                  rich_markup_mode=HELP_MARKUP)
 
 
 def _version_callback(value: bool) -> None:
@@ -74,8 +76,10 @@ def _install_stop_signals(stop: asyncio.Event, restart: asyncio.Event | None = N
 
 @app.command()
 def chat() -> None:
-    """Chat with the gateway in this terminal (the local platform). Piped input works too: one
-    message per line. Type /help for commands, /quit or Ctrl-D to leave."""
+    """Chat with the gateway in this terminal (the local platform).
+
+    Piped input works too: one message per line. Type /help for commands, /quit or Ctrl-D to
+    leave."""
     from .chat import run_chat
 
     config = load_cli_config_or_exit()
@@ -93,9 +97,10 @@ def _with_terminal_platform(config):
 
 @app.command()
 def run() -> None:
-    """Run every enabled platform and the housekeeping watcher until Ctrl-C or SIGTERM (exit 0).
-    SIGUSR1 (or `hermes-gateway restart`) is a planned restart: the same drain, then exit code
-    75 so a supervisor starts the gateway again (docs/behaviour.md §6)."""
+    """Run every enabled platform and the housekeeping watcher until Ctrl-C or SIGTERM.
+
+    A stop exits 0. SIGUSR1 (or `hermes-gateway restart`) is a planned restart: the same drain,
+    then exit code 75 so a supervisor starts the gateway again (docs/behaviour.md §6)."""
     config = load_cli_config_or_exit()
 
     async def main() -> bool:
@@ -130,8 +135,10 @@ def run() -> None:
 
 @app.command()
 def restart() -> None:
-    """Ask the gateway running on this HERMES_HOME for a planned restart (SIGUSR1): it drains,
-    marks cut-off turns `restart_timeout` and exits 75 for its supervisor to start it again."""
+    """Ask the gateway running on this HERMES_HOME for a planned restart (SIGUSR1).
+
+    It drains, marks cut-off turns `restart_timeout` and exits 75 for its supervisor to start it
+    again."""
     import os
 
     from ..store.home_lock import home_is_locked

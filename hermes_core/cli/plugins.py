@@ -2,7 +2,8 @@
 
 `plugins` loads the plugins the way `run` would (same config, allow/deny lists, overrides) but
 never stops at a broken one: it reports every plugin's name, distribution, version, hooks,
-adapters, status and error (datasette / llm `plugins` commands; docs/architecture.md §3).
+adapters, status and error as a table, or as JSON (datasette / llm `plugins` commands;
+docs/architecture.md §3).
 It exits 1 (after the listing, with one line on stderr) when something `run` needs is broken.
 
 Wiring (in `cli/main.py`): `app.add_typer(plugins_app, name="plugins")` and
@@ -19,9 +20,12 @@ from typing import Any, Optional
 
 import typer
 
-from .common import fail, load_cli_config_or_exit, quiet_terminal_logging
+from .common import HELP_MARKUP, fail, load_cli_config_or_exit, quiet_terminal_logging
+from .output import print_table
 
-plugins_app = typer.Typer(help="List installed plugins.", invoke_without_command=True)
+# One command with options, no subcommands: its usage line must not offer `COMMAND [ARGS]...`.
+plugins_app = typer.Typer(help="List installed plugins.", invoke_without_command=True, subcommand_metavar="",
+                          rich_markup_mode=HELP_MARKUP)
 
 
 def collect_plugin_rows(config: Any, *, include_builtins: bool = False) -> list[dict[str, Any]]:
@@ -69,18 +73,12 @@ def collect_plugin_rows(config: Any, *, include_builtins: bool = False) -> list[
     return [r.as_dict() for r in records]
 
 
-def _format_row(row: dict[str, Any]) -> str:
+def _table_row(row: dict[str, Any]) -> dict[str, Any]:
+    """A listing row: the distribution with its version, one hook a line (long names: the
+    table stays narrow), what went wrong (warnings, then the error) in one `problems` cell."""
     dist = f"{row['distribution']} {row['version'] or ''}".strip() if row["distribution"] else "-"
-    parts = [f"{row['name']:<24} {row['status']:<10} {dist}"]
-    if row["hooks"]:
-        parts.append(f"    hooks: {', '.join(row['hooks'])}")
-    if row["adapters"]:
-        parts.append(f"    adapters: {', '.join(row['adapters'])}")
-    for warning in row["warnings"]:
-        parts.append(f"    warning: {warning}")
-    if row["error"]:
-        parts.append(f"    error: {row['error']}")
-    return "\n".join(parts)
+    problems = [*row["warnings"], *([f"error: {row['error']}"] if row["error"] else [])]
+    return {**row, "distribution": dist, "hooks": "\n".join(row["hooks"]), "problems": "; ".join(problems)}
 
 
 @plugins_app.callback()
@@ -96,11 +94,11 @@ def plugins_command(
     rows = collect_plugin_rows(config, include_builtins=include_builtins)
     if as_json:
         typer.echo(json.dumps(rows, indent=2))
-    elif not rows:
-        typer.echo("no plugins installed")
     else:
-        for row in rows:
-            typer.echo(_format_row(row))
+        columns = ["name", "status", "distribution", "hooks", "adapters"]
+        if any(row["warnings"] or row["error"] for row in rows):
+            columns.append("problems")
+        print_table([_table_row(row) for row in rows], columns, empty="no plugins installed")
     _exit_if_run_would_fail(config)
 
 

@@ -13,8 +13,10 @@ without `state.db` ("no gateway state at …") instead of creating an empty stor
 from __future__ import annotations
 
 import json
+import math
 import sqlite3
 import sys
+from dataclasses import replace
 from enum import Enum
 from pathlib import Path
 from typing import Any, Awaitable, Callable
@@ -26,10 +28,15 @@ from ..model.text import escape_controls
 from ..model import SessionEntry, format_timestamp
 from ..store import HomeLockedError, SessionStore, StoreError, TranscriptReadError
 from ..store.home_lock import home_is_locked
-from .common import CliError, fail, load_cli_config_or_exit, quiet_terminal_logging, run_async, setup_logging
+from .common import (HELP_MARKUP, CliError, fail, load_cli_config_or_exit, quiet_terminal_logging, run_async,
+                     setup_logging)
 from .output import human_time, print_fields, print_json, print_table, progress
 
-sessions_app = typer.Typer(help="Inspect and manage stored sessions.", no_args_is_help=True)
+sessions_app = typer.Typer(help="Inspect and manage stored sessions.", no_args_is_help=True,
+                           rich_markup_mode=HELP_MARKUP)
+
+# `erase-user` of a person the store holds nothing of: not an error of the command line (2).
+EXIT_NOTHING_FOUND = 1
 
 _EXPECTED = (StoreError, HomeLockedError, TranscriptReadError, sqlite3.Error, OSError, ValueError)
 
@@ -73,8 +80,8 @@ def _run(work: Callable[[SessionStore], Awaitable[Any]], *, write: bool = False,
     return run_async(main, expected=_EXPECTED)
 
 
-def _entry_row(entry: SessionEntry) -> dict[str, Any]:
-    return {"session_key": entry.session_key, "session_id": entry.session_id,
+def _entry_row(entry: SessionEntry, title: str | None) -> dict[str, Any]:
+    return {"session_key": entry.session_key, "session_id": entry.session_id, "title": title,
             "updated_at": format_timestamp(entry.updated_at), "platform": entry.platform,
             "chat_type": entry.chat_type, "display_name": entry.display_name,
             "total_tokens": entry.total_tokens, "suspended": entry.suspended,
@@ -110,17 +117,26 @@ def list_cmd(
     offset: int = typer.Option(0, "--offset", min=0, help="skip this many rows first (paging)"),
     as_json: bool = typer.Option(False, "--json", help="machine-readable output"),
 ) -> None:
-    """List session entries, most recently active first (--all: every session, ended ones too)."""
+    """List session entries, most recently active first.
+
+    `--all` lists every stored session, ended ones too. Each row names its session's title
+    (`/new <title>`, `/title`; docs/behaviour.md §11)."""
     if show_all:
         if active_minutes is not None:
             raise fail("--active-minutes lists current sessions only; it cannot be combined with --all")
         rows, total = _run(lambda s: s.list_all_sessions(limit=limit, offset=offset))
-        columns = ["session_id", "session_key", "current", "updated_at", "ended_at", "end_reason", "total_tokens"]
+        columns = ["session_id", "session_key", "title", "current", "updated_at", "ended_at", "end_reason",
+                   "total_tokens"]
     else:
-        entries = _run(lambda s: s.list_sessions(active_minutes))
-        total = len(entries)
-        rows = [_entry_row(e) for e in entries[offset:offset + limit]]
-        columns = ["session_key", "session_id", "updated_at", "total_tokens"]
+        async def work(store: SessionStore) -> tuple[list[dict[str, Any]], int]:
+            entries = await store.list_sessions(active_minutes)
+            # The title is the session row's, not the route's: read for the shown rows only.
+            rows = [_entry_row(e, (await store.session_info(e.session_id) or {}).get("title"))
+                    for e in entries[offset:offset + limit]]
+            return rows, len(entries)
+
+        rows, total = _run(work)
+        columns = ["session_key", "session_id", "title", "updated_at", "total_tokens"]
     if as_json:
         print_json(rows)
     else:
@@ -239,12 +255,15 @@ def export_cmd(
 
 @sessions_app.command("prune")
 def prune_cmd(
-    days: float = typer.Option(..., "--days", help="remove routes idle for more than N days (<= 0: nothing)"),
+    days: float = typer.Option(..., "--days", help="remove routes idle for more than N days (0: nothing)"),
     dry_run: bool = typer.Option(False, "--dry-run", help="list the routes that would be removed; change nothing"),
     yes: bool = typer.Option(False, "--yes", "-y", help="do not ask for confirmation"),
     as_json: bool = typer.Option(False, "--json", help="machine-readable output"),
 ) -> None:
     """Remove old session routes (transcripts stay). Asks first; refused while a gateway runs."""
+    if not (math.isfinite(days) and days >= 0):  # a negative age would read as "nothing", silently
+        raise fail(f"--days must be a finite number of days, 0 or more (got {days:g})")
+
     async def work(store: SessionStore) -> tuple[list[str], int]:
         doomed = await store.prune_candidates(days)
         if dry_run or not doomed:
@@ -263,10 +282,10 @@ def prune_cmd(
         typer.echo(f"removed {removed} session route(s)")
 
 
-def _removal_report(report: Any, as_json: bool, *, subject: str) -> None:
+def _removal_report(report: Any, as_json: bool, *, subject: str, **fields: Any) -> None:
     data = report.as_dict()
     if as_json:
-        print_json(data)
+        print_json({**data, **fields})
         return
     counts = data["counts"]
     print_table([{"kind": kind, "rows": n} for kind, n in counts.items()], ["kind", "rows"])
@@ -306,20 +325,33 @@ def erase_user_cmd(
     yes: bool = typer.Option(False, "--yes", "-y", help="do not ask for confirmation"),
     as_json: bool = typer.Option(False, "--json", help="machine-readable output"),
 ) -> None:
-    """Erase one person's data: their sessions, transcript rows (index included), intake, ledger
-    rows, aliases and mirror entries; in shared sessions only their turns (docs/operations.md §5)."""
+    """Erase one person's data (docs/operations.md §5).
+
+    Their sessions, transcript rows (index included), intake, ledger rows, aliases and mirror
+    entries go; in shared sessions only their turns. Exit code 1 when nothing of theirs is stored
+    (`--json`: `found` false)."""
     async def work(store: SessionStore):
         preview = await store.erase_user(platform, user_id, dry_run=True)
         if dry_run:
             return preview
+        if not any(preview.counts.values()):  # nothing of theirs: nothing to confirm, nothing removed
+            return replace(preview, dry_run=False)
         _confirm(f"Erase {platform} user {user_id}: {len(preview.sessions)} session(s) and "
                  f"{sum(preview.counts.values())} row(s) and file(s)?", yes)
         with progress(f"erasing {platform} user data", None):
             return await store.erase_user(platform, user_id)
 
     report = _run(work, write=True)
+    if not any(report.counts.values()):
+        # A mistyped id or platform must not read as "erased": zero counts and exit 0 would.
+        if as_json:
+            print_json({**report.as_dict(), "found": False})
+        else:
+            typer.echo(f"hermes-gateway: nothing of {platform} user {user_id!r} is stored (no session, message, "
+                       "intake row or alias of theirs): nothing to erase", err=True)
+        raise typer.Exit(EXIT_NOTHING_FOUND)
     _forget_restart_counts(report)
-    _removal_report(report, as_json, subject=f"{platform} user {user_id}")
+    _removal_report(report, as_json, subject=f"{platform} user {user_id}", found=True)
 
 
 def _forget_restart_counts(report: Any) -> None:

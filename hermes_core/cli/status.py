@@ -33,8 +33,10 @@ def human_duration(seconds: float | None) -> str:
 def status_command(
     as_json: bool = typer.Option(False, "--json", help="Print JSON instead of text."),
 ) -> None:
-    """Whether a gateway holds this home: pid, uptime, platforms and their health, busy
-    sessions, queue depth, ledger backlog. Exit code 3 when none runs."""
+    """Say whether a gateway holds this home, and how it is.
+
+    Pid, uptime, platforms and their health, busy sessions, queue depth, ledger backlog. Exit code
+    3 when none runs."""
     config = load_cli_config_or_exit(logging_on=False)
     report = read_status(config.home)
     if as_json:

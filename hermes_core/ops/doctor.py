@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..sdk.errors import describe_failure
 from ..store.home_lock import home_is_locked
 
 OK, WARN, FAIL, FIXED = "ok", "warn", "fail", "fixed"
@@ -71,7 +72,7 @@ def check_plugins(config: Any) -> tuple[list[Check], dict[str, Any] | None]:
     try:
         _pm, report, settings = load_for_run(config)
     except Exception as exc:  # every loader error carries one line naming the plugin or key
-        return [Check("plugins", FAIL, " ".join(str(exc).split()) or type(exc).__name__)], None
+        return [Check("plugins", FAIL, " ".join(str(exc).split()) or describe_failure(exc))], None
     checks = [Check(f"plugin {r.name}", WARN, f"{r.status}: {r.error}") for r in report.failed()]
     checks += [Check(f"plugin {r.name}", WARN, warning) for r in report.records for warning in r.warnings]
     loaded = sorted({r.name for r in report.records if r.status == "loaded"})
@@ -124,8 +125,7 @@ async def check_online(config: Any, settings: dict[str, Any]) -> list[Check]:
             adapter = cls(settings.get(platform))
             who = await asyncio.wait_for(adapter.check_online(), ONLINE_TIMEOUT_S)
         except Exception as exc:  # one line naming what failed; adapters never put secrets in it
-            detail = " ".join(str(exc).split()) or type(exc).__name__
-            checks.append(Check(f"online {platform}", FAIL, detail))
+            checks.append(Check(f"online {platform}", FAIL, describe_failure(exc)))
             continue
         if who is None:
             checks.append(Check(f"online {platform}", WARN, "this platform has no online check"))
@@ -242,7 +242,9 @@ def check_leftovers(config: Any) -> list[Check]:
         try:
             json.loads(mirror.read_text(encoding="utf-8"))
         except (OSError, UnicodeDecodeError, ValueError) as exc:
-            checks.append(Check("sessions.json", WARN, f"{mirror} cannot be read ({type(exc).__name__}); rebuilt "
+            why = (exc.strerror or "unreadable" if isinstance(exc, OSError) else
+                   "not UTF-8" if isinstance(exc, UnicodeDecodeError) else "not valid JSON")
+            checks.append(Check("sessions.json", WARN, f"{mirror} cannot be read ({why}); rebuilt "
                                                        "from state.db at the next start, or by --fix"))
     return checks or [Check("leftovers", OK, "no degraded-mode files")]
 

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from ..model.timeutil import format_timestamp, utc_now
+from ..sdk.errors import describe_failure
 from ..store.files import write_atomic
 from ..store.home_lock import home_is_locked
 
@@ -39,7 +40,7 @@ async def _platform_health(adapters: dict[str, Any]) -> dict[str, dict[str, Any]
             health = await asyncio.wait_for(adapter.health(), HEALTH_TIMEOUT_S)
             out[name] = dict(health) if isinstance(health, dict) else {"ok": bool(health)}
         except Exception as exc:  # a failing probe is the finding, not a failure of the snapshot
-            out[name] = {"ok": False, "error": type(exc).__name__}
+            out[name] = {"ok": False, "error": f"health check failed: {describe_failure(exc)}"}
         out[name]["ok"] = bool(out[name].get("ok"))
     return out
 
@@ -63,7 +64,7 @@ async def collect(app: Any, *, state: str) -> dict[str, Any]:
         try:
             snapshot["ledger_backlog"] = len(await store.open_obligations())
         except Exception as exc:  # the snapshot still says everything else
-            log.warning("status: the delivery ledger could not be counted (%s)", type(exc).__name__)
+            log.warning("status: the delivery ledger could not be counted (%s)", describe_failure(exc))
     cache = runner.deps.agent_cache if runner is not None else None
     if cache is not None:
         snapshot["cache_entries"] = len(cache)

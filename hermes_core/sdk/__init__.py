@@ -16,6 +16,7 @@ A platform plugin imports from here only (and from `hermes_core.testing` in its 
     send_with_retry, RetryPolicy               retry-after handling (sdk/sending.py)
     RetryAfter, RetryAfterExceeded, SendError  errors adapters raise / callers see (sdk/errors.py)
     MalformedPayload                           a payload a mapping function cannot read (sdk/errors.py)
+    describe_failure                           a caught exception in words for an operator's line (sdk/errors.py)
     field_object, field_list, type_name        typed payload fields naming the bad one (sdk/payload.py)
     DeliveryPlan, OutboundDelivery, RedactionRule, SessionContext   records some hooks take or return
     neutralize_untrusted                       make user-chosen text (names, topics) safe for a prompt
@@ -39,7 +40,7 @@ from .adapter import AliasRecorder, BaseAdapter, DeliveryReporter, InboundHandle
 from .background import SessionWork, WorkHandle
 from .chunking import chunk_text, measure
 from .commands import COMMAND_MENU
-from .errors import MalformedPayload, RetryAfter, RetryAfterExceeded, SendError
+from .errors import MalformedPayload, RetryAfter, RetryAfterExceeded, SendError, describe_failure
 from .payload import field_list, field_object, type_name
 from .sending import ChatSendQueue, RetryPolicy, deliver_plan, send_chunks, send_with_retry
 from .settings import PlatformSettings
@@ -56,6 +57,6 @@ __all__ = [
     "MalformedPayload", "MessageEvent", "field_list", "field_object", "type_name", "OutboundDelivery", "Platform", "PlatformSettings", "RedactionRule",
     "RetryAfter", "RetryAfterExceeded", "RetryPolicy", "SendError", "SendResult", "SessionContext",
     "SessionSource", "SessionWork", "SettingsSpec", "SourceError", "TESTING_PACKAGE", "WorkHandle",
-    "canonical_whatsapp_identifier", "chunk_text", "deliver_plan", "hookimpl", "measure", "neutralize_untrusted",
+    "canonical_whatsapp_identifier", "chunk_text", "deliver_plan", "describe_failure", "hookimpl", "measure", "neutralize_untrusted",
     "normalize_whatsapp_id", "send_chunks", "send_with_retry",
 ]

@@ -1,6 +1,9 @@
-"""Errors adapters raise so the shared send helpers can react uniformly (docs/platforms.md §0.4)."""
+"""Errors adapters raise so the shared send helpers can react uniformly (docs/platforms.md §0.4),
+and `describe_failure`: a caught exception in words for the operator's one line."""
 
 from __future__ import annotations
+
+import os
 
 
 class SendError(Exception):
@@ -71,3 +74,53 @@ class MalformedPayload(ValueError):
         self.field = field
         self.problem = problem
         super().__init__(f"malformed payload: {field} {problem}")
+
+
+def _causes(exc: BaseException) -> list[BaseException]:
+    """`exc` and what it was raised from, outermost first: `__cause__`, else `__context__`,
+    even where a library hid it with `raise … from None` (httpcore does: the OS error that says
+    what happened is under it)."""
+    chain: list[BaseException] = []
+    while exc is not None and all(exc is not seen for seen in chain):
+        chain.append(exc)
+        exc = exc.__cause__ or exc.__context__
+    return chain
+
+
+def describe_failure(exc: BaseException) -> str:
+    """What went wrong, in words, for an operator's one line: "connection refused", "host name
+    not found", "timed out", "TLS certificate not accepted (…)", "'result' is missing" — never a
+    bare exception class name such as `httpx.ConnectError` or `KeyError: 'result'`.
+
+    The innermost network or OS cause speaks first (a client library's `ConnectError` wraps the
+    `ConnectionRefusedError` that says what happened); else the exception's own message; an
+    exception without a message is named in a sentence (`failed with no message (RuntimeError)`).
+    `exc` itself raised `from None` is taken at its word: its message was written to be read
+    (an adapter's `…StartError`).
+    The caller says what failed ("cannot reach https://…: <this>") and logs the traceback.
+    Never raises.
+
+    Args:
+        exc: the exception caught.
+    Returns:
+        One line, lower-case words first.
+    """
+    import socket
+    import ssl
+
+    chain = [exc] if exc.__suppress_context__ and exc.__cause__ is None else _causes(exc)
+    for inner in reversed(chain):
+        if isinstance(inner, socket.gaierror):
+            return "host name not found"
+        if isinstance(inner, ssl.SSLCertVerificationError):
+            return f"TLS certificate not accepted ({inner.verify_message or inner.reason})"
+        if isinstance(inner, ssl.SSLError):
+            return f"TLS failed ({inner.reason or 'handshake'})"
+        if isinstance(inner, TimeoutError) or type(inner).__name__.endswith(("Timeout", "TimeoutError")):
+            return "timed out"
+        if isinstance(inner, OSError) and inner.errno:
+            return os.strerror(inner.errno).lower()
+    if isinstance(exc, KeyError) and exc.args:
+        return f"{exc.args[0]!r} is missing"
+    text = " ".join(str(exc).split())
+    return text or f"failed with no message ({type(exc).__name__})"

@@ -30,7 +30,7 @@ from .db import StoreError
 
 log = logging.getLogger(__name__)
 
-_LIST_COLUMNS = ("session_id", "session_key", "platform", "chat_type", "display_name", "created_at",
+_LIST_COLUMNS = ("session_id", "session_key", "title", "platform", "chat_type", "display_name", "created_at",
                  "updated_at", "ended_at", "end_reason", "total_tokens")
 
 

@@ -113,8 +113,24 @@ async def test_openai_agent_server_error_is_agent_error(tmp_path, fake_chat_serv
     fake_chat_server.status = 500
     agent = create_agent(_openai_config(tmp_path, fake_chat_server.base_url))
     try:
-        with pytest.raises(AgentError, match="InternalServerError"):
+        with pytest.raises(AgentError) as err:
             await agent.run_turn(CONTEXT, [], "hi")
+        assert str(err.value) == f"chat-completions server at {fake_chat_server.base_url} answered HTTP 500: boom"
+    finally:
+        await agent.aclose()
+
+
+async def test_openai_agent_unreachable_server_is_named_in_words(tmp_path):
+    import socket
+
+    with socket.socket() as sock:  # a port nothing listens on
+        sock.bind(("127.0.0.1", 0))
+        base_url = f"http://127.0.0.1:{sock.getsockname()[1]}/v1"
+    agent = create_agent(_openai_config(tmp_path, base_url))
+    try:
+        with pytest.raises(AgentError) as err:
+            await agent.run_turn(CONTEXT, [], "hi")
+        assert str(err.value) == f"cannot reach the chat-completions server at {base_url}: connection refused"
     finally:
         await agent.aclose()
 
@@ -126,7 +142,7 @@ async def test_openai_agent_a_200_that_is_not_a_completion_is_agent_error(tmp_pa
         with pytest.raises(AgentError) as err:
             await agent.run_turn(CONTEXT, [], "hi")
         assert str(err.value) == (f"chat-completions server at {fake_chat_server.base_url} answered with "
-                                  "something that is not a chat completion (str)")
+                                  "something that is not a chat completion (text, not JSON)")
     finally:
         await agent.aclose()
 

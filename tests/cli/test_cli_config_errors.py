@@ -4,6 +4,7 @@ subprocesses of the installed console script."""
 
 from __future__ import annotations
 
+import json
 import logging
 
 import pytest
@@ -24,6 +25,16 @@ def test_bad_env_value_same_line_for_every_command(tmp_path, args):
         "hermes-gateway: error: invalid config value for 'agent.gateway_timeout': Input should be a "
         "valid integer, unable to parse string as an integer, got 'abc' "
         "(environment variable HERMES_AGENT__GATEWAY_TIMEOUT)\n"))
+
+
+def test_doctor_names_the_variable_holding_a_plain_value_for_a_table(tmp_path):
+    home = tmp_path / "home"  # no config file: the finding must not name one
+    code, out, err = run(["doctor", "--json"], gateway_env(home, HERMES_AGENT__OPENAI="abc"), tmp_path)
+    assert (code, err) == (1, "")
+    assert json.loads(out) == [{"check": "config", "status": "fail", "detail": (
+        "invalid config value for 'agent.openai': expected a table: a JSON object "
+        '({"<key>": <value>, …}) or one variable per key (HERMES_AGENT__OPENAI__<KEY>); the value is not '
+        "valid JSON (environment variable HERMES_AGENT__OPENAI)")}]
 
 
 @pytest.mark.parametrize("args", COMMANDS, ids=" ".join)

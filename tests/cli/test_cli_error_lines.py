@@ -81,3 +81,22 @@ def test_bad_toml_debug_traceback_shows_the_parser_error(tmp_path):
     assert "Traceback (most recent call last):" in err
     assert "tomllib.TOMLDecodeError: Invalid value (at end of document)\n" in err
     assert err.endswith(f"hermes_core.cli.common.CliError: {line}\n")
+
+
+def test_an_unexpected_failure_is_one_line_in_words(capsys, monkeypatch):
+    # Not `unexpected KeyError: 'result'`: what failed, in words; the traceback stays for the log
+    # and for HERMES_DEBUG=1.
+    import typer
+
+    from hermes_core.cli.common import run_async
+
+    monkeypatch.delenv("HERMES_DEBUG", raising=False)
+
+    async def broken():
+        return {}["result"]
+
+    with pytest.raises(typer.Exit) as info:
+        run_async(broken)
+    assert info.value.exit_code == 2
+    assert capsys.readouterr().err == ("hermes-gateway: error: unexpected failure: 'result' is missing "
+                                       "(HERMES_DEBUG=1 shows the traceback)\n")

@@ -39,3 +39,21 @@ def test_show_names_the_title_a_chat_gave_its_session(tmp_path):
     assert json.loads(out)["title"] == "Trip plans"
     code, out, _ = run(["sessions", "show", "agent:main:local:dm:terminal"], env, tmp_path)
     assert [line.split(":", 1)[1].strip() for line in out.splitlines() if line.startswith("title:")] == ["Trip plans"]
+
+
+def test_list_names_each_sessions_title(tmp_path):
+    home = tmp_path / "home"
+    env = gateway_env(home)
+    code, _out, _err = run(["chat"], env, tmp_path, stdin="hello\n/title First chat\n/new Trip plans\nhello\n")
+    assert code == 0
+    code, out, _ = run(["sessions", "list", "--json"], env, tmp_path)
+    assert [(r["session_key"], r["title"]) for r in json.loads(out)] == [("agent:main:local:dm:terminal", "Trip plans")]
+    code, out, _ = run(["sessions", "list"], env, tmp_path)
+    header, row = out.splitlines()
+    assert header.split()[:4] == ["SESSION", "KEY", "SESSION", "ID"] and header.split()[4] == "TITLE"
+    assert row.split()[0] == "agent:main:local:dm:terminal" and " Trip plans " in row
+    code, out, _ = run(["sessions", "list", "--all", "--json"], env, tmp_path)
+    assert [(r["title"], r["current"]) for r in json.loads(out)] == [("Trip plans", True), ("First chat", False)]
+    code, out, _ = run(["sessions", "list", "--all"], env, tmp_path)
+    assert [" Trip plans " in line for line in out.splitlines()[1:]] == [True, False]
+    assert [" First chat " in line for line in out.splitlines()[1:]] == [False, True]

@@ -111,7 +111,7 @@ async def test_erase_user_leaves_nothing_of_theirs_and_keeps_the_others(tmp_path
     code, out, err = await _cli(home, monkeypatch, "erase-user", "testchat", ALICE_OLD, "--dry-run", "--json")
     assert (code, err) == (0, "")
     preview = json.loads(out)
-    assert preview["dry_run"] is True and sorted(preview["sessions"]) == sorted(facts["alice_sids"])
+    assert preview["found"] is True and preview["dry_run"] is True and sorted(preview["sessions"]) == sorted(facts["alice_sids"])
     assert _every_text(home / "state.db") == before  # a dry run changes nothing
 
     code, out, err = await _cli(home, monkeypatch, "erase-user", "testchat", ALICE_OLD)
@@ -119,7 +119,7 @@ async def test_erase_user_leaves_nothing_of_theirs_and_keeps_the_others(tmp_path
     code, out, err = await _cli(home, monkeypatch, "erase-user", "testchat", ALICE_OLD, "--yes", "--json")
     assert (code, err) == (0, "")
     report = json.loads(out)
-    assert report["counts"] == preview["counts"], (report["counts"], preview["counts"])
+    assert report["found"] is True and report["counts"] == preview["counts"], (report["counts"], preview["counts"])
     assert report["counts"]["sessions"] == 2 and report["counts"]["aliases"] == 1
     assert report["counts"]["files"] == 1 and report["counts"]["intake"] >= 4
     # Two DM turns and her two group turns, each a question and its echo.
@@ -153,6 +153,28 @@ async def test_erase_user_leaves_nothing_of_theirs_and_keeps_the_others(tmp_path
     code, out, _ = await _cli(home, monkeypatch, "search", "otters", "--json")
     assert [r["snippet"] for r in json.loads(out)] == ["bob's own dm about [otters]",
                                                       "echo: bob's own dm about [otters]"]
+
+
+async def test_erase_user_says_so_when_nothing_of_them_is_stored(tmp_path, monkeypatch):
+    home = tmp_path / "home"
+    home.mkdir()
+    await _populate(home)
+    before = _every_text(home / "state.db")
+    zero = {"aliases": 0, "files": 0, "intake": 0, "messages": 0, "obligations": 0, "origins": 0, "routes": 0,
+            "sessions": 0}
+    # An id nobody used, and Alice's own id on a platform she never wrote from; without --yes
+    # and without a terminal: nothing to confirm.
+    for platform, user in (("testchat", "u-nobody-404"), ("discord", ALICE)):
+        for extra in ([], ["--dry-run"], ["--yes"]):
+            code, out, err = await _cli(home, monkeypatch, "erase-user", platform, user, *extra)
+            assert (code, out) == (1, ""), (platform, extra)
+            assert err == (f"hermes-gateway: nothing of {platform} user '{user}' is stored (no session, message, "
+                           "intake row or alias of theirs): nothing to erase\n")
+            code, out, err = await _cli(home, monkeypatch, "erase-user", platform, user, *extra, "--json")
+            assert (code, err) == (1, "")
+            assert json.loads(out) == {"dry_run": extra == ["--dry-run"], "sessions": [], "session_keys": [],
+                                       "trimmed_sessions": [], "counts": zero, "found": False}
+    assert _every_text(home / "state.db") == before
 
 
 async def test_delete_one_session_and_list_all(tmp_path, monkeypatch):
@@ -204,6 +226,16 @@ async def test_prune_dry_run_lists_and_changes_nothing(tmp_path, monkeypatch):
     assert (code, out) == (0, "removed 2 session route(s)\n")
     code, out, _ = await _cli(home, monkeypatch, "list", "--json")
     assert [r["session_key"] for r in json.loads(out)] == [facts["group_key"]]
+
+
+@pytest.mark.parametrize(("given", "shown"), [("-1", "-1"), ("-0.5", "-0.5"), ("nan", "nan"), ("inf", "inf"),
+                                              ("1e400", "inf")])
+def test_prune_refuses_a_negative_or_endless_age(tmp_path, monkeypatch, given, shown):
+    home = tmp_path / "home"
+    home.mkdir()
+    code, out, err = _cli_sync(home, monkeypatch, "prune", "--days", given, "--dry-run")
+    assert (code, out) == (2, "")
+    assert err == f"hermes-gateway: error: --days must be a finite number of days, 0 or more (got {shown})\n"
 
 
 @pytest.mark.parametrize("args", [["erase-user", "testchat", "x"], ["delete", "20260101_000000_abcdef12"]])

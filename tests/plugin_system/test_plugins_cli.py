@@ -1,6 +1,7 @@
 """`hermes-gateway plugins [--json] [--all]` (docs/architecture.md §3 listing) over real entry points."""
 
 import json
+import re
 
 import pytest
 from typer.testing import CliRunner
@@ -52,13 +53,36 @@ def test_plugins_json_lists_name_distribution_version_hooks_adapters_status_erro
         ("hermes_core.adapters", "installed", "hermes-gateway-core")
 
 
+def _columns(header: str) -> list[int]:
+    """Where each column of a printed table starts: at each upper-case header word."""
+    return [m.start() for m in re.finditer(r"(?<!\S)[A-Z]+(?: [A-Z]+)*", header)]
+
+
+def _cells(line: str, starts: list[int]) -> list[str]:
+    return [line[a:b].strip() for a, b in zip(starts, [*starts[1:], None])]
+
+
 def test_plugins_text_output_and_all(installed):
     result = CliRunner().invoke(plugins_app, [])
     assert result.exit_code == 0, result.output
-    assert "zork                     loaded     hermes-gateway-zork 2.0.1" in result.output
-    assert "    hooks: hermes_platform_notes, hermes_session_key" in result.output
-    assert "    error: ZeroDivisionError: division by zero" in result.output
+    header, *lines = result.output.splitlines()
+    starts = _columns(header)
+    assert _cells(header, starts) == ["NAME", "STATUS", "DISTRIBUTION", "HOOKS", "ADAPTERS", "PROBLEMS"]
+    # Every row's cells start under their header (one hook a line: a row can take more lines).
+    zork = lines.index(next(line for line in lines if line.startswith("zork ")))
+    assert _cells(lines[zork], starts) == ["zork", "loaded", "hermes-gateway-zork 2.0.1", "hermes_platform_notes",
+                                           "zork", ""]
+    assert _cells(lines[zork + 1], starts) == ["", "", "", "hermes_session_key", "", ""]
+    broken = next(line for line in lines if line.startswith("broken "))
+    assert _cells(broken, starts) == ["broken", "failed", "hermes-gateway-broken 0.1.0", "", "",
+                                      "error: ZeroDivisionError: division by zero"]
     assert "builtin:" not in result.output
+    listed = CliRunner().invoke(plugins_app, ["--all"])
+    header, *lines = listed.output.splitlines()
+    starts = _columns(header)
+    rows = [_cells(line, starts) for line in lines if not line.startswith(" ")]
+    assert rows[0][:3] == ["builtin:access", "loaded", "hermes-gateway-core 0.1.0"]
+    assert ["builtin:session_keys", "loaded", "hermes-gateway-core 0.1.0", "hermes_session_key", "", ""] in rows
     everything = CliRunner().invoke(plugins_app, ["--all", "--json"])
     rows = json.loads(everything.output)
     builtins = [row["name"] for row in rows if row["group"] == "builtin"]

@@ -139,7 +139,8 @@ def test_list_show_search_export(home, tmp_path):
     assert [(r["session_key"], r["session_id"]) for r in json.loads(out)] == [
         ("agent:main:telegram:dm:1", entry.session_id)]
     code, out = run("list")
-    assert out.splitlines()[0].split() == ["SESSION", "KEY", "SESSION", "ID", "UPDATED", "AT", "TOTAL", "TOKENS"]
+    assert out.splitlines()[0].split() == ["SESSION", "KEY", "SESSION", "ID", "TITLE", "UPDATED", "AT", "TOTAL",
+                                           "TOKENS"]
     assert entry.session_id in out.splitlines()[1]
 
     for ref in (entry.session_key, entry.session_id):

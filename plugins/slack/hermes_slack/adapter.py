@@ -37,6 +37,7 @@ import logging
 from pathlib import Path
 from typing import Any
 
+import aiohttp
 from cachetools import TTLCache
 from pydantic import BaseModel
 from slack_sdk.errors import SlackApiError
@@ -44,7 +45,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from hermes_core.sdk import (CAP_EDIT, CAP_THREADS, CAP_TYPING, CAP_WEBHOOK, INGRESS_SHARED, AdapterSpec,
                              BaseAdapter, ChatSendQueue, MalformedPayload, RetryAfter, RetryPolicy, SendError,
-                             SendResult, SessionSource, chunk_text, send_chunks)
+                             SendResult, SessionSource, chunk_text, describe_failure, send_chunks)
 
 from .format import escape, to_mrkdwn
 from .lookups import Directory
@@ -134,6 +135,14 @@ class SlackAdapter(BaseAdapter):
         """`(host, port)` of the HTTP Events API listener, or None."""
         return self._receiver.http_address if self._receiver is not None else None
 
+    def _auth_test_failure(self, exc: Exception) -> str:
+        """Why `auth.test` failed other than a refused token, in words (never the token): Slack
+        cannot be reached, or what answered is not Slack's Web API."""
+        url = self.settings.api_base_url
+        if isinstance(exc, (aiohttp.ClientConnectionError, TimeoutError, OSError)):
+            return f"slack auth.test failed: cannot reach {url}: {describe_failure(exc)}"
+        return f"slack auth.test failed: what answered at {url} is not Slack's Web API ({describe_failure(exc)})"
+
     async def check_online(self) -> str:
         """`doctor --online`: `auth.test` with the bot token against `api_base_url`.
 
@@ -152,7 +161,7 @@ class SlackAdapter(BaseAdapter):
             error = exc.response.get("error") if exc.response is not None else "error"
             raise SlackStartError(f"slack auth.test refused the bot token: {error}") from None
         except Exception as exc:
-            raise SlackStartError(f"slack auth.test failed: {type(exc).__name__}") from None
+            raise SlackStartError(self._auth_test_failure(exc)) from None
         return f"bot {auth.get('user_id')} in workspace {auth.get('team_id')}"
 
     async def start(self) -> None:
@@ -177,7 +186,7 @@ class SlackAdapter(BaseAdapter):
             error = exc.response.get("error") if exc.response is not None else "error"
             raise SlackStartError(f"slack auth.test refused the bot token: {error}") from None
         except Exception as exc:
-            raise SlackStartError(f"slack auth.test failed: {type(exc).__name__}") from None
+            raise SlackStartError(self._auth_test_failure(exc)) from None
         self.team_id, self.bot_user_id, self.bot_id = auth.get("team_id"), auth.get("user_id"), auth.get("bot_id")
         path = Path(self.data_dir) / FILE_NAME if self.data_dir is not None else None
         if path is None:
@@ -186,7 +195,7 @@ class SlackAdapter(BaseAdapter):
         try:
             await memory.open()
         except Exception as exc:
-            raise SlackStartError(f"slack thread memory {path} cannot be opened: {type(exc).__name__}: {exc}") from None
+            raise SlackStartError(f"slack thread memory {path} cannot be opened: {describe_failure(exc)}") from None
         receiver = SlackReceiver(self.settings, client, self.handle_envelope)
         self._client, self._memory, self._receiver = client, memory, receiver
         self.directory = Directory(client, self.settings.cache_ttl)

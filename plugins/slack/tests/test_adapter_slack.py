@@ -386,3 +386,17 @@ async def test_check_online_is_auth_test_and_a_refused_token_is_one_line(slack):
     with pytest.raises(SlackStartError) as err:
         await wrong.check_online()
     assert str(err.value) == "slack auth.test refused the bot token: invalid_auth"
+
+
+async def test_an_unreachable_web_api_is_said_in_words(slack):
+    import socket
+
+    from fake_slack import adapter_settings
+
+    with socket.socket() as sock:  # a port nothing listens on
+        sock.bind(("127.0.0.1", 0))
+        closed = f"http://127.0.0.1:{sock.getsockname()[1]}/api/"
+    for call in ("check_online", "start"):
+        with pytest.raises(SlackStartError) as err:
+            await getattr(SlackAdapter(adapter_settings(slack, api_base_url=closed)), call)()
+        assert str(err.value) == f"slack auth.test failed: cannot reach {closed}: connection refused"

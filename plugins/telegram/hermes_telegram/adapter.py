@@ -39,13 +39,14 @@ from typing import Any
 from aiohttp import web
 from pydantic import BaseModel
 from telegram import Bot, BotCommand, ReplyParameters
-from telegram.error import BadRequest, ChatMigrated, InvalidToken, RetryAfter as TgRetryAfter, TelegramError
+from telegram.error import (BadRequest, ChatMigrated, InvalidToken, NetworkError, RetryAfter as TgRetryAfter,
+                            TelegramError)
 from telegram.ext import Application, ApplicationBuilder
 from telegram.warnings import PTBDeprecationWarning, PTBUserWarning
 
 from hermes_core.sdk import (CAP_EDIT, CAP_MEDIA, CAP_THREADS, CAP_TYPING, CAP_WEBHOOK, COMMAND_MENU, AdapterSpec,
                              BaseAdapter, ChatSendQueue, RetryAfter, RetryPolicy, SendResult, SessionSource, chunk_text,
-                             send_chunks)
+                             describe_failure, send_chunks)
 
 from .aliases import IMPORTED_SUFFIX, LEGACY_FILE_NAME, ChatMigrations, read_legacy_file
 from .format import to_markdown_v2
@@ -205,6 +206,17 @@ class TelegramAdapter(BaseAdapter):
         text = str(value)
         return text.replace(self._token, "<telegram-token>") if self._token else text
 
+    def _getme_failure(self, exc: Exception) -> str:
+        """Why getMe failed, in words and without the token: the Bot API cannot be reached, it
+        refused the call (Telegram's own description), or what answered is not the Bot API."""
+        api = self._scrub(self.settings.base_url)
+        if isinstance(exc, NetworkError):  # TimedOut too; PTB raises it from the HTTP library's error
+            return f"telegram getMe failed: cannot reach the Bot API at {api}: {self._scrub(describe_failure(exc))}"
+        if isinstance(exc, TelegramError):
+            return f"telegram getMe failed: {self._scrub(exc)}"
+        return (f"telegram getMe failed: what answered at {api} is not the Bot API "
+                f"({self._scrub(describe_failure(exc))})")
+
     @property
     def bot(self):
         """The PTB bot (after `start`)."""
@@ -236,9 +248,9 @@ class TelegramAdapter(BaseAdapter):
         except InvalidToken as exc:
             self._drop_scrubber()
             raise TelegramStartError(f"telegram rejected the bot token: {self._scrub(exc)}") from None
-        except TelegramError as exc:
+        except Exception as exc:
             self._drop_scrubber()
-            raise TelegramStartError(f"telegram getMe failed: {self._scrub(exc)}") from None
+            raise TelegramStartError(self._getme_failure(exc)) from None
         await self._import_legacy_aliases()
         self._app = app
         self.bot_id = app.bot.id
@@ -256,7 +268,8 @@ class TelegramAdapter(BaseAdapter):
             await app.shutdown()
             self._app = None
             self._drop_scrubber()
-            raise TelegramStartError(f"telegram {self.settings.mode} start failed: {self._scrub(exc)}") from None
+            raise TelegramStartError(f"telegram {self.settings.mode} start failed: "
+                                     f"{self._scrub(describe_failure(exc))}") from None
         self._started = True
         log.info("telegram adapter started (%s) as @%s", self.settings.mode, self.bot_username)
 
@@ -275,8 +288,8 @@ class TelegramAdapter(BaseAdapter):
             await bot.initialize()  # getMe
         except InvalidToken:
             raise TelegramStartError("telegram rejected the bot token") from None
-        except TelegramError as exc:
-            raise TelegramStartError(f"telegram getMe failed: {str(exc).replace(self._token, '***')}") from None
+        except Exception as exc:
+            raise TelegramStartError(self._getme_failure(exc)) from None
         try:
             return f"bot @{bot.username} (id {bot.id})"
         finally:

@@ -396,6 +396,41 @@ async def test_rejected_token_fails_start_without_echoing_it(tg, caplog):
     await adapter.stop()  # not started: a no-op
 
 
+async def test_an_unreachable_or_foreign_bot_api_is_said_in_words_without_the_token():
+    # doctor --online and a failed start: what failed, in words (no httpx.ConnectError, no
+    # KeyError: 'result'), naming the API address but never the token appended to it.
+    import socket
+
+    from aiohttp import web
+
+    token = "123456:ABCdefGHIjklMNOpqrSTUvwxYZ012345678"
+    with socket.socket() as sock:  # a port nothing listens on
+        sock.bind(("127.0.0.1", 0))
+        closed = f"http://127.0.0.1:{sock.getsockname()[1]}/bot"
+    for call in ("check_online", "start"):
+        with pytest.raises(TelegramStartError) as info:
+            await getattr(TelegramAdapter({"bot_token": token, "base_url": closed}), call)()
+        assert str(info.value) == f"telegram getMe failed: cannot reach the Bot API at {closed}: connection refused"
+
+    async def not_the_bot_api(request):  # a 200 JSON answer without getMe's `result`
+        return web.json_response({"ok": True})
+    app = web.Application()
+    app.router.add_route("*", "/{tail:.*}", not_the_bot_api)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    foreign = f"http://127.0.0.1:{site._server.sockets[0].getsockname()[1]}/bot"
+    try:
+        for call in ("check_online", "start"):
+            with pytest.raises(TelegramStartError) as info:
+                await getattr(TelegramAdapter({"bot_token": token, "base_url": foreign}), call)()
+            assert str(info.value) == (f"telegram getMe failed: what answered at {foreign} is not the Bot API "
+                                       "('result' is missing)")
+    finally:
+        await runner.cleanup()
+
+
 async def test_missing_token_is_a_clear_error():
     with pytest.raises(TelegramStartError, match="bot_token is not set"):
         await TelegramAdapter({}).start()
