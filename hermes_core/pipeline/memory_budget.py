@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import logging
 import os
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -27,6 +28,10 @@ log = logging.getLogger(__name__)
 MIB = 1024 * 1024
 # cgroup v1 reports "no limit" as a page-rounded LONG_MAX; anything this large is no limit.
 _V1_UNLIMITED = 1 << 60
+# How long a found cgroup limit (its file and value) is reused before the hierarchy is walked
+# again (seconds). Reading memory runs on every agent-cache insert; walking the cgroup tree costs
+# several file reads each time, while a unit's limit changes only when an operator changes it.
+LIMIT_TTL_S = 30.0
 
 
 def parse_memory_high_mb(value: Any) -> int | str | None:
@@ -126,13 +131,27 @@ class MemoryProbe:
             hybrid mode, v1 memory at `memory/`).
         proc_self: the process's proc directory (`/proc/self`: files `cgroup`, `status`).
         meminfo: the `/proc/meminfo` file (total RAM).
+        limit_ttl_s: seconds a found cgroup limit is reused by `read` (`LIMIT_TTL_S`; 0: every
+            read walks the hierarchy again). The signal is read afresh every time.
+        clock: monotonic seconds (`time.monotonic`; injectable for tests).
     """
 
     def __init__(self, cgroup_root: Path | str = "/sys/fs/cgroup", proc_self: Path | str = "/proc/self",
-                 meminfo: Path | str = "/proc/meminfo") -> None:
+                 meminfo: Path | str = "/proc/meminfo", *, limit_ttl_s: float = LIMIT_TTL_S,
+                 clock: Any = time.monotonic) -> None:
         self.cgroup_root = Path(cgroup_root)
         self.proc_self = Path(proc_self)
         self.meminfo = Path(meminfo)
+        self.limit_ttl_s = limit_ttl_s
+        self._clock = clock
+        self._limit: tuple[float, tuple[int, Path, str] | None] | None = None  # (read at, cgroup_limit())
+
+    def _current_limit(self) -> tuple[int, Path, str] | None:
+        """`cgroup_limit()`, reused for `limit_ttl_s` seconds."""
+        now = self._clock()
+        if self._limit is None or now - self._limit[0] >= self.limit_ttl_s:
+            self._limit = (now, self.cgroup_limit())
+        return self._limit[1]
 
     def _memberships(self) -> tuple[str | None, str | None]:
         """(v2 path, v1 memory path) from `/proc/self/cgroup`."""
@@ -199,7 +218,7 @@ class MemoryProbe:
         parsed = parse_memory_high_mb(setting)
         if parsed is None:
             return None
-        limit = self.cgroup_limit()
+        limit = self._current_limit()
         if parsed == "auto":
             if limit is not None:
                 budget, budget_source = limit[0], limit[2]

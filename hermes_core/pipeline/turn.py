@@ -283,7 +283,11 @@ async def _answer(deps: PipelineDeps, key: str, source, entry, context, adapter,
         status, reply_text = "failed", failure_notice(deps.pm, deps.config, AGENT_FAILED, source, exc)
     if recorded_user is not None:
         cache.append(live, recorded_user, persisted=True)
-    used = await _record_steered(deps, key, entry.session_id, live, steered)
+    # The follow-ups the agent took (steer) are recorded with the reply, after the turn's own
+    # message, and their intake rows are finished with it: one transaction, so a crash can
+    # never leave one of them recorded without the rest (docs/behaviour.md §5, §12).
+    taken, taken_ids = _take_steered(deps, key, live, steered)
+    finished = ([inbound_id] if inbound_id is not None else []) + taken_ids
     if status == "completed":
         owed = text_owed(reply_text, internal=internal)
         assistant = {"role": "assistant", "content": reply_text, "timestamp": format_timestamp(deps.clock()),
@@ -291,17 +295,17 @@ async def _answer(deps: PipelineDeps, key: str, source, entry, context, adapter,
         # In the live transcript first, counted as not yet persisted until the store has it.
         cache.append(live, _as_stored(assistant, deps.clock), persisted=False)
         # Reply + obligation ('attempting': it is sent next) + end of the marker + token counters
-        # + intake row finished + resume_pending / is_fresh_reset cleared: one transaction, one
+        # + intake rows finished + resume_pending / is_fresh_reset cleared: one transaction, one
         # commit (docs/behaviour.md §6, §12).
         ob_id = await _until_written(key, "reply", lambda: store.record_reply(
             key, entry.session_id, assistant, origin=source, content=owed, internal=internal, reply_to=reply_to,
-            sending=True, inbound_id=inbound_id, usage=usage, completed=True))
-        cache.mark_persisted(live)
+            sending=True, before=taken, inbound_ids=finished, usage=usage, completed=True))
     else:
         owed = reply_text
         ob_id = await _until_written(key, "notice", lambda: store.record_reply(
             key, entry.session_id, None, origin=source, content=owed, internal=internal, reply_to=reply_to,
-            sending=True, inbound_id=inbound_id))
+            sending=True, before=taken, inbound_ids=finished))
+    cache.mark_persisted(live)
     if on_answered is not None:
         on_answered()
     if ob_id is not None:
@@ -316,22 +320,24 @@ async def _answer(deps: PipelineDeps, key: str, source, entry, context, adapter,
     else:
         log.warning("turn in %s ended %s", key, status)
     prompt_tokens = usage.input_tokens if status == "completed" else 0
-    return (TurnResult(status=status, session_id=entry.session_id, reply=owed or "", steered_used=used, usage=usage),
+    return (TurnResult(status=status, session_id=entry.session_id, reply=owed or "", steered_used=len(taken),
+                       usage=usage),
             prompt_tokens)
 
 
-async def _record_steered(deps: PipelineDeps, key: str, session_id: str, live,
-                          steered: list[tuple[MessageEvent, int | None]]) -> int:
-    """Record the follow-ups the agent took during the turn (steer) as user messages after the
-    turn's own, and finish their intake rows at once (they are in the transcript now). Returns
-    how many it took; the runner queues the others as turns of their own."""
+def _take_steered(deps: PipelineDeps, key: str, live,
+                  steered: list[tuple[MessageEvent, int | None]]) -> tuple[list[dict], list[int]]:
+    """The follow-ups the agent took during the turn (steer), as user messages to record after
+    the turn's own (added to the live transcript, not yet persisted), and their intake rows.
+    The runner queues the others as turns of their own."""
     used = min(deps.agent.take_steered(key), len(steered))
+    messages, inbound_ids = [], []
     for steer_event, inbound_id in steered[:used]:
         message = {"role": "user", "content": steer_event.text, "timestamp": format_timestamp(deps.clock())}
         if steer_event.message_id:
             message["platform_message_id"] = steer_event.message_id
-        await deps.store.append_to_transcript(session_id, message)
-        deps.agent_cache.append(live, _as_stored(message, deps.clock), persisted=True)
+        messages.append(message)
+        deps.agent_cache.append(live, _as_stored(message, deps.clock), persisted=False)
         if inbound_id is not None:
-            await deps.store.finish_inbound(inbound_id)
-    return used
+            inbound_ids.append(inbound_id)
+    return messages, inbound_ids

@@ -81,6 +81,19 @@ async def send_with_retry(call: Callable[[], Awaitable[T]], *, policy: RetryPoli
             after `policy.max_attempts` tries.
         Exception: any other error from `call()` propagates unchanged on its first occurrence.
     """
+    # The first try runs bare: almost every send succeeds at once, and tenacity's machinery costs
+    # more than the send itself on that path. When it is rate limited, tenacity takes over with
+    # that answer as its first attempt (replayed, not sent again), so the policy is unchanged.
+    try:
+        return await call()
+    except RetryAfter as exc:
+        first: list[RetryAfter] = [exc]
+
+    async def attempt() -> T:
+        if first:
+            raise first.pop()
+        return await call()
+
     retrying = AsyncRetrying(
         retry=retry_if_exception_type(RetryAfter),
         wait=_wait_server_value,
@@ -89,7 +102,7 @@ async def send_with_retry(call: Callable[[], Awaitable[T]], *, policy: RetryPoli
         reraise=False,
     )
     try:
-        return await retrying(call)
+        return await retrying(attempt)
     except RetryError as err:
         last = err.last_attempt.exception()
         attempts = err.last_attempt.attempt_number

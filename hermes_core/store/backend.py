@@ -16,9 +16,9 @@ from __future__ import annotations
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
-from typing import Iterable, Iterator, Protocol, runtime_checkable
+from typing import Iterable, Iterator, Protocol, Sequence, runtime_checkable
 
-from ..model import SessionEntry, SessionSource, TokenUsage
+from ..model import SessionEntry, TokenUsage
 from .db import StoreError
 from .records import (AliasRow, IntakeRow, MessageRow, NewObligation, Obligation, SearchHit, SessionRow,
                       SessionSummary, StoredMessage, TurnMarker)
@@ -156,13 +156,15 @@ class StoreBackend(Protocol):
     # delivery ledger (docs/behaviour.md §6) ---------------------------------------------------
 
     async def record_reply(self, session_key: str, session_id: str, row: MessageRow | None,
-                           obligation: NewObligation | None, *, entry: SessionEntry | None = None,
-                           inbound_id: int | None = None, now_ts: float = 0.0) -> tuple[int | None, int | None]:
-        """Append the assistant `row` (if any), record `obligation` (if any, in its `state`)
-        carrying that row, clear the key's turn marker, save `entry` (the route with the turn's
-        counters, as `save` would; None: leave it) and finish intake row `inbound_id` at `now_ts`
-        (epoch s; None: none) — one transaction, the turn's last but one commit
-        (docs/behaviour.md §12). Returns `(message_id, obligation_id)`."""
+                           obligation: NewObligation | None, *, before: Sequence[MessageRow] = (),
+                           entry: SessionEntry | None = None, inbound_ids: Sequence[int] = (),
+                           now_ts: float = 0.0) -> tuple[int | None, int | None]:
+        """Append the rows `before` (user messages a steered turn took), then the assistant `row`
+        (if any), record `obligation` (if any, in its `state`) carrying that row, clear the key's
+        turn marker, save `entry` (the route with the turn's counters, as `save` would; None:
+        leave it) and finish the intake rows `inbound_ids` at `now_ts` (epoch s) — one
+        transaction, the turn's last but one commit (docs/behaviour.md §12). Returns
+        `(message_id, obligation_id)`."""
 
     async def obligation_for_message(self, message_id: int) -> int | None:
         """The obligation carrying transcript row `message_id`, or None."""

@@ -27,7 +27,7 @@ import json
 import logging
 from dataclasses import replace
 from datetime import timedelta
-from typing import Any, Iterable, Mapping
+from typing import Any, Iterable, Mapping, Sequence
 
 from ..model import SessionSource, TokenUsage, format_timestamp
 from .records import NewObligation
@@ -81,7 +81,8 @@ class LedgerOps:
 
     async def record_reply(self, session_key: str, session_id: str, message: Mapping[str, Any] | None, *,
                            origin: SessionSource | None, content: str | None, internal: bool = False,
-                           reply_to: str | None = None, sending: bool = False, inbound_id: int | None = None,
+                           reply_to: str | None = None, sending: bool = False,
+                           before: Sequence[Mapping[str, Any]] = (), inbound_ids: Sequence[int] = (),
                            usage: TokenUsage | None = None, completed: bool = False) -> int | None:
         """End a turn durably: append `message` (the assistant reply; None for a notice-only
         turn), record the obligation to send `content` (None: nothing is owed) and clear the turn
@@ -95,8 +96,10 @@ class LedgerOps:
             reply_to: the platform id of the message answered, or None.
             sending: the caller sends the obligation as soon as this returns: it is recorded
                 'attempting' with its first attempt counted (no separate write before the send).
-            inbound_id: the turn's intake row, finished in the same transaction (the reply and
-                the ledger own the message from here on).
+            before: user messages appended before `message` in the same transaction (the
+                follow-ups a steered turn took).
+            inbound_ids: intake rows finished in the same transaction (the turn's own and those
+                of `before`: the transcript and the ledger own the messages from here on).
             usage: the agent's TokenUsage: the entry's counters and `last_prompt_tokens` are
                 updated in the same transaction (`update_session`, seed §3).
             completed: the turn really completed: `resume_pending` and `is_fresh_reset` are
@@ -107,6 +110,7 @@ class LedgerOps:
             ValueError: bad message. sqlite3.Error / OSError: nothing was recorded.
         """
         row = normalize_message(message, self._now) if message is not None else None
+        rows = [normalize_message(m, self._now) for m in before]
         ob = None
         if content:
             ob = self._obligation(session_key, session_id, origin, content, internal, reply_to)
@@ -115,14 +119,14 @@ class LedgerOps:
         now = self._now()
         backend = self._b()
         if usage is None and not completed:
-            _, ob_id = await backend.record_reply(session_key, session_id, row, ob, inbound_id=inbound_id,
-                                                  now_ts=now.timestamp())
+            _, ob_id = await backend.record_reply(session_key, session_id, row, ob, before=rows,
+                                                  inbound_ids=inbound_ids, now_ts=now.timestamp())
             return ob_id
         async with self._locks.hold(session_key):
             entry = await self._load(session_key)
             if entry is None:
-                _, ob_id = await backend.record_reply(session_key, session_id, row, ob, inbound_id=inbound_id,
-                                                      now_ts=now.timestamp())
+                _, ob_id = await backend.record_reply(session_key, session_id, row, ob, before=rows,
+                                                      inbound_ids=inbound_ids, now_ts=now.timestamp())
                 return ob_id
             entry.updated_at = now
             entry.add_usage(usage, usage.input_tokens if usage is not None else None)
@@ -130,7 +134,8 @@ class LedgerOps:
                 entry.is_fresh_reset = False
                 entry.resume_pending, entry.resume_reason, entry.last_resume_marked_at = False, None, None
             _, ob_id = await self._write_entry(entry, lambda: backend.record_reply(
-                session_key, session_id, row, ob, entry=entry, inbound_id=inbound_id, now_ts=now.timestamp()))
+                session_key, session_id, row, ob, before=rows, entry=entry, inbound_ids=inbound_ids,
+                now_ts=now.timestamp()))
             return ob_id
 
     async def start_delivery(self, obligation_id: int) -> None:

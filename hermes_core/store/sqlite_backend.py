@@ -7,12 +7,11 @@ number of sessions. The state machine lives in `session_store.SessionStore`.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import logging
 import sqlite3
 from dataclasses import fields
-from typing import Any, Iterable
+from typing import Any, Iterable, Sequence
 
 from ..model import SessionEntry, TokenUsage, format_timestamp
 from . import fts
@@ -351,11 +350,13 @@ class SqliteBackend:
              message_id, ob.reply_to, ob.now_iso, ob.now_iso, ob.now_ts, ob.now_ts)).lastrowid
 
     async def record_reply(self, session_key: str, session_id: str, row: MessageRow | None,
-                           obligation: NewObligation | None, *, entry: SessionEntry | None = None,
-                           inbound_id: int | None = None, now_ts: float = 0.0) -> tuple[int | None, int | None]:
+                           obligation: NewObligation | None, *, before: Sequence[MessageRow] = (),
+                           entry: SessionEntry | None = None, inbound_ids: Sequence[int] = (),
+                           now_ts: float = 0.0) -> tuple[int | None, int | None]:
         route = route_params(entry) if entry is not None else None
 
         def work(conn: sqlite3.Connection) -> tuple[int | None, int | None]:
+            conn.executemany(_INSERT_MSG, [_message_params(session_id, r) for r in before])
             message_id = self._insert_message(conn, session_id, row) if row is not None else None
             ob_id = None
             if obligation is not None:
@@ -364,8 +365,7 @@ class SqliteBackend:
             if route is not None:  # the entry's counters; the schema-2 triggers copy them to `sessions`
                 conn.execute(_UPSERT_ROUTE, route)
             conn.execute(_CLEAR_MARKER, (session_key,))
-            if inbound_id is not None:
-                conn.execute(_FINISH_INBOUND, (now_ts, inbound_id))
+            conn.executemany(_FINISH_INBOUND, [(now_ts, ident) for ident in inbound_ids])
             return message_id, ob_id
         return await self._with_fts_repair(lambda: self.db.run(work))
 

@@ -10,7 +10,7 @@ import pytest
 from pipeline_helpers import SecondsClock
 
 from hermes_core.pipeline.agent_cache import AgentCache
-from hermes_core.pipeline.memory_budget import MemoryProbe, malloc_trim, parse_memory_high_mb
+from hermes_core.pipeline.memory_budget import LIMIT_TTL_S, MemoryProbe, malloc_trim, parse_memory_high_mb
 from hermes_core.settings import GatewayConfig
 
 MiB = 1024 * 1024
@@ -206,6 +206,7 @@ def test_auto_budget_is_cgroup_v2_memory_high_and_signal_is_its_anon(tmp_path):
 
 def test_auto_budget_falls_back_to_memory_max_then_to_a_parent_cgroup(tmp_path):
     probe = cgroup_v2(tmp_path, high="max", maximum="209715200", anon=100 * MiB)
+    probe.limit_ttl_s = 0  # the limit files change below: walk the hierarchy on every read
     reading = probe.read("auto")
     assert (reading.budget_bytes, reading.budget_source, reading.over_budget) == (
         209715200, "cgroup v2 memory.max", False)
@@ -215,6 +216,21 @@ def test_auto_budget_falls_back_to_memory_max_then_to_a_parent_cgroup(tmp_path):
     write(tmp_path / "cg/system.slice/memory.stat", "anon 400000000\n")
     reading = probe.read("auto")
     assert (reading.budget_bytes, reading.used_bytes) == (314572800, 400000000)
+
+
+def test_a_found_limit_is_reused_for_limit_ttl_s_while_the_signal_is_read_every_time(tmp_path):
+    probe = cgroup_v2(tmp_path, high="104857600", anon=50 * MiB)
+    now = [1000.0]
+    probe._clock = lambda: now[0]
+    assert probe.read("auto").budget_bytes == 104857600
+    write(tmp_path / "cg/system.slice/hermes.service/memory.high", "209715200\n")
+    write(tmp_path / "cg/system.slice/hermes.service/memory.stat", f"anon {200 * MiB}\n")
+    now[0] += LIMIT_TTL_S - 1
+    reading = probe.read("auto")
+    assert (reading.budget_bytes, reading.used_bytes) == (104857600, 200 * MiB)  # old limit, new signal
+    now[0] += 1
+    assert probe.read("auto").budget_bytes == 209715200  # 30 s later the hierarchy is read again
+    assert LIMIT_TTL_S == 30.0
 
 
 def test_auto_budget_from_cgroup_v1(tmp_path):

@@ -13,6 +13,7 @@ from pipeline_helpers import KEY, ChatAdapter, HeldAgent, dm, start_app, until
 
 from hermes_core.agents.base import Agent, AgentReply
 from hermes_core.model import MessageEvent, TokenUsage
+from hermes_core.store import StoreError
 
 
 class SteerAgent(Agent):
@@ -70,6 +71,29 @@ async def test_steer_hands_the_follow_up_to_the_running_turn(tmp_path):
         assert await transcript(app) == [("user", "plan a trip"), ("user", "by train"),
                                          ("assistant", "ok plan a trip + by train")]
         assert await app.store.pending_inbound() == []
+    finally:
+        await app.stop()
+
+
+async def test_a_taken_follow_up_is_recorded_with_the_reply_or_not_at_all(tmp_path):
+    agent = SteerAgent()
+    app, adapter = await make_app(tmp_path, agent, "steer")
+    backend = app.store._b()
+
+    async def refused(*args, **kwargs):
+        raise StoreError("state.db refused the reply (test)")
+
+    try:
+        await send(app, "plan a trip", "m1")
+        await until(lambda: agent.started == ["plan a trip"])
+        await send(app, "by train", "m2")
+        await until(lambda: adapter.texts() == ["Added to the current reply."])
+        backend.record_reply = refused  # the reply's transaction fails
+        agent.open("plan a trip")
+        await app.runner.join()
+        # docs/behaviour.md §12: the follow-up the turn took is written in the reply's transaction,
+        # so it did not reach the transcript without the reply
+        assert await transcript(app) == [("user", "plan a trip")]
     finally:
         await app.stop()
 

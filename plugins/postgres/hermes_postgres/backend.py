@@ -22,7 +22,7 @@ import re
 import socket
 import uuid
 from contextlib import asynccontextmanager
-from typing import Any, AsyncIterator, Iterable
+from typing import Any, AsyncIterator, Iterable, Sequence
 
 import psycopg
 from psycopg.rows import dict_row
@@ -556,9 +556,12 @@ class PostgresBackend:
     # ---- delivery ledger --------------------------------------------------------------------
 
     async def record_reply(self, session_key: str, session_id: str, row: MessageRow | None,
-                           obligation: NewObligation | None, *, entry: SessionEntry | None = None,
-                           inbound_id: int | None = None, now_ts: float = 0.0) -> tuple[int | None, int | None]:
+                           obligation: NewObligation | None, *, before: Sequence[MessageRow] = (),
+                           entry: SessionEntry | None = None, inbound_ids: Sequence[int] = (),
+                           now_ts: float = 0.0) -> tuple[int | None, int | None]:
         async with self._tx(session_key) as conn:
+            for earlier in before:
+                await self._insert_message(conn, session_id, earlier)
             message_id = await self._insert_message(conn, session_id, row) if row is not None else None
             ob_id = None
             if obligation is not None:
@@ -575,8 +578,9 @@ class PostgresBackend:
                 await conn.execute(_UPSERT_ROUTE, _route_params(entry))
                 await conn.execute(_SYNC_COUNTERS, _counter_params(entry))
             await conn.execute(_CLEAR_MARKER, (session_key,))
-            if inbound_id is not None:
-                await conn.execute(_FINISH_INBOUND, (now_ts, inbound_id))
+            if inbound_ids:
+                await conn.execute("UPDATE inbound SET state = 'done', payload = NULL, finished_ts = %s "
+                                   "WHERE id = ANY(%s)", (now_ts, list(inbound_ids)))
             return message_id, ob_id
 
     async def obligation_for_message(self, message_id: int) -> int | None:
