@@ -116,7 +116,9 @@ class StorageSettings(_Section):
     busy_timeout_s: float = Field(5.0, gt=0)
     mirror_debounce_s: float = Field(0.25, ge=0, description="sessions.json write debounce")
     fts_check_interval_s: float = Field(3600.0, gt=0)
-    entry_cache_size: int = Field(4096, ge=0, description="session entries the store keeps in memory (LRU)")
+    # ~1.4 KB an entry: 16384 is ~23 MB, and a gateway with that many active chats decodes no
+    # route from state.db per message (docs/configuration.md).
+    entry_cache_size: int = Field(16384, ge=0, description="session entries the store keeps in memory (LRU)")
 
 
 class StoreSettings(_Section):

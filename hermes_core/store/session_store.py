@@ -49,7 +49,6 @@ from .turns import TurnOps
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 
-_CACHE_SIZE = 4096
 # Left by the degraded mode of gateways before the journal (sessions.json as the index,
 # inbound.jsonl, turn_markers.json, delivery_ledger.json).
 OLD_DEGRADED_MARKER = ".degraded-since"
@@ -113,7 +112,7 @@ class SessionStore(TurnOps, TranscriptOps, AliasOps, ErasureOps, ClaimOps):
         # transitions of different keys overlap and share group commits (docs/behaviour.md §12).
         self._locks = KeyedLocks()
         self.degraded_reason: str | None = None
-        self.cache_size = getattr(config.storage, "entry_cache_size", _CACHE_SIZE)
+        self.cache_size = config.storage.entry_cache_size
 
     # ---- lifecycle ------------------------------------------------------------------------
 
