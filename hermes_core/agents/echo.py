@@ -63,11 +63,13 @@ class EchoAgent(Agent):
 
     def history_tokens(self, slot: str, history: list[dict[str, Any]]) -> int:
         """Tokens of every message content in `history`, counting only what was appended since
-        this session's previous turn when `history` extends the one seen then."""
+        this session's previous turn when `history` extends the one seen then (the same first
+        and last messages: compared by value, so a transcript the gateway reloaded from the
+        store after an eviction is not counted again from the start)."""
         n = len(history)
         memo = self._counts.get(slot)
-        if memo is not None and 0 < memo.length <= n and history[0] is memo.first \
-                and history[memo.length - 1] is memo.last:
+        if memo is not None and 0 < memo.length <= n and history[0] == memo.first \
+                and history[memo.length - 1] == memo.last:
             tokens = memo.tokens + sum(count_tokens(history[i].get("content")) for i in range(memo.length, n))
         else:
             tokens = sum(count_tokens(m.get("content")) for m in history)

@@ -131,8 +131,8 @@ class MemoryProbe:
             hybrid mode, v1 memory at `memory/`).
         proc_self: the process's proc directory (`/proc/self`: files `cgroup`, `status`).
         meminfo: the `/proc/meminfo` file (total RAM).
-        limit_ttl_s: seconds a found cgroup limit is reused by `read` (`LIMIT_TTL_S`; 0: every
-            read walks the hierarchy again). The signal is read afresh every time.
+        limit_ttl_s: seconds a found cgroup limit (or, without one, the total RAM) is reused by
+            `read` (`LIMIT_TTL_S`; 0: every read looks again). The signal is read afresh every time.
         clock: monotonic seconds (`time.monotonic`; injectable for tests).
     """
 
@@ -144,14 +144,17 @@ class MemoryProbe:
         self.meminfo = Path(meminfo)
         self.limit_ttl_s = limit_ttl_s
         self._clock = clock
-        self._limit: tuple[float, tuple[int, Path, str] | None] | None = None  # (read at, cgroup_limit())
+        # (read at, cgroup_limit(), total_ram()): what the budget comes from, reused for a while
+        self._limit: tuple[float, tuple[int, Path, str] | None, int | None] | None = None
 
-    def _current_limit(self) -> tuple[int, Path, str] | None:
-        """`cgroup_limit()`, reused for `limit_ttl_s` seconds."""
+    def _current_limit(self) -> tuple[tuple[int, Path, str] | None, int | None]:
+        """`(cgroup_limit(), total_ram())`, reused for `limit_ttl_s` seconds (total RAM is only
+        read when there is no cgroup limit)."""
         now = self._clock()
         if self._limit is None or now - self._limit[0] >= self.limit_ttl_s:
-            self._limit = (now, self.cgroup_limit())
-        return self._limit[1]
+            limit = self.cgroup_limit()
+            self._limit = (now, limit, self.total_ram() if limit is None else None)
+        return self._limit[1], self._limit[2]
 
     def _memberships(self) -> tuple[str | None, str | None]:
         """(v2 path, v1 memory path) from `/proc/self/cgroup`."""
@@ -218,12 +221,12 @@ class MemoryProbe:
         parsed = parse_memory_high_mb(setting)
         if parsed is None:
             return None
-        limit = self._current_limit()
+        limit, ram = self._current_limit()
         if parsed == "auto":
             if limit is not None:
                 budget, budget_source = limit[0], limit[2]
             else:
-                budget, budget_source = self.total_ram(), "total RAM"
+                budget, budget_source = ram, "total RAM"
                 if budget is None:
                     log.warning("agent cache: no cgroup limit and total RAM unknown; pressure eviction skipped")
                     return None

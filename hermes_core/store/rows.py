@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from datetime import datetime
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Mapping, Sequence
 
 from ..model import format_timestamp, parse_timestamp
 from .records import MessageRow
@@ -12,6 +12,8 @@ from .records import MessageRow
 ROLES = ("user", "assistant", "system", "tool")
 # Optional message keys, in the order they are returned by load_transcript.
 OPTIONAL_KEYS = ("platform_message_id", "tool_call_id", "tool_name", "tool_calls")
+# The stored columns `row_to_message` reads, in the order the stores select them.
+MESSAGE_COLUMNS = ("role", "content", "timestamp", *OPTIONAL_KEYS, "reasoning")
 # What reasoning models return beside the text (docs/behaviour.md §3): kept as given, through
 # rewrites, rewinds and compression, and returned after the other optional keys. Stored together
 # as one JSON object (`messages.reasoning`).
@@ -72,24 +74,37 @@ def normalize_message(message: Mapping[str, Any], now: Callable[[], datetime]) -
                       reasoning=reasoning_json, **ids)
 
 
-def row_to_message(row: Mapping[str, Any] | MessageRow) -> dict[str, Any]:
+def row_to_message(row: Mapping[str, Any] | MessageRow | Sequence[Any]) -> dict[str, Any]:
     """Stored row → the dict load_transcript returns: role, content, timestamp, then the optional
     keys that are set (`tool_calls` parsed back into a list), then the reasoning fields that were
-    stored (`REASONING_KEYS` order)."""
+    stored (`REASONING_KEYS` order).
+
+    Args:
+        row: a MessageRow, a mapping with the `MESSAGE_COLUMNS` names, or a sequence of them in
+            that order (an `sqlite3.Row` of a query selecting them so: read by position, which
+            is what keeps a reloaded transcript cheap).
+    Raises:
+        TranscriptReadError: stored tool_calls or reasoning fields are not JSON.
+    """
     if isinstance(row, MessageRow):
-        row = {name: getattr(row, name) for name in ("role", "content", "timestamp", *OPTIONAL_KEYS, "reasoning")}
-    out = {"role": row["role"], "content": row["content"], "timestamp": row["timestamp"]}
-    for key in OPTIONAL_KEYS:
-        value = row[key]
-        if value is None:
-            continue
-        if key == "tool_calls":
-            try:
-                value = json.loads(value) if isinstance(value, str) else value
-            except json.JSONDecodeError as exc:
-                raise TranscriptReadError(f"stored tool_calls are not JSON: {exc}") from None
-        out[key] = value
-    stored = row["reasoning"]
+        values: Sequence[Any] = [getattr(row, name) for name in MESSAGE_COLUMNS]
+    elif isinstance(row, Mapping):
+        values = [row[name] for name in MESSAGE_COLUMNS]
+    else:
+        values = row
+    role, content, timestamp, platform_message_id, tool_call_id, tool_name, tool_calls, stored = values
+    out = {"role": role, "content": content, "timestamp": timestamp}
+    if platform_message_id is not None:
+        out["platform_message_id"] = platform_message_id
+    if tool_call_id is not None:
+        out["tool_call_id"] = tool_call_id
+    if tool_name is not None:
+        out["tool_name"] = tool_name
+    if tool_calls is not None:
+        try:
+            out["tool_calls"] = json.loads(tool_calls) if isinstance(tool_calls, str) else tool_calls
+        except json.JSONDecodeError as exc:
+            raise TranscriptReadError(f"stored tool_calls are not JSON: {exc}") from None
     if stored:
         try:
             reasoning = json.loads(stored)

@@ -20,7 +20,7 @@ from .db import Database, StoreError
 from .mirror import render_from_json_texts
 from .records import (AliasRow, IntakeRow, MessageRow, NewObligation, Obligation, SearchHit, SessionRow, SessionSummary,
                       StoredMessage, TurnMarker)
-from .rows import TranscriptReadError, row_to_message
+from .rows import MESSAGE_COLUMNS, TranscriptReadError, row_to_message
 
 log = logging.getLogger(__name__)
 
@@ -275,8 +275,8 @@ class SqliteBackend:
             raise TranscriptReadError(self.db.unreadable[session_id])
         try:
             rows = await self.db.fetchall(
-                "SELECT role, content, timestamp, platform_message_id, tool_call_id, tool_name, tool_calls, "
-                "reasoning FROM messages WHERE session_id = ? AND active = 1 ORDER BY id", (session_id,))
+                f"SELECT {', '.join(MESSAGE_COLUMNS)} FROM messages WHERE session_id = ? AND active = 1 ORDER BY id",
+                (session_id,))
         except (sqlite3.Error, ValueError) as exc:
             raise TranscriptReadError(f"transcript {session_id} could not be read: {exc}") from exc
         return [row_to_message(r) for r in rows]

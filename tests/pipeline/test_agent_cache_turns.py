@@ -223,9 +223,13 @@ def test_echo_counts_only_what_was_appended_since_the_previous_turn():
     history[0]["content"] = "a b c d e f"
     history.append({"role": "user", "content": "x"})
     assert agent.history_tokens("k", history) == 10 + 1
-    # Another list (a reload from the store: new dicts) is counted in full.
-    reloaded = [dict(m) for m in history]
-    assert agent.history_tokens("k", reloaded) == sum(count_tokens(m["content"]) for m in reloaded) == 14
+    # A reload from the store after an eviction (new dicts, the same values) extends what was
+    # counted: only what follows is read (the edit above still goes unseen).
+    reloaded = [dict(m) for m in history] + [{"role": "assistant", "content": "echo: x"}]
+    assert agent.history_tokens("k", reloaded) == 11 + 2
+    # Another first message (a compressed transcript) is counted in full.
+    compressed = [{"role": "system", "content": "summary of it all"}] + reloaded[2:]
+    assert agent.history_tokens("k", compressed) == sum(count_tokens(m["content"]) for m in compressed) == 10
     assert agent.history_tokens("k", []) == 0
     assert agent.history_tokens("other", history[:2]) == 6 + 4
 
