@@ -36,7 +36,7 @@ import sqlite3
 from contextlib import asynccontextmanager
 from importlib import resources
 from pathlib import Path
-from typing import Any, AsyncIterator, Callable, Iterable, NamedTuple, Sequence
+from typing import Any, AsyncIterator, Awaitable, Callable, Iterable, NamedTuple, Sequence
 
 import aiosqlite
 
@@ -115,6 +115,27 @@ def _create_private(path: Path) -> None:
 
 
 Work = Callable[[sqlite3.Connection], Any]
+
+
+async def _to_the_end(work: Awaitable[Any]) -> Any:
+    """Await `work` to its end even when the caller is cancelled meanwhile, then raise that
+    cancellation: a `write()` block keeps the connection until its transaction is committed or
+    rolled back, so no other write ever finds it mid-transaction (the degraded engine's commit
+    awaits its journal write before the `COMMIT`)."""
+    task = asyncio.ensure_future(work)
+    cancelled = False
+    while not task.done():
+        try:
+            await asyncio.shield(task)
+        except asyncio.CancelledError:
+            if task.cancelled():
+                raise
+            cancelled = True
+        except BaseException:
+            break
+    if cancelled:
+        raise asyncio.CancelledError
+    return task.result()
 
 
 class WriteResult(NamedTuple):
@@ -411,16 +432,19 @@ class Database:
             try:
                 yield conn
             except BaseException:
-                # Shielded: a cancelled task must not leave the connection mid-transaction.
-                await asyncio.shield(self._rollback(conn))
+                await _to_the_end(self._rollback(conn))
                 raise
-            try:
-                await asyncio.shield(self._durable_commit(conn))
-            except Exception as exc:
-                await asyncio.shield(self._rollback(conn))
-                raise CommitError(f"commit of 1 write(s) to {self.describe()} failed: {exc}", exc) from exc
-            self.commits += 1
-            self.writes += 1
+            await _to_the_end(self._end_write(conn))
+
+    async def _end_write(self, conn: aiosqlite.Connection) -> None:
+        """Commit a `write()` block's transaction, or roll it back when the commit fails."""
+        try:
+            await self._durable_commit(conn)
+        except Exception as exc:
+            await self._rollback(conn)
+            raise CommitError(f"commit of 1 write(s) to {self.describe()} failed: {exc}", exc) from exc
+        self.commits += 1
+        self.writes += 1
 
     async def _rollback(self, conn: aiosqlite.Connection) -> None:
         if conn.in_transaction:

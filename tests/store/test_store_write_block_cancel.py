@@ -2,12 +2,9 @@
 transaction is committed or rolled back, also when its task is cancelled meanwhile ("a cancelled
 task must not leave the connection mid-transaction"). A write queued behind it is then committed
 as usual. The degraded engine's commit writes the journal (a thread) before its `COMMIT`, so a
-cancellation can arrive while the transaction is still open.
-
-QA (found under load: a cancellation fuzz of `write()` blocks and `run()` writes on the degraded
-engine): the block's task is cancelled while its journal line is being written; the lock is
-released with the transaction still open, and the next group fails with
-"cannot start a transaction within a transaction"."""
+cancellation can arrive while the transaction is still open (found by a cancellation fuzz of
+`write()` blocks and `run()` writes on the degraded engine: the next group failed with "cannot
+start a transaction within a transaction")."""
 
 from __future__ import annotations
 
@@ -43,10 +40,10 @@ async def test_a_write_queued_behind_a_block_cancelled_during_its_commit_is_comm
         await asyncio.to_thread(entered.wait)  # the block's commit is writing its journal line
         db._write = real_write
         task.cancel()
-        await asyncio.wait({task}, timeout=1.0)  # wrongly, the block gives the connection up at once
+        await asyncio.wait({task}, timeout=1.0)  # the block keeps the connection until its commit ends
         queued = asyncio.create_task(db.write_one(INSERT, ("alias-queued",)))
         # A bound, not a speed check: the queued write may only run once the block's transaction
-        # is closed, so with the block's commit still held it cannot finish (wrongly, it fails).
+        # is closed, so with the block's commit still held it cannot finish (nor fail).
         await asyncio.wait({queued}, timeout=1.0)
         release.set()
         (outcome,) = await asyncio.gather(queued, return_exceptions=True)
