@@ -11,10 +11,11 @@ A crash before the reply is recorded leaves a marked turn without a reply: start
 session `resume_pending` and auto-continues it (`resume=True` here). A crash after it leaves an
 open obligation, which the start-up ledger sweep sends (seed §7).
 
-A full disk (docs/behaviour.md §12) does not throw the computed reply away: the write of the
-reply is tried again, with a growing pause and one log line per failed attempt, until it passes
-(then the reply is sent once) or the turn is cancelled at shutdown (then the marker stays and the
-turn is resumed once at the next start).
+A full disk (docs/behaviour.md §12) loses nothing accepted: the writes of the user message and of
+the computed reply are tried again, with a growing pause and one log line per failed attempt,
+until they pass (then the turn goes on and the reply is sent once) or the turn is cancelled at
+shutdown (then the intake row or the marker stays and the message is replayed, or the turn
+resumed, once at the next start).
 
 The history comes from the agent cache (seed §11, `agent_cache`), not from a reload of the whole
 transcript: a hit costs O(1) in the transcript's length; a miss (first turn, new session id,
@@ -197,8 +198,10 @@ async def _run_turn(deps: PipelineDeps, key: str, event: MessageEvent, *, inboun
         user_message = {"role": "user", "content": text, "timestamp": format_timestamp(deps.clock())}
         if event.message_id:
             user_message["platform_message_id"] = event.message_id
-        # Record the message (and the turn marker) before anything else can fail (docs/behaviour.md §0).
-        await store.begin_turn(key, entry.session_id, user_message, inbound_id=inbound_id)
+        # Record the message (and the turn marker) before anything else can fail (docs/behaviour.md §0);
+        # on a full disk it waits for room like the reply (its intake row stays open meanwhile).
+        await _until_written(key, "user message", lambda: store.begin_turn(
+            key, entry.session_id, user_message, inbound_id=inbound_id))
         recorded_user = _as_stored(user_message, deps.clock)
         live = await _live_transcript(deps, key, entry.session_id, recorded_user)
         cache.begin_turn(live)

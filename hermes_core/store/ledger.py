@@ -103,7 +103,8 @@ class LedgerOps:
             usage: the agent's TokenUsage: the entry's counters and `last_prompt_tokens` are
                 updated in the same transaction (`update_session`, seed §3).
             completed: the turn really completed: `resume_pending` and `is_fresh_reset` are
-                cleared in the same transaction (seed §2 `clear_resume_pending`).
+                cleared in the same transaction (seed §2 `clear_resume_pending`). `usage` and
+                `completed` touch the entry only while the key still points at `session_id`.
         Returns:
             The obligation id, or None when nothing is owed.
         Raises:
@@ -124,7 +125,7 @@ class LedgerOps:
             return ob_id
         async with self._locks.hold(session_key):
             entry = await self._load(session_key)
-            if entry is None:
+            if entry is None or entry.session_id != session_id:  # the key moved on: its new session's counters stay
                 _, ob_id = await backend.record_reply(session_key, session_id, row, ob, before=rows,
                                                       inbound_ids=inbound_ids, now_ts=now.timestamp())
                 return ob_id

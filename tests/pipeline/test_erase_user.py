@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import json
 import sqlite3
+from contextlib import closing
 from pathlib import Path
 
 import pytest
@@ -51,7 +52,9 @@ def _every_text(db: Path) -> list[tuple[str, str, str]]:
     """(table, column, value) of every text value in every table of `db` (FTS shadow tables
     included: their blobs are decoded leniently)."""
     found = []
-    with sqlite3.connect(db) as conn:
+    # Closed at once: a connection left to the garbage collector may still hold a read snapshot,
+    # which keeps the old pages in state.db (a checkpoint may not overwrite them).
+    with closing(sqlite3.connect(db)) as conn:
         tables = [r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type IN ('table')")]
         for table in tables:
             cursor = conn.execute(f'SELECT * FROM "{table}"')
@@ -130,7 +133,7 @@ async def test_erase_user_leaves_nothing_of_theirs_and_keeps_the_others(tmp_path
                  if any(trace in v for trace in ALICE_TRACES)]
     assert leftovers == []
     # 2. The full-text index finds none of her words (and still finds Bob's).
-    with sqlite3.connect(home / "state.db") as conn:
+    with closing(sqlite3.connect(home / "state.db")) as conn:
         for word in ALICE_WORDS:
             assert conn.execute("SELECT rowid FROM messages_fts WHERE messages_fts MATCH ?", (word,)).fetchall() == []
         assert conn.execute("INSERT INTO messages_fts(messages_fts, rank) VALUES ('integrity-check', 1)")

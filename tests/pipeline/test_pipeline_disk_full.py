@@ -59,6 +59,31 @@ async def test_the_reply_is_sent_once_when_the_disk_has_room_again(tmp_path, cap
     assert _tracebacks(caplog) == []
 
 
+async def test_a_message_whose_user_message_finds_the_disk_full_is_answered_once_there_is_room(tmp_path, caplog):
+    caplog.set_level(logging.INFO)
+    adapter = RecordingAdapter(limit=30_000)
+    app = await start_app(tmp_path, adapter, EchoAgent())
+    begin_turn = app.store.begin_turn
+
+    async def on_a_full_disk(*args, **kwargs):  # accepted; the disk fills before it is recorded
+        app.store.begin_turn = begin_turn
+        await _set_max_pages(app.store, None)
+        return await begin_turn(*args, **kwargs)
+
+    app.store.begin_turn = on_a_full_disk
+    try:
+        await app.runner.handle(_event(LONG, "m1"))
+        await until(lambda: f"disk full: the user message of {KEY} is kept in memory" in caplog.text)
+        assert adapter.sent == []  # no "could not be processed" notice: the message waits
+        await _set_max_pages(app.store, UNLIMITED)
+        await app.runner.join()
+        assert adapter.sent == [("100", "echo: " + LONG, "m1")]
+        assert await app.store.pending_inbound() == []
+    finally:
+        await app.stop()
+    assert _tracebacks(caplog) == []
+
+
 async def test_a_shutdown_while_the_disk_is_full_resumes_the_turn_once(tmp_path, caplog):
     caplog.set_level(logging.INFO)
     agent = FillingAgent()
