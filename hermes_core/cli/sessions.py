@@ -121,6 +121,8 @@ def list_cmd(
 
     `--all` lists every stored session, ended ones too. Each row names its session's title
     (`/new <title>`, `/title`; docs/behaviour.md §11)."""
+    if active_minutes is not None and active_minutes < 0:  # would list nothing, silently
+        raise fail(f"--active-minutes must be 0 or more minutes (got {active_minutes})")
     if show_all:
         if active_minutes is not None:
             raise fail("--active-minutes lists current sessions only; it cannot be combined with --all")

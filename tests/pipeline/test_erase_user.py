@@ -241,6 +241,14 @@ def test_prune_refuses_a_negative_or_endless_age(tmp_path, monkeypatch, given, s
     assert err == f"hermes-gateway: error: --days must be a finite number of days, 0 or more (got {shown})\n"
 
 
+def test_list_refuses_a_negative_activity_window(tmp_path, monkeypatch):
+    home = tmp_path / "home"
+    home.mkdir()
+    code, out, err = _cli_sync(home, monkeypatch, "list", "--active-minutes", "-5")
+    assert (code, out) == (2, "")
+    assert err == "hermes-gateway: error: --active-minutes must be 0 or more minutes (got -5)\n"
+
+
 @pytest.mark.parametrize("args", [["erase-user", "testchat", "x"], ["delete", "20260101_000000_abcdef12"]])
 def test_removals_are_refused_while_a_gateway_runs(tmp_path, monkeypatch, args):
     from hermes_core.store.home_lock import HomeLock
