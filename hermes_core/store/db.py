@@ -168,6 +168,9 @@ class Database:
 
     SYNCHRONOUS = "FULL"
     GROUP_COMMIT = True
+    # The SQLite engine commits in the group's own thread call; the degraded engine's commit
+    # writes its journal first (`_durable_commit`), so it commits after the call.
+    _COMMIT_IN_THREAD = True
 
     def __init__(self, path: Path, busy_timeout_s: float = 5.0) -> None:
         self.path = Path(path)
@@ -350,10 +353,6 @@ class Database:
             else:
                 future.set_exception(value)
 
-    # The SQLite engine commits in the group's own thread call; the degraded engine's commit
-    # writes its journal first (`_durable_commit`), so it commits after the call.
-    _COMMIT_IN_THREAD = True
-
     def _group_in_thread(self, raw: sqlite3.Connection, works: list[Work],
                          commit: bool) -> tuple[list[tuple[bool, Any]], int]:
         """Runs on the SQLite thread: `BEGIN IMMEDIATE`, each member in a savepoint, `COMMIT`.
@@ -361,7 +360,7 @@ class Database:
         A member whose statements made SQLite roll the whole transaction back (a full disk, an
         I/O error) takes the members before it down with it: they get a CommitError, and the
         next members start a new transaction."""
-        outcomes: list[tuple[bool, Any] | None] = [None] * len(works)
+        outcomes: list[Any] = [None] * len(works)  # (ok, result or exception) per member
         kept: list[int] = []
         raw.execute("BEGIN IMMEDIATE")
         for index, work in enumerate(works):
@@ -384,10 +383,10 @@ class Database:
             outcomes[index] = (True, value)
             kept.append(index)
         if not commit:
-            return outcomes, len(kept)  # type: ignore[return-value]
+            return outcomes, len(kept)
         if not kept:
             raw.execute("ROLLBACK")
-            return outcomes, 0  # type: ignore[return-value]
+            return outcomes, 0
         try:
             raw.execute("COMMIT")
         except sqlite3.Error as exc:
@@ -396,8 +395,8 @@ class Database:
             failed = CommitError(f"commit of {len(kept)} write(s) to {self.describe()} failed: {exc}", exc)
             for index in kept:
                 outcomes[index] = (False, failed)
-            return outcomes, 0  # type: ignore[return-value]
-        return outcomes, len(kept)  # type: ignore[return-value]
+            return outcomes, 0
+        return outcomes, len(kept)
 
     async def _commit_outcomes(self, conn: aiosqlite.Connection, outcomes: list[tuple[bool, Any]],
                                kept: int) -> None:
