@@ -1,10 +1,10 @@
 """Sending what the delivery ledger owes (docs/behaviour.md §6; seed §7).
 
 `send_obligation` is the one path from a recorded obligation to the chat: 'attempting' before
-the send (recorded with the reply on the live path), 'delivered' / 'failed' after. `redeliver` is the start-up sweep's step for one
-obligation left open by a previous run: give up after `MAX_ATTEMPTS` attempts or `MAX_AGE_S`,
-re-send an 'attempting' one (the chat may have it already) with `RECOVERED_PREFIX`, a 'pending'
-or 'failed' one plainly.
+the send (recorded with the reply on the live path), 'delivered' / 'failed' after. `redeliver`
+is the start-up sweep's step for one obligation left open by a previous run: give up after
+`MAX_ATTEMPTS` attempts or `MAX_AGE_S`, re-send an 'attempting' one (the chat may have it
+already) with `RECOVERED_PREFIX`, a 'pending' or 'failed' one plainly.
 """
 
 from __future__ import annotations

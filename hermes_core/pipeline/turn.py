@@ -213,8 +213,9 @@ async def _run_turn(deps: PipelineDeps, key: str, event: MessageEvent, *, inboun
         text = quoted_context(event, pm=deps.pm, redact=should_redact(deps.config, adapter.spec)) + text
     try:
         result, prompt_tokens = await _answer(deps, key, source, entry, context, adapter, live, history, text,
-                                              recorded_user, reply_to=reply_to, internal=internal, inbound_id=inbound_id,
-                                              steered=steered if steered is not None else [], on_answered=on_answered)
+                                              recorded_user, reply_to=reply_to, internal=internal,
+                                              inbound_id=inbound_id, on_answered=on_answered,
+                                              steered=steered if steered is not None else [])
     except BaseException:
         # A failed store write or a cancelled turn: the live transcript may no longer match
         # the store; the next turn rebuilds it from there.
