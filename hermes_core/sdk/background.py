@@ -8,7 +8,9 @@ hook). A plugin or tool uses it to:
   session `source` belongs to. The work is recorded under the session key **and the session id
   current when it started**. If the coroutine returns a non-empty str, that text is posted as a
   wake-up bound to that session id (a background completion). `/stop`, `/new` and `/reset` stop
-  (cancel) the key's work; a stop is idempotent. While work runs, the key counts as active, so
+  (cancel) the key's work; a stop is idempotent, and a stopped unit comes back as a completion
+  with status "interrupted" (`INTERRUPTED_TEXT`, then the partial output the work returned if
+  it caught the cancellation), kept in its session's transcript. While work runs, the key counts as active, so
   pruning never removes its route (`SessionStore.has_active_processes_fn`).
 * `await work.post_wakeup(source, text, session_id=None)` — post a wake-up (a scheduled
   notify+wake, a completion noticed elsewhere), bound to `session_id` or, by default, to the
@@ -36,6 +38,9 @@ log = logging.getLogger(__name__)
 
 # Message ids of wake-ups (unique, so the intake's dedupe never merges two of them).
 WAKE_ID_PREFIX = "wake:"
+# The completion a stopped unit comes back with (seed §8: status "interrupted", with the partial
+# output the work returned when it caught the stop, on the lines after).
+INTERRUPTED_TEXT = "Background work {name!r} was stopped (status=interrupted)."
 
 Poster = Callable[[str, MessageEvent], Awaitable[bool]]
 
@@ -70,6 +75,7 @@ class SessionWork:
         self._store = store
         self._post = post
         self._work: dict[str, list[WorkHandle]] = {}
+        self._closing = False  # a shutdown stops work without a completion for the chat
 
     async def _current_session(self, source: SessionSource) -> tuple[str, str]:
         key = self._store.session_key(source)
@@ -110,13 +116,31 @@ class SessionWork:
             result = await work
         except asyncio.CancelledError:
             log.info("background work %r of %s stopped", handle.name, handle.session_id)
+            if handle.stopped and not self._closing:
+                await self._report_interrupted(handle, source, None)
             raise
         except Exception as exc:  # the work's own failure: logged, the gateway goes on
             log.error("background work %r of %s failed: %s: %s", handle.name, handle.session_id,
                       type(exc).__name__, exc)
             return
-        if isinstance(result, str) and result.strip():
+        if handle.stopped and not self._closing:  # it caught the stop and returned what it had
+            await self._report_interrupted(handle, source, result if isinstance(result, str) else None)
+        elif isinstance(result, str) and result.strip():
             await self.post_wakeup(source, result, session_id=handle.session_id)
+
+    async def _report_interrupted(self, handle: WorkHandle, source: SessionSource, partial: str | None) -> None:
+        """A unit stopped by `/stop`, `/new` or `/reset` comes back as a completion bound to its
+        session (seed §8): `INTERRUPTED_TEXT`, then the partial output if it returned any. Its
+        session is stopped or no longer current, so the wake-up is kept in that session's
+        transcript and nothing is delivered (docs/behaviour.md §10)."""
+        text = INTERRUPTED_TEXT.format(name=handle.name)
+        if partial and partial.strip():
+            text += "\n" + partial
+        try:
+            await self.post_wakeup(source, text, session_id=handle.session_id)
+        except Exception as exc:  # the stop itself stands; only the record of it is missing
+            log.error("background work %r of %s: its interrupted completion could not be recorded: %s",
+                      handle.name, handle.session_id, exc)
 
     def _forget(self, handle: WorkHandle) -> None:
         handles = self._work.get(handle.session_key, [])
@@ -166,6 +190,7 @@ class SessionWork:
 
     async def aclose(self) -> None:
         """Stop all work and wait for it (gateway shutdown). Idempotent."""
+        self._closing = True
         tasks = [h.task for hs in self._work.values() for h in hs if h.task is not None]
         for key in list(self._work):
             self.stop(key)

@@ -101,14 +101,43 @@ async def test_new_stops_the_work_and_a_wake_up_of_the_old_session_stays_there(t
         await app.runner.join()
         assert adapter.texts() == ["echo: first", f"Started a new session. Session id: {new}"]  # nothing delivered
         assert await app.store.load_transcript(new) == []
+        # The stopped unit came back as a completion with status "interrupted" (seed §8), kept
+        # in its own session like the reminder.
         assert contents(await app.store.load_transcript(old)) == [
-            ("user", "first"), ("assistant", "echo: first"), ("system", "reminder: call Bob")]
+            ("user", "first"), ("assistant", "echo: first"),
+            ("system", "Background work 'crawl' was stopped (status=interrupted)."),
+            ("system", "reminder: call Bob")]
         # Unbound, the wake-up belongs to the current session and runs there.
         await app.background.post_wakeup(dm(), "reminder: buy milk")
         await app.runner.join()
         assert adapter.texts()[-1] == "echo: reminder: buy milk"
         assert contents(await app.store.load_transcript(new)) == [
             ("user", "reminder: buy milk"), ("assistant", "echo: reminder: buy milk")]
+    finally:
+        await app.stop()
+
+
+async def test_a_stopped_unit_that_returns_its_partial_output_reports_it_with_status_interrupted(tmp_path):
+    app, adapter, _ = await start(tmp_path)
+
+    async def crawl(found: list[str]) -> str:
+        try:
+            await asyncio.Event().wait()
+        except asyncio.CancelledError:
+            return "\n".join(found)  # what it had when it was stopped
+        return "done"
+
+    try:
+        await say(app, "hello")
+        session = (await app.store.get_entry(KEY)).session_id
+        handle = await app.background.start(dm(), crawl(["page 1", "page 2"]), name="crawl")
+        await say(app, "/stop")
+        await asyncio.gather(handle.task, return_exceptions=True)
+        await app.runner.join()
+        assert adapter.texts() == ["echo: hello", "Stopped. Your next message starts a new session."]
+        assert contents(await app.store.load_transcript(session))[-1] == (
+            "system", "Background work 'crawl' was stopped (status=interrupted).\npage 1\npage 2")
+        assert await app.store.pending_inbound() == []
     finally:
         await app.stop()
 
