@@ -29,7 +29,7 @@ from dataclasses import replace
 from datetime import timedelta
 from typing import Any, Iterable, Mapping, Sequence
 
-from ..model import SessionSource, TokenUsage, format_timestamp
+from ..model import SessionEntry, SessionSource, TokenUsage, format_timestamp
 from .records import NewObligation
 from .rows import normalize_message
 
@@ -118,26 +118,22 @@ class LedgerOps:
             if sending:
                 ob = replace(ob, state="attempting", attempts=1)
         now = self._now()
-        backend = self._b()
+
+        def write(entry: SessionEntry | None = None):
+            return self._b().record_reply(session_key, session_id, row, ob, before=rows, entry=entry,
+                                          inbound_ids=inbound_ids, now_ts=now.timestamp())
         if usage is None and not completed:
-            _, ob_id = await backend.record_reply(session_key, session_id, row, ob, before=rows,
-                                                  inbound_ids=inbound_ids, now_ts=now.timestamp())
-            return ob_id
+            return (await write())[1]
         async with self._locks.hold(session_key):
             entry = await self._load(session_key)
-            if entry is None or entry.session_id != session_id:  # the key moved on: its new session's counters stay
-                _, ob_id = await backend.record_reply(session_key, session_id, row, ob, before=rows,
-                                                      inbound_ids=inbound_ids, now_ts=now.timestamp())
-                return ob_id
+            if entry is None or entry.session_id != session_id:  # the key moved on: leave its new session
+                return (await write())[1]
             entry.updated_at = now
             entry.add_usage(usage, usage.input_tokens if usage is not None else None)
             if completed:
                 entry.is_fresh_reset = False
                 entry.resume_pending, entry.resume_reason, entry.last_resume_marked_at = False, None, None
-            _, ob_id = await self._write_entry(entry, lambda: backend.record_reply(
-                session_key, session_id, row, ob, before=rows, entry=entry, inbound_ids=inbound_ids,
-                now_ts=now.timestamp()))
-            return ob_id
+            return (await self._write_entry(entry, lambda: write(entry)))[1]
 
     async def start_delivery(self, obligation_id: int) -> None:
         """Mark an obligation 'attempting' (one more attempt) right before sending it."""
