@@ -29,14 +29,20 @@ def parse_or_none(value: Any) -> datetime | None:
         return None
 
 
+def origin_or_none(text: str | None) -> SessionSource | None:
+    """The SessionSource stored as JSON text with a session or an obligation (`origin`), or None
+    when absent or unreadable (rows written by other tools)."""
+    if not text:
+        return None
+    try:
+        return SessionSource.from_dict(json.loads(text))
+    except (TypeError, ValueError):
+        return None
+
+
 def entry_from_session_row(info: Mapping[str, Any]) -> SessionEntry:
     """An entry rebuilt from a `sessions` row (a session no route points at any more)."""
-    origin = None
-    if info.get("origin"):
-        try:
-            origin = SessionSource.from_dict(json.loads(info["origin"]))
-        except (ValueError, TypeError):
-            origin = None
+    origin = origin_or_none(info.get("origin"))
     created = parse_or_none(info.get("created_at")) or utc_now()
     return SessionEntry(
         session_key=info["session_key"], session_id=info["session_id"], created_at=created,

@@ -27,6 +27,7 @@ from typing import Any
 from ..model import SessionSource, validate_session_id
 from ..model.text import sender_label
 from .db import StoreError
+from .entries import origin_or_none
 
 log = logging.getLogger(__name__)
 
@@ -126,7 +127,7 @@ class ErasureOps:
         shared = []
         for sid, origin_text, participant in await db.fetchall(
                 "SELECT session_id, origin, participant_id FROM sessions WHERE platform = ?", (platform,)):
-            origin = _origin(origin_text)
+            origin = origin_or_none(origin_text)
             theirs = origin is not None and bool({origin.user_id, origin.user_id_alt} & ids)
             if origin is not None and self._shared(origin):
                 shared.append(sid)
@@ -146,7 +147,7 @@ class ErasureOps:
         for sid in shared:
             for ident, message_id, origin_text in await db.fetchall(
                     "SELECT id, message_id, origin FROM delivery_obligations WHERE session_id = ?", (sid,)):
-                origin = _origin(origin_text)
+                origin = origin_or_none(origin_text)
                 if message_id in doomed_messages or (origin is not None and {origin.user_id, origin.user_id_alt} & ids):
                     plan.obligations.append(ident)
         for ident, key, payload in await db.fetchall(
@@ -180,7 +181,7 @@ class ErasureOps:
         db = self._b().db
         names = set(ids)
         for (text,) in await db.fetchall("SELECT origin FROM sessions WHERE platform = ?", (platform,)):
-            origin = _origin(text)
+            origin = origin_or_none(text)
             if origin is not None and origin.user_name and {origin.user_id, origin.user_id_alt} & ids:
                 names.add(origin.user_name)
         for (payload,) in await db.fetchall(
@@ -269,14 +270,6 @@ class ErasureOps:
             self._mirror.mark_dirty()
             await self._mirror.flush()
 
-
-def _origin(text: str | None) -> SessionSource | None:
-    if not text:
-        return None
-    try:
-        return SessionSource.from_dict(json.loads(text))
-    except (TypeError, ValueError):
-        return None
 
 
 def _payload_source(payload: str | None) -> SessionSource | None:

@@ -9,6 +9,7 @@ from typing import Any, Iterable, Mapping
 
 from ..model import SessionSource, validate_session_id
 from . import fts
+from .entries import origin_or_none
 from .rows import TranscriptReadError, normalize_message
 
 
@@ -104,7 +105,7 @@ class TranscriptOps:
             hits = await self._b().search(expression, page, offset, owner.platform)
             for hit in hits:
                 if hit.session_id not in owned:
-                    owned[hit.session_id] = self._owned_by(_origin(hit.origin), owner)
+                    owned[hit.session_id] = self._owned_by(origin_or_none(hit.origin), owner)
                 if owned[hit.session_id]:
                     found.append(hit.as_dict())
                     if len(found) == limit:
@@ -119,12 +120,3 @@ class TranscriptOps:
         rebuild was needed. No-op (False) in degraded mode."""
         return await self._b().fts_check_and_repair()
 
-
-def _origin(text: str | None) -> SessionSource | None:
-    """The origin stored with a session row, or None when absent or unreadable."""
-    if not text:
-        return None
-    try:
-        return SessionSource.from_dict(json.loads(text))
-    except (TypeError, ValueError):
-        return None

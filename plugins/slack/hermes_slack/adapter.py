@@ -143,8 +143,9 @@ class SlackAdapter(BaseAdapter):
             return f"slack auth.test failed: cannot reach {url}: {describe_failure(exc)}"
         return f"slack auth.test failed: what answered at {url} is not Slack's Web API ({describe_failure(exc)})"
 
-    async def check_online(self) -> str:
-        """`doctor --online`: `auth.test` with the bot token against `api_base_url`.
+    async def _auth_test(self) -> tuple[AsyncWebClient, Any]:
+        """A web client for the bot token against `api_base_url`, checked with `auth.test` (what
+        `start` and `doctor --online` both do first). Returns the client and the answer.
 
         Raises:
             SlackStartError: the token is missing or rejected, or Slack is unreachable (the
@@ -162,6 +163,16 @@ class SlackAdapter(BaseAdapter):
             raise SlackStartError(f"slack auth.test refused the bot token: {error}") from None
         except Exception as exc:
             raise SlackStartError(self._auth_test_failure(exc)) from None
+        return client, auth
+
+    async def check_online(self) -> str:
+        """`doctor --online`: `auth.test` with the bot token against `api_base_url`.
+
+        Raises:
+            SlackStartError: the token is missing or rejected, or Slack is unreachable (the
+                message names the setting, never its value).
+        """
+        _, auth = await self._auth_test()
         return f"bot {auth.get('user_id')} in workspace {auth.get('team_id')}"
 
     async def start(self) -> None:
@@ -175,18 +186,7 @@ class SlackAdapter(BaseAdapter):
         """
         if self._started:
             return
-        if self.settings.bot_token is None:
-            raise SlackStartError("platforms.slack.bot_token is not set (set HERMES_PLATFORMS__SLACK__BOT_TOKEN)")
-        client = AsyncWebClient(token=self.settings.bot_token.get_secret_value(),
-                                base_url=self.settings.api_base_url, timeout=10,
-                                logger=logging.getLogger("hermes_slack.web"))
-        try:
-            auth = await client.auth_test()
-        except SlackApiError as exc:
-            error = exc.response.get("error") if exc.response is not None else "error"
-            raise SlackStartError(f"slack auth.test refused the bot token: {error}") from None
-        except Exception as exc:
-            raise SlackStartError(self._auth_test_failure(exc)) from None
+        client, auth = await self._auth_test()
         self.team_id, self.bot_user_id, self.bot_id = auth.get("team_id"), auth.get("user_id"), auth.get("bot_id")
         path = Path(self.data_dir) / FILE_NAME if self.data_dir is not None else None
         if path is None:
