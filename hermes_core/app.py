@@ -31,8 +31,9 @@ import asyncio
 import logging
 import tempfile
 import time
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any, Callable
 
 from .agents import create_agent
 from .model.timeutil import Clock, parse_timestamp, utc_now

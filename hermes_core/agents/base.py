@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import abc
 import asyncio
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Mapping
+from typing import Any, ClassVar
 
 from ..model.context import SessionContext
 from ..model.usage import TokenUsage

@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from datetime import datetime
 
-from .entry import SessionEntry
 from .source import SessionSource
 from .text import UNTRUSTED_MAX_CHARS, quote_untrusted
 
@@ -55,11 +54,3 @@ def neutralize_untrusted(text: str | None, max_chars: int = UNTRUSTED_MAX_CHARS)
     newlines removed or collapsed, lone surrogates replaced, length capped at `max_chars`
     characters (an ellipsis marks the cut), then JSON-quoted."""
     return quote_untrusted(text, max_chars)
-
-
-def attach_entry(context: SessionContext, entry: SessionEntry | None) -> SessionContext:
-    """Return `context` with the entry's key, id and times filled in (seed §9 step 4)."""
-    if entry is None:
-        return context
-    return replace(context, session_key=entry.session_key, session_id=entry.session_id,
-                   created_at=entry.created_at, updated_at=entry.updated_at)

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import logging
-from dataclasses import asdict, dataclass, field, fields
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, Mapping
+from typing import TYPE_CHECKING, Any
 
 from .ids import validate_session_id
 from .source import SessionSource
@@ -65,7 +66,7 @@ class SessionEntry:
 
     def to_dict(self) -> dict[str, Any]:
         """Serialise for sessions.json: datetimes as ISO-8601 UTC, origin via `SessionSource.to_dict`."""
-        out = {f.name: getattr(self, f.name) for f in fields(self)}
+        out = {name: getattr(self, name) for name in _FIELD_NAMES}
         for name in _DATETIME_FIELDS:
             out[name] = format_timestamp(out[name])
         out["origin"] = self.origin.to_dict() if self.origin else None
@@ -143,10 +144,16 @@ class SessionEntry:
             self.cost_status = usage.cost_status
 
     def copy(self) -> "SessionEntry":
-        """Return an independent copy (callers may mutate it without touching the store)."""
-        return SessionEntry(**{f.name: getattr(self, f.name) for f in fields(self)})
+        """Return an independent copy (callers may mutate it without touching the store): field
+        by field, without `__init__`, since the store hands out one per message."""
+        new = object.__new__(SessionEntry)
+        for name in _FIELD_NAMES:
+            setattr(new, name, getattr(self, name))
+        return new
 
 
+# Read on every reply (the stored entry JSON): computed once, not by `fields()` per call.
+_FIELD_NAMES = tuple(f.name for f in fields(SessionEntry))
 _BAD = object()
 
 

@@ -84,9 +84,23 @@ def neutralize_inline(text: Any, max_chars: int = UNTRUSTED_MAX_CHARS) -> str:
     return cleaned
 
 
+# The stored and prompt JSON: UTF-8 text as is, no spaces. One encoder, built once: `json.dumps`
+# with options builds a new one per call, and the message path encodes several values per message.
+_JSON = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
+
+
+def to_json(value: Any) -> str:
+    """`value` as compact JSON text (non-ASCII kept, no spaces): what the store keeps (entries,
+    intake payloads, origins) and how prompts quote values.
+
+    Raises:
+        TypeError / ValueError: `value` is not JSON-serialisable (or holds a cycle)."""
+    return _JSON.encode(value)
+
+
 def quote_untrusted(text: Any, max_chars: int = UNTRUSTED_MAX_CHARS) -> str:
     """`neutralize_inline(text)`, JSON-quoted: `Dev "Team"` → `"Dev \\"Team\\""`."""
-    return json.dumps(neutralize_inline(text, max_chars), ensure_ascii=False)
+    return to_json(neutralize_inline(text, max_chars))
 
 
 def escape_controls(text: Any) -> str:

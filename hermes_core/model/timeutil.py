@@ -31,6 +31,8 @@ def parse_timestamp(value: str | float | int | datetime | None) -> datetime | No
     """
     if value is None or value == "":
         return None
+    if isinstance(value, datetime) and value.tzinfo is timezone.utc:
+        return value  # already what every timestamp here is (the common case: a clock's reading)
     if isinstance(value, datetime):
         dt = value
     elif isinstance(value, (int, float)):
@@ -47,4 +49,6 @@ def format_timestamp(value: datetime | None) -> str | None:
     """Format an aware datetime as ISO-8601 UTC with offset (`2026-01-02T03:04:05.000006+00:00`)."""
     if value is None:
         return None
-    return parse_timestamp(value).isoformat()
+    if value.tzinfo is not timezone.utc:
+        value = parse_timestamp(value)
+    return value.isoformat()

@@ -12,7 +12,8 @@ text (a label value per user would also grow without bound). Each gateway has it
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 METRICS_EXTRA_HINT = "[metrics] enabled needs prometheus-client: pip install 'hermes-gateway-core[metrics]'"
 

@@ -16,8 +16,9 @@ from __future__ import annotations
 import logging
 import time
 from collections import Counter, OrderedDict
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable, Mapping
+from typing import Any, Callable, Iterable
 
 from ..builtin.access import decide
 from ..model.access import AccessRequest

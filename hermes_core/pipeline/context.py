@@ -34,15 +34,15 @@ the installed plugins build, `plugin_system.manager.installed_plugin_manager`).
 
 from __future__ import annotations
 
-import json
 import logging
 import re
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
-from ..model.context import HomeChannel, SessionContext, attach_entry
+from ..model.context import HomeChannel, SessionContext
 from ..model.entry import SessionEntry
 from ..model.source import Platform, SessionSource
-from ..model.text import neutralize_inline, sender_label
+from ..model.text import neutralize_inline, sender_label, to_json
 from ..plugin_system.adapters import adapter_spec_for
 from ..plugin_system.manager import installed_plugin_manager, key_policy, session_shared_for
 from ..plugin_system.redaction import redact_text
@@ -81,9 +81,13 @@ def build_session_context(source: SessionSource, config: Any, session_entry: Ses
             label = table.get("home_channel_name")
             homes[name] = HomeChannel(str(table["home_channel"]), str(label) if label else None)
     shared = session_shared_for(pm, key_policy(pm, config), source)
-    context = SessionContext(source=source, connected_platforms=platforms, home_channels=homes,
-                             shared_multi_user_session=shared, hermes_home=str(config.home))
-    return attach_entry(context, session_entry)
+    entry = session_entry
+    return SessionContext(source=source, connected_platforms=platforms, home_channels=homes,
+                          shared_multi_user_session=shared, hermes_home=str(config.home),
+                          session_key=entry.session_key if entry else None,
+                          session_id=entry.session_id if entry else None,
+                          created_at=entry.created_at if entry else None,
+                          updated_at=entry.updated_at if entry else None)
 
 
 def should_redact(config: Any, spec: AdapterSpec | None) -> bool:
@@ -122,7 +126,7 @@ def _untrusted(pm: Any, platform: str, text: str | None, redact: bool) -> str:
 
 def _quoted(text: str) -> str:
     """An already neutralised value, JSON-quoted (docs/behaviour.md §7)."""
-    return json.dumps(text, ensure_ascii=False)
+    return to_json(text)
 
 
 def _description(src: SessionSource, user: str, chat: str) -> str:

@@ -38,6 +38,7 @@ from ..model.events import MessageEvent
 from ..model.timeutil import format_timestamp
 from ..store import is_disk_full
 from ..store.ledger import text_owed
+from ..store.records import MessageRow
 from ..store.rows import normalize_message, row_to_message
 from .agent_cache import CachedSession
 from .compression import compress_session, should_compress
@@ -88,9 +89,11 @@ class TurnResult:
     usage: Any = None
 
 
-def _as_stored(message: dict, clock) -> dict:
-    """`message` exactly as `store.load_transcript` would return it once recorded."""
-    return row_to_message(normalize_message(message, clock))
+def _as_stored(message: dict, clock) -> tuple[MessageRow, dict]:
+    """`message` validated once: the row the store records (it takes a MessageRow as is) and the
+    dict `store.load_transcript` will return for it, which joins the live transcript."""
+    row = normalize_message(message, clock)
+    return row, row_to_message(row)
 
 
 def _before_last_user(transcript: list[dict]) -> list[dict]:
@@ -200,9 +203,9 @@ async def _run_turn(deps: PipelineDeps, key: str, event: MessageEvent, *, inboun
             user_message["platform_message_id"] = event.message_id
         # Record the message (and the turn marker) before anything else can fail (docs/behaviour.md §0);
         # on a full disk it waits for room like the reply (its intake row stays open meanwhile).
+        user_row, recorded_user = _as_stored(user_message, deps.clock)
         await _until_written(key, "user message", lambda: store.begin_turn(
-            key, entry.session_id, user_message, inbound_id=inbound_id))
-        recorded_user = _as_stored(user_message, deps.clock)
+            key, entry.session_id, user_row, inbound_id=inbound_id))
         live = await _live_transcript(deps, key, entry.session_id, recorded_user)
         cache.begin_turn(live)
         # The agent gets the live list itself (no copy): the user message just recorded joins
@@ -297,7 +300,8 @@ async def _answer(deps: PipelineDeps, key: str, source, entry, context, adapter,
         assistant = {"role": "assistant", "content": reply_text, "timestamp": format_timestamp(deps.clock()),
                      **reasoning}
         # In the live transcript first, counted as not yet persisted until the store has it.
-        cache.append(live, _as_stored(assistant, deps.clock), persisted=False)
+        assistant, stored = _as_stored(assistant, deps.clock)
+        cache.append(live, stored, persisted=False)
         # Reply + obligation ('attempting': it is sent next) + end of the marker + token counters
         # + intake rows finished + resume_pending / is_fresh_reset cleared: one transaction, one
         # commit (docs/behaviour.md §6, §12).
@@ -330,8 +334,8 @@ async def _answer(deps: PipelineDeps, key: str, source, entry, context, adapter,
 
 
 def _take_steered(deps: PipelineDeps, key: str, live,
-                  steered: list[tuple[MessageEvent, int | None]]) -> tuple[list[dict], list[int]]:
-    """The follow-ups the agent took during the turn (steer), as user messages to record after
+                  steered: list[tuple[MessageEvent, int | None]]) -> tuple[list[MessageRow], list[int]]:
+    """The follow-ups the agent took during the turn (steer), as user message rows to record after
     the turn's own (added to the live transcript, not yet persisted), and their intake rows.
     The runner queues the others as turns of their own."""
     used = min(deps.agent.take_steered(key), len(steered))
@@ -340,8 +344,9 @@ def _take_steered(deps: PipelineDeps, key: str, live,
         message = {"role": "user", "content": steer_event.text, "timestamp": format_timestamp(deps.clock())}
         if steer_event.message_id:
             message["platform_message_id"] = steer_event.message_id
-        messages.append(message)
-        deps.agent_cache.append(live, _as_stored(message, deps.clock), persisted=False)
+        row, stored = _as_stored(message, deps.clock)
+        messages.append(row)
+        deps.agent_cache.append(live, stored, persisted=False)
         if inbound_id is not None:
             inbound_ids.append(inbound_id)
     return messages, inbound_ids

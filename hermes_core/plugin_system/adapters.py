@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import importlib.metadata
 import logging
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from stevedore import NamedExtensionManager
 

@@ -14,7 +14,8 @@ key but never the value, because values may be tokens.
 from __future__ import annotations
 
 import logging
-from typing import Any, Iterable, Mapping
+from collections.abc import Mapping
+from typing import Any, Iterable
 
 from pydantic import BaseModel, ValidationError
 

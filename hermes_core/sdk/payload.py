@@ -7,7 +7,8 @@ phone numbers). One copy for every plugin's mapping function.
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from .errors import MalformedPayload
 

@@ -1,25 +1,14 @@
-"""Small helpers on SessionEntry used by the store: fast copies and rebuilding an entry from a
+"""Small helpers on SessionEntry used by the store: rebuilding an entry from a
 `sessions` row (seed §2 fields)."""
 
 from __future__ import annotations
 
 import json
-from dataclasses import fields as dataclass_fields
+from collections.abc import Mapping
 from datetime import datetime
-from typing import Any, Mapping
+from typing import Any
 
 from ..model import SessionEntry, SessionSource, parse_timestamp, utc_now
-
-_ENTRY_FIELDS = tuple(f.name for f in dataclass_fields(SessionEntry))
-
-
-def clone_entry(entry: SessionEntry) -> SessionEntry:
-    """A fast field-by-field copy (the store hands out copies; its cache stays private)."""
-    new = object.__new__(SessionEntry)
-    for name in _ENTRY_FIELDS:
-        setattr(new, name, getattr(entry, name))
-    return new
-
 
 def parse_or_none(value: Any) -> datetime | None:
     """parse_timestamp, but None for a malformed value (rows written by other tools)."""

@@ -21,10 +21,12 @@ from __future__ import annotations
 import json
 import logging
 import uuid
+from collections.abc import Mapping
 from datetime import timedelta
-from typing import Any, Mapping
+from typing import Any
 
 from ..model import format_timestamp
+from ..model.text import to_json
 
 log = logging.getLogger(__name__)
 
@@ -61,7 +63,7 @@ class IntakeOps:
         if not message_id or event.get("kind") == "internal":
             message_id = SYNTHETIC_ID_PREFIX + uuid.uuid4().hex
         try:
-            payload = json.dumps(dict(event), ensure_ascii=False, separators=(",", ":"))
+            payload = to_json(dict(event))
         except (TypeError, ValueError) as exc:
             raise ValueError(f"inbound event is not JSON data: {exc}") from None
         now = self._now()
@@ -85,7 +87,7 @@ class IntakeOps:
             sqlite3.Error / OSError: the write failed (nothing changed).
         """
         try:
-            payload = json.dumps(dict(event), ensure_ascii=False, separators=(",", ":"))
+            payload = to_json(dict(event))
         except (TypeError, ValueError) as exc:
             raise ValueError(f"merged inbound event is not JSON data: {exc}") from None
         await self._b().intake_merge(int(target_id), payload, [int(i) for i in absorbed_ids],

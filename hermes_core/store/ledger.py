@@ -25,12 +25,13 @@ from __future__ import annotations
 
 import json
 import logging
-from dataclasses import replace
+from collections.abc import Mapping
 from datetime import timedelta
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any, Iterable, Sequence
 
 from ..model import SessionEntry, SessionSource, TokenUsage, format_timestamp
-from .records import NewObligation
+from ..model.text import to_json
+from .records import MessageRow, NewObligation
 from .rows import normalize_message
 
 log = logging.getLogger(__name__)
@@ -72,17 +73,19 @@ class LedgerOps:
     `_load` and `_write_entry`."""
 
     def _obligation(self, session_key: str, session_id: str, origin: SessionSource | None, content: str,
-                    internal: bool, reply_to: str | None, message_id: int | None = None) -> NewObligation:
+                    internal: bool, reply_to: str | None, message_id: int | None = None, *,
+                    sending: bool = False) -> NewObligation:
         now = self._now()
         return NewObligation(session_key=session_key, session_id=session_id,
-                             origin=json.dumps(origin.to_dict(), ensure_ascii=False) if origin else None,
+                             origin=to_json(origin.to_dict()) if origin else None,
                              content=content, internal=internal, reply_to=reply_to,
-                             now_iso=format_timestamp(now), now_ts=now.timestamp(), message_id=message_id)
+                             now_iso=format_timestamp(now), now_ts=now.timestamp(), message_id=message_id,
+                             state="attempting" if sending else "pending", attempts=1 if sending else 0)
 
-    async def record_reply(self, session_key: str, session_id: str, message: Mapping[str, Any] | None, *,
+    async def record_reply(self, session_key: str, session_id: str, message: Mapping[str, Any] | MessageRow | None, *,
                            origin: SessionSource | None, content: str | None, internal: bool = False,
                            reply_to: str | None = None, sending: bool = False,
-                           before: Sequence[Mapping[str, Any]] = (), inbound_ids: Sequence[int] = (),
+                           before: Sequence[Mapping[str, Any] | MessageRow] = (), inbound_ids: Sequence[int] = (),
                            usage: TokenUsage | None = None, completed: bool = False) -> int | None:
         """End a turn durably: append `message` (the assistant reply; None for a notice-only
         turn), record the obligation to send `content` (None: nothing is owed) and clear the turn
@@ -90,6 +93,7 @@ class LedgerOps:
         bookkeeping (docs/behaviour.md §6, §12).
 
         Args:
+            message / before: transcript message dicts or their rows (`rows.normalize_message`).
             origin: the chat to deliver to (the stored origin, raw ids).
             content: the text owed (see `text_owed`), or None.
             internal: the turn was an internal wake-up.
@@ -114,9 +118,7 @@ class LedgerOps:
         rows = [normalize_message(m, self._now) for m in before]
         ob = None
         if content:
-            ob = self._obligation(session_key, session_id, origin, content, internal, reply_to)
-            if sending:
-                ob = replace(ob, state="attempting", attempts=1)
+            ob = self._obligation(session_key, session_id, origin, content, internal, reply_to, sending=sending)
         now = self._now()
 
         def write(entry: SessionEntry | None = None):

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from datetime import datetime
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Callable, Sequence
 
 from ..model import format_timestamp, parse_timestamp
 from .records import MessageRow
@@ -24,11 +25,13 @@ class TranscriptReadError(Exception):
     """A transcript could not be read (I/O or database failure). Never answered with `[]`."""
 
 
-def normalize_message(message: Mapping[str, Any], now: Callable[[], datetime]) -> MessageRow:
+def normalize_message(message: Mapping[str, Any] | MessageRow, now: Callable[[], datetime]) -> MessageRow:
     """Validate one transcript message and return its storable row.
 
     Args:
-        message: `{"role": "user"|"assistant"|"system"|"tool", "content": str | None,
+        message: a MessageRow (already validated: returned as it is, so a caller that needs the
+            row itself normalises once and hands the row to the store), or
+            `{"role": "user"|"assistant"|"system"|"tool", "content": str | None,
             optional "timestamp" (ISO-8601 text, epoch seconds or datetime; default now),
             "platform_message_id", "tool_call_id", "tool_name", "tool_calls" (a list), and the
             reasoning fields `REASONING_KEYS` (any JSON value)}`.
@@ -41,6 +44,8 @@ def normalize_message(message: Mapping[str, Any], now: Callable[[], datetime]) -
         ValueError: not a mapping, unknown role, non-text content, bad timestamp, non-list
             tool_calls or a reasoning field that is not JSON (the message names the field).
     """
+    if isinstance(message, MessageRow):
+        return message
     if not isinstance(message, Mapping):
         raise ValueError(f"transcript message must be a dict, got {type(message).__name__}")
     role = message.get("role")

@@ -40,7 +40,7 @@ from .keylocks import KeyedLocks
 from .journal import JOURNAL_FILE_NAME, JournaledDatabase
 from .merge import merge_journal
 from .mirror import SESSIONS_FILE_NAME, MirrorWriter, file_signature, load_sessions_json
-from .entries import clone_entry, entry_from_session_row, parse_or_none
+from .entries import entry_from_session_row, parse_or_none
 from .erasure import ErasureOps
 from .sqlite_backend import SqliteBackend
 from .transcripts import TranscriptOps
@@ -412,16 +412,16 @@ class SessionStore(TurnOps, TranscriptOps, AliasOps, ErasureOps, ClaimOps):
                         new.pending_notice = "stuck_loop"
                     await self._save(new, new_session=True, parent_session_id=entry.session_id,
                                      end_session=(entry.session_id, "suspended"), clear_marker=True)
-                    return clone_entry(new)
+                    return new.copy()
                 entry.updated_at = now
                 if self._b().shared:
                     await self._save(entry)
-                    return clone_entry(entry)
+                    return entry.copy()
                 self._remember(entry)
                 self._touched[key] = entry
                 if self._mirror is not None:
                     self._mirror.mark_dirty()
-                return clone_entry(entry)
+                return entry.copy()
             if entry is None and not force_new:
                 adopted = await self._readopt(key, source, now)
                 if adopted is not None:
@@ -431,7 +431,7 @@ class SessionStore(TurnOps, TranscriptOps, AliasOps, ErasureOps, ClaimOps):
             await self._save(new, new_session=True, end_session=end,
                              parent_session_id=entry.session_id if entry else None,
                              clear_marker=entry is not None)
-            return clone_entry(new)
+            return new.copy()
 
     async def _readopt(self, key: str, source: SessionSource, now: datetime) -> SessionEntry | None:
         """A key without a route (pruned) takes back its most recent session that nothing ended
@@ -448,12 +448,12 @@ class SessionStore(TurnOps, TranscriptOps, AliasOps, ErasureOps, ClaimOps):
         entry.updated_at = now
         await self._save(entry, reopen_session=entry.session_id)
         log.info("session key %r re-adopted session %s", key, entry.session_id)
-        return clone_entry(entry)
+        return entry.copy()
 
     async def get_entry(self, session_key: str) -> SessionEntry | None:
         """The current entry for `session_key` (a copy), or None. Changes nothing."""
         entry = await self._load(session_key)
-        return clone_entry(entry) if entry else None
+        return entry.copy() if entry else None
 
     async def reset_session(self, session_key: str, display_name: str | None = None, *,
                             title: str | None = None) -> SessionEntry | None:
@@ -472,7 +472,7 @@ class SessionStore(TurnOps, TranscriptOps, AliasOps, ErasureOps, ClaimOps):
                              end_session=(entry.session_id, "reset"), clear_marker=True)
             if title:
                 await self._b().set_title(new.session_id, title)
-            return clone_entry(new)
+            return new.copy()
 
     async def switch_session(self, session_key: str, target_session_id: str, *,
                              expected_session_id: str | None = None) -> SessionEntry | None:
@@ -496,13 +496,13 @@ class SessionStore(TurnOps, TranscriptOps, AliasOps, ErasureOps, ClaimOps):
             if expected_session_id is not None and entry.session_id != expected_session_id:
                 return None
             if entry.session_id == target_session_id:
-                return clone_entry(entry)
+                return entry.copy()
             row = await self._b().session_info(target_session_id)
             if row is None:
                 return None
             info = row.as_dict()
             now = self._now()
-            new = clone_entry(entry)
+            new = entry.copy()
             new.session_id = target_session_id
             new.updated_at = now
             new.created_at = parse_or_none(info.get("created_at")) or now
@@ -516,7 +516,7 @@ class SessionStore(TurnOps, TranscriptOps, AliasOps, ErasureOps, ClaimOps):
             new.resume_reason = new.auto_reset_reason = new.suspend_reason = new.pending_notice = None
             await self._save(new, end_session=(entry.session_id, "session_switch"),
                              reopen_session=target_session_id, clear_marker=True)
-            return clone_entry(new)
+            return new.copy()
 
     async def clear_fresh_reset(self, session_key: str) -> bool:
         """Clear `is_fresh_reset` after the first turn of a `/new` / `/reset` session has re-injected

@@ -14,6 +14,7 @@ from dataclasses import fields
 from typing import Any, Iterable, Sequence
 
 from ..model import SessionEntry, TokenUsage, format_timestamp
+from ..model.text import to_json
 from . import fts
 from .cpu import in_thread
 from .db import Database, StoreError
@@ -51,7 +52,7 @@ def _message_params(session_id: str, row: MessageRow) -> tuple:
 
 def entry_json(entry: SessionEntry) -> str:
     """The compact JSON stored in `routes.entry` (and copied verbatim into sessions.json)."""
-    return json.dumps(entry.to_dict(), ensure_ascii=False, separators=(",", ":"))
+    return to_json(entry.to_dict())
 
 
 def route_params(entry: SessionEntry) -> tuple:
@@ -62,7 +63,7 @@ def route_params(entry: SessionEntry) -> tuple:
 def session_params(entry: SessionEntry, parent_session_id: str | None = None) -> tuple:
     origin = entry.origin
     return (entry.session_id, entry.session_key,
-            json.dumps(origin.to_dict(), ensure_ascii=False) if origin else None,
+            to_json(origin.to_dict()) if origin else None,
             entry.platform or (origin.platform if origin else None),
             origin.chat_id if origin else None,
             origin.participant_id if origin else None,

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from typing import Any, Iterable, Mapping
+from collections.abc import Mapping
+from typing import Any, Iterable
 
 from ..model import SessionSource, validate_session_id
 from . import fts

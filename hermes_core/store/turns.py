@@ -5,12 +5,13 @@ and the delivery ledger (`ledger.LedgerOps`)."""
 from __future__ import annotations
 
 import logging
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from ..model import format_timestamp, validate_session_id
 from .intake import IntakeOps
 from .ledger import SILENT_NOTICE, LedgerOps, recovered_text, text_owed
-from .records import StoredMessage
+from .records import MessageRow, StoredMessage
 from .rows import normalize_message
 
 log = logging.getLogger(__name__)
@@ -22,10 +23,11 @@ class TurnOps(IntakeOps, LedgerOps):
     Relies on the SessionStore attributes `_b()`, `_now()`, `_locks` and `_mark_resume_locked`.
     """
 
-    async def begin_turn(self, session_key: str, session_id: str, user_message: Mapping[str, Any],
+    async def begin_turn(self, session_key: str, session_id: str, user_message: Mapping[str, Any] | MessageRow,
                          inbound_id: int | None = None) -> None:
         """Record the user message and set the turn marker (UTC start time) in ONE transaction;
         with `inbound_id`, that intake row becomes 'running' in the same transaction.
+        `user_message`: a transcript message dict or its row (`rows.normalize_message`).
 
         Raises:
             ValueError: bad message or path-unsafe session id.

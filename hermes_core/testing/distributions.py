@@ -10,8 +10,8 @@ from __future__ import annotations
 import re
 import sys
 import textwrap
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Mapping
 
 from ..plugin_system.loader import clear_entry_point_cache
 

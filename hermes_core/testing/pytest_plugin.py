@@ -22,7 +22,8 @@ Markers: `hermes_live` (opt-in checks against real platform APIs; never in CI).
 
 from __future__ import annotations
 
-from typing import Any, Iterable, Mapping
+from collections.abc import Mapping
+from typing import Any, Iterable
 
 import pytest
 
