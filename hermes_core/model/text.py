@@ -14,8 +14,9 @@ peer-controlled metadata made inert before it reaches a prompt, a sender prefix 
 
 from __future__ import annotations
 
-import json
 import re
+
+import orjson
 from typing import Any
 
 UNTRUSTED_MAX_CHARS = 240
@@ -84,18 +85,17 @@ def neutralize_inline(text: Any, max_chars: int = UNTRUSTED_MAX_CHARS) -> str:
     return cleaned
 
 
-# The stored and prompt JSON: UTF-8 text as is, no spaces. One encoder, built once: `json.dumps`
-# with options builds a new one per call, and the message path encodes several values per message.
-_JSON = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
-
-
 def to_json(value: Any) -> str:
-    """`value` as compact JSON text (non-ASCII kept, no spaces): what the store keeps (entries,
-    intake payloads, origins) and how prompts quote values.
+    """`value` as compact JSON text (non-ASCII kept as is, no spaces): what the store keeps
+    (entries, intake payloads, origins, sent ids) and how prompts quote values. orjson, not the
+    standard `json`: every message encodes several of these, and the session entry alone cost
+    the standard encoder about ten times as much (benchmarks/bench_throughput.py). Non-string
+    keys become strings, as `json.dumps` makes them.
 
     Raises:
-        TypeError / ValueError: `value` is not JSON-serialisable (or holds a cycle)."""
-    return _JSON.encode(value)
+        TypeError: `value` is not JSON-serialisable (`orjson.JSONEncodeError`: an unknown type,
+            a lone surrogate, an integer over 64 bits, a cycle)."""
+    return orjson.dumps(value, option=orjson.OPT_NON_STR_KEYS).decode()
 
 
 def quote_untrusted(text: Any, max_chars: int = UNTRUSTED_MAX_CHARS) -> str:

@@ -35,7 +35,6 @@ from dataclasses import dataclass
 
 from ..agents.base import AgentError, AgentInterrupted
 from ..model.events import MessageEvent
-from ..model.timeutil import format_timestamp
 from ..store import is_disk_full
 from ..store.ledger import text_owed
 from ..store.records import MessageRow
@@ -198,7 +197,7 @@ async def _run_turn(deps: PipelineDeps, key: str, event: MessageEvent, *, inboun
         if context.shared_multi_user_session and not event.is_internal and not as_recorded:
             # Run-time prefix, so the system prompt names no user and stays identical (seed §5).
             text = sender_prefix(source, pm=deps.pm, redact=should_redact(deps.config, adapter.spec)) + text
-        user_message = {"role": "user", "content": text, "timestamp": format_timestamp(deps.clock())}
+        user_message = {"role": "user", "content": text, "timestamp": deps.clock()}
         if event.message_id:
             user_message["platform_message_id"] = event.message_id
         # Record the message (and the turn marker) before anything else can fail (docs/behaviour.md §0);
@@ -297,7 +296,7 @@ async def _answer(deps: PipelineDeps, key: str, source, entry, context, adapter,
     finished = ([inbound_id] if inbound_id is not None else []) + taken_ids
     if status == "completed":
         owed = text_owed(reply_text, internal=internal)
-        assistant = {"role": "assistant", "content": reply_text, "timestamp": format_timestamp(deps.clock()),
+        assistant = {"role": "assistant", "content": reply_text, "timestamp": deps.clock(),
                      **reasoning}
         # In the live transcript first, counted as not yet persisted until the store has it.
         assistant, stored = _as_stored(assistant, deps.clock)
@@ -341,7 +340,7 @@ def _take_steered(deps: PipelineDeps, key: str, live,
     used = min(deps.agent.take_steered(key), len(steered))
     messages, inbound_ids = [], []
     for steer_event, inbound_id in steered[:used]:
-        message = {"role": "user", "content": steer_event.text, "timestamp": format_timestamp(deps.clock())}
+        message = {"role": "user", "content": steer_event.text, "timestamp": deps.clock()}
         if steer_event.message_id:
             message["platform_message_id"] = steer_event.message_id
         row, stored = _as_stored(message, deps.clock)

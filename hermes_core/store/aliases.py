@@ -50,6 +50,8 @@ class AliasMap:
     def resolve(self, platform: str, value: str) -> str:
         """Follow `value`'s aliases to the end of the chain; `value` itself when it has none.
         A chain longer than `MAX_CHAIN` or looping back stops at the last id before the repeat."""
+        if (platform, value) not in self._map:
+            return value  # no alias (nearly every id): no chain to follow
         seen = {value}
         current = value
         for _ in range(MAX_CHAIN):

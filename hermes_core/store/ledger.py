@@ -156,7 +156,7 @@ class LedgerOps:
         ids = [str(i) for i in sent_ids if i]
         await self._b().obligation_update(obligation_id, "delivered" if delivered else "failed",
                                           format_timestamp(now), now.timestamp(), error=error,
-                                          sent_ids=json.dumps(ids) if ids else None)
+                                          sent_ids=to_json(ids) if ids else None)
 
     async def settle_sent_message(self, platform: str, message_id: str, status: str,
                                   error: str | None = None) -> int | None:
