@@ -7,6 +7,12 @@ in both.
   like `messages`: session_id, role, content, timestamp); N closed-loop tasks each run
   `BEGIN IMMEDIATE; INSERT one row; COMMIT` on that shared connection, one transaction at a time
   (an asyncio.Lock keeps them from interleaving). One durable insert per message.
+* **engine floor**: the store's write engine as shipped (`store.db.Database`: group commit,
+  `synchronous = FULL`) on a fresh file, with a message's shape and none of its logic: per
+  message one write in the caller (the acceptance), then in a session task per chat three
+  writes — the user message, the reply, 'delivered' — each a one-row insert, the answer
+  released between the last two as the pipeline's send is. What the gateway could reach if the
+  per-message logic cost nothing: the part of the gap to the raw rate that is not the engine's.
 * **pipeline**: `GatewayRunner.handle` + the session worker's turn with the echo agent until the
   reply reaches the adapter (benchmarks/_harness.py), with the store as shipped. N sessions are
   first created by one warm-up message each (concurrently, in chunks; not timed), then each runs
@@ -39,6 +45,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import statistics
+import sys
 import tempfile
 import time
 from datetime import datetime, timezone
@@ -50,13 +57,15 @@ from rich.console import Console
 from rich.table import Table
 
 from _harness import closed_loops, create_sessions, open_pipeline, source
+from hermes_core.store.db import Database
 
-RAW, PIPELINE = "raw insert+commit", "pipeline"
+RAW, FLOOR, PIPELINE = "raw insert+commit", "engine floor", "pipeline"
 RATIO_TARGETS = {1: 0.3, 100: 1.0, 10_000: 1.0}
 MAX_COMMITS_PER_MESSAGE = 4  # on the single-session path
 MAX_CALLS_PER_COMMIT = 1.0
 
-console = Console()
+# A fixed width when printing to a file or a pipe (rich would use 80 columns and cut the table).
+console = Console(width=None if sys.stdout.isatty() else 120)
 
 
 class ThreadCalls:
@@ -109,6 +118,55 @@ async def measure_raw(root: Path, sessions: int, seconds: float) -> dict[str, fl
             await conn.close()
 
 
+async def measure_floor(root: Path, sessions: int, seconds: float) -> dict[str, float]:
+    """N closed loops through the store's write engine with a message's four writes (module
+    docstring); msg/s and calls/msg."""
+    with tempfile.TemporaryDirectory(dir=root) as tmp:
+        db = Database(Path(tmp) / "floor.db")
+        await db.open()
+        try:
+            await db.write_one("CREATE TABLE floor (session_id TEXT, content TEXT)", ())
+
+            def insert(session: int, content: str):
+                return db.write_one("INSERT INTO floor VALUES (?, ?)", (f"s{session}", content))
+
+            inbox: dict[int, asyncio.Queue] = {n: asyncio.Queue() for n in range(sessions)}
+
+            async def session_task(n: int) -> None:
+                while True:
+                    text, answered = await inbox[n].get()
+                    await insert(n, text)  # the user message
+                    await insert(n, text)  # the reply
+                    answered.set_result(None)  # sent
+                    await insert(n, "delivered")
+
+            tasks = [asyncio.create_task(session_task(n)) for n in range(sessions)]
+            done = 0
+            calls0 = ThreadCalls.count
+            started = time.perf_counter()
+            deadline = started + seconds
+
+            async def loop(n: int) -> None:
+                nonlocal done
+                number = 1
+                while time.perf_counter() < deadline:
+                    answered = asyncio.get_running_loop().create_future()
+                    await insert(n, f"hello number {number}")  # the acceptance
+                    inbox[n].put_nowait((f"hello number {number}", answered))
+                    await answered
+                    done += 1
+                    number += 1
+
+            await asyncio.gather(*(loop(n) for n in range(sessions)))
+            elapsed = time.perf_counter() - started
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            return {"rate": done / elapsed, "calls": (ThreadCalls.count - calls0) / done}
+        finally:
+            await db.close()
+
+
 async def measure_pipeline(root: Path, sessions: int, seconds: float) -> dict[str, float]:
     """N sessions created, then N closed loops through the gateway; msg/s, commits and calls per msg."""
     async with open_pipeline(root) as pipe:
@@ -129,9 +187,9 @@ async def run(root: Path, levels: list[int], seconds: float, repeat: int) -> dic
     results: dict[tuple[str, int], list[dict[str, float]]] = {}
     for sessions in levels:
         for round_no in range(repeat):
-            order = (RAW, PIPELINE) if round_no % 2 == 0 else (PIPELINE, RAW)
+            order = (RAW, FLOOR, PIPELINE) if round_no % 2 == 0 else (PIPELINE, FLOOR, RAW)
             for variant in order:
-                measure = measure_raw if variant == RAW else measure_pipeline
+                measure = {RAW: measure_raw, FLOOR: measure_floor, PIPELINE: measure_pipeline}[variant]
                 result = await measure(root, sessions, seconds)
                 results.setdefault((variant, sessions), []).append(result)
                 extra = (f", {result['commits']:.3f} commits/msg, sessions created in {result['warm_up']:.1f} s"
@@ -150,8 +208,9 @@ def report(results: dict, levels: list[int]) -> None:
         return statistics.fmean(r[key] for r in results[(variant, sessions)])
 
     table = Table(title="Pipeline vs raw insert+commit (synchronous = FULL in both)",
-                  caption="commits/msg, calls/msg: the pipeline's commits and SQLite-thread calls per message")
-    for name in ("sessions", "raw\nmsg/s", "pipeline\nmsg/s", "pipeline\n/ raw", "target",
+                  caption="engine floor: the write engine with a message's four writes and none of its logic; "
+                          "commits/msg, calls/msg: the pipeline's commits and SQLite-thread calls per message")
+    for name in ("sessions", "raw\nmsg/s", "engine floor\n/ raw", "pipeline\nmsg/s", "pipeline\n/ raw", "target",
                  "commits\n/ msg", "calls\n/ msg"):
         table.add_column(name, justify="right", no_wrap=True)
     single = None
@@ -162,7 +221,8 @@ def report(results: dict, levels: list[int]) -> None:
         commits, calls = mean(PIPELINE, sessions, "commits"), mean(PIPELINE, sessions, "calls")
         if sessions == 1:
             single = (commits, calls)
-        table.add_row(f"{sessions:,}", f"{raw:.0f}", f"{pipe:.0f}", f"{ratio:.2f}×",
+        floor = mean(FLOOR, sessions, "rate") / raw
+        table.add_row(f"{sessions:,}", f"{raw:.0f}", f"{floor:.2f}×", f"{pipe:.0f}", f"{ratio:.2f}×",
                       "—" if target is None else f"≥ {target:.1f}× {verdict(ratio >= target)}",
                       f"{commits:.3f}", f"{calls:.2f}")
     console.print(table)
