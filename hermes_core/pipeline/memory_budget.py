@@ -76,10 +76,22 @@ class MemoryReading:
 
 
 def _read_text(path: Path) -> str | None:
+    """The text of a small /proc or cgroup file, None when unreadable. Plain `os` calls: the
+    signal is read on every agent-cache insert, where `Path.read_text`'s text layer cost twice
+    the read itself (docs/behaviour.md §8)."""
     try:
-        return path.read_text()
+        fd = os.open(path, os.O_RDONLY)
     except OSError:
         return None
+    try:
+        chunks = []
+        while chunk := os.read(fd, 65536):
+            chunks.append(chunk)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+    return b"".join(chunks).decode("utf-8", "replace")
 
 
 def _read_limit(path: Path) -> int | None:
@@ -141,6 +153,7 @@ class MemoryProbe:
                  clock: Any = time.monotonic) -> None:
         self.cgroup_root = Path(cgroup_root)
         self.proc_self = Path(proc_self)
+        self._status = self.proc_self / "status"  # read on every insert: joined once
         self.meminfo = Path(meminfo)
         self.limit_ttl_s = limit_ttl_s
         self._clock = clock
@@ -207,7 +220,7 @@ class MemoryProbe:
 
     def process_anon(self) -> int | None:
         """The process's anonymous RSS (`RssAnon`) in bytes, None when unreadable."""
-        return _kib_field(self.proc_self / "status", "RssAnon")
+        return _kib_field(self._status, "RssAnon")
 
     def read(self, setting: Any) -> MemoryReading | None:
         """Budget and signal for `memory_high_mb` = `setting` (see `parse_memory_high_mb`).

@@ -18,9 +18,9 @@ rebuilds) use `async with db.write()`, a transaction of their own.
 
 aiosqlite offers no public call that runs a function on its thread; `Connection._execute(fn,
 *args)` is the method all of its own calls are made of, and `Connection._conn` the `sqlite3`
-connection it runs them on. The store uses both for the group's one call (the dependency is
-bounded below the next aiosqlite release in `pyproject.toml`; the store tests fail if either
-changes).
+connection it runs them on. The store uses both for the group's one call and for `read` (a
+query and the conversion of its rows in one call). The dependency is bounded below the next
+aiosqlite release in `pyproject.toml`; the store tests fail if either changes.
 
 Reads share the connection and the lock, between groups: a read never sees a group half done.
 """
@@ -36,7 +36,7 @@ import sqlite3
 from contextlib import asynccontextmanager
 from importlib import resources
 from pathlib import Path
-from typing import Any, AsyncIterator, Awaitable, Callable, Iterable, NamedTuple, Sequence
+from typing import Any, AsyncIterator, Awaitable, Callable, Iterable, NamedTuple, Sequence, TypeVar
 
 import aiosqlite
 
@@ -115,6 +115,7 @@ def _create_private(path: Path) -> None:
 
 
 Work = Callable[[sqlite3.Connection], Any]
+T = TypeVar("T")
 
 
 async def _to_the_end(work: Awaitable[Any]) -> Any:
@@ -483,6 +484,21 @@ class Database:
         conn = self._require()
         async with self._lock:
             return await conn.execute(sql, params)
+
+    async def read(self, work: Callable[[sqlite3.Connection], T]) -> T:
+        """A read done and turned into its result in one call to the SQLite thread: `work(conn)`
+        gets the raw `sqlite3.Connection` (queries only: it must not write or control
+        transactions) and its return value is returned. For reads whose rows are converted one
+        by one (a transcript reload, docs/behaviour.md §8): the rows never cross to the event
+        loop as row objects, and the loop does not run the conversion.
+
+        Raises:
+            sqlite3.Error: from the query. Whatever `work` raises. StoreError: the store is not
+                open.
+        """
+        conn = self._require()
+        async with self._lock:
+            return await conn._execute(work, conn._conn)
 
     async def fetchall(self, sql: str, params: Sequence[Any] | dict = ()) -> list[aiosqlite.Row]:
         """All rows of a query (`aiosqlite.Row`, indexable by position and name)."""

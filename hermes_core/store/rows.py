@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from datetime import datetime
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Iterable, Sequence
 
 from ..model import format_timestamp, parse_timestamp
 from .records import MessageRow
@@ -80,14 +80,11 @@ def normalize_message(message: Mapping[str, Any] | MessageRow, now: Callable[[],
 
 
 def row_to_message(row: Mapping[str, Any] | MessageRow | Sequence[Any]) -> dict[str, Any]:
-    """Stored row → the dict load_transcript returns: role, content, timestamp, then the optional
-    keys that are set (`tool_calls` parsed back into a list), then the reasoning fields that were
-    stored (`REASONING_KEYS` order).
+    """Stored row → the dict load_transcript returns (see `messages_from_values`).
 
     Args:
         row: a MessageRow, a mapping with the `MESSAGE_COLUMNS` names, or a sequence of them in
-            that order (an `sqlite3.Row` of a query selecting them so: read by position, which
-            is what keeps a reloaded transcript cheap).
+            that order.
     Raises:
         TranscriptReadError: stored tool_calls or reasoning fields are not JSON.
     """
@@ -97,23 +94,44 @@ def row_to_message(row: Mapping[str, Any] | MessageRow | Sequence[Any]) -> dict[
         values = [row[name] for name in MESSAGE_COLUMNS]
     else:
         values = row
-    role, content, timestamp, platform_message_id, tool_call_id, tool_name, tool_calls, stored = values
-    out = {"role": role, "content": content, "timestamp": timestamp}
-    if platform_message_id is not None:
-        out["platform_message_id"] = platform_message_id
-    if tool_call_id is not None:
-        out["tool_call_id"] = tool_call_id
-    if tool_name is not None:
-        out["tool_name"] = tool_name
-    if tool_calls is not None:
-        try:
-            out["tool_calls"] = json.loads(tool_calls) if isinstance(tool_calls, str) else tool_calls
-        except json.JSONDecodeError as exc:
-            raise TranscriptReadError(f"stored tool_calls are not JSON: {exc}") from None
-    if stored:
-        try:
-            reasoning = json.loads(stored)
-        except json.JSONDecodeError as exc:
-            raise TranscriptReadError(f"stored reasoning fields are not JSON: {exc}") from None
-        out.update((key, reasoning[key]) for key in REASONING_KEYS if key in reasoning)
+    return messages_from_values((values,))[0]
+
+
+def messages_from_values(rows: Iterable[Sequence[Any]]) -> list[dict[str, Any]]:
+    """Stored rows → the dicts load_transcript returns: role, content, timestamp, then the
+    optional keys that are set (`tool_calls` parsed back into a list), then the reasoning fields
+    that were stored (`REASONING_KEYS` order).
+
+    One loop over plain value sequences, without a type check per row: this is what a reload
+    after an eviction costs per message (docs/behaviour.md §8), so it stays lean. JSON is parsed
+    only where something is stored (`tool_calls` / `reasoning` not NULL).
+
+    Args:
+        rows: sequences of the `MESSAGE_COLUMNS` values in that order (tuples or `sqlite3.Row`s
+            of a query selecting them so; a `tool_calls` value may already be a list, as
+            server engines decode JSON columns themselves).
+    Raises:
+        TranscriptReadError: stored tool_calls or reasoning fields are not JSON.
+    """
+    out = []
+    for role, content, timestamp, platform_message_id, tool_call_id, tool_name, tool_calls, stored in rows:
+        message = {"role": role, "content": content, "timestamp": timestamp}
+        if platform_message_id is not None:
+            message["platform_message_id"] = platform_message_id
+        if tool_call_id is not None:
+            message["tool_call_id"] = tool_call_id
+        if tool_name is not None:
+            message["tool_name"] = tool_name
+        if tool_calls is not None:
+            try:
+                message["tool_calls"] = json.loads(tool_calls) if isinstance(tool_calls, str) else tool_calls
+            except json.JSONDecodeError as exc:
+                raise TranscriptReadError(f"stored tool_calls are not JSON: {exc}") from None
+        if stored:
+            try:
+                reasoning = json.loads(stored)
+            except json.JSONDecodeError as exc:
+                raise TranscriptReadError(f"stored reasoning fields are not JSON: {exc}") from None
+            message.update((key, reasoning[key]) for key in REASONING_KEYS if key in reasoning)
+        out.append(message)
     return out

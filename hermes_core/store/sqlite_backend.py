@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import logging
 import sqlite3
+from contextlib import closing
 from dataclasses import fields
 from typing import Any, Iterable, Sequence
 
@@ -21,7 +22,7 @@ from .db import Database, StoreError
 from .mirror import render_from_json_texts
 from .records import (AliasRow, IntakeRow, MessageRow, NewObligation, Obligation, SearchHit, SessionRow, SessionSummary,
                       StoredMessage, TurnMarker)
-from .rows import MESSAGE_COLUMNS, TranscriptReadError, row_to_message
+from .rows import MESSAGE_COLUMNS, TranscriptReadError, messages_from_values
 
 log = logging.getLogger(__name__)
 
@@ -274,13 +275,18 @@ class SqliteBackend:
     async def load_messages(self, session_id: str) -> list[dict[str, Any]]:
         if session_id in self.db.unreadable:
             raise TranscriptReadError(self.db.unreadable[session_id])
+
+        def read(conn: sqlite3.Connection) -> list[dict[str, Any]]:
+            # The query and the rows' conversion in one SQLite-thread call: this is what a cache
+            # miss (a reload after an eviction) costs per message (docs/behaviour.md §8).
+            sql = (f"SELECT {', '.join(MESSAGE_COLUMNS)} FROM messages "
+                   "WHERE session_id = ? AND active = 1 ORDER BY id")
+            with closing(conn.execute(sql, (session_id,))) as cursor:  # closed also when a row is not JSON
+                return messages_from_values(cursor)
         try:
-            rows = await self.db.fetchall(
-                f"SELECT {', '.join(MESSAGE_COLUMNS)} FROM messages WHERE session_id = ? AND active = 1 ORDER BY id",
-                (session_id,))
+            return await self.db.read(read)
         except (sqlite3.Error, ValueError) as exc:
             raise TranscriptReadError(f"transcript {session_id} could not be read: {exc}") from exc
-        return [row_to_message(r) for r in rows]
 
     async def count_turns(self, session_id: str) -> int:
         return int(await self.db.fetchval(

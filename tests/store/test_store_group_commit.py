@@ -147,3 +147,16 @@ async def test_transitions_of_different_sessions_share_commits(store):
     # written one fsync after another
     assert db.commits - before < 20
     assert await db.fetchval("SELECT COUNT(*) FROM routes") == 20
+
+
+async def test_a_read_runs_its_work_on_the_sqlite_thread(db):
+    await db.write_one("INSERT INTO meta (key, value) VALUES ('k', 'v')")
+
+    def work(conn):
+        return threading.get_ident(), conn.execute("SELECT value FROM meta WHERE key = 'k'").fetchone()[0]
+
+    ident, value = await db.read(work)
+    assert value == "v"
+    # the connection's own worker thread (docs/architecture.md §7), never the event loop's
+    assert ident == db.conn._thread.ident
+    assert ident != threading.get_ident()

@@ -7,6 +7,8 @@ from datetime import datetime, timezone
 
 import pytest
 
+from hermes_core.store.rows import messages_from_values
+
 SID = "20260301_120000_0000abcd"
 
 
@@ -125,3 +127,53 @@ async def test_failed_read_raises(store):
     await store._b().db.execute("UPDATE messages SET tool_calls = '{broken' WHERE content = 'a1'")
     with pytest.raises(TranscriptReadError):
         await store.load_transcript(SID)
+
+
+async def test_a_failed_read_leaves_the_connection_usable(store):
+    from hermes_core.store import TranscriptReadError
+    await _rows(store)
+    db = store._b().db
+    await db.execute("UPDATE messages SET reasoning = '{broken' WHERE content = 'u2'")
+    with pytest.raises(TranscriptReadError, match="reasoning") as raised:
+        await store.load_transcript(SID)
+    # While the error is still held, the read is over: no statement left running keeps a table
+    # locked, so a checkpoint runs through (busy 0, WAL truncated to 0 frames, 0 left to copy).
+    assert raised.value is not None
+    assert tuple(await db.fetchone("PRAGMA wal_checkpoint(TRUNCATE)")) == (0, 0, 0)
+    await store.append_to_transcript(SID, {"role": "user", "content": "u4"})
+    assert await store.count_turns(SID) == 4
+
+
+async def test_a_reload_is_one_call_to_the_sqlite_thread(store, monkeypatch):
+    # docs/behaviour.md §8: a cache miss reads and converts the transcript in one thread call
+    await _rows(store)
+    db = store._b().db
+    calls = []
+    real = db.conn._execute
+
+    async def counted(fn, *args, **kwargs):
+        calls.append(getattr(fn, "__name__", repr(fn)))
+        return await real(fn, *args, **kwargs)
+
+    monkeypatch.setattr(db.conn, "_execute", counted)
+    assert [m["content"] for m in await store.load_transcript(SID)] == ["u1", "a1", "u2", "a2", "u3", "a3"]
+    assert calls == ["read"]
+
+
+def test_stored_values_become_transcript_dicts():
+    rows = [
+        ("user", "hi", "2026-03-01T12:00:00+00:00", "77", None, None, None, None),
+        ("assistant", None, "2026-03-01T12:00:01+00:00", None, None, None, '[{"id": "call_1"}]',
+         '{"codex_reasoning_items": [1], "reasoning_content": "why", "unknown": 2}'),
+        ("tool", "42", "2026-03-01T12:00:02+00:00", None, "call_1", "f", None, None),
+    ]
+    assert messages_from_values(rows) == [
+        {"role": "user", "content": "hi", "timestamp": "2026-03-01T12:00:00+00:00", "platform_message_id": "77"},
+        {"role": "assistant", "content": None, "timestamp": "2026-03-01T12:00:01+00:00",
+         "tool_calls": [{"id": "call_1"}], "reasoning_content": "why", "codex_reasoning_items": [1]},
+        {"role": "tool", "content": "42", "timestamp": "2026-03-01T12:00:02+00:00", "tool_call_id": "call_1",
+         "tool_name": "f"},
+    ]
+    # key order too: the optional keys, then the reasoning fields in REASONING_KEYS order
+    assert list(messages_from_values(rows[1:2])[0]) == ["role", "content", "timestamp", "tool_calls",
+                                                       "reasoning_content", "codex_reasoning_items"]
