@@ -180,14 +180,15 @@ def check_database(config: Any) -> list[Check]:
     """`state.db`: opens, passes SQLite's integrity check, schema not newer than this gateway,
     full-text index consistent with the messages (FTS5 integrity-check, rank = 1)."""
     from ..store.db import schema_version
-    from ..store.fts import FTS_TABLE, is_fts_damage
+    from ..store.fts import FTS_BATCHES_SCHEMA, INTEGRITY_CHECK, catch_up, is_fts_damage
 
     path = Path(config.db_path)
     if not path.exists():
         return [Check("state.db", WARN, f"{path} does not exist yet (the first start creates it)")]
     try:
         # Read-write but writing nothing: FTS5's integrity-check is an INSERT statement, which
-        # a read-only connection refuses. A running gateway is not disturbed (WAL readers).
+        # a read-only connection refuses. A running gateway waits for the check (its writes
+        # wait for the lock, up to busy_timeout_s); its readers are not disturbed (WAL).
         conn = sqlite3.connect(f"file:{path}?mode=rw", uri=True, timeout=config.storage.busy_timeout_s)
     except sqlite3.Error as exc:
         return [Check("state.db", FAIL, f"{path} cannot be opened: {exc} (the gateway would run degraded)")]
@@ -206,7 +207,16 @@ def check_database(config: Any) -> list[Check]:
         if version == 0:
             return checks
         try:
-            conn.execute(f"INSERT INTO {FTS_TABLE}({FTS_TABLE}, rank) VALUES ('integrity-check', 1)")
+            # From schema 7 the messages still waiting to be indexed are indexed first (the check
+            # compares the index with every message), in a transaction rolled back after the check.
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                if version >= FTS_BATCHES_SCHEMA:
+                    catch_up(conn)
+                conn.execute(INTEGRITY_CHECK)
+            finally:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
             checks.append(Check("full-text index", OK, "consistent with the messages"))
         except sqlite3.DatabaseError as exc:
             if not is_fts_damage(exc):

@@ -9,7 +9,8 @@ disk and may be acknowledged to a platform. Throughput comes from **group commit
 function of the raw `sqlite3.Connection` (`await db.run(work)`, `write_one` for one statement)
 queued for the next group; the writes waiting together run in **one call to the SQLite thread**
 — `BEGIN IMMEDIATE`, each member inside a savepoint of its own (a member that raises is rolled
-back to it, the others keep their work), one `COMMIT` (one fsync for the whole group) — and each
+back to it, the others keep their work; a group of one needs none), one `COMMIT` (one fsync for
+the whole group) — and each
 returns only after that commit. A lone write therefore costs one thread call and one fsync; writes
 that arrive while a group runs form the next group, so under load one call and one fsync serve
 many writes, with no timer. If the commit fails, every member of the group raises: nothing of it
@@ -356,23 +357,29 @@ class Database:
 
     def _group_in_thread(self, raw: sqlite3.Connection, works: list[Work],
                          commit: bool) -> tuple[list[tuple[bool, Any]], int]:
-        """Runs on the SQLite thread: `BEGIN IMMEDIATE`, each member in a savepoint, `COMMIT`.
+        """Runs on the SQLite thread: `BEGIN IMMEDIATE`, each member in a savepoint (a lone
+        member in none), `COMMIT`.
         Returns one `(ok, result or exception)` per member and how many are in the transaction.
         A member whose statements made SQLite roll the whole transaction back (a full disk, an
         I/O error) takes the members before it down with it: they get a CommitError, and the
         next members start a new transaction."""
         outcomes: list[Any] = [None] * len(works)  # (ok, result or exception) per member
         kept: list[int] = []
+        # A lone member needs no savepoint: undoing it is rolling the whole transaction back,
+        # which the end of this function does when no member is kept.
+        alone = len(works) == 1
         raw.execute("BEGIN IMMEDIATE")
         for index, work in enumerate(works):
-            raw.execute("SAVEPOINT member")
+            if not alone:
+                raw.execute("SAVEPOINT member")
             try:
                 value = work(raw)
             except Exception as exc:
                 outcomes[index] = (False, exc)
                 if raw.in_transaction:
-                    raw.execute("ROLLBACK TO member")
-                    raw.execute("RELEASE member")
+                    if not alone:
+                        raw.execute("ROLLBACK TO member")
+                        raw.execute("RELEASE member")
                     continue
                 lost = CommitError(f"state.db transaction rolled back: {exc}", exc)
                 for earlier in kept:
@@ -380,7 +387,8 @@ class Database:
                 kept = []
                 raw.execute("BEGIN IMMEDIATE")
                 continue
-            raw.execute("RELEASE member")
+            if not alone:
+                raw.execute("RELEASE member")
             outcomes[index] = (True, value)
             kept.append(index)
         if not commit:

@@ -26,6 +26,7 @@ from typing import Any
 
 from ..model import SessionSource, validate_session_id
 from ..model.text import sender_label
+from . import fts
 from .db import StoreError
 from .entries import origin_or_none
 
@@ -248,7 +249,9 @@ class ErasureOps:
                                    "WHERE session_id = ?", (text, sid))
             report.add("origins", len(plan.scrub))
             # Deleted index entries linger in older FTS segments until they are merged; merging
-            # now (secure_delete is on) leaves none of the removed words in the file.
+            # now (secure_delete is on) leaves none of the removed words in the file. The
+            # messages still waiting to be indexed are indexed first, so the index left is whole.
+            await fts.catch_up_async(conn)
             await conn.execute("INSERT INTO messages_fts(messages_fts) VALUES ('optimize')")
         # Counts only: the log must not name whom the data was about.
         log.info("data removal: %s", ", ".join(f"{k} {v}" for k, v in sorted(report.counts.items())))

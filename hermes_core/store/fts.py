@@ -4,6 +4,12 @@
 damage is repaired by `'rebuild'` from `messages` and no message is ever lost. Damage is detected
 with `integrity-check` in its `rank = 1` form, which also compares the index with the content
 table (the plain form misses rows that are missing from the index).
+
+Messages are indexed in batches (schema 7, `migrations/0007_fewer_pages_per_commit.sql`): the
+index holds exactly the messages with an id up to `fts_progress.indexed_through`, and the insert
+trigger indexes the waiting ones once 64 wait. Whatever reads the index as a whole — a search,
+the integrity check, erasure's merge of the segments — first indexes what is waiting
+(`CATCH_UP`), in the same transaction or just before, so it sees every message.
 """
 
 from __future__ import annotations
@@ -12,11 +18,22 @@ import logging
 import re
 import sqlite3
 
+import aiosqlite
+
 from .db import Database
 
 log = logging.getLogger(__name__)
 
 FTS_TABLE = "messages_fts"
+FTS_BATCHES_SCHEMA = 7  # the schema version from which messages are indexed in batches
+# Index the messages waiting above the mark, then move the mark (writes nothing when none wait).
+CATCH_UP = (
+    f"INSERT INTO {FTS_TABLE}(rowid, content) SELECT id, content FROM messages "
+    "WHERE id > (SELECT indexed_through FROM fts_progress) ORDER BY id",
+    "UPDATE fts_progress SET indexed_through = (SELECT max(id) FROM messages) "
+    "WHERE indexed_through < (SELECT max(id) FROM messages)",
+)
+INTEGRITY_CHECK = f"INSERT INTO {FTS_TABLE}({FTS_TABLE}, rank) VALUES ('integrity-check', 1)"
 _TOKEN_RE = re.compile(r"\w+", re.UNICODE)
 
 
@@ -54,14 +71,35 @@ async def confirm_damage(db: Database, exc: BaseException) -> bool:
     return False
 
 
+def catch_up(conn: sqlite3.Connection) -> None:
+    """Index the messages still waiting (module docstring), in the caller's transaction (a
+    `Database.run` work function).
+
+    Raises:
+        sqlite3.DatabaseError: the index (or the database) is damaged.
+    """
+    for sql in CATCH_UP:
+        conn.execute(sql)
+
+
+async def catch_up_async(conn: aiosqlite.Connection) -> None:
+    """`catch_up` inside a `Database.write()` block (`conn` is the block's connection)."""
+    for sql in CATCH_UP:
+        await conn.execute(sql)
+
+
 async def integrity_ok(db: Database) -> bool:
-    """Run `integrity-check` (rank = 1 form). True when the index matches `messages`.
+    """Index what waits, then run `integrity-check` (rank = 1 form), in one transaction of their
+    own: no write comes between the two (the check compares the index with every message). True
+    when the index matches `messages`.
 
     Raises:
         sqlite3.DatabaseError: the database itself (not the index) is damaged.
     """
     try:
-        await db.execute(f"INSERT INTO {FTS_TABLE}({FTS_TABLE}, rank) VALUES ('integrity-check', 1)")
+        async with db.write() as conn:
+            await catch_up_async(conn)
+            await conn.execute(INTEGRITY_CHECK)
     except sqlite3.DatabaseError as exc:
         if is_fts_damage(exc):
             log.warning("full-text index %s is damaged: %s", FTS_TABLE, exc)
@@ -74,6 +112,9 @@ async def rebuild(db: Database) -> None:
     """Rebuild `messages_fts` from `messages` (keeps every message), then optimise it."""
     async with db.write() as conn:
         await conn.execute(f"INSERT INTO {FTS_TABLE}({FTS_TABLE}) VALUES ('rebuild')")
+        # Every message is indexed now; the row is written whole, so a lost one comes back too.
+        await conn.execute("INSERT OR REPLACE INTO fts_progress (id, indexed_through) "
+                           "VALUES (1, coalesce((SELECT max(id) FROM messages), 0))")
     await db.execute(f"INSERT INTO {FTS_TABLE}({FTS_TABLE}) VALUES ('optimize')")
     log.warning("full-text index %s rebuilt from messages", FTS_TABLE)
 

@@ -51,7 +51,7 @@ JOURNAL_FILE_NAME = "journal.jsonl"
 JOURNAL_FORMAT = 1
 TRANSCRIPT_SUFFIX = ".jsonl"
 # Journaled tables and their primary key columns. `meta` (facts about the store itself) and the
-# full-text index (derived from `messages`) are not journaled.
+# full-text index (derived from `messages`, with its mark `fts_progress`) are not journaled.
 TABLE_KEYS: dict[str, tuple[str, ...]] = {
     "sessions": ("session_id",), "routes": ("session_key",), "messages": ("id",), "inbound": ("id",),
     "delivery_obligations": ("id",), "identity_aliases": ("platform", "alias_id")}

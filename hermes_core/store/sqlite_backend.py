@@ -34,9 +34,18 @@ _UPSERT_ROUTE = (
     "INSERT INTO routes (session_key, session_id, entry, updated_ts, suspended) VALUES (?, ?, ?, ?, ?) "
     "ON CONFLICT(session_key) DO UPDATE SET session_id = excluded.session_id, entry = excluded.entry, "
     "updated_ts = excluded.updated_ts, suspended = excluded.suspended")
+# The end of a turn on the live path (`record_reply`): the entry of the route's own session and
+# the end of its turn marker in one statement that leaves `session_id` (and so the index
+# `routes_by_session_id`) untouched. No row changed: the route is missing or moved to another
+# session, and `_UPSERT_ROUTE` + `_CLEAR_MARKER` do it.
+_END_TURN_ROUTE = ("UPDATE routes SET entry = ?, updated_ts = ?, suspended = ?, turn_session_id = NULL, "
+                   "turn_message_id = NULL, turn_started_ts = NULL WHERE session_key = ? AND session_id = ?")
 _CLEAR_MARKER = ("UPDATE routes SET turn_session_id = NULL, turn_message_id = NULL, turn_started_ts = NULL "
                  "WHERE session_key = ?")
 _FINISH_INBOUND = "UPDATE inbound SET state = 'done', payload = NULL, finished_ts = ? WHERE id = ?"
+# The condition of the partial index `delivery_open` (schema 7), word for word.
+_OPEN_OBLIGATION = "(state = 'pending' OR state = 'attempting' OR state = 'failed')"
+_OPEN_STATES = frozenset({"pending", "attempting", "failed"})
 _INSERT_SESSION = (
     "INSERT OR IGNORE INTO sessions (session_id, session_key, origin, platform, chat_id, participant_id, "
     "chat_type, display_name, created_at, updated_at, parent_session_id) VALUES (?,?,?,?,?,?,?,?,?,?,?)")
@@ -369,9 +378,11 @@ class SqliteBackend:
             if obligation is not None:
                 carried = message_id if message_id is not None else obligation.message_id
                 ob_id = self._insert_obligation(conn, obligation, carried)
-            if route is not None:  # the entry's counters; the schema-2 triggers copy them to `sessions`
-                conn.execute(_UPSERT_ROUTE, route)
-            conn.execute(_CLEAR_MARKER, (session_key,))
+            # The entry carries the session's counters; the schema-2 triggers copy them to `sessions`.
+            if route is None or conn.execute(_END_TURN_ROUTE, (*route[2:], session_key, route[1])).rowcount == 0:
+                if route is not None:
+                    conn.execute(_UPSERT_ROUTE, route)
+                conn.execute(_CLEAR_MARKER, (session_key,))
             conn.executemany(_FINISH_INBOUND, [(now_ts, ident) for ident in inbound_ids])
             return message_id, ob_id
         return await self._with_fts_repair(lambda: self.db.run(work))
@@ -400,9 +411,12 @@ class SqliteBackend:
 
     async def obligations(self, states: tuple[str, ...]) -> list[Obligation]:
         marks = ", ".join("?" for _ in states)
+        # Open states are read through the partial index `delivery_open`, which SQLite uses only
+        # when the query names its condition literally; other states (admin) scan the table.
+        where = f"{_OPEN_OBLIGATION} AND " if set(states) <= _OPEN_STATES else ""
         rows = await self.db.fetchall(
-            f"SELECT {', '.join(self._OB_COLS)} FROM delivery_obligations WHERE state IN ({marks}) ORDER BY id",
-            states)
+            f"SELECT {', '.join(self._OB_COLS)} FROM delivery_obligations WHERE {where}state IN ({marks}) "
+            "ORDER BY id", states)
         return [Obligation(**dict(zip(self._OB_COLS, r), internal=bool(r[7]))) for r in rows]
 
     async def obligations_prune(self, before_ts: float) -> int:
@@ -431,6 +445,7 @@ class SqliteBackend:
         params += [limit, offset]
 
         async def work():
+            await self.db.run(fts.catch_up)  # the messages not yet indexed are found too
             return await self.db.fetchall(sql, params)
         try:
             rows = await work()

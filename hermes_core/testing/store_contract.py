@@ -214,6 +214,31 @@ class StoreBackendContract:
         _none, adopted = await b.record_reply(KEY, SID, None, obligation(KEY, SID, "hello", message_id=message_id))
         assert (await b.obligations(("pending",)))[0].message_id == message_id and adopted is not None
 
+    async def test_record_reply_writes_the_entry_and_ends_the_turn(self, store_backend):
+        b = store_backend
+        await b.save(entry(), new_session=True)
+        await b.begin_turn(KEY, SID, row("user", "hi"), T0.timestamp())
+        later = T0 + timedelta(seconds=7)
+        done = entry(at=later, input_tokens=3, output_tokens=4, total_tokens=7)
+        await b.record_reply(KEY, SID, row("assistant", "hello", at=later), None, entry=done)
+        route = await b.get_route(KEY)
+        assert (route.session_id, route.total_tokens, route.updated_at) == (SID, 7, later)
+        info = await b.session_info(SID)
+        assert (info.input_tokens, info.output_tokens, info.total_tokens, info.updated_at) == (
+            3, 4, 7, format_timestamp(later))
+        assert await b.turn_markers() == []
+        # The route was pruned meanwhile: the entry is written again.
+        await b.delete_routes([KEY])
+        await b.record_reply(KEY, SID, None, None, entry=entry(at=later, total_tokens=9))
+        assert ((await b.get_route(KEY)).total_tokens, (await b.session_info(SID)).total_tokens) == (9, 9)
+        # The key points at another session: the entry given replaces it, marker cleared.
+        other = "20260101_120000_bbbbbbbb"
+        await b.save(entry(session_id=other), new_session=True)
+        await b.begin_turn(KEY, other, row("user", "there?"), T0.timestamp())
+        await b.record_reply(KEY, SID, None, None, entry=entry(at=later, total_tokens=11))
+        assert ((await b.get_route(KEY)).session_id, (await b.session_info(SID)).total_tokens) == (SID, 11)
+        assert await b.turn_markers() == []
+
     async def test_delivery_reports_find_their_obligation_by_sent_id(self, store_backend):
         b = store_backend
         await b.save(entry(), new_session=True)

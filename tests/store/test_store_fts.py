@@ -63,6 +63,7 @@ async def test_deleted_shadow_rows_are_detected_and_rebuilt(store):
 async def test_index_missing_rows_is_detected_by_rank_form(store):
     await _fill(store, 10)
     db = store._b().db
+    assert await store.check_fts() is False  # healthy; the 10 waiting messages are indexed now
     # Remove one row from the index only (the content row stays): plain integrity-check passes,
     # the rank=1 form compares with the content table and fails.
     await db.execute("INSERT INTO messages_fts(messages_fts, rowid, content) "
@@ -118,21 +119,57 @@ def test_match_expression_quotes_every_word():
     assert match_expression("") is None
 
 
-async def test_append_on_damaged_index_rebuilds_and_keeps_the_message(store, dm):
+async def test_append_on_damaged_index_rebuilds_and_keeps_the_message(store, dm, caplog):
     await _fill(store, 20)
     db = store._b().db
-    await db.execute("DELETE FROM messages_fts_data WHERE id = 1")  # the index structure record
-    # a plain insert now fails inside the FTS trigger ...
-    with pytest.raises(sqlite3.DatabaseError):
-        await db.execute("INSERT INTO messages (session_id, role, content, timestamp) "
-                         "VALUES ('x', 'user', 'probe', '2026-01-01T00:00:00+00:00')")
-    # ... the store rebuilds the derived index and retries: nothing is lost
+    assert await integrity_ok(db) is True  # the 20 messages are indexed: the mark is at id 20
+    await db.execute("DELETE FROM messages_fts_data WHERE id = 1")  # the index's averages record
+    # Messages wait to be indexed in batches of 64 (docs/behaviour.md §3): ids 21-83 are stored
+    # without touching the index ...
+    await _fill(store, 63)
+    assert not any("damaged full-text index" in r.message for r in caplog.records)
+    # ... and the insert of id 84 indexes the batch, fails inside the FTS trigger, and the store
+    # rebuilds the derived index and retries: nothing is lost
     await store.append_to_transcript(SID, {"role": "user", "content": "kept despite damage capybara"})
-    assert len(await store.load_transcript(SID)) == 21
-    assert [r["message_id"] for r in await store.search_transcripts("capybara")] == [21]
+    assert any("write hit a damaged full-text index" in r.message for r in caplog.records)
+    assert len(await store.load_transcript(SID)) == 84
+    assert [r["message_id"] for r in await store.search_transcripts("capybara")] == [84]
     entry = await store.get_or_create_session(dm)
     await db.execute("DELETE FROM messages_fts_data WHERE id = 1")
+    caplog.clear()
+    await _fill(store, 63)
     await store.begin_turn(entry.session_key, entry.session_id, {"role": "user", "content": "turn wombat"})
+    assert any("write hit a damaged full-text index" in r.message for r in caplog.records)
     assert [m["content"] for m in await store.load_transcript(entry.session_id)] == ["turn wombat"]
     assert len(await store.turn_markers()) == 1
     assert await integrity_ok(db) is True
+
+
+async def test_messages_are_indexed_in_batches_of_64_and_found_before(store):
+    db = store._b().db
+    await _fill(store, 63)
+    assert await db.fetchval("SELECT indexed_through FROM fts_progress") == 0
+    assert await db.fetchval("SELECT count(*) FROM messages_fts_docsize") == 0
+    await _fill(store, 1)  # the 64th indexes the batch with it
+    assert (await db.fetchval("SELECT indexed_through FROM fts_progress"),
+            await db.fetchval("SELECT count(*) FROM messages_fts_docsize")) == (64, 64)
+    await store.append_to_transcript(SID, {"role": "user", "content": "waiting okapi"})
+    # a search indexes what waits first: the 65th message is found
+    assert [r["message_id"] for r in await store.search_transcripts("okapi")] == [65]
+    assert await db.fetchval("SELECT indexed_through FROM fts_progress") == 65
+
+
+async def test_a_deleted_message_leaves_the_index_whether_indexed_or_waiting(store):
+    db = store._b().db
+    await _fill(store, 64)  # ids 1-64 indexed
+    await _fill(store, 2)  # ids 65, 66 waiting
+    await db.execute("DELETE FROM messages WHERE id IN (3, 65)")
+    assert await integrity_ok(db) is True  # indexed id 3 left the index, waiting id 65 never entered it
+    assert len(await store.search_transcripts("giraffes", limit=100)) == 64
+    # The newest id is used again after a delete: at or below the mark it is indexed at once.
+    await db.execute("DELETE FROM messages WHERE id = 66")
+    assert await db.fetchval("SELECT indexed_through FROM fts_progress") == 66
+    await store.append_to_transcript(SID, {"role": "user", "content": "reused id tapir"})
+    assert await db.fetchval("SELECT count(*) FROM messages_fts_docsize WHERE id = 65") == 1
+    assert await integrity_ok(db) is True
+    assert [r["message_id"] for r in await store.search_transcripts("tapir")] == [65]

@@ -55,6 +55,20 @@ async def test_a_write_that_raises_is_rolled_back_alone(db):
     assert (db.commits, db.writes) == (1, 2)
 
 
+async def test_a_lone_write_that_raises_stores_nothing(db):
+    def bad(conn) -> None:
+        conn.execute("INSERT INTO meta (key, value) VALUES ('half', 'v')")
+        raise ValueError("refused by the caller")
+
+    with pytest.raises(ValueError, match="refused by the caller"):
+        await db.run(bad)  # a group of one: no savepoint, the whole transaction is rolled back
+    assert await db.fetchval("SELECT COUNT(*) FROM meta") == 0
+    assert (db.commits, db.writes) == (0, 0)
+    await db.write_one("INSERT INTO meta (key, value) VALUES ('after', 'v')")
+    assert [r[0] for r in await db.fetchall("SELECT key FROM meta")] == ["after"]
+    assert (db.commits, db.writes) == (1, 1)
+
+
 async def test_a_group_is_one_call_to_the_sqlite_thread(db, monkeypatch):
     calls = []
     real = db.conn._execute

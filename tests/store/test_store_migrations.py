@@ -16,13 +16,14 @@ def test_migrations_are_ordered_and_numbered():
     assert [(v, name) for v, name, _ in migrations()] == [
         (1, "0001_initial.sql"), (2, "0002_route_counters_and_meta.sql"),
         (3, "0003_durable_intake_and_ledger.sql"), (4, "0004_identity_aliases.sql"),
-        (5, "0005_delivery_sent_ids.sql"), (6, "0006_titles_rewinds_reasoning.sql")]
+        (5, "0005_delivery_sent_ids.sql"), (6, "0006_titles_rewinds_reasoning.sql"),
+        (7, "0007_fewer_pages_per_commit.sql")]
 
 
 async def test_fresh_db_is_at_latest_version_with_wal(store, config):
     conn = sqlite3.connect(config.db_path)
     try:
-        assert conn.execute("PRAGMA user_version").fetchone()[0] == 6
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == 7
         assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
         tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
         assert {"sessions", "messages", "routes", "inbound", "delivery_obligations", "messages_fts",
@@ -43,7 +44,7 @@ async def test_version_1_database_is_migrated_forward(config, clock):
         # the version-2 trigger keeps the session row's counters equal to the entry's
         assert (await store.session_info(entry.session_id))["total_tokens"] == 7
     conn = sqlite3.connect(config.db_path)
-    assert conn.execute("PRAGMA user_version").fetchone()[0] == 6
+    assert conn.execute("PRAGMA user_version").fetchone()[0] == 7
     conn.close()
 
 
@@ -86,3 +87,28 @@ async def test_version_2_dedupe_ids_survive_migration_3(config, clock):
         ("m1", "done", 1767323045.0), ("m2", "done", conn.execute(
             "SELECT accepted_ts FROM inbound WHERE message_id = 'm2'").fetchone()[0])]
     conn.close()
+
+
+async def test_version_6_database_keeps_its_index_and_ledger_through_migration_7(config, clock):
+    """Schema 7 indexes messages in batches of 64 and respells `delivery_open` (docs/behaviour.md §3,
+    §12): the messages a version-6 database indexed one by one stay indexed (none twice), its open
+    obligations are still found, and it has no `delivery_by_state` any more."""
+    from hermes_core.store.fts import integrity_ok
+    config.home.mkdir(parents=True)
+    conn = sqlite3.connect(config.db_path)
+    conn.executescript("\n".join(sql for _, _, sql in migrations()[:6]) + "\nPRAGMA user_version = 6;")
+    for n in range(3):
+        conn.execute("INSERT INTO messages (session_id, role, content, timestamp) VALUES "
+                     "('20260101_120000_aaaaaaaa', 'user', ?, '2026-01-01T12:00:00+00:00')", (f"heron {n}",))
+    conn.execute("INSERT INTO delivery_obligations (content, state, created_at, updated_at, created_ts, updated_ts) "
+                 "VALUES ('owed', 'attempting', 'x', 'x', 1, 1), ('sent', 'delivered', 'x', 'x', 1, 1)")
+    conn.commit()
+    conn.close()
+    async with SessionStore(config.sessions_dir, config, clock=clock) as store:
+        db = store._b().db
+        assert await db.fetchval("SELECT indexed_through FROM fts_progress") == 3
+        assert await integrity_ok(db) is True
+        await store.append_to_transcript("20260101_120000_aaaaaaaa", {"role": "user", "content": "heron 3"})
+        assert [h["message_id"] for h in await store.search_transcripts("heron", limit=10)] == [1, 2, 3, 4]
+        assert [ob["content"] for ob in await store.open_obligations()] == ["owed"]
+        assert await db.fetchval("SELECT count(*) FROM sqlite_master WHERE name = 'delivery_by_state'") == 0
