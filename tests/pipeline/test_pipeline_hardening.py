@@ -198,3 +198,23 @@ async def test_a_received_at_given_as_text_is_stored_in_utc(tmp_path):
     finally:
         await app.stop()
     assert json.loads(payload)["received_at"] == "2026-03-01T12:00:00+00:00"
+
+
+async def test_a_reply_whose_reasoning_is_not_json_is_kept_without_it(tmp_path, caplog):
+    # The reply was lost and the chat heard "Sorry, this message could not be processed".
+    adapter = RecordingAdapter()
+    reasoning = {"reasoning_details": [{"at": datetime(2026, 1, 1)}]}
+    agent = _OddBackend({"hi": AgentReply("ok", TokenUsage(), reasoning=reasoning)})
+    app = await start_app(tmp_path, adapter, agent)
+    try:
+        with caplog.at_level("ERROR"):
+            await say(app, dm(), "hi", "m1")
+        entry = await app.store.get_entry(KEY)
+        transcript = await app.store.load_transcript(entry.session_id)
+    finally:
+        await app.stop()
+    assert adapter.texts() == ["ok"]
+    assert [(m["role"], m["content"], "reasoning_details" in m) for m in transcript] == [
+        ("user", "hi", False), ("assistant", "ok", False)]
+    assert "kept without its reasoning: transcript message reasoning fields are not JSON-serialisable: " \
+           "Object of type datetime is not JSON serializable" in caplog.text
