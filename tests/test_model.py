@@ -192,6 +192,7 @@ def test_token_usage_counts_only_what_is_a_count(caplog):
 def test_agent_reply_text_and_reasoning_are_valid_unicode():
     from hermes_core.agents.base import AgentReply
     from hermes_core.model import TokenUsage
-    reply = AgentReply("ok \ud800", TokenUsage(), reasoning={"reasoning": "th\udc80ink", "reasoning_details": [{"k\udfff": 1}]})
+    reply = AgentReply("ok \ud800", TokenUsage(),
+                       reasoning={"reasoning": "th\udc80ink", "reasoning_details": [{"k\udfff": 1}]})
     assert reply.text == "ok \ufffd"
     assert reply.reasoning == {"reasoning": "th\ufffdink", "reasoning_details": [{"k\ufffd": 1}]}
