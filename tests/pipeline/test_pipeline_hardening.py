@@ -218,3 +218,27 @@ async def test_a_reply_whose_reasoning_is_not_json_is_kept_without_it(tmp_path, 
         ("user", "hi", False), ("assistant", "ok", False)]
     assert "kept without its reasoning: transcript message reasoning fields are not JSON-serialisable: " \
            "Object of type datetime is not JSON serializable" in caplog.text
+
+
+async def test_a_session_whose_stored_counter_is_beyond_64_bits_is_still_answered(tmp_path):
+    # The previous release stored such counters (the standard encoder wrote them); orjson alone
+    # refused to write the entry back, so every later message of the session was lost.
+    replies = {text: AgentReply("r " + text, TokenUsage(input_tokens=1)) for text in ("one", "two")}
+    app = await start_app(tmp_path, RecordingAdapter(), _OddBackend(replies))
+    try:
+        await say(app, dm(), "one", "m1")
+        stored = await _stored_entry(app)
+        stored["input_tokens"] = 2**70
+        await app.store._b().db.write_one("UPDATE routes SET entry = ? WHERE session_key = ?",
+                                          (json.dumps(stored), KEY))
+    finally:
+        await app.stop()
+    adapter = RecordingAdapter()
+    app = await start_app(tmp_path, adapter, _OddBackend(replies))
+    try:
+        await say(app, dm(), "two", "m2")
+        stored = await _stored_entry(app)
+    finally:
+        await app.stop()
+    assert adapter.texts() == ["r two"]
+    assert stored["input_tokens"] == 1180591620717411303425
