@@ -135,3 +135,64 @@ def test_message_text_with_lone_surrogates_is_made_valid_utf8():
     assert MessageEvent(SessionSource("local", "t"), text="caf\udce9").text == "caf\ufffd"
     assert MessageEvent(SessionSource("local", "t"), text="a\ud800b").text == "a\ufffdb"
     assert MessageEvent(SessionSource("local", "t"), text="naïve ✓").text == "naïve ✓"
+
+
+def test_format_timestamp_takes_text_and_epoch_seconds_as_before():
+    # A plugin's MessageEvent(received_at=...) given as text or epoch seconds (docs/behaviour.md §0)
+    from hermes_core.model import format_timestamp
+    assert format_timestamp("2026-01-01T21:00:00+09:00") == "2026-01-01T12:00:00+00:00"
+    assert format_timestamp(1767268800.0) == "2026-01-01T12:00:00+00:00"
+    assert format_timestamp(datetime(2026, 1, 1, 21, 0, tzinfo=timezone(timedelta(hours=9)))) == \
+        "2026-01-01T12:00:00+00:00"
+
+
+def test_to_json_writes_what_the_standard_encoder_wrote():
+    from hermes_core.model.text import to_json
+    # integers beyond 64 bits (orjson alone refuses them), int keys, nested tuples
+    assert to_json({"size": 2**70, 1: ("a", ("b",))}) == '{"size":1180591620717411303424,"1":["a",["b"]]}'
+    assert json.loads(to_json([-(2**64)])) == [-18446744073709551616]
+    # NaN and infinities are not JSON: null, never a bare NaN that strict readers reject
+    assert to_json({"cost": float("nan"), "t": float("inf")}) == '{"cost":null,"t":null}'
+
+
+@pytest.mark.parametrize("value, named", [
+    ({"at": datetime(2026, 1, 1)}, "datetime"),  # a naive time would be stored without offset
+    ({"x": dataclasses.make_dataclass("Media", ["a"])(1)}, "Media"),
+    ({(1, 2): "v"}, "tuple"),
+    ({"x": {1}}, "set"),
+    ({"x": object()}, "object"),
+])
+def test_to_json_refuses_what_is_not_json_data_and_names_it(value, named):
+    from hermes_core.model.text import to_json
+    with pytest.raises(TypeError, match=named):
+        to_json(value)
+
+
+def test_to_json_refuses_a_lone_surrogate():
+    from hermes_core.model.text import to_json
+    with pytest.raises(ValueError, match="surrogate"):
+        to_json({"name": "a\ud800"})
+
+
+def test_token_usage_counts_only_what_is_a_count(caplog):
+    from hermes_core.model import TokenUsage
+    with caplog.at_level(logging.WARNING):
+        usage = TokenUsage(input_tokens=2**70, output_tokens=3, cache_read_tokens=-1, cache_write_tokens=True,
+                           estimated_cost_usd=float("nan"), cost_status="estimated")
+    assert (usage.input_tokens, usage.output_tokens, usage.cache_read_tokens, usage.cache_write_tokens,
+            usage.total_tokens, usage.estimated_cost_usd) == (0, 3, 0, 0, 3, 0.0)
+    text = caplog.text
+    for name in ("input_tokens", "cache_read_tokens", "cache_write_tokens", "estimated_cost_usd"):
+        assert f"'{name}'" in text
+    assert "'output_tokens'" not in text
+    assert TokenUsage(estimated_cost_usd=float("inf")).estimated_cost_usd == 0.0
+    assert TokenUsage(input_tokens=5, estimated_cost_usd=0.25).estimated_cost_usd == 0.25
+
+
+def test_agent_reply_text_and_reasoning_are_valid_unicode():
+    from hermes_core.agents.base import AgentReply
+    from hermes_core.model import TokenUsage
+    reply = AgentReply("ok \ud800", TokenUsage(),
+                       reasoning={"reasoning": "th\udc80ink", "reasoning_details": [{"k\udfff": 1}]})
+    assert reply.text == "ok \ufffd"
+    assert reply.reasoning == {"reasoning": "th\ufffdink", "reasoning_details": [{"k\ufffd": 1}]}

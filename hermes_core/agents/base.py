@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from ..model.context import SessionContext
+from ..model.text import clean_data, clean_optional
 from ..model.usage import TokenUsage
 
 
@@ -37,11 +38,20 @@ class AgentReply:
         reasoning: what a reasoning model returned beside the text, by transcript key
             (`reasoning`, `reasoning_content`, `reasoning_details`, `codex_reasoning_items`);
             kept in the transcript with the reply (docs/behaviour.md §3).
+
+    Text and reasoning are made valid Unicode, as inbound text is (docs/behaviour.md §7): a lone
+    surrogate from a backend becomes U+FFFD instead of making the reply impossible to store or
+    send.
     """
 
     text: str
     usage: TokenUsage
     reasoning: Mapping[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "text", clean_optional(self.text))
+        if self.reasoning:
+            object.__setattr__(self, "reasoning", clean_data(dict(self.reasoning)))
 
 
 class Agent(abc.ABC):

@@ -14,10 +14,11 @@ peer-controlled metadata made inert before it reaches a prompt, a sender prefix 
 
 from __future__ import annotations
 
+import json
 import re
+from typing import Any
 
 import orjson
-from typing import Any
 
 UNTRUSTED_MAX_CHARS = 240
 
@@ -85,17 +86,37 @@ def neutralize_inline(text: Any, max_chars: int = UNTRUSTED_MAX_CHARS) -> str:
     return cleaned
 
 
+# Datetimes and dataclasses are left to the standard encoder, which refuses them: orjson would
+# write a naive datetime without its offset (docs/behaviour.md §0) and a dataclass as an object.
+_ORJSON_OPTIONS = orjson.OPT_NON_STR_KEYS | orjson.OPT_PASSTHROUGH_DATETIME | orjson.OPT_PASSTHROUGH_DATACLASS
+
+
 def to_json(value: Any) -> str:
     """`value` as compact JSON text (non-ASCII kept as is, no spaces): what the store keeps
     (entries, intake payloads, origins, sent ids) and how prompts quote values. orjson, not the
     standard `json`: every message encodes several of these, and the session entry alone cost
     the standard encoder about ten times as much (benchmarks/bench_throughput.py). Non-string
-    keys become strings, as `json.dumps` makes them.
+    keys become strings, as `json.dumps` makes them; NaN and infinities become `null` (JSON has
+    no form for them). What orjson refuses goes to the standard encoder, which decides as the
+    store always did: it writes integers beyond 64 bits and nesting deeper than orjson's 254
+    levels, and names the type it cannot encode.
 
     Raises:
-        TypeError: `value` is not JSON-serialisable (`orjson.JSONEncodeError`: an unknown type,
-            a lone surrogate, an integer over 64 bits, a cycle)."""
-    return orjson.dumps(value, option=orjson.OPT_NON_STR_KEYS).decode()
+        TypeError: `value` holds something JSON has no form for (the message names its type: a
+            datetime, a set, an object…) or a key that is not str, int, float, bool or None.
+        ValueError: a string holds a lone surrogate (not valid Unicode, docs/behaviour.md §7),
+            `value` contains itself, or a NaN sits in a value only the standard encoder writes.
+    """
+    try:
+        return orjson.dumps(value, option=_ORJSON_OPTIONS).decode()
+    except orjson.JSONEncodeError:
+        pass
+    text = json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise ValueError(f"text with a lone surrogate ({exc.object[exc.start]!a}) is not valid Unicode") from None
+    return text
 
 
 def quote_untrusted(text: Any, max_chars: int = UNTRUSTED_MAX_CHARS) -> str:

@@ -45,10 +45,16 @@ def parse_timestamp(value: str | float | int | datetime | None) -> datetime | No
     return dt.astimezone(timezone.utc)
 
 
-def format_timestamp(value: datetime | None) -> str | None:
-    """Format an aware datetime as ISO-8601 UTC with offset (`2026-01-02T03:04:05.000006+00:00`)."""
+def format_timestamp(value: str | float | int | datetime | None) -> str | None:
+    """Format a time as ISO-8601 UTC with offset (`2026-01-02T03:04:05.000006+00:00`): an aware
+    datetime, or anything `parse_timestamp` reads (a naive datetime as host local time, ISO text,
+    epoch seconds). None → None.
+
+    Raises:
+        ValueError: `value` is a string that is not ISO-8601.
+    """
     if value is None:
         return None
-    if value.tzinfo is not timezone.utc:
+    if getattr(value, "tzinfo", None) is not timezone.utc:  # the common case, a UTC clock's reading, skips this
         value = parse_timestamp(value)
     return value.isoformat()

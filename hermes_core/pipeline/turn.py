@@ -296,10 +296,16 @@ async def _answer(deps: PipelineDeps, key: str, source, entry, context, adapter,
     finished = ([inbound_id] if inbound_id is not None else []) + taken_ids
     if status == "completed":
         owed = text_owed(reply_text, internal=internal)
-        assistant = {"role": "assistant", "content": reply_text, "timestamp": deps.clock(),
-                     **reasoning}
+        assistant = {"role": "assistant", "content": reply_text, "timestamp": deps.clock()}
+        try:
+            assistant, stored = _as_stored({**assistant, **reasoning}, deps.clock)
+        except ValueError as exc:
+            if not reasoning:
+                raise
+            # What the backend returned beside the text is not JSON: the reply itself is kept.
+            log.error("agent reply in %s kept without its reasoning: %s", key, exc)
+            assistant, stored = _as_stored(assistant, deps.clock)
         # In the live transcript first, counted as not yet persisted until the store has it.
-        assistant, stored = _as_stored(assistant, deps.clock)
         cache.append(live, stored, persisted=False)
         # Reply + obligation ('attempting': it is sent next) + end of the marker + token counters
         # + intake rows finished + resume_pending / is_fresh_reset cleared: one transaction, one

@@ -177,3 +177,33 @@ def test_stored_values_become_transcript_dicts():
     # key order too: the optional keys, then the reasoning fields in REASONING_KEYS order
     assert list(messages_from_values(rows[1:2])[0]) == ["role", "content", "timestamp", "tool_calls",
                                                        "reasoning_content", "codex_reasoning_items"]
+
+
+async def test_a_reload_during_a_group_commit_sees_the_whole_group_and_after_close_fails_clearly(store):
+    # docs/architecture.md §7: reads share the connection between groups, never inside one
+    import asyncio
+    import threading
+
+    from hermes_core.store import StoreError
+    await _rows(store)
+    db = store._b().db
+    inside, release = threading.Event(), threading.Event()
+
+    def group_member(conn):  # runs on the SQLite thread, in the open group transaction
+        conn.execute("UPDATE messages SET content = 'u1 edited' WHERE content = 'u1'")
+        inside.set()
+        release.wait(30)
+        conn.execute("UPDATE messages SET content = 'a3 edited' WHERE content = 'a3'")
+
+    write = asyncio.create_task(db.run(group_member))
+    await asyncio.to_thread(inside.wait, 30)
+    read = asyncio.create_task(store.load_transcript(SID))
+    for _ in range(10):
+        await asyncio.sleep(0)
+    assert not read.done()  # waits for the group rather than seeing it half done
+    release.set()
+    await write
+    assert [m["content"] for m in await read] == ["u1 edited", "a1", "u2", "a2", "u3", "a3 edited"]
+    await store.close()
+    with pytest.raises(StoreError, match="the session store is not open"):
+        await store.load_transcript(SID)
