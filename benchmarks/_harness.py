@@ -16,7 +16,7 @@ import time
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import AsyncIterator
+from typing import AsyncIterator, Awaitable, Callable
 
 from hermes_core.agents import EchoAgent
 from hermes_core.model import MessageEvent, SessionSource
@@ -103,24 +103,31 @@ async def create_sessions(pipe: Pipeline, sources: list[SessionSource]) -> None:
         await asyncio.gather(*(one_message(pipe, s, 0) for s in sources[start:start + WARM_UP_CHUNK]))
 
 
-async def closed_loops(pipe: Pipeline, sources: list[SessionSource], seconds: float) -> tuple[int, float]:
-    """Every source sends messages 1, 2, … one after the other while `seconds` of wall time have
-    not passed; returns when the messages in flight at the deadline were answered too.
+async def run_loops(count: int, seconds: float, message: Callable[[int, int], Awaitable[None]]) -> tuple[int, float]:
+    """`count` closed loops: loop `n` awaits `message(n, 1)`, `message(n, 2)`, … one after the
+    other while `seconds` of wall time have not passed; returns when the messages in flight at
+    the deadline were done too.
 
     Returns:
-        (messages answered, seconds from the start until the last answer).
+        (messages done, seconds from the start until the last was done).
     """
     done = 0
     started = time.perf_counter()
     deadline = started + seconds
 
-    async def loop(src: SessionSource) -> None:
+    async def loop(n: int) -> None:
         nonlocal done
         number = 1
         while time.perf_counter() < deadline:
-            await one_message(pipe, src, number)
+            await message(n, number)
             done += 1
             number += 1
 
-    await asyncio.gather(*(loop(s) for s in sources))
+    await asyncio.gather(*(loop(n) for n in range(count)))
     return done, time.perf_counter() - started
+
+
+async def closed_loops(pipe: Pipeline, sources: list[SessionSource], seconds: float) -> tuple[int, float]:
+    """Every source sends messages 1, 2, … one after the other (`run_loops`) until the reply to
+    each was sent. Returns (messages answered, seconds from the start until the last answer)."""
+    return await run_loops(len(sources), seconds, lambda n, number: one_message(pipe, sources[n], number))

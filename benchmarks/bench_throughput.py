@@ -56,7 +56,7 @@ import aiosqlite.core
 from rich.console import Console
 from rich.table import Table
 
-from _harness import closed_loops, create_sessions, open_pipeline, source
+from _harness import closed_loops, create_sessions, open_pipeline, run_loops, source
 from hermes_core.store.db import Database
 
 RAW, FLOOR, PIPELINE = "raw insert+commit", "engine floor", "pipeline"
@@ -93,26 +93,17 @@ async def measure_raw(root: Path, sessions: int, seconds: float) -> dict[str, fl
             await conn.execute("PRAGMA synchronous = FULL")
             await conn.execute("CREATE TABLE messages (session_id TEXT, role TEXT, content TEXT, timestamp TEXT)")
             lock = asyncio.Lock()
-            done = 0
             calls0 = ThreadCalls.count
-            started = time.perf_counter()
-            deadline = started + seconds
 
-            async def loop(n: int) -> None:
-                nonlocal done
-                number = 1
-                while time.perf_counter() < deadline:
-                    async with lock:
-                        await conn.execute("BEGIN IMMEDIATE")
-                        await conn.execute("INSERT INTO messages VALUES (?, ?, ?, ?)",
-                                           (f"s{n}", "user", f"hello number {number}",
-                                            datetime.now(timezone.utc).isoformat()))
-                        await conn.execute("COMMIT")
-                    done += 1
-                    number += 1
+            async def message(n: int, number: int) -> None:
+                async with lock:
+                    await conn.execute("BEGIN IMMEDIATE")
+                    await conn.execute("INSERT INTO messages VALUES (?, ?, ?, ?)",
+                                       (f"s{n}", "user", f"hello number {number}",
+                                        datetime.now(timezone.utc).isoformat()))
+                    await conn.execute("COMMIT")
 
-            await asyncio.gather(*(loop(n) for n in range(sessions)))
-            elapsed = time.perf_counter() - started
+            done, elapsed = await run_loops(sessions, seconds, message)
             return {"rate": done / elapsed, "calls": (ThreadCalls.count - calls0) / done}
         finally:
             await conn.close()
@@ -141,24 +132,15 @@ async def measure_floor(root: Path, sessions: int, seconds: float) -> dict[str, 
                     await insert(n, "delivered")
 
             tasks = [asyncio.create_task(session_task(n)) for n in range(sessions)]
-            done = 0
             calls0 = ThreadCalls.count
-            started = time.perf_counter()
-            deadline = started + seconds
 
-            async def loop(n: int) -> None:
-                nonlocal done
-                number = 1
-                while time.perf_counter() < deadline:
-                    answered = asyncio.get_running_loop().create_future()
-                    await insert(n, f"hello number {number}")  # the acceptance
-                    inbox[n].put_nowait((f"hello number {number}", answered))
-                    await answered
-                    done += 1
-                    number += 1
+            async def message(n: int, number: int) -> None:
+                answered = asyncio.get_running_loop().create_future()
+                await insert(n, f"hello number {number}")  # the acceptance
+                inbox[n].put_nowait((f"hello number {number}", answered))
+                await answered
 
-            await asyncio.gather(*(loop(n) for n in range(sessions)))
-            elapsed = time.perf_counter() - started
+            done, elapsed = await run_loops(sessions, seconds, message)
             for task in tasks:
                 task.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
