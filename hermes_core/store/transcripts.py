@@ -3,7 +3,6 @@ search (seed §3, "State DB and FTS recovery"; docs/behaviour.md §2, §3). Mixe
 
 from __future__ import annotations
 
-import json
 import sqlite3
 from collections.abc import Mapping
 from typing import Any, Iterable

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import sqlite3
 
-import pytest
-
 from hermes_core import SessionSource
 from hermes_core.store.fts import integrity_ok, is_fts_damage, match_expression
 
