@@ -19,20 +19,14 @@ class CountedAgent(Agent):
         return AgentReply("ok " + message, TokenUsage(input_tokens=7, output_tokens=3))
 
 
-async def test_a_message_costs_four_commits_each_one_call_to_the_sqlite_thread(tmp_path, monkeypatch):
+async def test_a_message_costs_four_commits_each_one_call_to_the_sqlite_thread(tmp_path, monkeypatch,
+                                                                                thread_calls):
     adapter = ChatAdapter()
     app = await start_app(tmp_path, adapter, CountedAgent())
     try:
         await say(app, dm(), "warm up", "m0")  # creates the session and fills the agent cache
         db = app.store._b().db
-        calls: list[str] = []
-        real = db.conn._execute
-
-        async def counted(fn, *args, **kwargs):
-            calls.append(getattr(fn, "__name__", repr(fn)))
-            return await real(fn, *args, **kwargs)
-
-        monkeypatch.setattr(db.conn, "_execute", counted)
+        calls = thread_calls(db)  # until monkeypatch.undo() below
         commits = db.commits
         for n in (1, 2, 3):
             await say(app, dm(), f"message {n}", f"m{n}")

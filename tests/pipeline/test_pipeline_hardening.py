@@ -118,15 +118,9 @@ class _OddBackend(Agent):
         return self.replies[message]
 
 
-async def _stored_entry(app, key=KEY):
-    """The entry JSON the store keeps for `key` (routes.entry), read as older code reads it."""
-    return json.loads(await app.store._b().db.fetchval("SELECT entry FROM routes WHERE session_key = ?", (key,)))
-
-
-async def test_a_reply_with_a_lone_surrogate_is_stored_and_sent(tmp_path):
-    # The reply was lost ("Sorry, this message could not be processed") at the SQLite write.
+async def _answer_hi(tmp_path, agent) -> tuple[list[str], list[dict]]:
+    """A gateway with `agent` answers "hi" in the DM: the texts sent, then the transcript."""
     adapter = RecordingAdapter()
-    agent = _OddBackend({"hi": AgentReply("ok \ud800", TokenUsage(), reasoning={"reasoning": "th\udc80ink"})})
     app = await start_app(tmp_path, adapter, agent)
     try:
         await say(app, dm(), "hi", "m1")
@@ -134,7 +128,19 @@ async def test_a_reply_with_a_lone_surrogate_is_stored_and_sent(tmp_path):
         transcript = await app.store.load_transcript(entry.session_id)
     finally:
         await app.stop()
-    assert adapter.texts() == ["ok \ufffd"]
+    return adapter.texts(), transcript
+
+
+async def _stored_entry(app, key=KEY):
+    """The entry JSON the store keeps for `key` (routes.entry), read as older code reads it."""
+    return json.loads(await app.store._b().db.fetchval("SELECT entry FROM routes WHERE session_key = ?", (key,)))
+
+
+async def test_a_reply_with_a_lone_surrogate_is_stored_and_sent(tmp_path):
+    # The reply was lost ("Sorry, this message could not be processed") at the SQLite write.
+    agent = _OddBackend({"hi": AgentReply("ok \ud800", TokenUsage(), reasoning={"reasoning": "th\udc80ink"})})
+    texts, transcript = await _answer_hi(tmp_path, agent)
+    assert texts == ["ok \ufffd"]
     assert [(m["content"], m.get("reasoning")) for m in transcript] == [("hi", None), ("ok \ufffd", "th\ufffdink")]
 
 
@@ -202,18 +208,11 @@ async def test_a_received_at_given_as_text_is_stored_in_utc(tmp_path):
 
 async def test_a_reply_whose_reasoning_is_not_json_is_kept_without_it(tmp_path, caplog):
     # The reply was lost and the chat heard "Sorry, this message could not be processed".
-    adapter = RecordingAdapter()
     reasoning = {"reasoning_details": [{"at": datetime(2026, 1, 1)}]}
     agent = _OddBackend({"hi": AgentReply("ok", TokenUsage(), reasoning=reasoning)})
-    app = await start_app(tmp_path, adapter, agent)
-    try:
-        with caplog.at_level("ERROR"):
-            await say(app, dm(), "hi", "m1")
-        entry = await app.store.get_entry(KEY)
-        transcript = await app.store.load_transcript(entry.session_id)
-    finally:
-        await app.stop()
-    assert adapter.texts() == ["ok"]
+    with caplog.at_level("ERROR"):
+        texts, transcript = await _answer_hi(tmp_path, agent)
+    assert texts == ["ok"]
     assert [(m["role"], m["content"], "reasoning_details" in m) for m in transcript] == [
         ("user", "hi", False), ("assistant", "ok", False)]
     assert "kept without its reasoning: transcript message reasoning fields are not JSON-serialisable: " \

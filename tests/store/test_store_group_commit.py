@@ -69,15 +69,8 @@ async def test_a_lone_write_that_raises_stores_nothing(db):
     assert (db.commits, db.writes) == (1, 1)
 
 
-async def test_a_group_is_one_call_to_the_sqlite_thread(db, monkeypatch):
-    calls = []
-    real = db.conn._execute
-
-    async def counted(fn, *args, **kwargs):
-        calls.append(getattr(fn, "__name__", repr(fn)))
-        return await real(fn, *args, **kwargs)
-
-    monkeypatch.setattr(db.conn, "_execute", counted)
+async def test_a_group_is_one_call_to_the_sqlite_thread(db, thread_calls):
+    calls = thread_calls(db)
     await asyncio.gather(*(db.write_one("INSERT INTO meta (key, value) VALUES (?, ?)", (f"k{i}", "v"))
                            for i in range(20)))
     # BEGIN IMMEDIATE, the 20 members in their savepoints and the COMMIT: one hand-off

@@ -144,18 +144,10 @@ async def test_a_failed_read_leaves_the_connection_usable(store):
     assert await store.count_turns(SID) == 4
 
 
-async def test_a_reload_is_one_call_to_the_sqlite_thread(store, monkeypatch):
+async def test_a_reload_is_one_call_to_the_sqlite_thread(store, thread_calls):
     # docs/behaviour.md §8: a cache miss reads and converts the transcript in one thread call
     await _rows(store)
-    db = store._b().db
-    calls = []
-    real = db.conn._execute
-
-    async def counted(fn, *args, **kwargs):
-        calls.append(getattr(fn, "__name__", repr(fn)))
-        return await real(fn, *args, **kwargs)
-
-    monkeypatch.setattr(db.conn, "_execute", counted)
+    calls = thread_calls(store._b().db)
     assert [m["content"] for m in await store.load_transcript(SID)] == ["u1", "a1", "u2", "a2", "u3", "a3"]
     assert calls == ["read"]
 
