@@ -11,6 +11,7 @@ adapter. A closed-loop session sends its next message when the previous one was 
 from __future__ import annotations
 
 import asyncio
+import gc
 import tempfile
 import time
 from contextlib import asynccontextmanager
@@ -20,6 +21,7 @@ from typing import AsyncIterator, Awaitable, Callable
 
 from hermes_core.agents import EchoAgent
 from hermes_core.model import MessageEvent, SessionSource
+from hermes_core.ops.gc_tuning import tune_gc
 from hermes_core.pipeline.deps import PipelineDeps
 from hermes_core.pipeline.runner import GatewayRunner
 from hermes_core.plugin_system.manager import create_plugin_manager
@@ -72,9 +74,11 @@ def source(n: int) -> SessionSource:
 @asynccontextmanager
 async def open_pipeline(root: Path, store_class: type[SessionStore] = SessionStore) -> AsyncIterator[Pipeline]:
     """A runner on a fresh home created under `root` (removed on exit, after the runner
-    drained and the store closed). `store_class`: the store to run (a subclass for a baseline)."""
+    drained and the store closed), with the garbage collector tuned as `GatewayApp` tunes it
+    (undone on exit). `store_class`: the store to run (a subclass for a baseline)."""
     with tempfile.TemporaryDirectory(dir=root) as tmp:
         config = GatewayConfig(home=Path(tmp) / "home", platforms={"benchchat": {"allow_all": True}})
+        gc_before = tune_gc(config.core.gc_young_threshold)
         store = store_class(config.sessions_dir, config)
         await store.open()
         chat = AnsweringChat()
@@ -86,6 +90,7 @@ async def open_pipeline(root: Path, store_class: type[SessionStore] = SessionSto
         finally:
             await runner.drain(5)
             await store.close()
+            gc.set_threshold(*gc_before)
 
 
 async def one_message(pipe: Pipeline, src: SessionSource, number: int) -> None:

@@ -58,6 +58,8 @@ from rich.console import Console
 from rich.table import Table
 
 from _harness import closed_loops, create_sessions, open_pipeline, run_loops, source
+from hermes_core.ops.gc_tuning import tune_gc
+from hermes_core.settings import CoreSettings
 from hermes_core.store.db import Database
 
 RAW, FLOOR, PIPELINE = "raw insert+commit", "engine floor", "pipeline"
@@ -227,6 +229,8 @@ def main() -> None:
     args = parser.parse_args()
     levels = sorted(set(args.sessions))
     ThreadCalls.install()
+    # Every variant under the collector settings of a gateway process (docs/behaviour.md §12).
+    tune_gc(CoreSettings().gc_young_threshold)
     started = time.perf_counter()
     results = asyncio.run(run(args.dir, levels, args.seconds, args.repeat))
     console.print(f"{args.seconds:g} s per variant × {args.repeat} round(s), means shown; homes under "

@@ -28,6 +28,7 @@ Every start-up failure raises `StartupError` whose text is one line naming what 
 from __future__ import annotations
 
 import asyncio
+import gc
 import logging
 import tempfile
 import time
@@ -37,6 +38,7 @@ from typing import Any, Callable
 
 from .agents import create_agent
 from .model.timeutil import Clock, parse_timestamp, utc_now
+from .ops.gc_tuning import tune_gc
 from .ops.metrics import NULL_METRICS, create_metrics
 from .ops.status import StatusPublisher
 from .pipeline.access import AccessGate, refusing_platforms
@@ -146,6 +148,7 @@ class GatewayApp:
         self.restart_counts: dict[str, int] = {}
         self._crash_interrupted: dict[str, float] = {}
         self._undo_log_redaction = None
+        self._gc_before: tuple[int, int, int] | None = None
         self._stopped = False
         # Operators' view (docs/operations.md §2, §3): metrics, readiness, the status file.
         self.metrics = NULL_METRICS
@@ -197,6 +200,8 @@ class GatewayApp:
         check_home(self.home)
         self.started_at, self.started_monotonic = self.clock(), time.monotonic()
         self._start_health_server()
+        # Process-wide, undone at stop (docs/behaviour.md §12 "Garbage collection").
+        self._gc_before = tune_gc(self.config.core.gc_young_threshold)
         if self.pm is None:
             self.pm, self.report = create_plugin_manager(self.config)
         if self.config.redaction.enabled:
@@ -453,6 +458,9 @@ class GatewayApp:
         if self._undo_log_redaction is not None:
             self._undo_log_redaction()
             self._undo_log_redaction = None
+        if self._gc_before is not None:
+            gc.set_threshold(*self._gc_before)
+            self._gc_before = None
 
     async def _abort(self) -> None:
         self._stopped = True

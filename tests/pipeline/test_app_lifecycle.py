@@ -148,3 +148,36 @@ async def test_app_creates_a_private_home_and_marker(tmp_path):
     await app.stop()
     assert oct(home.stat().st_mode & 0o777) == "0o700"
     assert oct((home / ".clean_shutdown").stat().st_mode & 0o777) == "0o600"
+
+
+async def test_the_gateway_raises_the_young_gc_threshold_while_it_runs_and_restores_it(tmp_path):
+    """docs/behaviour.md §12 "Garbage collection": `[core] gc_young_threshold` (default 50,000)
+    at start, the older generations' thresholds kept, the previous ones back at stop."""
+    import gc
+
+    before = gc.get_threshold()
+    gc.set_threshold(700, 10, 10)
+    try:
+        app = await _one_turn(tmp_path)
+        assert gc.get_threshold() == (50000, 10, 10)
+        await app.stop()
+        assert gc.get_threshold() == (700, 10, 10)
+    finally:
+        gc.set_threshold(*before)
+
+
+def test_gc_young_threshold_zero_keeps_the_interpreters_and_negative_is_refused():
+    import gc
+
+    from hermes_core.ops.gc_tuning import tune_gc
+    before = gc.get_threshold()
+    gc.set_threshold(700, 10, 10)
+    try:
+        assert tune_gc(0) == (700, 10, 10)
+        assert gc.get_threshold() == (700, 10, 10)
+        with pytest.raises(ValueError, match="core.gc_young_threshold must be >= 0; got -1"):
+            tune_gc(-1)
+        with pytest.raises(ValueError, match="gc_young_threshold"):
+            GatewayConfig(core={"gc_young_threshold": -5})
+    finally:
+        gc.set_threshold(*before)
