@@ -23,7 +23,13 @@ connection it runs them on. The store uses both for the group's one call and for
 query and the conversion of its rows in one call). The dependency is bounded below the next
 aiosqlite release in `pyproject.toml`; the store tests fail if either changes.
 
-Reads share the connection and the lock, between groups: a read never sees a group half done.
+Reads share the connection and its one thread call (`read`, `fetchall`…): a read is queued like a
+write, and the flusher's call runs the waiting reads first, outside any transaction (each sees
+what was committed before it, never a group half done), then the waiting writes' group. Under load
+one call to the SQLite thread serves many reads and a group commit; a read that arrives alone
+costs one call, with no `BEGIN` or `COMMIT`. Handing a call to the thread and waking the loop with
+its result is what a read costs the event loop (a cache miss reads its transcript on every turn
+once the sessions outnumber the cache), so many waiting reads must not cost as many calls.
 """
 
 from __future__ import annotations
@@ -34,7 +40,7 @@ import logging
 import os
 import re
 import sqlite3
-from contextlib import asynccontextmanager
+from contextlib import asynccontextmanager, closing
 from importlib import resources
 from pathlib import Path
 from typing import Any, AsyncIterator, Awaitable, Callable, Iterable, NamedTuple, Sequence, TypeVar
@@ -140,6 +146,18 @@ async def _to_the_end(work: Awaitable[Any]) -> Any:
     return task.result()
 
 
+def _settle(members: list[tuple[Work, asyncio.Future]], outcomes: list[tuple[bool, Any]]) -> None:
+    """Give each waiting future its `(ok, result or exception)`; futures already done (their
+    caller was cancelled meanwhile) are passed over."""
+    for (_, future), (ok, value) in zip(members, outcomes):
+        if future.done():
+            continue
+        if ok:
+            future.set_result(value)
+        else:
+            future.set_exception(value)
+
+
 class WriteResult(NamedTuple):
     """What one write statement did (`write_one`): rows changed, and the rowid it inserted."""
 
@@ -178,10 +196,11 @@ class Database:
         self.path = Path(path)
         self.busy_timeout_s = busy_timeout_s
         self.conn: aiosqlite.Connection | None = None
-        # Serialises the connection between tasks: a group's thread call, a `write()` block, a read.
+        # Serialises the connection between tasks: the flusher's thread call, a `write()` block, `execute`.
         self._lock = asyncio.Lock()
-        # Writes waiting for the next group: (work, future of its result).
+        # Writes waiting for the next group, and reads for the next call: (work, future of its result).
         self._waiting: list[tuple[Work, asyncio.Future]] = []
+        self._reads: list[tuple[Work, asyncio.Future]] = []
         self._flusher: asyncio.Task | None = None
         self.commits = 0
         self.writes = 0
@@ -302,44 +321,65 @@ class Database:
                 not begin (e.g. the file is locked by another process past `busy_timeout_s`).
             StoreError: the store is not open.
         """
+        # A caller cancelled before its group began is left out of it; once the group runs, the
+        # write is committed with it even if the caller no longer waits.
+        return await self._enqueue(self._waiting, work)
+
+    async def _enqueue(self, queue: list[tuple[Work, asyncio.Future]], work: Work) -> Any:
+        """Queue `work` for the flusher's next call (starting the flusher) and await its result."""
         self._require()
         loop = asyncio.get_running_loop()
         future = loop.create_future()
-        self._waiting.append((work, future))
+        queue.append((work, future))
         if self._flusher is None:
             self._flusher = loop.create_task(self._flush(), name="state.db group commit")
-        # A caller cancelled before its group began is left out of it; once the group runs, the
-        # write is committed with it even if the caller no longer waits.
         return await future
 
     async def _flush(self) -> None:
-        """Run the waiting writes group after group until none is left (module docstring)."""
+        """Run the waiting reads and writes, one thread call after another, until none is left
+        (module docstring)."""
         try:
-            while self._waiting:
+            while self._waiting or self._reads:
                 async with self._lock:
+                    reads = [r for r in self._reads if not r[1].cancelled()]
+                    self._reads = []
                     live = [m for m in self._waiting if not m[1].cancelled()]
                     members = live if self.GROUP_COMMIT else live[:1]
                     self._waiting = live[len(members):]  # later arrivals form the next group
-                    if members:
-                        await self._run_group(members)
+                    if reads or members:
+                        await self._run_call(reads, members)
         finally:
             self._flusher = None
 
-    async def _run_group(self, members: list[tuple[Work, asyncio.Future]]) -> None:
-        """One group transaction (the lock is held): members, then the durable commit."""
+    async def _run_call(self, reads: list[tuple[Work, asyncio.Future]],
+                        members: list[tuple[Work, asyncio.Future]]) -> None:
+        """One call to the SQLite thread (the lock is held): the reads, then the group transaction
+        of `members` and its durable commit. A group that fails as a whole (it could not begin,
+        its commit failed) fails its members only: the reads keep their results."""
         conn = self._require()
-        works = [work for work, _ in members]
         try:
-            outcomes, kept = await conn._execute(self._group_in_thread, conn._conn, works,
-                                                 self._COMMIT_IN_THREAD)
+            read_outcomes, group = await conn._execute(
+                self._call_in_thread, conn._conn, [work for work, _ in reads],
+                [work for work, _ in members], self._COMMIT_IN_THREAD)
+        except BaseException as exc:
+            _settle(reads + members, [(False, exc)] * (len(reads) + len(members)))
+            if not isinstance(exc, Exception):
+                raise
+            return
+        _settle(reads, read_outcomes)
+        if group is None:
+            return
+        ok, value = group
+        try:
+            if not ok:
+                raise value
+            outcomes, kept = value
             if not self._COMMIT_IN_THREAD and kept:
                 await self._commit_outcomes(conn, outcomes, kept)
             elif not self._COMMIT_IN_THREAD:
                 await self._rollback(conn)
         except BaseException as exc:
-            for _, future in members:
-                if not future.done():
-                    future.set_exception(exc)
+            _settle(members, [(False, exc)] * len(members))
             if not isinstance(exc, Exception):
                 raise
             return
@@ -347,13 +387,26 @@ class Database:
         if committed:
             self.commits += 1
             self.writes += committed
-        for (_, future), (ok, value) in zip(members, outcomes):
-            if future.done():
-                continue
-            if ok:
-                future.set_result(value)
-            else:
-                future.set_exception(value)
+        _settle(members, outcomes)
+
+    def _call_in_thread(self, raw: sqlite3.Connection, reads: list[Work], works: list[Work],
+                        commit: bool) -> tuple[list[tuple[bool, Any]], tuple[bool, Any] | None]:
+        """Runs on the SQLite thread: each read (outside any transaction), then the group of
+        `works` (`_group_in_thread`) unless there is none. Returns one `(ok, result or
+        exception)` per read, and the group's `(True, (outcomes, kept))` or `(False, exception)`
+        (None without writes)."""
+        read_outcomes: list[tuple[bool, Any]] = []
+        for work in reads:
+            try:
+                read_outcomes.append((True, work(raw)))
+            except Exception as exc:
+                read_outcomes.append((False, exc))
+        if not works:
+            return read_outcomes, None
+        try:
+            return read_outcomes, (True, self._group_in_thread(raw, works, commit))
+        except Exception as exc:
+            return read_outcomes, (False, exc)
 
     def _group_in_thread(self, raw: sqlite3.Connection, works: list[Work],
                          commit: bool) -> tuple[list[tuple[bool, Any]], int]:
@@ -483,8 +536,8 @@ class Database:
         await self.run(statements)
 
     # ---- reads and maintenance ------------------------------------------------------------
-    # These take the lock too, and see the open group's rows (module docstring). Never call
-    # them from inside a `write()` block: use the yielded connection there.
+    # These wait for the connection too and see only committed rows (module docstring). Never
+    # call them from inside a `write()` block (it holds the connection): use the yielded one.
 
     async def execute(self, sql: str, params: Sequence[Any] | dict = ()) -> aiosqlite.Cursor:
         """Run one statement outside `write()`: reads, PRAGMAs and index maintenance (rows of
@@ -494,25 +547,26 @@ class Database:
             return await conn.execute(sql, params)
 
     async def read(self, work: Callable[[sqlite3.Connection], T]) -> T:
-        """A read done and turned into its result in one call to the SQLite thread: `work(conn)`
-        gets the raw `sqlite3.Connection` (queries only: it must not write or control
-        transactions) and its return value is returned. For reads whose rows are converted one
-        by one (a transcript reload, docs/behaviour.md §8): the rows never cross to the event
-        loop as row objects, and the loop does not run the conversion.
+        """A read done and turned into its result on the SQLite thread, in the flusher's next
+        call with the other waiting reads and writes (module docstring): `work(conn)` gets the
+        raw `sqlite3.Connection` (queries only: it must not write or control transactions) and
+        its return value is returned. For reads whose rows are converted one by one (a
+        transcript reload, docs/behaviour.md §8): the rows never cross to the event loop as row
+        objects, and the loop does not run the conversion.
 
         Raises:
             sqlite3.Error: from the query. Whatever `work` raises. StoreError: the store is not
                 open.
         """
-        conn = self._require()
-        async with self._lock:
-            return await conn._execute(work, conn._conn)
+        return await self._enqueue(self._reads, work)
 
     async def fetchall(self, sql: str, params: Sequence[Any] | dict = ()) -> list[aiosqlite.Row]:
-        """All rows of a query (`aiosqlite.Row`, indexable by position and name)."""
-        conn = self._require()
-        async with self._lock:
-            return list(await conn.execute_fetchall(sql, params))
+        """All rows of a query (`aiosqlite.Row`, indexable by position and name), read as `read`
+        reads."""
+        def query(raw: sqlite3.Connection) -> list[aiosqlite.Row]:
+            with closing(raw.execute(sql, params)) as cursor:
+                return cursor.fetchall()
+        return await self.read(query)
 
     async def fetchone(self, sql: str, params: Sequence[Any] | dict = ()) -> aiosqlite.Row | None:
         """The first row of a query, or None."""

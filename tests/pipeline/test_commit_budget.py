@@ -33,7 +33,7 @@ async def test_a_message_costs_four_commits_each_one_call_to_the_sqlite_thread(t
         monkeypatch.undo()
         assert adapter.texts() == ["ok warm up", "ok message 1", "ok message 2", "ok message 3"]
         assert db.commits - commits == 3 * 4
-        assert calls == ["_group_in_thread"] * (3 * 4)
+        assert calls == ["_call_in_thread"] * (3 * 4)
         # nothing was left behind by the folded writes: every row is in its final state
         assert [tuple(r) for r in await db.fetchall("SELECT state, attempts FROM delivery_obligations")] == \
             [("delivered", 1)] * 4

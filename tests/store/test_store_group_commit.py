@@ -74,9 +74,9 @@ async def test_a_group_is_one_call_to_the_sqlite_thread(db, thread_calls):
     await asyncio.gather(*(db.write_one("INSERT INTO meta (key, value) VALUES (?, ?)", (f"k{i}", "v"))
                            for i in range(20)))
     # BEGIN IMMEDIATE, the 20 members in their savepoints and the COMMIT: one hand-off
-    assert calls == ["_group_in_thread"]
+    assert calls == ["_call_in_thread"]
     await db.write_one("INSERT INTO meta (key, value) VALUES ('alone', 'v')")
-    assert calls == ["_group_in_thread", "_group_in_thread"]
+    assert calls == ["_call_in_thread", "_call_in_thread"]
     assert (db.commits, db.writes) == (2, 21)
 
 
@@ -167,3 +167,58 @@ async def test_a_read_runs_its_work_on_the_sqlite_thread(db):
     # the connection's own worker thread (docs/architecture.md §7), never the event loop's
     assert ident == db.conn._thread.ident
     assert ident != threading.get_ident()
+
+
+async def test_waiting_reads_and_writes_share_one_call_to_the_sqlite_thread(db, thread_calls):
+    await db.write_one("INSERT INTO meta (key, value) VALUES ('before', 'v')")
+    calls = thread_calls(db)
+    async with db.write() as conn:  # holds the connection: everything below waits for one call
+        await conn.execute("INSERT INTO meta (key, value) VALUES ('exclusive', 'v')")
+        waiting = [asyncio.create_task(db.fetchval("SELECT COUNT(*) FROM meta")) for _ in range(30)]
+        waiting += [asyncio.create_task(db.write_one("INSERT INTO meta (key, value) VALUES (?, 'v')", (f"w{i}",)))
+                    for i in range(10)]
+        await asyncio.sleep(0)
+        calls.clear()  # the write() block's INSERT; its COMMIT follows at the end of the block
+    results = await asyncio.gather(*waiting)
+    # the reads ran first, outside the group, and saw what was committed: 'before' and 'exclusive'
+    assert results[:30] == [2] * 30
+    assert [r.rowcount for r in results[30:]] == [1] * 10
+    assert calls == ["execute", "_call_in_thread"]
+    assert await db.fetchval("SELECT COUNT(*) FROM meta") == 12
+
+
+async def test_a_lone_read_costs_one_call_and_no_commit(db, thread_calls):
+    calls = thread_calls(db)
+    assert await db.fetchval("SELECT COUNT(*) FROM meta") == 0
+    assert calls == ["_call_in_thread"]
+    assert (db.commits, db.writes) == (0, 0)
+
+
+async def test_a_failing_read_fails_alone(db):
+    await db.write_one("INSERT INTO meta (key, value) VALUES ('k', 'v')")
+    results = await asyncio.gather(db.fetchval("SELECT value FROM meta"), db.fetchval("SELECT nope FROM meta"),
+                                   db.write_one("INSERT INTO meta (key, value) VALUES ('k2', 'v')"),
+                                   return_exceptions=True)
+    assert results[0] == "v"
+    assert type(results[1]).__name__ == "OperationalError" and str(results[1]) == "no such column: nope"
+    assert results[2].rowcount == 1
+
+
+async def test_reads_keep_their_results_when_the_group_cannot_begin(db, tmp_path):
+    # Another process's connection holds the write lock: BEGIN IMMEDIATE fails after the busy
+    # timeout, the reads of the same call still answer.
+    import sqlite3
+
+    db.busy_timeout_s = 0
+    await db.execute("PRAGMA busy_timeout = 0")
+    other = sqlite3.connect(db.path, isolation_level=None)
+    other.execute("BEGIN IMMEDIATE")
+    try:
+        read, write = await asyncio.gather(db.fetchval("SELECT COUNT(*) FROM meta"),
+                                           db.write_one("INSERT INTO meta (key, value) VALUES ('k', 'v')"),
+                                           return_exceptions=True)
+    finally:
+        other.execute("ROLLBACK")
+        other.close()
+    assert read == 0
+    assert type(write).__name__ == "OperationalError" and str(write) == "database is locked"

@@ -149,7 +149,7 @@ async def test_a_reload_is_one_call_to_the_sqlite_thread(store, thread_calls):
     await _rows(store)
     calls = thread_calls(store._b().db)
     assert [m["content"] for m in await store.load_transcript(SID)] == ["u1", "a1", "u2", "a2", "u3", "a3"]
-    assert calls == ["read"]
+    assert calls == ["_call_in_thread"]
 
 
 def test_stored_values_become_transcript_dicts():
