@@ -133,6 +133,10 @@ class AgentCache:
         self.trim = trim
         self.stats = CacheStats()
         self._entries: OrderedDict[str, CachedSession] = OrderedDict()
+        # The entries with no turn running, in the same LRU order: what capacity eviction may
+        # release. With many sessions in flight most entries are mid-turn, and a scan of the
+        # whole LRU on every insert passed over all of them.
+        self._idle: OrderedDict[str, CachedSession] = OrderedDict()
         self._by_session: dict[str, set[str]] = {}
         self._lock = threading.Lock()  # seed `_agent_cache_lock`: the sweep may run off-loop
 
@@ -170,8 +174,7 @@ class AgentCache:
             if entry.session_id != session_id:
                 self._remove_locked(session_key, "replaced")
                 return None
-            self._entries.move_to_end(session_key)
-            entry.last_used = self.clock()
+            self._touch_locked(entry)
             self.stats.hits += 1
             return entry
 
@@ -205,6 +208,7 @@ class AgentCache:
                 self._remove_locked(other, "superseded")
             entry = CachedSession(session_key, session_id, messages, len(messages), self.clock())
             self._entries[session_key] = entry
+            self._idle[session_key] = entry
             self._by_session.setdefault(session_id, set()).add(session_key)
             self._evict_capacity_locked()
         self._check_pressure_on_insert(session_key)
@@ -216,12 +220,16 @@ class AgentCache:
         """Mark `entry` mid-turn (no sweep releases it until `end_turn`)."""
         with self._lock:
             entry.turns_running += 1
+            if self._idle.get(entry.session_key) is entry:
+                del self._idle[entry.session_key]
             self._touch_locked(entry)
 
     def end_turn(self, entry: CachedSession) -> None:
         """The turn using `entry` ended (completed or not)."""
         with self._lock:
             entry.turns_running = max(0, entry.turns_running - 1)
+            if not entry.turns_running and self._entries.get(entry.session_key) is entry:
+                self._idle[entry.session_key] = entry
             self._touch_locked(entry)
 
     def append(self, entry: CachedSession, message: dict[str, Any], *, persisted: bool) -> None:
@@ -270,6 +278,7 @@ class AgentCache:
         """Forget everything (shutdown)."""
         with self._lock:
             self._entries.clear()
+            self._idle.clear()
             self._by_session.clear()
 
     # ---- housekeeping -------------------------------------------------------------------------
@@ -362,11 +371,14 @@ class AgentCache:
         entry.last_used = self.clock()
         if self._entries.get(entry.session_key) is entry:
             self._entries.move_to_end(entry.session_key)
+            if entry.session_key in self._idle:
+                self._idle.move_to_end(entry.session_key)
 
     def _remove_locked(self, session_key: str, reason: str) -> bool:
         entry = self._entries.pop(session_key, None)
         if entry is None:
             return False
+        self._idle.pop(session_key, None)
         keys = self._by_session.get(entry.session_id)
         if keys is not None:
             keys.discard(session_key)
@@ -389,11 +401,11 @@ class AgentCache:
         excess = len(self._entries) - self.max_size
         if excess <= 0:
             return
-        for key in list(self._entries):
-            if excess <= 0:
-                break
-            entry = self._entries[key]
-            if entry.mid_turn or not entry.transcript_persistence_caught_up():
-                continue
+        victims = []
+        for key, entry in self._idle.items():  # LRU first, no turn running
+            if entry.transcript_persistence_caught_up():
+                victims.append(key)
+                if len(victims) == excess:
+                    break
+        for key in victims:
             self._remove_locked(key, "capacity")
-            excess -= 1

@@ -8,6 +8,7 @@ compare plain tuples of what was sent on the "testchat" platform and move `clock
 from __future__ import annotations
 
 import asyncio
+import os
 from datetime import datetime, timezone
 
 from hermes_core.agents.base import Agent, AgentReply
@@ -168,3 +169,12 @@ async def until(predicate):
     async with asyncio.timeout(10):
         while not predicate():
             await asyncio.sleep(0.005)
+
+
+def statm(anon_kib: int, shared_kib: int = 10240) -> str:
+    """A `/proc/self/statm` line (pages: size resident shared text lib data dt) whose resident
+    minus shared pages are `anon_kib` KiB of anonymous memory."""
+    page_kib = os.sysconf("SC_PAGE_SIZE") // 1024
+    shared = shared_kib // page_kib
+    resident = shared + anon_kib // page_kib
+    return f"{resident * 4} {resident} {shared} 1 0 {resident} 0\n"

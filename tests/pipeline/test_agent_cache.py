@@ -7,7 +7,7 @@ from __future__ import annotations
 import platform
 
 import pytest
-from pipeline_helpers import SecondsClock
+from pipeline_helpers import SecondsClock, statm
 
 from hermes_core.pipeline.agent_cache import AgentCache
 from hermes_core.pipeline.memory_budget import LIMIT_TTL_S, MemoryProbe, malloc_trim, parse_memory_high_mb
@@ -44,7 +44,7 @@ def cgroup_v2(tmp_path, *, high="max", maximum="max", anon=None, rss_kib=None):
     if anon is not None:
         write(unit / "memory.stat", f"anon {anon}\nfile 4096\nkernel 8192\n")
     if rss_kib is not None:
-        write(tmp_path / "proc/self/status", f"Name:\tpython\nRssAnon:\t{rss_kib} kB\nRssFile:\t10 kB\n")
+        write(tmp_path / "proc/self/statm", statm(rss_kib))
     write(tmp_path / "proc/meminfo", "MemTotal:       2048000 kB\nMemFree:  10 kB\n")
     return MemoryProbe(tmp_path / "cg", tmp_path / "proc/self", tmp_path / "proc/meminfo")
 
@@ -74,6 +74,25 @@ def test_capacity_eviction_passes_over_an_entry_mid_turn():
     assert cache.keys() == ["a", "c"]
     cache.end_turn(a)
     assert not a.mid_turn
+
+
+def test_capacity_eviction_takes_the_least_recently_used_idle_entries_in_lru_order():
+    cache = AgentCache(max_size=3, clock=SecondsClock())
+    a, b, c = (cache.put(k, "sid-" + k, msgs(k)) for k in "abc")
+    cache.begin_turn(a)
+    cache.begin_turn(b)
+    cache.end_turn(b)  # b idle again, and now more recent than c
+    cache.put("d", "sid-d", msgs("d"))
+    assert cache.keys() == ["a", "b", "d"]  # c, the least recently used idle entry, went
+    cache.put("e", "sid-e", msgs("e"))
+    assert cache.keys() == ["a", "d", "e"]
+    cache.append(cache.peek("d"), {"role": "user", "content": "not saved"}, persisted=False)
+    cache.put("f", "sid-f", msgs("f"))
+    assert cache.keys() == ["a", "d", "f"]  # d is not persisted: e went instead
+    cache.end_turn(a)
+    cache.put("g", "sid-g", msgs("g"))
+    assert cache.keys() == ["d", "a", "g"]  # a's turn end was a use; d is still unsaved: f went
+    assert cache.stats.evictions == {"capacity": 4}
 
 
 def test_default_sizes_come_from_the_config():
@@ -246,7 +265,7 @@ def test_auto_budget_from_cgroup_v1(tmp_path):
 def test_without_a_limit_auto_is_total_ram_and_the_signal_is_the_process_rss_anon(tmp_path):
     write(tmp_path / "proc/self/cgroup", "4:memory:/\n0::/\n")
     write(tmp_path / "cg/memory/memory.limit_in_bytes", "9223372036854771712\n")  # v1 "unlimited"
-    write(tmp_path / "proc/self/status", "Name:\tpython\nRssAnon:\t    4096 kB\n")
+    write(tmp_path / "proc/self/statm", statm(4096))
     write(tmp_path / "proc/meminfo", "MemTotal:       2048 kB\n")
     probe = MemoryProbe(tmp_path / "cg", tmp_path / "proc/self", tmp_path / "proc/meminfo")
     reading = probe.read("auto")
@@ -258,6 +277,27 @@ def test_without_a_limit_auto_is_total_ram_and_the_signal_is_the_process_rss_ano
     assert (fixed.budget_bytes, fixed.used_bytes, fixed.over_budget) == (536870912, 4194304, False)
     assert probe.read("off") is None and probe.read(0) is None
 
+
+
+@pytest.mark.skipif(platform.system() != "Linux", reason="reads the real /proc")
+def test_the_process_signal_is_the_kernels_rss_anon():
+    # statm resident − shared pages is what /proc/self/status reports as RssAnon (module docstring)
+    import re
+
+    probe = MemoryProbe()
+    pairs = []
+    for _ in range(3):  # the two files are read one after the other: retry if memory moved between
+        status = (probe.proc_self / "status").read_text()
+        pairs.append((probe.process_anon(), int(re.search(r"^RssAnon:\s+(\d+) kB$", status, re.M).group(1)) * 1024))
+        if pairs[-1][0] == pairs[-1][1]:
+            break
+    assert pairs[-1][0] == pairs[-1][1], pairs
+
+
+@pytest.mark.parametrize("content", ["", "12 x 3\n", "7\n"])
+def test_an_unreadable_statm_gives_no_process_signal(tmp_path, content):
+    write(tmp_path / "proc/self/statm", content)
+    assert MemoryProbe(tmp_path / "cg", tmp_path / "proc/self", tmp_path / "proc/meminfo").process_anon() is None
 
 # ---- pressure sweep --------------------------------------------------------------------------
 

@@ -10,7 +10,7 @@ import asyncio
 from typing import Any
 
 import pytest
-from pipeline_helpers import SecondsClock
+from pipeline_helpers import SecondsClock, statm
 
 from hermes_core.agents import EchoAgent
 from hermes_core.agents.base import AgentError
@@ -197,7 +197,7 @@ async def test_housekeeping_tick_applies_the_idle_ttl_and_the_pressure_sweep(tmp
 async def test_housekeeping_tick_runs_the_pressure_sweep_with_the_configured_budget(tmp_path):
     (tmp_path / "p/self").mkdir(parents=True)
     (tmp_path / "p/self/cgroup").write_text("0::/\n")
-    (tmp_path / "p/self/status").write_text("RssAnon:\t 3072 kB\n")  # 3 MiB anonymous
+    (tmp_path / "p/self/statm").write_text(statm(3072))  # 3 MiB anonymous
     probe = MemoryProbe(tmp_path / "cg", tmp_path / "p/self", tmp_path / "p/meminfo")
     trims = []
     cache = AgentCache(memory_high_mb=2, protect_recent=0, probe=probe, trim=lambda: trims.append(1) or True)
