@@ -8,10 +8,10 @@ Durability (docs/behaviour.md §12): WAL with `synchronous = FULL`, so a write t
 disk and may be acknowledged to a platform. Throughput comes from **group commit**: a write is a
 function of the raw `sqlite3.Connection` (`await db.run(work)`, `write_one` for one statement)
 queued for the next group; the writes waiting together run in **one call to the SQLite thread**
-— `BEGIN IMMEDIATE`, each member inside a savepoint of its own (a member that raises is rolled
-back to it, the others keep their work; a group of one needs none), one `COMMIT` (one fsync for
-the whole group) — and each
-returns only after that commit. A lone write therefore costs one thread call and one fsync; writes
+— `BEGIN IMMEDIATE`, the members, one `COMMIT` (one fsync for the whole group) — and each
+returns only after that commit. A member that raises is undone alone, the others keep their work:
+the group is then rolled back and run again with each member in a savepoint of its own (only
+then: savepoints cost every write two statements more, `_group_in_thread`). A lone write therefore costs one thread call and one fsync; writes
 that arrive while a group runs form the next group, so under load one call and one fsync serve
 many writes, with no timer. If the commit fails, every member of the group raises: nothing of it
 was stored. The long, rare writes that must await between statements (merges, erasure, index
@@ -307,8 +307,9 @@ class Database:
         """One atomic, durable write: `work(conn)` runs on the SQLite thread with the raw
         `sqlite3.Connection` (statements only: no transaction control, no awaits) as a member of
         the next group transaction, and its return value is returned once that group is
-        committed. If `work` raises, its statements are undone alone (a savepoint of its own)
-        and the exception is raised here; the other members keep theirs.
+        committed. If `work` raises, its statements are undone alone (the group runs again with
+        a savepoint per member) and the exception is raised here; the other members keep theirs.
+        `work` may therefore run more than once: it must have no effect beyond its statements.
 
         The writes waiting together form one group: one call to the SQLite thread runs `BEGIN
         IMMEDIATE`, every member, and the `COMMIT` (one fsync). A write that arrives while a
@@ -410,18 +411,67 @@ class Database:
 
     def _group_in_thread(self, raw: sqlite3.Connection, works: list[Work],
                          commit: bool) -> tuple[list[tuple[bool, Any]], int]:
-        """Runs on the SQLite thread: `BEGIN IMMEDIATE`, each member in a savepoint (a lone
-        member in none), `COMMIT`.
+        """Runs on the SQLite thread: `BEGIN IMMEDIATE`, the members, `COMMIT`.
         Returns one `(ok, result or exception)` per member and how many are in the transaction.
+
+        The members first run one after the other with nothing between them: members rarely
+        fail, and a savepoint around each cost two statements more per write — at 10,000
+        sessions, with thousands of writes per group, about a tenth of the pipeline's throughput
+        (benchmarks/bench_throughput.py). Only if one raises is that transaction rolled back and
+        the group run again, each member in a savepoint of its own (`_members_one_by_one`), so
+        the failing one is undone alone. A work function is statements only (`run`): running it
+        again after a rollback repeats nothing."""
+        raw.execute("BEGIN IMMEDIATE")
+        values = self._members_at_once(raw, works) if len(works) > 1 else None
+        if values is not None:
+            outcomes, kept = [(True, value) for value in values], list(range(len(works)))
+        else:
+            if len(works) > 1:
+                if raw.in_transaction:
+                    raw.execute("ROLLBACK")
+                raw.execute("BEGIN IMMEDIATE")
+            outcomes, kept = self._members_one_by_one(raw, works)
+        if not commit:
+            return outcomes, len(kept)
+        if not kept:
+            raw.execute("ROLLBACK")
+            return outcomes, 0
+        try:
+            raw.execute("COMMIT")
+        except sqlite3.Error as exc:
+            if raw.in_transaction:
+                raw.execute("ROLLBACK")
+            failed = CommitError(f"commit of {len(kept)} write(s) to {self.describe()} failed: {exc}", exc)
+            for index in kept:
+                outcomes[index] = (False, failed)
+            return outcomes, 0
+        return outcomes, len(kept)
+
+    @staticmethod
+    def _members_at_once(raw: sqlite3.Connection, works: list[Work]) -> list[Any] | None:
+        """Each member's result, in one run with no savepoints; None as soon as one raises (the
+        transaction is then the caller's to roll back)."""
+        values = []
+        for work in works:
+            try:
+                values.append(work(raw))
+            except Exception:
+                return None
+        return values
+
+    @staticmethod
+    def _members_one_by_one(raw: sqlite3.Connection, works: list[Work]) -> tuple[list[tuple[bool, Any]], list[int]]:
+        """Each member in a savepoint of its own (a lone member in none), in the open
+        transaction: one that raises is rolled back to it and the others keep their work.
+        Returns one `(ok, result or exception)` per member and the indexes in the transaction.
         A member whose statements made SQLite roll the whole transaction back (a full disk, an
         I/O error) takes the members before it down with it: they get a CommitError, and the
         next members start a new transaction."""
-        outcomes: list[Any] = [None] * len(works)  # (ok, result or exception) per member
+        outcomes: list[Any] = [None] * len(works)
         kept: list[int] = []
         # A lone member needs no savepoint: undoing it is rolling the whole transaction back,
-        # which the end of this function does when no member is kept.
+        # which the caller does when no member is kept.
         alone = len(works) == 1
-        raw.execute("BEGIN IMMEDIATE")
         for index, work in enumerate(works):
             if not alone:
                 raw.execute("SAVEPOINT member")
@@ -444,21 +494,7 @@ class Database:
                 raw.execute("RELEASE member")
             outcomes[index] = (True, value)
             kept.append(index)
-        if not commit:
-            return outcomes, len(kept)
-        if not kept:
-            raw.execute("ROLLBACK")
-            return outcomes, 0
-        try:
-            raw.execute("COMMIT")
-        except sqlite3.Error as exc:
-            if raw.in_transaction:
-                raw.execute("ROLLBACK")
-            failed = CommitError(f"commit of {len(kept)} write(s) to {self.describe()} failed: {exc}", exc)
-            for index in kept:
-                outcomes[index] = (False, failed)
-            return outcomes, 0
-        return outcomes, len(kept)
+        return outcomes, kept
 
     async def _commit_outcomes(self, conn: aiosqlite.Connection, outcomes: list[tuple[bool, Any]],
                                kept: int) -> None:

@@ -151,7 +151,7 @@ async def test_app_creates_a_private_home_and_marker(tmp_path):
 
 
 async def test_the_gateway_raises_the_young_gc_threshold_while_it_runs_and_restores_it(tmp_path):
-    """docs/behaviour.md §12 "Garbage collection": `[core] gc_young_threshold` (default 50,000)
+    """docs/behaviour.md §12 "Garbage collection": `[core] gc_young_threshold` (default 200,000)
     at start, the older generations' thresholds kept, the previous ones back at stop."""
     import gc
 
@@ -159,7 +159,7 @@ async def test_the_gateway_raises_the_young_gc_threshold_while_it_runs_and_resto
     gc.set_threshold(700, 10, 10)
     try:
         app = await _one_turn(tmp_path)
-        assert gc.get_threshold() == (50000, 10, 10)
+        assert gc.get_threshold() == (200000, 10, 10)
         await app.stop()
         assert gc.get_threshold() == (700, 10, 10)
     finally:

@@ -222,3 +222,30 @@ async def test_reads_keep_their_results_when_the_group_cannot_begin(db, tmp_path
         other.close()
     assert read == 0
     assert type(write).__name__ == "OperationalError" and str(write) == "database is locked"
+
+
+async def test_a_group_without_failures_runs_no_savepoints_and_a_failure_runs_it_again_with_them(db):
+    # docs/behaviour.md §12: savepoints only when a member raised (then the failing one alone is undone)
+    statements: list[str] = []
+    await db.conn.set_trace_callback(statements.append)
+
+    def insert(key: str):
+        def work(conn):
+            conn.execute("INSERT INTO meta (key, value) VALUES (?, 'v')", (key,))
+            return key
+        return work
+
+    assert await asyncio.gather(*(db.run(insert(f"k{i}")) for i in range(3))) == ["k0", "k1", "k2"]
+    assert [s.split()[0] for s in statements] == ["BEGIN", "INSERT", "INSERT", "INSERT", "COMMIT"]
+    statements.clear()
+    results = await asyncio.gather(db.run(insert("a")), db.run(insert("k0")), db.run(insert("b")),
+                                   return_exceptions=True)
+    assert [r if isinstance(r, str) else str(r) for r in results] == [
+        "a", "UNIQUE constraint failed: meta.key", "b"]
+    assert [s.split()[0] for s in statements] == [
+        "BEGIN", "INSERT", "INSERT", "ROLLBACK",  # the first run stops at the duplicate key
+        "BEGIN", "SAVEPOINT", "INSERT", "RELEASE", "SAVEPOINT", "INSERT", "ROLLBACK", "RELEASE",
+        "SAVEPOINT", "INSERT", "RELEASE", "COMMIT"]
+    await db.conn.set_trace_callback(None)
+    assert [r[0] for r in await db.fetchall("SELECT key FROM meta ORDER BY key")] == ["a", "b", "k0", "k1", "k2"]
+    assert (db.commits, db.writes) == (2, 5)
