@@ -28,8 +28,8 @@ the time until the last one in flight at the deadline was done (in both variants
 `--repeat` rounds so a noisy neighbour hits both alike; figures are the rounds' means.
 
 Run: `.venv/bin/python benchmarks/bench_throughput.py [--seconds 5] [--sessions 1 100 10000]
-[--repeat 1] [--dir DIR]` (total wall time with the defaults on the 2-core machine: about 70 s
-with the pipeline at ~870 msg/s at 10,000 sessions, most of it creating those sessions and their
+[--repeat 1] [--dir DIR]` (total wall time with the defaults on the 2-core machine: about 60 s
+with the pipeline at ~1,500 msg/s at 10,000 sessions, most of it creating those sessions and their
 first round of messages, each 10,000 / the pipeline's msg/s. At 10,000 sessions one round of the
 loops outlasts 5 s, so `--seconds 20` gives a steadier figure there).
 Homes are created under `--dir`, default the system temp folder: use a real disk, not tmpfs,
