@@ -431,6 +431,9 @@ class GatewayApp:
 
     async def _teardown(self) -> None:
         self.ready = False
+        if self._gc_before is not None:  # first: a later step that raises must not leave it tuned
+            gc.set_threshold(*self._gc_before)
+            self._gc_before = None
         if self._status is not None:
             await self._status.stop()  # the last snapshot, while the store is still open
             self._status = None
@@ -458,9 +461,6 @@ class GatewayApp:
         if self._undo_log_redaction is not None:
             self._undo_log_redaction()
             self._undo_log_redaction = None
-        if self._gc_before is not None:
-            gc.set_threshold(*self._gc_before)
-            self._gc_before = None
 
     async def _abort(self) -> None:
         self._stopped = True

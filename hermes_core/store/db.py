@@ -148,12 +148,18 @@ async def _to_the_end(work: Awaitable[Any]) -> Any:
 
 def _settle(members: list[tuple[Work, asyncio.Future]], outcomes: list[tuple[bool, Any]]) -> None:
     """Give each waiting future its `(ok, result or exception)`; futures already done (their
-    caller was cancelled meanwhile) are passed over."""
+    caller was cancelled meanwhile) are passed over. A StopIteration (a work function's `next()`
+    on an empty result) is raised as a RuntimeError, as PEP 479 does for generators: a future
+    refuses it, and the other futures of the call would never be answered."""
     for (_, future), (ok, value) in zip(members, outcomes):
         if future.done():
             continue
         if ok:
             future.set_result(value)
+        elif isinstance(value, StopIteration):
+            error = RuntimeError(f"a state.db work function raised StopIteration: {value!r}")
+            error.__cause__ = value
+            future.set_exception(error)
         else:
             future.set_exception(value)
 
@@ -449,13 +455,17 @@ class Database:
 
     @staticmethod
     def _members_at_once(raw: sqlite3.Connection, works: list[Work]) -> list[Any] | None:
-        """Each member's result, in one run with no savepoints; None as soon as one raises (the
-        transaction is then the caller's to roll back)."""
+        """Each member's result, in one run with no savepoints; None as soon as one raises or the
+        transaction is no longer open (SQLite rolled it back itself — a full disk, an I/O error —
+        under a member that caught the error: the next members must not run outside it, each
+        committed on its own). The transaction is then the caller's to roll back."""
         values = []
         for work in works:
             try:
                 values.append(work(raw))
             except Exception:
+                return None
+            if not raw.in_transaction:
                 return None
         return values
 

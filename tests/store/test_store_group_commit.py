@@ -249,3 +249,41 @@ async def test_a_group_without_failures_runs_no_savepoints_and_a_failure_runs_it
     await db.conn.set_trace_callback(None)
     assert [r[0] for r in await db.fetchall("SELECT key FROM meta ORDER BY key")] == ["a", "b", "k0", "k1", "k2"]
     assert (db.commits, db.writes) == (2, 5)
+
+
+async def test_members_after_sqlite_rolled_the_group_back_do_not_run_outside_it(db):
+    # A member that swallows the error of a statement that made SQLite roll the whole transaction
+    # back (INSERT OR ROLLBACK here, a full disk in practice): the next members must not be
+    # committed one by one outside the group while every caller is told nothing was stored.
+    import sqlite3
+
+    await db.write_one("INSERT INTO meta (key, value) VALUES ('taken', 'v')")
+
+    def insert(key: str):
+        return lambda conn: conn.execute("INSERT INTO meta (key, value) VALUES (?, 'v')", (key,)) and key
+
+    def swallowing(conn) -> str:
+        try:
+            conn.execute("INSERT OR ROLLBACK INTO meta (key, value) VALUES ('taken', 'again')")
+        except sqlite3.IntegrityError:
+            pass
+        return "swallowed"
+
+    results = await asyncio.gather(db.run(insert("a")), db.run(swallowing), db.run(insert("b")),
+                                   return_exceptions=True)
+    stored = [r[0] for r in await db.fetchall("SELECT key FROM meta ORDER BY key")]
+    # whatever the callers were told matches what is stored: nothing claimed lost was kept (the
+    # group's re-run with savepoints finds its savepoint gone and fails as a whole)
+    assert stored == ["taken"]
+    assert [str(r) for r in results] == ["no such savepoint: member"] * 3
+
+
+async def test_a_work_function_raising_stopiteration_fails_alone(db):
+    def empty_next(conn):
+        return next(iter(conn.execute("SELECT key FROM meta").fetchall()))
+
+    results = await asyncio.wait_for(asyncio.gather(
+        db.read(empty_next), db.fetchval("SELECT COUNT(*) FROM meta"),
+        db.write_one("INSERT INTO meta (key, value) VALUES ('k', 'v')"), return_exceptions=True), 5)
+    assert str(results[0]) == "a state.db work function raised StopIteration: StopIteration()"
+    assert results[1] == 0 and results[2].rowcount == 1
