@@ -413,6 +413,13 @@ class Database:
         try:
             return read_outcomes, (True, self._group_in_thread(raw, works, commit))
         except Exception as exc:
+            # Failed as a whole (e.g. a statement of the re-run): leave no transaction open for
+            # the next call's reads and group.
+            if raw.in_transaction:
+                try:
+                    raw.execute("ROLLBACK")
+                except sqlite3.Error:
+                    log.exception("state.db: rolling back a failed group failed")
             return read_outcomes, (False, exc)
 
     def _group_in_thread(self, raw: sqlite3.Connection, works: list[Work],

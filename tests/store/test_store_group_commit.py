@@ -276,6 +276,9 @@ async def test_members_after_sqlite_rolled_the_group_back_do_not_run_outside_it(
     # group's re-run with savepoints finds its savepoint gone and fails as a whole)
     assert stored == ["taken"]
     assert [str(r) for r in results] == ["no such savepoint: member"] * 3
+    assert db.conn.in_transaction is False  # the next group starts clean
+    await db.write_one("INSERT INTO meta (key, value) VALUES ('after', 'v')")
+    assert [r[0] for r in await db.fetchall("SELECT key FROM meta ORDER BY key")] == ["after", "taken"]
 
 
 async def test_a_work_function_raising_stopiteration_fails_alone(db):
