@@ -164,6 +164,11 @@ def _settle(members: list[tuple[Work, asyncio.Future]], outcomes: list[tuple[boo
             future.set_exception(value)
 
 
+def _fail(members: list[tuple[Work, asyncio.Future]], exc: BaseException) -> None:
+    """`_settle` with the same exception for every member."""
+    _settle(members, [(False, exc)] * len(members))
+
+
 class WriteResult(NamedTuple):
     """What one write statement did (`write_one`): rows changed, and the rowid it inserted."""
 
@@ -205,7 +210,7 @@ class Database:
         # Serialises the connection between tasks: the flusher's thread call, a `write()` block, `execute`.
         self._lock = asyncio.Lock()
         # Writes waiting for the next group, and reads for the next call: (work, future of its result).
-        self._waiting: list[tuple[Work, asyncio.Future]] = []
+        self._writes: list[tuple[Work, asyncio.Future]] = []
         self._reads: list[tuple[Work, asyncio.Future]] = []
         self._flusher: asyncio.Task | None = None
         self.commits = 0
@@ -330,7 +335,7 @@ class Database:
         """
         # A caller cancelled before its group began is left out of it; once the group runs, the
         # write is committed with it even if the caller no longer waits.
-        return await self._enqueue(self._waiting, work)
+        return await self._enqueue(self._writes, work)
 
     async def _enqueue(self, queue: list[tuple[Work, asyncio.Future]], work: Work) -> Any:
         """Queue `work` for the flusher's next call (starting the flusher) and await its result."""
@@ -346,13 +351,13 @@ class Database:
         """Run the waiting reads and writes, one thread call after another, until none is left
         (module docstring)."""
         try:
-            while self._waiting or self._reads:
+            while self._writes or self._reads:
                 async with self._lock:
                     reads = [r for r in self._reads if not r[1].cancelled()]
                     self._reads = []
-                    live = [m for m in self._waiting if not m[1].cancelled()]
+                    live = [m for m in self._writes if not m[1].cancelled()]
                     members = live if self.GROUP_COMMIT else live[:1]
-                    self._waiting = live[len(members):]  # later arrivals form the next group
+                    self._writes = live[len(members):]  # later arrivals form the next group
                     if reads or members:
                         await self._run_call(reads, members)
         finally:
@@ -369,7 +374,7 @@ class Database:
                 self._call_in_thread, conn._conn, [work for work, _ in reads],
                 [work for work, _ in members], self._COMMIT_IN_THREAD)
         except BaseException as exc:
-            _settle(reads + members, [(False, exc)] * (len(reads) + len(members)))
+            _fail(reads + members, exc)
             if not isinstance(exc, Exception):
                 raise
             return
@@ -377,16 +382,17 @@ class Database:
         if group is None:
             return
         ok, value = group
+        if not ok:
+            _fail(members, value)
+            return
+        outcomes, kept = value
         try:
-            if not ok:
-                raise value
-            outcomes, kept = value
             if not self._COMMIT_IN_THREAD and kept:
                 await self._commit_outcomes(conn, outcomes, kept)
             elif not self._COMMIT_IN_THREAD:
                 await self._rollback(conn)
         except BaseException as exc:
-            _settle(members, [(False, exc)] * len(members))
+            _fail(members, exc)
             if not isinstance(exc, Exception):
                 raise
             return
@@ -415,12 +421,17 @@ class Database:
         except Exception as exc:
             # Failed as a whole (e.g. a statement of the re-run): leave no transaction open for
             # the next call's reads and group.
-            if raw.in_transaction:
-                try:
-                    raw.execute("ROLLBACK")
-                except sqlite3.Error:
-                    log.exception("state.db: rolling back a failed group failed")
+            try:
+                self._rollback_in_thread(raw)
+            except sqlite3.Error:
+                log.exception("state.db: rolling back a failed group failed")
             return read_outcomes, (False, exc)
+
+    @staticmethod
+    def _rollback_in_thread(raw: sqlite3.Connection) -> None:
+        """Roll the open transaction back, if SQLite has not already done so."""
+        if raw.in_transaction:
+            raw.execute("ROLLBACK")
 
     def _group_in_thread(self, raw: sqlite3.Connection, works: list[Work],
                          commit: bool) -> tuple[list[tuple[bool, Any]], int]:
@@ -438,10 +449,9 @@ class Database:
         values = self._members_at_once(raw, works) if len(works) > 1 else None
         if values is not None:
             outcomes, kept = [(True, value) for value in values], list(range(len(works)))
-        else:
+        else:  # a lone member, or the run above stopped: its transaction is undone first
             if len(works) > 1:
-                if raw.in_transaction:
-                    raw.execute("ROLLBACK")
+                self._rollback_in_thread(raw)
                 raw.execute("BEGIN IMMEDIATE")
             outcomes, kept = self._members_one_by_one(raw, works)
         if not commit:
@@ -452,8 +462,7 @@ class Database:
         try:
             raw.execute("COMMIT")
         except sqlite3.Error as exc:
-            if raw.in_transaction:
-                raw.execute("ROLLBACK")
+            self._rollback_in_thread(raw)
             failed = CommitError(f"commit of {len(kept)} write(s) to {self.describe()} failed: {exc}", exc)
             for index in kept:
                 outcomes[index] = (False, failed)
