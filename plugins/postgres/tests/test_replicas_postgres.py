@@ -84,6 +84,14 @@ def live_leases(dsn: str, pid: int) -> int:
                             (f"%:{pid}:%",)).fetchone()[0]
 
 
+def open_work(dsn: str) -> int:
+    """Inbound messages not yet done plus delivery obligations not yet settled, on every replica."""
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        return conn.execute("SELECT (SELECT count(*) FROM inbound WHERE state <> 'done') + "
+                            "(SELECT count(*) FROM delivery_obligations "
+                            "WHERE state IN ('pending', 'attempting', 'failed'))").fetchone()[0]
+
+
 def transcripts(dsn: str) -> dict[str, list[tuple[str, str]]]:
     """`{chat id: [(role, content)]}` of the active rows, in order."""
     with psycopg.connect(dsn, autocommit=True) as conn:
@@ -179,6 +187,9 @@ async def test_a_single_receiver_platform_polls_on_one_replica_and_moves_when_it
             platform.push(f"s{i}-m0", f"chat{i}", f"hello s{i}-m0")
         await until(lambda: len(platform.sent) == 10, "the first ten answers")
         assert {s.replica for s in platform.sent} == {receiver}
+        # The receiver dies between turns here, not mid-delivery (that case, with its labelled
+        # duplicate, is the test above): a send the fake platform saw may not be recorded yet.
+        await until(lambda: open_work(pg_dsn) == 0, "the first ten turns settled in the database")
         procs[receiver].send_signal(signal.SIGKILL)
         await procs[receiver].wait()
         for i in range(10):
