@@ -25,6 +25,7 @@ Kinds of queued jobs (`Job.kind`):
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections import deque
 from dataclasses import dataclass, field
@@ -55,6 +56,33 @@ DROPPED_TEXT = "Dropped {count} queued message(s)."
 ALBUM_WINDOW_S = 0.5
 
 
+@dataclass(slots=True, eq=False)
+class Acceptance:
+    """The durable acceptance of a message folded into the write that begins its turn (its
+    session was idle: docs/behaviour.md §12). `event`: the event as `store.accept_inbound_event`
+    takes it; `result`: what `GatewayRunner.handle` waits for — the intake id once that write
+    committed (None: a duplicate, nothing written), or the exception that kept it from being
+    stored (the adapter must not acknowledge the platform then)."""
+
+    event: dict[str, Any]
+    result: asyncio.Future
+
+    @property
+    def pending(self) -> bool:
+        """Neither stored nor refused yet."""
+        return not self.result.done()
+
+    def accepted(self, inbound_id: int | None) -> None:
+        """The write committed: `inbound_id` is the intake row (None: a duplicate)."""
+        if self.pending:
+            self.result.set_result(inbound_id)
+
+    def failed(self, exc: BaseException) -> None:
+        """The message was not stored: `handle` raises `exc`."""
+        if self.pending:
+            self.result.set_exception(exc)
+
+
 @dataclass(slots=True)
 class Job:
     """One unit of work of a session worker.
@@ -81,6 +109,8 @@ class Job:
         finished: intake rows the job's own writes already finished (the turn's row with its
             reply, merged parts with the merge, steered follow-ups with their record), so the
             end of the job does not write them again.
+        acceptance: set while the job's message is not stored yet: its turn's first write
+            accepts it (`Acceptance`), and `inbound_id` is set then.
     """
 
     event: MessageEvent | None
@@ -98,6 +128,7 @@ class Job:
     steered: list[tuple[MessageEvent, int | None]] = field(default_factory=list)
     finished: set[int] = field(default_factory=set)
     queued_at: float = field(default_factory=time.monotonic)
+    acceptance: Acceptance | None = None
 
     @property
     def human(self) -> bool:

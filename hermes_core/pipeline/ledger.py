@@ -10,7 +10,7 @@ already) with `RECOVERED_PREFIX`, a 'pending' or 'failed' one plainly.
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import Any, Callable, Coroutine
 
 from ..model.source import SessionSource
 from ..store.ledger import MAX_AGE_S, MAX_ATTEMPTS, recovered_text
@@ -21,12 +21,18 @@ log = logging.getLogger(__name__)
 
 async def send_obligation(deps: PipelineDeps, obligation_id: int, target: SessionSource, text: str, *,
                           session_key: str, session_id: str | None, reply_to: str | None,
-                          kind: str = "reply", attempting: bool = False) -> bool:
+                          kind: str = "reply", attempting: bool = False,
+                          detach: Callable[[Coroutine[Any, Any, None]], None] | None = None) -> bool:
     """Send obligation `obligation_id` (`text` to `target`) and record the outcome.
 
     Args:
         attempting: the obligation was recorded 'attempting' with this attempt counted (the
             live path, `store.record_reply(sending=True)`): no write before the send.
+        detach: runs a coroutine as a tracked background task (`GatewayRunner`): the outcome is
+            then recorded there and this returns once the send is done, so the session's next
+            write need not wait for that commit (docs/behaviour.md §12). A crash before it
+            commits is a crash during the send (re-sent once, labelled, §6); a failure to record
+            it is logged. None: recorded before this returns.
 
     Returns:
         True when delivered. A missing adapter or a failed send leaves it 'failed' (retried at
@@ -41,8 +47,21 @@ async def send_obligation(deps: PipelineDeps, obligation_id: int, target: Sessio
         await store.start_delivery(obligation_id)
     outcome = await deps.deliverer.deliver(adapter, target, text, session_key=session_key,
                                            session_id=session_id, reply_to=reply_to, kind=kind)
-    await store.finish_delivery(obligation_id, outcome.delivered, outcome.error, sent_ids=outcome.message_ids)
+    record = store.finish_delivery(obligation_id, outcome.delivered, outcome.error, sent_ids=outcome.message_ids)
+    if detach is None:
+        await record
+    else:
+        detach(_logged(record, obligation_id, session_key))
     return outcome.delivered
+
+
+async def _logged(record: Coroutine[Any, Any, None], obligation_id: int, session_key: str) -> None:
+    try:
+        await record
+    except Exception as exc:
+        log.error("obligation %s of %s was sent but its outcome could not be recorded (%s); the next start "
+                  "sends it again, labelled as a possible duplicate", obligation_id, session_key,
+                  " ".join(str(exc).split()))
 
 
 async def redeliver(deps: PipelineDeps, ob: dict[str, Any]) -> str:

@@ -5,7 +5,10 @@ docs/behaviour.md §0, §5).
 (`store.record_aliases`, before the key is built), persists it durably (the whole event, in the
 same write as its dedupe id: `store.accept_inbound_event`) and places it in its session's queue
 (`busy.SessionQueue`); it returns once the message is durable, so an adapter may acknowledge the
-platform. Each session key has at most one worker task, which runs that session's jobs one at a
+platform. A plain message for an idle session is accepted in the transaction that begins its
+turn instead (`_folds`; docs/behaviour.md §12 "Three commits per message"): `handle` then waits
+for that write, and a duplicate found there ends the turn with nothing written. Each session key
+has at most one worker task, which runs that session's jobs one at a
 time: different sessions run concurrently, and an exception in one job is reported to its chat
 and logged without stopping that worker or any other. When a job ends (turn completed, failed,
 interrupted, or the message refused) its intake rows are finished; a job that never ran
@@ -54,10 +57,10 @@ from typing import Any, Awaitable, Callable
 
 from ..model.events import INTERNAL as INTERNAL_KIND
 from ..model.events import MessageEvent, event_from_dict, event_to_dict
-from ..store import is_disk_full
+from ..store import StoreError, is_disk_full
 from ..store.backend import LeaseLostError, lease_scope
 from . import commands
-from .busy import COMMAND, CONTROL, INTERNAL, STEERED_TEXT, TURN, Job, SessionQueue
+from .busy import COMMAND, CONTROL, INTERNAL, STEERED_TEXT, TURN, Acceptance, Job, SessionQueue
 from .placement import ANSWER_NOW, CLEAR_SLOT, FRONT, HAND_TO_TURN, MERGE, MODES, Placement, place
 from .deps import PipelineDeps, maybe_await
 from .ledger import redeliver
@@ -155,12 +158,19 @@ class GatewayRunner:
             if entry is not None:
                 event = replace(event, bound_session_id=entry.session_id)
         # Dedupe before anything else answers: a redelivery gets nothing, not even a notice.
-        inbound_id = await self.deps.store.accept_inbound_event(key, event_to_dict(event))
+        folded = self._folds(key, event)
+        if folded:
+            inbound_id = await self._accept_in_turn(key, event)
+        else:
+            await self._after_folded_acceptance(key)
+            inbound_id = await self.deps.store.accept_inbound_event(key, event_to_dict(event))
         if inbound_id is None:
             log.info("duplicate message %s in %s ignored", event.message_id, key)
             self.deps.metrics.message(event.source.platform, "deduplicated")
             return
         self.deps.metrics.message(event.source.platform, "accepted")
+        if folded:
+            return  # its turn is running
         if self._closed:
             # Durable but not run now: the adapter may acknowledge it, the next start replays it.
             log.warning("message from %s arrived while shutting down; kept for the next start",
@@ -169,6 +179,39 @@ class GatewayRunner:
         if self.admit is not None and not await self.admit(key, inbound_id):
             return  # durable; the session's holder (or the takeover just queued) runs it
         await self._place(key, event, inbound_id, live=True)
+
+    def _folds(self, key: str, event: MessageEvent) -> bool:
+        """True when `event` is accepted in the transaction that begins its turn (docs/behaviour.md
+        §12: one commit less per message) rather than in a write of its own first: a plain
+        message for an idle session of this process (no job queued or running, nothing to tell
+        or reset first), where the turn starting at once is exactly what its placement would
+        decide. A command, wake-up, album part or over-long message is accepted first."""
+        return (self.admit is None and self._gate.is_set() and not self._closed and key not in self._workers
+                and not event.is_command and not event.is_internal and not event.media
+                and len(event.text or "") <= self.deps.config.core.max_input_chars
+                and self.deps.store.continues_plainly(key))
+
+    async def _accept_in_turn(self, key: str, event: MessageEvent) -> int | None:
+        """Start `event`'s turn with its acceptance folded into the turn's first write and wait
+        for that write. Returns the intake id, or None for a duplicate (nothing was stored and
+        the turn ends there). Raises what kept it from being stored (nothing accepted)."""
+        acceptance = Acceptance(event_to_dict(event), asyncio.get_running_loop().create_future())
+        await self._place(key, event, None, live=True, acceptance=acceptance)
+        return await acceptance.result
+
+    async def _after_folded_acceptance(self, key: str) -> None:
+        """Wait while a message of `key` is being accepted with its turn (`_accept_in_turn`), so
+        that this one is accepted after it: intake ids keep arrival order, and a second copy of
+        that message is found a duplicate (never placed behind it, interrupting it or told it is
+        queued). Its outcome is that message's own caller's: nothing is raised here."""
+        worker = self._workers.get(key)
+        if worker is None:
+            return
+        jobs = (worker.current, *worker.queue.jobs)
+        waiting = [job.acceptance.result for job in jobs
+                   if job is not None and job.acceptance is not None and job.acceptance.pending]
+        if waiting:
+            await asyncio.wait(waiting)
 
     def placed(self, inbound_id: int, *, or_reserved: bool = True) -> bool:
         """True when intake row `inbound_id` was placed in a queue of this runner (and its job
@@ -210,7 +253,7 @@ class GatewayRunner:
         return None
 
     async def _place(self, key: str, event: MessageEvent, inbound_id: int | None, *, live: bool,
-                     sealed: bool = False) -> None:
+                     sealed: bool = False, acceptance: Acceptance | None = None) -> None:
         """Put one accepted event into `key`'s queue: `placement.place` decides, this applies it
         (module docstring).
 
@@ -218,6 +261,8 @@ class GatewayRunner:
             live: a message arriving now (may interrupt, acknowledge, answer at once); False for
                 the start-up replay, which only rebuilds the queue in arrival order.
             sealed: a burst that was already merged before a restart (never merged again).
+            acceptance: `event` is not stored yet; its turn's first write accepts it (`_folds`
+                holds, so it is appended as a turn of an idle session).
         """
         worker = self._workers.get(key)
         if worker is None:
@@ -247,7 +292,7 @@ class GatewayRunner:
                 ack = where.fallback_ack
             turn_event = replace(event, text=where.text) if where.text is not None else event
             queue.append(Job(turn_event, kind=where.kind, notice=where.notice, inbound_id=inbound_id,
-                             from_queue=where.from_queue, sealed=where.sealed))
+                             from_queue=where.from_queue, sealed=where.sealed, acceptance=acceptance))
         if where.interrupt:
             self._interrupt(key, worker)
         if ack is not None:
@@ -487,6 +532,8 @@ class GatewayRunner:
                     self._placed.difference_update(job.inbound_ids)
                     log.error("%s; the job in %s is abandoned to the session's holder", exc, key)
                 except Exception as exc:  # isolation: report, keep this worker and the others going
+                    if self._not_accepted(key, job, exc):
+                        continue
                     if is_disk_full(exc):  # one line, not a traceback per message (docs/behaviour.md §12)
                         log.error("job failed in %s: disk full (%s)", key, " ".join(str(exc).split()))
                     else:
@@ -499,11 +546,23 @@ class GatewayRunner:
                     await self._finish_ids(job.open_inbound_ids)
                 finally:
                     worker.current = None
+                    self._not_accepted(key, job, StoreError("the gateway stopped before the message was stored"))
         finally:
             # No await between the emptiness check above and this removal, so no job is stranded.
             if self._workers.get(key) is worker:
                 del self._workers[key]
             self._update_idle()
+
+    @staticmethod
+    def _not_accepted(key: str, job: Job, exc: BaseException) -> bool:
+        """When `job`'s message was never stored (its folded acceptance did not commit), make
+        `handle` raise `exc` — the adapter does not acknowledge, the platform delivers it again —
+        and return True: nothing is told to the chat and no intake row is left to finish."""
+        if job.acceptance is None or not job.acceptance.pending:
+            return False
+        log.warning("message in %s not accepted: %s", key, " ".join(str(exc).split()) or type(exc).__name__)
+        job.acceptance.failed(exc)
+        return True
 
     async def _finish_ids(self, inbound_ids: list[int]) -> None:
         for inbound_id in inbound_ids:
@@ -557,8 +616,18 @@ class GatewayRunner:
             if inbound_id is not None:
                 job.finished.add(inbound_id)
 
+        def accepted(new_id: int | None) -> None:  # the turn's first write accepted the message
+            nonlocal inbound_id
+            inbound_id = job.inbound_id = new_id
+            if new_id is not None:
+                self._placed.add(new_id)
+            job.acceptance.accepted(new_id)
+
+        acceptance = job.acceptance
         result = await run_turn(self.deps, key, event, inbound_id=inbound_id, as_recorded=as_recorded,
-                                steered=job.steered, on_answered=answered)
+                                steered=job.steered, on_answered=answered,
+                                accept_event=acceptance.event if acceptance is not None and acceptance.pending else None,
+                                on_accepted=accepted, detach=self._side_task)
         job.finished.update(i for _, i in job.steered[:result.steered_used] if i is not None)
         leftover = job.steered[result.steered_used:]
         if leftover:

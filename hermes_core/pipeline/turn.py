@@ -4,8 +4,9 @@ key → session → transcript (user message + turn marker + intake row 'running
 → agent (history from the transcript) → transcript (assistant reply) + delivery obligation
 ('attempting') + end of the turn marker + token counters + intake row finished + (a completed
 turn) `resume_pending` cleared (one transaction) → send the obligation → 'delivered' / 'failed'.
-With the durable acceptance before it, a message costs four commits, each one call to the SQLite
-thread (docs/behaviour.md §12).
+A message costs three commits, each one call to the SQLite thread, the last one off the session's
+path: its durable acceptance shares the first (a busy session's message has a commit of its own
+before them) (docs/behaviour.md §12 "Three commits per message, two in a row").
 
 A crash before the reply is recorded leaves a marked turn without a reply: start-up marks the
 session `resume_pending` and auto-continues it (`resume=True` here). A crash after it leaves an
@@ -54,6 +55,9 @@ log = logging.getLogger(__name__)
 # Pauses between attempts to write a reply while the disk is full (seconds, doubling up to the cap).
 FULL_DISK_FIRST_RETRY_S = 0.5
 FULL_DISK_MAX_RETRY_S = 30.0
+# The status of a turn whose message turned out to be a duplicate when its acceptance was folded
+# into the turn's first write (`run_turn(accept_event=)`): nothing was recorded.
+DUPLICATE = "duplicate"
 
 
 async def _until_written(key: str, what: str, write: Callable[[], Awaitable[Any]]) -> Any:
@@ -126,7 +130,10 @@ def _log_turn(deps: PipelineDeps, key: str, platform: str, outcome: str, seconds
 async def run_turn(deps: PipelineDeps, key: str, event: MessageEvent, *, inbound_id: int | None = None,
                    resume: bool = False, as_recorded: bool = False,
                    steered: list[tuple[MessageEvent, int | None]] | None = None,
-                   on_answered: Callable[[], None] | None = None) -> TurnResult:
+                   on_answered: Callable[[], None] | None = None,
+                   accept_event: dict[str, Any] | None = None,
+                   on_accepted: Callable[[int | None], None] | None = None,
+                   detach: Callable[[Any], None] | None = None) -> TurnResult:
     """Run one turn for `event` in session `key` and deliver the answer; the turn is counted
     (`hermes_turns_total`, its duration) and logged in one structured line whatever its outcome
     (`error`: an exception, `cancelled`: the task was cancelled, e.g. by the shutdown drain).
@@ -143,6 +150,14 @@ async def run_turn(deps: PipelineDeps, key: str, event: MessageEvent, *, inbound
             list may grow meanwhile); those the agent took are recorded after the user message.
         on_answered: called once the turn's outcome is recorded (reply, delivery obligation and
             `inbound_id` finished): from then on there is nothing left to interrupt, only the send.
+        accept_event: `event` is not stored yet (instead of `inbound_id`): the write of the user
+            message accepts it (`store.begin_turn(accept_event=)`, docs/behaviour.md §12); that
+            write is not retried on a full disk (the adapter must not acknowledge what was not
+            stored: its error propagates). `on_accepted(inbound_id)` is called once it committed;
+            None there is a duplicate: the turn ends with status `duplicate`, nothing recorded,
+            counted or logged as a turn.
+        detach: runs a coroutine as a tracked background task: the reply's 'delivered' mark is
+            recorded there (`ledger.send_obligation(detach=)`), off the session's path.
 
     After a completed turn whose prompt exceeded the configured share of the context window, the
     transcript is compressed (`compression`; docs/behaviour.md §11). The first turn after `/new` or
@@ -154,24 +169,28 @@ async def run_turn(deps: PipelineDeps, key: str, event: MessageEvent, *, inbound
     started, outcome, usage = time.monotonic(), "error", None
     try:
         result = await _run_turn(deps, key, event, inbound_id=inbound_id, resume=resume, as_recorded=as_recorded,
-                                 steered=steered, on_answered=on_answered)
+                                 steered=steered, on_answered=on_answered, accept_event=accept_event,
+                                 on_accepted=on_accepted, detach=detach)
         outcome, usage = result.status, result.usage
         return result
     except asyncio.CancelledError:
         outcome = "cancelled"
         raise
     finally:
-        platform = event.source.platform
-        seconds = time.monotonic() - started
-        deps.metrics.turn(platform, outcome, seconds)
-        if resume and outcome != "nothing_to_resume":
-            deps.metrics.resume(platform)
-        _log_turn(deps, key, platform, outcome, seconds, usage, resume)
+        if outcome != DUPLICATE:  # not a turn: the runner counts the message as deduplicated
+            platform = event.source.platform
+            seconds = time.monotonic() - started
+            deps.metrics.turn(platform, outcome, seconds)
+            if resume and outcome != "nothing_to_resume":
+                deps.metrics.resume(platform)
+            _log_turn(deps, key, platform, outcome, seconds, usage, resume)
 
 
 async def _run_turn(deps: PipelineDeps, key: str, event: MessageEvent, *, inbound_id: int | None,
                     resume: bool, as_recorded: bool, steered: list[tuple[MessageEvent, int | None]] | None,
-                    on_answered: Callable[[], None] | None) -> TurnResult:
+                    on_answered: Callable[[], None] | None, accept_event: dict[str, Any] | None,
+                    on_accepted: Callable[[int | None], None] | None, detach: Callable[[Any], None] | None
+                    ) -> TurnResult:
     store, source = deps.store, event.source
     adapter = deps.adapters[source.platform]
     entry = await store.get_or_create_session(source)
@@ -203,8 +222,15 @@ async def _run_turn(deps: PipelineDeps, key: str, event: MessageEvent, *, inboun
         # Record the message (and the turn marker) before anything else can fail (docs/behaviour.md §0);
         # on a full disk it waits for room like the reply (its intake row stays open meanwhile).
         user_row, recorded_user = _as_stored(user_message, deps.clock)
-        await _until_written(key, "user message", lambda: store.begin_turn(
-            key, entry.session_id, user_row, inbound_id=inbound_id))
+        if accept_event is not None:
+            inbound_id = await store.begin_turn(key, entry.session_id, user_row, accept_event=accept_event)
+            if on_accepted is not None:
+                on_accepted(inbound_id)
+            if inbound_id is None:
+                return TurnResult(status=DUPLICATE, session_id=entry.session_id, reply="")
+        else:
+            await _until_written(key, "user message", lambda: store.begin_turn(
+                key, entry.session_id, user_row, inbound_id=inbound_id))
         live = await _live_transcript(deps, key, entry.session_id, recorded_user)
         cache.begin_turn(live)
         # The agent gets the live list itself (no copy): the user message just recorded joins
@@ -216,7 +242,7 @@ async def _run_turn(deps: PipelineDeps, key: str, event: MessageEvent, *, inboun
     try:
         result, prompt_tokens = await _answer(deps, key, source, entry, context, adapter, live, history, text,
                                               recorded_user, reply_to=reply_to, internal=internal,
-                                              inbound_id=inbound_id, on_answered=on_answered,
+                                              inbound_id=inbound_id, on_answered=on_answered, detach=detach,
                                               steered=steered if steered is not None else [])
     except BaseException:
         # A failed store write or a cancelled turn: the live transcript may no longer match
@@ -257,7 +283,8 @@ async def _answer(deps: PipelineDeps, key: str, source, entry, context, adapter,
                   text: str, recorded_user: dict | None, *, reply_to: str | None, internal: bool,
                   inbound_id: int | None,
                   steered: list[tuple[MessageEvent, int | None]],
-                  on_answered: Callable[[], None] | None = None) -> tuple[TurnResult, int]:
+                  on_answered: Callable[[], None] | None = None,
+                  detach: Callable[[Any], None] | None = None) -> tuple[TurnResult, int]:
     """The rest of the turn once the user message is recorded: agent, reply, delivery.
     Returns the TurnResult and the prompt tokens the agent reported (0 when it did not answer)."""
     store, cache = deps.store, deps.agent_cache
@@ -324,7 +351,7 @@ async def _answer(deps: PipelineDeps, key: str, source, entry, context, adapter,
     if ob_id is not None:
         await send_obligation(deps, ob_id, source, owed, session_key=key, session_id=entry.session_id,
                               reply_to=reply_to, kind="reply" if status == "completed" else "notice",
-                              attempting=True)
+                              attempting=True, detach=detach)
     if status == "completed":
         if deps.on_turn_completed is not None:
             await maybe_await(deps.on_turn_completed(key))

@@ -20,7 +20,7 @@ from typing import Iterable, Iterator, Protocol, Sequence, runtime_checkable
 
 from ..model import SessionEntry, TokenUsage
 from .db import StoreError
-from .records import (AliasRow, IntakeRow, MessageRow, NewObligation, Obligation, SearchHit, SessionRow,
+from .records import (AliasRow, IntakeRow, MessageRow, NewIntake, NewObligation, Obligation, SearchHit, SessionRow,
                       SessionSummary, StoredMessage, TurnMarker)
 
 
@@ -114,10 +114,12 @@ class StoreBackend(Protocol):
         session row (`rewind_count`), in one transaction; docs/behaviour.md §2 return value."""
 
     async def begin_turn(self, session_key: str, session_id: str, row: MessageRow, started_ts: float,
-                         inbound_id: int | None = None) -> None:
+                         inbound_id: int | None = None, accept: NewIntake | None = None) -> int | None:
         """Append the user row and set the key's turn marker together (and move intake row
-        `inbound_id` from 'pending' to 'running'). Raises StoreError when the key has no route
-        (nothing is written)."""
+        `inbound_id` from 'pending' to 'running'). With `accept`, the message is accepted in the
+        same transaction, its intake row written 'running' at once: returns its intake id, or None
+        for a duplicate of its dedupe id (then nothing is written). Without it returns
+        `inbound_id`. Raises StoreError when the key has no route (nothing is written)."""
 
     async def resume_turn(self, session_key: str, session_id: str, started_ts: float) -> StoredMessage | None:
         """When the session's last active user row has no assistant row after it, set the key's

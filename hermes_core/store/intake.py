@@ -4,7 +4,9 @@ is durable: it lives in the inbound table and survives a restart in order"). Mix
 
 Life of an intake row: `accept_inbound_event` persists the whole event as 'pending' in the same
 write as its dedupe id, before the adapter acknowledges the platform; `begin_turn(...,
-inbound_id=)` moves it to 'running' in the transaction that records the user message;
+inbound_id=)` moves it to 'running' in the transaction that records the user message — or
+`begin_turn(..., accept_event=)` accepts it there, written 'running' at once, when its session
+was idle (docs/behaviour.md §12: one commit less per message);
 `finish_inbound` marks it 'done' (payload dropped) when its job ended, or when its queued
 message was cleared (`/new`, `/reset`, `/stop`); `merge_inbound` folds a burst of follow-ups
 into its first row before their merged turn starts. At start-up
@@ -27,6 +29,7 @@ from typing import Any
 
 from ..model import format_timestamp
 from ..model.text import to_json
+from .records import NewIntake
 
 log = logging.getLogger(__name__)
 
@@ -56,6 +59,13 @@ class IntakeOps:
             ValueError: `event` has no `source` with `platform` and `chat_id`, or is not JSON data.
             sqlite3.Error / OSError: the write failed (the adapter must not acknowledge then).
         """
+        n = self._new_intake(session_key, event)
+        return await self._b().intake_accept(n.platform, n.chat_id, n.message_id, n.session_key, n.payload,
+                                             n.accepted_at, n.accepted_ts)
+
+    def _new_intake(self, session_key: str, event: Mapping[str, Any]) -> NewIntake:
+        """`event` (the shape `accept_inbound_event` takes) as the intake row to write, now.
+        Raises ValueError as `accept_inbound_event` does."""
         source = event.get("source") if isinstance(event, Mapping) else None
         if not isinstance(source, Mapping) or not source.get("platform") or source.get("chat_id") is None:
             raise ValueError("inbound event needs a 'source' with 'platform' and 'chat_id'")
@@ -67,8 +77,8 @@ class IntakeOps:
         except (TypeError, ValueError) as exc:
             raise ValueError(f"inbound event is not JSON data: {exc}") from None
         now = self._now()
-        return await self._b().intake_accept(str(source["platform"]), str(source["chat_id"]), str(message_id),
-                                             session_key, payload, format_timestamp(now), now.timestamp())
+        return NewIntake(str(source["platform"]), str(source["chat_id"]), str(message_id), session_key, payload,
+                         format_timestamp(now), now.timestamp())
 
     async def finish_inbound(self, inbound_id: int | None) -> None:
         """Mark intake row `inbound_id` done (its job ended: turn completed, failed or refused).

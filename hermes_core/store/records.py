@@ -78,6 +78,21 @@ class IntakeRow:
 
 
 @dataclass(frozen=True, slots=True)
+class NewIntake:
+    """An inbound message to accept (docs/behaviour.md §5): its dedupe id `(platform, chat_id,
+    message_id)`, the session key it is routed to, the event's JSON text and when it was
+    accepted (ISO-8601 UTC text and epoch seconds)."""
+
+    platform: str
+    chat_id: str
+    message_id: str
+    session_key: str | None
+    payload: str
+    accepted_at: str
+    accepted_ts: float
+
+
+@dataclass(frozen=True, slots=True)
 class NewObligation:
     """A delivery obligation to record (docs/behaviour.md §6): `origin` is the chat's
     SessionSource as JSON text; `message_id` the transcript row it carries (when it is not the

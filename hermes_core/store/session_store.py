@@ -450,6 +450,16 @@ class SessionStore(TurnOps, TranscriptOps, AliasOps, ErasureOps, ClaimOps):
         log.info("session key %r re-adopted session %s", key, entry.session_id)
         return entry.copy()
 
+    def continues_plainly(self, session_key: str) -> bool:
+        """True when the next turn of `session_key` surely goes on in its current session with
+        nothing written or told first: its entry is in memory, not suspended, owes no pending
+        notice, on a store of this process alone. Then `get_or_create_session` only bumps it in
+        memory, and a message may be accepted in the transaction that begins its turn
+        (docs/behaviour.md §12): a duplicate found there has changed nothing. Reads nothing."""
+        entry = self._cache.get(session_key)
+        return (entry is not None and not entry.suspended and not entry.pending_notice
+                and not self._b().shared)
+
     async def get_entry(self, session_key: str) -> SessionEntry | None:
         """The current entry for `session_key` (a copy), or None. Changes nothing."""
         entry = await self._load(session_key)

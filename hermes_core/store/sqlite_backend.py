@@ -20,7 +20,7 @@ from . import fts
 from .cpu import in_thread
 from .db import Database, StoreError
 from .mirror import render_from_json_texts
-from .records import (AliasRow, IntakeRow, MessageRow, NewObligation, Obligation, SearchHit, SessionRow, SessionSummary,
+from .records import (AliasRow, IntakeRow, MessageRow, NewIntake, NewObligation, Obligation, SearchHit, SessionRow, SessionSummary,
                       StoredMessage, TurnMarker)
 from .rows import MESSAGE_COLUMNS, TranscriptReadError, messages_from_values
 
@@ -43,6 +43,9 @@ _END_TURN_ROUTE = ("UPDATE routes SET entry = ?, updated_ts = ?, suspended = ?, 
 _CLEAR_MARKER = ("UPDATE routes SET turn_session_id = NULL, turn_message_id = NULL, turn_started_ts = NULL "
                  "WHERE session_key = ?")
 _FINISH_INBOUND = "UPDATE inbound SET state = 'done', payload = NULL, finished_ts = ? WHERE id = ?"
+# A message accepted in the transaction that begins its turn (docs/behaviour.md §12).
+_ACCEPT_RUNNING = ("INSERT OR IGNORE INTO inbound (platform, chat_id, message_id, accepted_at, accepted_ts, "
+                   "session_key, payload, state) VALUES (?, ?, ?, ?, ?, ?, ?, 'running')")
 # The condition of the partial index `delivery_open` (schema 7), word for word.
 _OPEN_OBLIGATION = "(state = 'pending' OR state = 'attempting' OR state = 'failed')"
 _OPEN_STATES = frozenset({"pending", "attempting", "failed"})
@@ -241,8 +244,15 @@ class SqliteBackend:
         return await self._with_fts_repair(work)
 
     async def begin_turn(self, session_key: str, session_id: str, row: MessageRow, started_ts: float,
-                         inbound_id: int | None = None) -> None:
-        def work(conn: sqlite3.Connection) -> None:
+                         inbound_id: int | None = None, accept: NewIntake | None = None) -> int | None:
+        def work(conn: sqlite3.Connection) -> int | None:
+            if accept is not None:
+                cur = conn.execute(_ACCEPT_RUNNING, (accept.platform, accept.chat_id, accept.message_id,
+                                                     accept.accepted_at, accept.accepted_ts, accept.session_key,
+                                                     accept.payload))
+                if cur.rowcount != 1:
+                    return None  # a duplicate: its turn is not begun
+                accepted = cur.lastrowid
             message_id = self._insert_message(conn, session_id, row)
             cur = conn.execute("UPDATE routes SET turn_session_id = ?, turn_message_id = ?, turn_started_ts = ? "
                                "WHERE session_key = ?", (session_id, message_id, started_ts, session_key))
@@ -251,7 +261,8 @@ class SqliteBackend:
             if inbound_id is not None:
                 # Same transaction: a 'running' intake row always has its user message stored.
                 conn.execute("UPDATE inbound SET state = 'running' WHERE id = ? AND state = 'pending'", (inbound_id,))
-        await self._with_fts_repair(lambda: self.db.run(work))
+            return accepted if accept is not None else inbound_id
+        return await self._with_fts_repair(lambda: self.db.run(work))
 
     async def resume_turn(self, session_key: str, session_id: str, started_ts: float) -> StoredMessage | None:
         def work(conn: sqlite3.Connection) -> StoredMessage | None:

@@ -24,19 +24,28 @@ class TurnOps(IntakeOps, LedgerOps):
     """
 
     async def begin_turn(self, session_key: str, session_id: str, user_message: Mapping[str, Any] | MessageRow,
-                         inbound_id: int | None = None) -> None:
+                         inbound_id: int | None = None, *, accept_event: Mapping[str, Any] | None = None
+                         ) -> int | None:
         """Record the user message and set the turn marker (UTC start time) in ONE transaction;
         with `inbound_id`, that intake row becomes 'running' in the same transaction.
         `user_message`: a transcript message dict or its row (`rows.normalize_message`).
 
+        `accept_event` (the event as `accept_inbound_event` takes it, instead of `inbound_id`):
+        the message is accepted in this same transaction, its intake row written 'running'
+        (docs/behaviour.md §12); a duplicate of an accepted message id writes nothing.
+
+        Returns:
+            With `accept_event`: the new intake id, or None for a duplicate. Else `inbound_id`.
         Raises:
-            ValueError: bad message or path-unsafe session id.
+            ValueError: bad message or event, or path-unsafe session id.
             StoreError: no entry for `session_key`.
         """
         validate_session_id(session_id)
         row = normalize_message(user_message, self._now)
+        accept = self._new_intake(session_key, accept_event) if accept_event is not None else None
         async with self._locks.hold(session_key):
-            await self._b().begin_turn(session_key, session_id, row, self._now().timestamp(), inbound_id)
+            return await self._b().begin_turn(session_key, session_id, row, self._now().timestamp(), inbound_id,
+                                              accept)
 
     async def resume_turn(self, session_key: str, session_id: str) -> dict[str, Any] | None:
         """Start a resumed turn (seed §7 auto-continue): when the session's last user message has

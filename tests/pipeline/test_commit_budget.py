@@ -1,8 +1,10 @@
-"""docs/behaviour.md §12: on the single-session path a message costs four commits — its durable
-acceptance; the user message with the turn marker; the reply with its delivery obligation
-('attempting'), the token counters, the end of the marker and the intake row finished; the
-obligation 'delivered' — and each commit is one call to the SQLite thread. Counted on the real
-store (every call to aiosqlite's thread goes through `Connection._execute`), not timed."""
+"""docs/behaviour.md §12: on the single-session path a message costs three commits — its durable
+acceptance with the user message, the turn marker and the intake row 'running' (the session was
+idle); the reply with its delivery obligation ('attempting'), the token counters, the end of the
+marker and the intake row finished; the obligation 'delivered' — and each commit is one call to
+the SQLite thread. A message for a busy session is accepted in a commit of its own first (four).
+Counted on the real store (every call to aiosqlite's thread goes through `Connection._execute`),
+not timed."""
 
 from __future__ import annotations
 
@@ -19,7 +21,7 @@ class CountedAgent(Agent):
         return AgentReply("ok " + message, TokenUsage(input_tokens=7, output_tokens=3))
 
 
-async def test_a_message_costs_four_commits_each_one_call_to_the_sqlite_thread(tmp_path, monkeypatch,
+async def test_a_message_costs_three_commits_each_one_call_to_the_sqlite_thread(tmp_path, monkeypatch,
                                                                                 thread_calls):
     adapter = ChatAdapter()
     app = await start_app(tmp_path, adapter, CountedAgent())
@@ -32,8 +34,8 @@ async def test_a_message_costs_four_commits_each_one_call_to_the_sqlite_thread(t
             await say(app, dm(), f"message {n}", f"m{n}")
         monkeypatch.undo()
         assert adapter.texts() == ["ok warm up", "ok message 1", "ok message 2", "ok message 3"]
-        assert db.commits - commits == 3 * 4
-        assert calls == ["_call_in_thread"] * (3 * 4)
+        assert db.commits - commits == 3 * 3
+        assert calls == ["_call_in_thread"] * (3 * 3)
         # nothing was left behind by the folded writes: every row is in its final state
         assert [tuple(r) for r in await db.fetchall("SELECT state, attempts FROM delivery_obligations")] == \
             [("delivered", 1)] * 4

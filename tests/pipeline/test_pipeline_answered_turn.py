@@ -105,8 +105,9 @@ async def test_a_closed_loop_user_gets_each_reply_once_in_order_and_no_interrupt
 
 
 async def test_a_message_while_the_delivery_is_written_down_is_the_next_turn(tmp_path):
-    """The reply is sent; its 'delivered' write is held: the job is still running, but its
-    reply is recorded and delivered, so the follow-up interrupts nothing and is told nothing."""
+    """The reply is sent; its 'delivered' write is held: it is written off the session's path
+    (docs/behaviour.md §12), so the job has ended and the follow-up interrupts nothing, is told
+    nothing and is answered while that write still waits; the write lands afterwards."""
     adapter, agent = ChatAdapter(), CountingEchoAgent()
     app = await start_app(tmp_path, adapter, agent)
     writing, release = asyncio.Event(), asyncio.Event()
@@ -122,12 +123,15 @@ async def test_a_message_while_the_delivery_is_written_down_is_the_next_turn(tmp
     try:
         await app.runner.handle(MessageEvent(source=dm(), text="first", message_id="m1"))
         await until(writing.is_set)
-        assert app.runner.busy_sessions() == [KEY]  # the first job has not ended yet
+        assert app.runner.busy_sessions() == []  # the first job has ended
         await app.runner.handle(MessageEvent(source=dm(), text="second", message_id="m2"))
-        release.set()
-        await app.runner.join()
+        await until(lambda: len(adapter.sent) == 2)
         assert adapter.sent == [("echo: first", "m1"), ("echo: second", "m2")]
         assert agent.interrupts == 0
+        release.set()
+        await app.runner.join()
+        states = await app.store._b().db.fetchall("SELECT state FROM delivery_obligations ORDER BY id")
+        assert [r[0] for r in states] == ["delivered", "delivered"]
     finally:
         await app.stop()
 

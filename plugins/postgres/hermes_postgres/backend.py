@@ -32,7 +32,7 @@ from hermes_core.model import SessionEntry, TokenUsage, format_timestamp
 from hermes_core.store.backend import LeaseGrant
 from hermes_core.store.db import StoreError
 from hermes_core.store.mirror import render_from_json_texts
-from hermes_core.store.records import (AliasRow, IntakeRow, MessageRow, NewObligation, Obligation, SearchHit,
+from hermes_core.store.records import (AliasRow, IntakeRow, MessageRow, NewIntake, NewObligation, Obligation, SearchHit,
                                        SessionRow, SessionSummary, StoredMessage, TurnMarker)
 from hermes_core.store.rows import TranscriptReadError, row_to_message
 from hermes_core.store.sqlite_backend import entry_json, session_params
@@ -475,17 +475,29 @@ class PostgresBackend:
             return {"rewound_count": rewound, "turns_undone": len(users), "target_text": target_text}
 
     async def begin_turn(self, session_key: str, session_id: str, row: MessageRow, started_ts: float,
-                         inbound_id: int | None = None) -> None:
+                         inbound_id: int | None = None, accept: NewIntake | None = None) -> int | None:
         async with self._tx(session_key) as conn:
             cur = await conn.execute("SELECT 1 FROM routes WHERE session_key = %s", (session_key,))
             if await cur.fetchone() is None:
                 raise StoreError(f"cannot begin a turn: no session entry for key {session_key!r}")
+            if accept is not None:
+                # No pg_notify: the replica accepting it runs it (it holds the session's lease).
+                cur = await conn.execute(
+                    "INSERT INTO inbound (platform, chat_id, message_id, accepted_at, accepted_ts, session_key, "
+                    "payload, state) VALUES (%s, %s, %s, %s, %s, %s, %s, 'running') "
+                    "ON CONFLICT (platform, chat_id, message_id) DO NOTHING RETURNING id",
+                    (accept.platform, accept.chat_id, accept.message_id, accept.accepted_at, accept.accepted_ts,
+                     accept.session_key, accept.payload))
+                accepted = await cur.fetchone()
+                if accepted is None:
+                    return None  # a duplicate: its turn is not begun
             message_id = await self._insert_message(conn, session_id, row)
             await conn.execute("UPDATE routes SET turn_session_id = %s, turn_message_id = %s, turn_started_ts = %s "
                                "WHERE session_key = %s", (session_id, message_id, started_ts, session_key))
             if inbound_id is not None:
                 await conn.execute("UPDATE inbound SET state = 'running' WHERE id = %s AND state = 'pending'",
                                    (inbound_id,))
+        return accepted[0] if accept is not None else inbound_id
 
     async def resume_turn(self, session_key: str, session_id: str, started_ts: float) -> StoredMessage | None:
         async with self._tx(session_key) as conn:
