@@ -139,6 +139,7 @@ class ReplicaCoordinator:
                 if claim is not None and claim.takeover:
                     await self._resume(claim)
         now = asyncio.get_running_loop().time()
+        self.runner.forget_settled()  # rows finished before this read are not among its rows
         rows = await self.store.pending_inbound()
         self._first_seen = {row["id"]: self._first_seen.get(row["id"], now) for row in rows}
         for row in rows:

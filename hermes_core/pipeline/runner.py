@@ -53,7 +53,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from dataclasses import replace
-from typing import Any, Awaitable, Callable
+from typing import Any, Awaitable, Callable, Iterable
 
 from ..model.events import INTERNAL as INTERNAL_KIND
 from ..model.events import MessageEvent, event_from_dict, event_to_dict
@@ -122,6 +122,11 @@ class GatewayRunner:
         # forgotten when a lost lease abandons their jobs), and rows being admitted.
         self._placed: set[int] = set()
         self._reserved: set[int] = set()
+        # Placed rows finished in the store since the last `forget_settled` (a replica sweep's
+        # next read of the open rows cannot return them any more); without a sweep, a finished
+        # row is forgotten at once. Either way `_placed` holds only what is open: a
+        # long-running gateway does not keep an id per message it ever answered.
+        self._settled: list[int] = []
 
     def release(self) -> None:
         """Let the workers run (after start-up recovery queued its jobs and adapters started)."""
@@ -217,6 +222,22 @@ class GatewayRunner:
         """True when intake row `inbound_id` was placed in a queue of this runner (and its job
         not abandoned) or, with `or_reserved`, is being admitted."""
         return inbound_id in self._placed or (or_reserved and inbound_id in self._reserved)
+
+    def forget_settled(self) -> None:
+        """Forget the placed intake rows finished since the last call. A replica sweep calls it
+        just before it reads the open rows (`store.pending_inbound`): each of these rows was
+        finished in a committed write before that read, so no read from then on returns it,
+        while a row finished after this call stays `placed` until the next one (a read begun
+        earlier may still hold it)."""
+        self._placed.difference_update(self._settled)
+        self._settled.clear()
+
+    def _settle(self, inbound_ids: Iterable[int]) -> None:
+        """Intake rows `inbound_ids` are finished in the store (`forget_settled`)."""
+        if self.admit is None:
+            self._placed.difference_update(inbound_ids)
+        else:
+            self._settled.extend(inbound_ids)
 
     def reserve(self, inbound_id: int, reserved: bool = True) -> None:
         """Mark row `inbound_id` as being admitted (a concurrent sweep leaves it alone), or
@@ -541,9 +562,9 @@ class GatewayRunner:
                     if job.event is not None:
                         notice = failure_notice(self.deps.pm, self.deps.config, INTERNAL_ERROR, job.event.source, exc)
                         await self._notify(key, job.event, notice)
-                    await self._finish_ids(job.open_inbound_ids)
+                    await self._finish_ids(job.open_inbound_ids, finished=job.finished)
                 else:
-                    await self._finish_ids(job.open_inbound_ids)
+                    await self._finish_ids(job.open_inbound_ids, finished=job.finished)
                 finally:
                     worker.current = None
                     self._not_accepted(key, job, StoreError("the gateway stopped before the message was stored"))
@@ -564,15 +585,21 @@ class GatewayRunner:
         job.acceptance.failed(exc)
         return True
 
-    async def _finish_ids(self, inbound_ids: list[int]) -> None:
+    async def _finish_ids(self, inbound_ids: list[int], *, finished: Iterable[int] = ()) -> None:
+        """Finish intake rows `inbound_ids` (a failure is logged: the row is replayed once more
+        after a restart, and stays `placed` until then). Those finished, and those in `finished`
+        (the job's own writes finished them), are settled (`_settle`)."""
+        settled = list(finished)
         for inbound_id in inbound_ids:
             try:
                 await self.deps.store.finish_inbound(inbound_id)
+                settled.append(inbound_id)
             except Exception as exc:  # the job ran; at worst it is replayed once more after a restart
                 if is_disk_full(exc):
                     log.error("could not finish inbound row %s: disk full", inbound_id)
                 else:
                     log.exception("could not finish inbound row %s", inbound_id)
+        self._settle(settled)
 
     async def _run_job(self, key: str, job: Job) -> None:
         event = job.event
