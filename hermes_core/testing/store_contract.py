@@ -26,7 +26,7 @@ import pytest
 
 from ..model import SessionEntry, SessionSource, TokenUsage, format_timestamp
 from ..store.db import StoreError
-from ..store.records import MessageRow, NewObligation
+from ..store.records import MessageRow, NewIntake, NewObligation
 
 T0 = datetime(2026, 1, 1, 12, 0, 0, tzinfo=timezone.utc)
 
@@ -172,6 +172,25 @@ class StoreBackendContract:
         assert await b.reply_row_after(SID, marker.message_id) is None
         await b.end_turn(KEY)
         assert await b.turn_markers() == []
+
+    async def test_begin_turn_can_accept_the_message_and_a_duplicate_writes_nothing(self, store_backend):
+        # docs/behaviour.md §12: the acceptance folded into the write that begins the turn.
+        b = store_backend
+        await b.save(entry(), new_session=True)
+        accept = NewIntake("telegram", "c1", "m1", KEY, '{"text": "hi"}', "2026-01-01T12:00:00Z", T0.timestamp())
+        inbound = await b.begin_turn(KEY, SID, row("user", "hi", platform_message_id="m1"), T0.timestamp(),
+                                     accept=accept)
+        assert isinstance(inbound, int)
+        assert [(r.id, r.state, r.payload) for r in await b.intake_open()] == [(inbound, "running", '{"text": "hi"}')]
+        assert [(m.session_key, m.session_id) for m in await b.turn_markers()] == [(KEY, SID)]
+        await b.end_turn(KEY)
+        assert await b.begin_turn(KEY, SID, row("user", "hi again", platform_message_id="m1"), T0.timestamp() + 1,
+                                  accept=accept) is None
+        assert [m["content"] for m in await b.load_messages(SID)] == ["hi"]
+        assert await b.turn_markers() == []
+        assert [r.id for r in await b.intake_open()] == [inbound]
+        assert await b.intake_accept("telegram", "c1", "m1", KEY, '{"text": "hi"}', "2026-01-01T12:00:01Z",
+                                     T0.timestamp() + 1) is None
 
     async def test_begin_turn_without_a_route_writes_nothing(self, store_backend):
         b = store_backend
