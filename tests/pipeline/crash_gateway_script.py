@@ -9,6 +9,8 @@ argument is handed to the runner as a message from chat 100 and answered. MODE:
                 (the reply is saved and its obligation is 'attempting');
   kill-in-send-queued  the same, but every message is accepted before the first turn runs
                 (`busy_input_mode = "queue"`): the later ones are still waiting at the kill;
+  kill-in-second-send  the first reply is sent, the second send kills: the second message
+                came to an idle session, so it was accepted with its turn (docs/behaviour.md §12);
   serve         answer, then stop cleanly.
 """
 
@@ -32,9 +34,10 @@ from hermes_core.types import AdapterSpec
 class PrintingAdapter(BaseAdapter):
     spec = AdapterSpec(name="testchat", label="Test chat", pii_safe=True, max_message_length=4000)
 
-    def __init__(self, kill_on_send: bool):
+    def __init__(self, kill_at_send: int | None):
         super().__init__(None)
-        self.kill_on_send = kill_on_send
+        self.kill_at_send = kill_at_send  # the 1-based send that kills the process; None: none
+        self.sends = 0
 
     async def start(self):
         return None
@@ -43,16 +46,20 @@ class PrintingAdapter(BaseAdapter):
         return None
 
     async def send(self, target, text, *, reply_to=None, metadata=None):
-        if self.kill_on_send:
+        self.sends += 1
+        if self.sends == self.kill_at_send:
             os.kill(os.getpid(), signal.SIGKILL)
         print(json.dumps({"chat": target.chat_id, "text": text, "reply_to": reply_to}), flush=True)
         return SendResult(message_id="sent")
 
 
+KILL_AT_SEND = {"kill-in-send": 1, "kill-in-send-queued": 1, "kill-in-second-send": 2}
+
+
 async def main(home: str, mode: str, messages: list[str]) -> None:
     queued = mode == "kill-in-send-queued"
     config = GatewayConfig(home=Path(home), platforms={"testchat": {"allow_all": True}}, core={"busy_input_mode": "queue" if queued else "interrupt"})
-    app = GatewayApp(config, adapters={"testchat": PrintingAdapter(mode.startswith("kill-in-send"))},
+    app = GatewayApp(config, adapters={"testchat": PrintingAdapter(KILL_AT_SEND.get(mode))},
                      agent=EchoAgent(), watcher=False)
     await app.start()
     try:

@@ -70,6 +70,29 @@ async def test_sigkill_during_send_resends_once_with_the_recovered_prefix(tmp_pa
     assert sent == [{"chat": "100", "text": "echo: next", "reply_to": "m2"}]
 
 
+@pytest.mark.slow
+async def test_sigkill_during_the_send_of_a_turn_accepted_with_its_message_resends_once(tmp_path):
+    # docs/behaviour.md §12: the second message found its session idle, so its acceptance was the
+    # write that began its turn; the kill lands in its send, before 'delivered' is recorded.
+    code, sent, err = await run_script(tmp_path, "kill-in-second-send", "one:m1", "two:m2")
+    assert code == -signal.SIGKILL, err
+    assert sent == [{"chat": "100", "text": "echo: one", "reply_to": "m1"}]
+    assert ledger_rows(tmp_path) == [("echo: one", "delivered", 1), ("echo: two", "attempting", 1)]
+
+    # Restart with the platform redelivering the unacknowledged m2: the owed reply is re-sent
+    # once, labelled; m2 itself is a duplicate and is not answered again.
+    code, sent, err = await run_script(tmp_path, "serve", "two:m2")
+    assert code == 0, err
+    assert sent == [{"chat": "100", "text": "Recovered reply (may be a duplicate):\necho: two", "reply_to": "m2"}]
+    assert ledger_rows(tmp_path) == [("echo: one", "delivered", 1), ("echo: two", "delivered", 2)]
+    conn = sqlite3.connect(tmp_path / "state.db")
+    try:
+        assert conn.execute("SELECT message_id, state FROM inbound ORDER BY id").fetchall() == [
+            ("m1", "done"), ("m2", "done")]
+    finally:
+        conn.close()
+
+
 async def start_app(home: Path, adapter=None, agent=None, clock=None, **config):
     cfg = GatewayConfig(home=home, platforms={"testchat": {"allow_all": True}}, **config)
     app = GatewayApp(cfg, adapters={"testchat": adapter or RecordingAdapter()}, agent=agent or EchoAgent(),
