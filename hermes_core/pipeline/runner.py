@@ -567,7 +567,8 @@ class GatewayRunner:
                     await self._finish_ids(job.open_inbound_ids, finished=job.finished)
                 finally:
                     worker.current = None
-                    self._not_accepted(key, job, StoreError("the gateway stopped before the message was stored"))
+                    if job.acceptance is not None:  # still pending here: the job ended before its write
+                        self._not_accepted(key, job, StoreError("the gateway stopped before the message was stored"))
         finally:
             # No await between the emptiness check above and this removal, so no job is stranded.
             if self._workers.get(key) is worker:
