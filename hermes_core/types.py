@@ -61,7 +61,7 @@ class AdapterSpec:
         install_hint: how to install the plugin (`pip install hermes-gateway-telegram`).
         ingress: `"single_receiver"` (default: only one process may receive for one bot, e.g.
             Telegram long polling) or `"shared"` (several replicas may receive: webhooks, Slack
-            Socket Mode); docs/platforms.md §6.
+            Socket Mode); docs/adapters.md §6.
         busy_input_mode: this platform's override of `[core] busy_input_mode` (`"interrupt"`,
             `"queue"`, `"steer"` or `"sequential"`), or None to follow the core setting
             (docs/behaviour.md §5).

@@ -415,7 +415,7 @@ def anchors(doc: Path) -> set[str]:
 def test_citations_are_found():
     # The scan sees the code's real citations (a broken pattern would pass every check below).
     refs = {(doc, ref) for _where, doc, ref in citations()}
-    assert {("behaviour", "6"), ("architecture", "3"), ("platforms", "0.4"), ("platforms", "TG-T6")} <= refs
+    assert {("behaviour", "6"), ("architecture", "3"), ("adapters", "0.4"), ("adapters", "TG-T6")} <= refs
 
 
 def test_every_cited_doc_exists():
@@ -439,4 +439,4 @@ def test_numbered_docs_keep_their_numbering():
 
     assert top_level("behaviour.md") == [str(n) for n in range(0, 14)]
     assert top_level("architecture.md") == [str(n) for n in range(1, 11)]
-    assert top_level("platforms.md") == [str(n) for n in range(0, 7)]
+    assert top_level("adapters.md") == [str(n) for n in range(0, 7)]

@@ -18,7 +18,7 @@ session's lease runs its work. `ReplicaCoordinator`:
 Replaces the start-up recovery of a single gateway: on a shared store a replica never recovers
 sessions it has not claimed (another replica may be running them).
 
-Ingress (docs/platforms.md §6): a platform whose spec says `ingress = "shared"` (webhooks, Slack
+Ingress (docs/adapters.md §6): a platform whose spec says `ingress = "shared"` (webhooks, Slack
 Socket Mode) receives on every replica. A `"single_receiver"` platform (Telegram polling,
 Discord's gateway connection, Signal, the WhatsApp bridge: a second receiver is refused or
 doubles every event) is started only on the replica holding its ingress lease; when that

@@ -1,4 +1,4 @@
-"""Send-side chunking (docs/platforms.md §0.4): split a reply into messages the platform accepts.
+"""Send-side chunking (docs/adapters.md §0.4): split a reply into messages the platform accepts.
 
 Rules, in order of preference:
 1. a text that fits is sent whole;
@@ -98,7 +98,7 @@ def _split_long(line: str, budget: int, size: Callable[[str], int]) -> list[str]
 
 
 def chunk_text(text: str, limit: int, unit: str = "chars") -> list[str]:
-    """Split `text` into messages of at most `limit` units each (docs/platforms.md §0.4).
+    """Split `text` into messages of at most `limit` units each (docs/adapters.md §0.4).
 
     Args:
         text: the full reply (markdown-ish; fenced code blocks are kept intact per chunk).

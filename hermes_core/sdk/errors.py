@@ -1,4 +1,4 @@
-"""Errors adapters raise so the shared send helpers can react uniformly (docs/platforms.md §0.4),
+"""Errors adapters raise so the shared send helpers can react uniformly (docs/adapters.md §0.4),
 and `describe_failure`: a caught exception in words for the operator's one line."""
 
 from __future__ import annotations
@@ -43,7 +43,7 @@ class RetryAfter(Exception):
 
 class RetryAfterExceeded(SendError):
     """The server asked for a longer wait than the cap, or kept asking past the attempt limit:
-    the delivery is reported failed instead of blocking the chat forever (docs/platforms.md §0.4).
+    the delivery is reported failed instead of blocking the chat forever (docs/adapters.md §0.4).
 
     Attributes:
         retry_after: the last wait the server asked for, in seconds.
@@ -56,7 +56,7 @@ class RetryAfterExceeded(SendError):
 
 
 class MalformedPayload(ValueError):
-    """A platform payload cannot be mapped to a MessageEvent (docs/platforms.md §0).
+    """A platform payload cannot be mapped to a MessageEvent (docs/adapters.md §0).
 
     Raised by a plugin's mapping function; the adapter logs `str(err)` (which names the field,
     never its value: values may be message text or phone numbers), skips or acknowledges the

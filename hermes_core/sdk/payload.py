@@ -1,4 +1,4 @@
-"""Typed access to the fields of a platform payload (docs/plugins.md "Mapping"; docs/platforms.md §0.5).
+"""Typed access to the fields of a platform payload (docs/plugins.md "Mapping"; docs/adapters.md §0.5).
 
 Each reader takes the containing object, the key and the dotted path of that object, and raises
 `MalformedPayload(path.key, problem)` naming the field, never its value (values are message text,

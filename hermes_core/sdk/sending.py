@@ -1,4 +1,4 @@
-"""Shared send-side helpers (docs/platforms.md §0.4): per-chat ordering and retry-after handling.
+"""Shared send-side helpers (docs/adapters.md §0.4): per-chat ordering and retry-after handling.
 
 * `ChatSendQueue` serialises sends per chat, so the chunks of one reply (and replies that follow
   it) reach the chat in order even when several tasks send at once. `asyncio.Lock` wakes its

@@ -1,4 +1,4 @@
-"""A shared corpus of PII samples for `RedactionContract` (seed §9; docs/platforms.md id formats).
+"""A shared corpus of PII samples for `RedactionContract` (seed §9; docs/adapters.md id formats).
 
 Each sample is a raw value that must never reach the `log`, `llm_context` or `index` scopes,
 embedded in a sentence the way users and logs carry it. All values are made up.

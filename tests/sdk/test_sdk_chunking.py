@@ -1,4 +1,4 @@
-"""chunk_text (docs/platforms.md §0.4): paragraph/line boundaries, code fences, platform units."""
+"""chunk_text (docs/adapters.md §0.4): paragraph/line boundaries, code fences, platform units."""
 
 import pytest
 

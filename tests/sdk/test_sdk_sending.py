@@ -1,4 +1,4 @@
-"""Shared send helpers (docs/platforms.md §0.4): per-chat order, retry-after, delivery outcome."""
+"""Shared send helpers (docs/adapters.md §0.4): per-chat order, retry-after, delivery outcome."""
 
 import asyncio
 

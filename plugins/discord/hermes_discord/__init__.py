@@ -3,7 +3,7 @@
 Modules:
     payload   typed reads of Discord JSON that name the offending field (`MalformedPayload`)
     channels  `ChannelInfo`: the channel facts the mapping needs (raw payload or discord.py object)
-    mapping   pure MESSAGE_CREATE → (SessionSource, MessageEvent) mapping (docs/platforms.md §2.0)
+    mapping   pure MESSAGE_CREATE → (SessionSource, MessageEvent) mapping (docs/adapters.md §2.0)
     settings  the `[platforms.discord]` model (`DiscordSettings`)
     receiver  gateway dispatch → channel resolution → mapping → `emit`, in order
     sender    replies: thread-first target, safe reply references, no pings, rate limits

@@ -1,4 +1,4 @@
-"""`DiscordAdapter`: a discord.py 2.x gateway bot (docs/platforms.md §2, docs/behaviour.md §4).
+"""`DiscordAdapter`: a discord.py 2.x gateway bot (docs/adapters.md §2, docs/behaviour.md §4).
 
 Lifecycle. `start` logs in over REST (`GET /users/@me`, `GET /oauth2/applications/@me`: the bot
 id used to drop its own messages, and the application's intent flags), then runs discord.py's
@@ -16,7 +16,7 @@ Endpoints: `api_base` / `gateway_url` settings set discord.py's process-wide `Ro
 `DiscordWebSocket.DEFAULT_GATEWAY` (a local fake server in tests). Discord ids are never
 redacted (`pii_safe=False`: mentions need raw ids, docs/behaviour.md §7).
 
-One gateway connection per bot token: every connection receives every event (docs/platforms.md
+One gateway connection per bot token: every connection receives every event (docs/adapters.md
 §6), so `ingress` is "single_receiver".
 """
 
@@ -92,7 +92,7 @@ class DiscordAdapter(BaseAdapter):
         length_unit="chars",
         capabilities=frozenset({CAP_THREADS, CAP_TYPING, CAP_EDIT}),
         settings_model=DiscordSettings,
-        # Every gateway connection of one bot receives every event (docs/platforms.md §6).
+        # Every gateway connection of one bot receives every event (docs/adapters.md §6).
         ingress=INGRESS_SINGLE_RECEIVER,
         required_env=("HERMES_PLATFORMS__DISCORD__BOT_TOKEN",),
         install_hint="pip install hermes-gateway-discord",

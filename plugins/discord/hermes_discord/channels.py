@@ -1,4 +1,4 @@
-"""What the mapping needs to know about a channel (docs/platforms.md §2.0, trap D-T1).
+"""What the mapping needs to know about a channel (docs/adapters.md §2.0, trap D-T1).
 
 MESSAGE_CREATE does not say what kind of channel a message came from, so the adapter resolves
 `channel_id` (discord.py's cache, else `GET /channels/{id}`) into a `ChannelInfo` and hands it to

@@ -1,9 +1,9 @@
-"""Gateway MESSAGE_CREATE / MESSAGE_UPDATE → (SessionSource, MessageEvent): docs/platforms.md §2.0,
+"""Gateway MESSAGE_CREATE / MESSAGE_UPDATE → (SessionSource, MessageEvent): docs/adapters.md §2.0,
 seed §1, docs/behaviour.md §4.
 
 A pure function of the dispatch's `d` object plus injected lookups (the bot's own user id, the
 resolved `ChannelInfo` of the channel and of a thread's parent, the guild's name, the role
-allow-list), so every sample of docs/platforms.md §2.1 is a deterministic fixture test.
+allow-list), so every sample of docs/adapters.md §2.1 is a deterministic fixture test.
 
 Three outcomes:
 - a `(SessionSource, MessageEvent)` pair: a message for the agent;
@@ -11,7 +11,7 @@ Three outcomes:
   empty one, an edit while `edits_as_turns` is off); the reason is logged at DEBUG;
 - `MalformedPayload`: the payload is broken; the message names the field.
 
-Rules (docs/platforms.md §2.0): DM (1) → `dm` keyed on the DM *channel* id; group DM (3) →
+Rules (docs/adapters.md §2.0): DM (1) → `dm` keyed on the DM *channel* id; group DM (3) →
 `group`; guild channels → `group`; threads (10/11/12, forum posts included) → `group` with
 `chat_id` = the parent channel, `thread_id` = the thread, `parent_chat_id` = the parent (replies
 go to the thread). `user_name` = member nick → global_name → username; webhook and bot authors

@@ -1,4 +1,4 @@
-"""Typed reads of Discord JSON payloads that name the offending field (docs/platforms.md §2.4 D-T8).
+"""Typed reads of Discord JSON payloads that name the offending field (docs/adapters.md §2.4 D-T8).
 
 Discord sends snowflakes as strings of decimal digits (JavaScript-safe); they are kept as strings
 everywhere (keys, SessionSource ids). A read that finds a missing field, a wrong type, a snowflake

@@ -1,4 +1,4 @@
-"""Outbound path of the Discord adapter (docs/platforms.md §2.3).
+"""Outbound path of the Discord adapter (docs/adapters.md §2.3).
 
 * The target channel is `thread_id or chat_id`: a thread is a channel for the REST API, and for
   threads `chat_id` is the parent (D-T10; forum parents accept no messages at all).

@@ -1,5 +1,5 @@
 """A fake Discord (REST API + gateway websocket) on 127.0.0.1 (aiohttp), for driving the real
-discord.py client (docs/platforms.md §2.2 "Full fake server on 127.0.0.1").
+discord.py client (docs/adapters.md §2.2 "Full fake server on 127.0.0.1").
 
 The tests point discord.py at it by patching `discord.http.Route.BASE` (= `fake.api_base`) and
 `discord.gateway.DiscordWebSocket.DEFAULT_GATEWAY` (= `fake.gateway_url`), or through the
@@ -55,7 +55,7 @@ BOT_USER = {"id": BOT_ID, "username": "hermes", "discriminator": "0", "global_na
 
 ALICE = {"id": ALICE_ID, "username": "alice", "global_name": "Alice", "discriminator": "0", "avatar": None}
 
-# The channels of docs/platforms.md §2.1 (D1, D2, D3) as the REST API returns them.
+# The channels of docs/adapters.md §2.1 (D1, D2, D3) as the REST API returns them.
 GENERAL = {"id": GENERAL_ID, "type": 0, "guild_id": GUILD_ID, "name": "general", "topic": "Ask the agent here",
            "parent_id": None, "position": 0, "permission_overwrites": [], "nsfw": False, "flags": 0,
            "rate_limit_per_user": 0, "last_message_id": None}

@@ -1,4 +1,4 @@
-"""The samples of docs/platforms.md §2.1 (fixtures/*.json: gateway frame plus the channel the
+"""The samples of docs/adapters.md §2.1 (fixtures/*.json: gateway frame plus the channel the
 adapter resolves), for the tests that drive them through the fake gateway."""
 
 from __future__ import annotations

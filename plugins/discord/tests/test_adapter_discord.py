@@ -1,5 +1,5 @@
 """DiscordAdapter driven through the real discord.py client against the fake Discord (REST +
-gateway) on 127.0.0.1 (docs/platforms.md §2.2, §2.3, §2.4).
+gateway) on 127.0.0.1 (docs/adapters.md §2.2, §2.3, §2.4).
 
 Inbound events are recorded by a bound handler; the gateway end-to-end tests are in
 `test_gateway_discord.py`.

@@ -49,7 +49,7 @@ class TestDiscordAdapter(AdapterContract):
 
     def test_discord_declares_its_limits_and_ingress(self, adapter_class):
         spec = adapter_class.spec
-        # docs/platforms.md §0.4: 2000 characters; docs/behaviour.md §7: never redacted;
+        # docs/adapters.md §0.4: 2000 characters; docs/behaviour.md §7: never redacted;
         # §6: every gateway connection of a bot receives every event.
         assert (spec.max_message_length, spec.length_unit, spec.pii_safe, spec.ingress) == \
             (2000, "chars", False, "single_receiver")

@@ -1,6 +1,6 @@
-"""Fixture tests of `map_message` (docs/platforms.md §2.0, §2.1 samples D1–D6, traps D-T1…D-T10).
+"""Fixture tests of `map_message` (docs/adapters.md §2.0, §2.1 samples D1–D6, traps D-T1…D-T10).
 
-The fixtures are the samples of docs/platforms.md §2.1 verbatim (gateway frame plus the channel
+The fixtures are the samples of docs/adapters.md §2.1 verbatim (gateway frame plus the channel
 the adapter resolves); every expected SessionSource field and session key below is copied
 literally from there. Lookups the samples assume: bot user id 1200000000000000000, guild
 1100000000000000001 named "Hermes Lab", role allow-list {1400000000000000001}.
@@ -24,7 +24,7 @@ ALLOWED_ROLES = {"1400000000000000001"}
 
 
 def map_sample(name: str, *, channel_from: str | None = None, **overrides):
-    """Map a fixture with the lookups of docs/platforms.md §2.1 (D4/D5 are in D1's channel)."""
+    """Map a fixture with the lookups of docs/adapters.md §2.1 (D4/D5 are in D1's channel)."""
     sample = load(name)
     holder = load(channel_from) if channel_from else sample
     channel = ChannelInfo.from_payload(holder["channel_from_cache"]) if "channel_from_cache" in holder else None
@@ -269,7 +269,7 @@ def test_not_an_object_is_malformed():
 @pytest.mark.parametrize("thread_type,parent_type", [(10, 5), (11, 0), (12, 0), (11, 16)],
                          ids=["announcement-thread", "public-thread", "private-thread", "media-post"])
 def test_every_thread_kind_keys_on_its_parent(thread_type, parent_type):
-    # docs/platforms.md §2.0: announcement (10), public (11), private (12) threads and forum/media
+    # docs/adapters.md §2.0: announcement (10), public (11), private (12) threads and forum/media
     # posts all map to group + parent chat_id + thread_id.
     sample = load("d1_guild_text_role")
     data = dict(sample["event"]["d"], channel_id="1100000000000000050")

@@ -167,7 +167,7 @@ async def test_replicas_lose_nothing_and_fork_nothing(count, pg_dsn, tmp_path):
 
 @pytest.mark.slow
 async def test_a_single_receiver_platform_polls_on_one_replica_and_moves_when_it_dies(pg_dsn, tmp_path):
-    """Ingress (docs/platforms.md §6): like Telegram long polling, only the ingress lease holder
+    """Ingress (docs/adapters.md §6): like Telegram long polling, only the ingress lease holder
     receives; after a SIGKILL of it the other replica starts receiving and answers the rest."""
     platform = FakePlatform()
     agent = ScriptedAgent()

@@ -1,4 +1,4 @@
-"""`SignalAdapter`: signal-cli's HTTP daemon through httpx (docs/platforms.md §5, docs/behaviour.md §4).
+"""`SignalAdapter`: signal-cli's HTTP daemon through httpx (docs/adapters.md §5, docs/behaviour.md §4).
 
 Receiving (`receiver.EventStream`): the SSE stream `GET /api/v1/events?account=…`, reconnecting
 with back-off. Each payload is mapped (`mapping.map_payload`) and handed to the gateway; `emit`
@@ -12,7 +12,7 @@ Sending (`send`, one chunk per call, the BaseAdapter contract): JSON-RPC `send` 
 `recipient: [<uuid>]` for a DM (Note to Self included: the recipient is the account itself) or
 `groupId` (the raw id, `chat_id` without `group:`) for a group; the first chunk quotes the
 trigger (`quoteTimestamp` + `quoteAuthor`). Chunks are at most 2000 UTF-8 bytes: signal-cli
-sends longer bodies as a long-text attachment (docs/platforms.md §5.4), which the delivery
+sends longer bodies as a long-text attachment (docs/adapters.md §5.4), which the delivery
 layer avoids by chunking in `spec`'s unit. A rate limit with `retryAfterSeconds` becomes
 `RetryAfter` (the delivery layer waits it out, capped, keeping per-chat order); an untrusted
 identity, an unregistered recipient or a rate limit without a wait becomes a
@@ -40,7 +40,7 @@ from .settings import SignalSettings
 
 log = logging.getLogger(__name__)
 
-MAX_TEXT_BYTES = 2000      # signal-cli sends at most 2000 UTF-8 bytes inline (docs/platforms.md §5.4)
+MAX_TEXT_BYTES = 2000      # signal-cli sends at most 2000 UTF-8 bytes inline (docs/adapters.md §5.4)
 SENT_MEMORY = 1024         # own message timestamps kept for echo filtering
 ALIAS_MEMORY = 10_000      # number → UUID pairs kept in memory
 NO_ACCOUNT = "platforms.signal.account is not set (the bot's number, e.g. \"+15559990000\")"
@@ -86,7 +86,7 @@ class SignalAdapter(BaseAdapter):
         settings_model=SignalSettings,
         required_env=(),
         install_hint="pip install hermes-gateway-signal",
-        ingress=INGRESS_SINGLE_RECEIVER,  # one event stream per daemon account (docs/platforms.md §6)
+        ingress=INGRESS_SINGLE_RECEIVER,  # one event stream per daemon account (docs/adapters.md §6)
     )
 
     # First pause before offering a refused message to the gateway again, in seconds (doubles).

@@ -1,7 +1,7 @@
-"""signal-cli envelope → (SessionSource, MessageEvent): docs/platforms.md §5.1, seed §1, docs/behaviour.md §4.
+"""signal-cli envelope → (SessionSource, MessageEvent): docs/adapters.md §5.1, seed §1, docs/behaviour.md §4.
 
 Pure functions over the JSON signal-cli writes (no network), so every sample of
-docs/platforms.md §5.2 is a deterministic fixture test. Three wire wrappers carry the same
+docs/adapters.md §5.2 is a deterministic fixture test. Three wire wrappers carry the same
 `{"envelope": …, "account": …}` object and are all accepted:
 
 * a JSON-RPC notification `{"jsonrpc": "2.0", "method": "receive", "params": {"envelope", "account"}}`
@@ -18,7 +18,7 @@ Outcomes of `map_payload`:
 - `MalformedPayload`: missing field, wrong type, out-of-range timestamp, invalid Unicode in an
   id; the message names the field. The adapter logs it and skips the payload.
 
-Identity (docs/platforms.md §0.1, §0.3 items 6, 8, 12): a DM's `chat_id` is the sender's UUID
+Identity (docs/adapters.md §0.1, §0.3 items 6, 8, 12): a DM's `chat_id` is the sender's UUID
 (`sourceUuid`), so its session key does not change when the phone number appears or disappears;
 `user_id` is the number when known, else the UUID; `user_id_alt` is the UUID. An envelope that
 carries only a number is resolved through the injected `uuid_for_number` lookup (the number ↔
@@ -31,9 +31,9 @@ attached as an `IdentityAlias` (number → UUID: the UUID is canonical), which t
 before it builds the session key.
 
 Event message ids are `"<timestamp>:<author>"` (author = UUID, else number): Signal timestamps
-are unique per author only (docs/platforms.md G-T2), so the core's inbound dedupe on
+are unique per author only (docs/adapters.md G-T2), so the core's inbound dedupe on
 (chat, message id) needs the author, and a reply quote needs both (`quote_of`). The
-SessionSource's `message_id` is the bare timestamp, as docs/platforms.md §5.1 states.
+SessionSource's `message_id` is the bare timestamp, as docs/adapters.md §5.1 states.
 """
 
 from __future__ import annotations
@@ -50,12 +50,12 @@ from hermes_core.sdk import (IdentityAlias, MalformedPayload, MessageEvent, Sess
 log = logging.getLogger(__name__)
 
 PLATFORM = "signal"
-GROUP_PREFIX = "group:"            # our chat_id form (docs/platforms.md §0.3 item 12)
+GROUP_PREFIX = "group:"            # our chat_id form (docs/adapters.md §0.3 item 12)
 REST_GROUP_PREFIX = "group."       # signal-cli-rest-api's form: "group." + base64(id) (G-T4)
 MENTION_PLACEHOLDER = "\ufffc"     # each mention is one U+FFFC in `message` (G-T5)
 MAX_TIMESTAMP = 2 ** 63 - 1        # signal-cli timestamps are Java longs (milliseconds)
 
-# Envelope payloads that are never turns (docs/platforms.md §5.1 "skip").
+# Envelope payloads that are never turns (docs/adapters.md §5.1 "skip").
 NOT_TURNS = ("typingMessage", "receiptMessage", "callMessage")
 
 
@@ -195,7 +195,7 @@ def _utf16_index(text: str, offset: int) -> int | None:
 
 
 def render_mentions(text: str, mentions: list, path: str) -> str:
-    """Replace each mention's U+FFFC placeholder with `@<name>` (docs/platforms.md §5.1 text).
+    """Replace each mention's U+FFFC placeholder with `@<name>` (docs/adapters.md §5.1 text).
 
     `mentions` are `{name, number, uuid, start, length}` with offsets in UTF-16 units (G-T5);
     `name` is signal-cli's identifier of the mentioned account (number or UUID). A mention whose
@@ -315,7 +315,7 @@ def map_payload(payload: Any, *, account: str | None = None, account_uuid: str |
         destination = Sender(uuid=_str(sent, "destinationUuid", sent_path, ident=True),
                              number=_str(sent, "destinationNumber", sent_path, ident=True), name=None)
         # A sync comes from one of the account's own devices: it is Note to Self exactly when the
-        # destination is that same account (docs/platforms.md G3); anything else is the owner
+        # destination is that same account (docs/adapters.md G3); anything else is the owner
         # talking to someone else (G4) or to a group, which is not a turn.
         to_self = ((destination.uuid is not None and destination.uuid == sender.uuid)
                    or (destination.number is not None and destination.number == sender.number))

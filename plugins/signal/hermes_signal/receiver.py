@@ -1,5 +1,5 @@
 """The event stream of `signal-cli daemon --http`: `GET /api/v1/events` as Server-Sent Events
-(docs/platforms.md §5.0, trap G-T6).
+(docs/adapters.md §5.0, trap G-T6).
 
 Each incoming message is an SSE event `event:receive` / `data:{"envelope": …, "account": …}`
 (no space after the colons; httpx-sse's decoder accepts both forms) and the daemon writes a `:`

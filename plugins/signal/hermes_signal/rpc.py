@@ -1,5 +1,5 @@
 """JSON-RPC to `signal-cli daemon --http` (`POST /api/v1/rpc`) and the reading of `send` results
-(docs/platforms.md §5.4).
+(docs/adapters.md §5.4).
 
 signal-cli answers a request with `{"jsonrpc": "2.0", "result": …, "id": …}` or
 `{"jsonrpc": "2.0", "error": {"code", "message", "data"}, "id": …}`. The error codes it uses

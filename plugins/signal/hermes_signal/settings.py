@@ -2,7 +2,7 @@
 
 Validated by the core into `SignalSettings` (the model returned by this plugin's
 `hermes_settings_schema` hookimpl). signal-cli's HTTP daemon has no authentication, so there is
-no secret here: keep the daemon bound to 127.0.0.1 (docs/platforms.md §5.3).
+no secret here: keep the daemon bound to 127.0.0.1 (docs/adapters.md §5.3).
 """
 
 from __future__ import annotations
@@ -41,7 +41,7 @@ class SignalSettings(PlatformSettings):
             to reopen the event stream (exponential back-off with jitter).
         max_emit_attempts: how often one message is offered to the gateway before it is dropped
             with an ERROR log (the event stream cannot redeliver it).
-        ignore_stories: story messages are not turns (docs/platforms.md §5.1).
+        ignore_stories: story messages are not turns (docs/adapters.md §5.1).
     """
 
     account: str | None = None

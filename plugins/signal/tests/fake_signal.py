@@ -1,5 +1,5 @@
 """A fake `signal-cli daemon --http` on 127.0.0.1 (aiohttp), for driving the real httpx /
-httpx-sse client (docs/platforms.md §5.3 "Offline").
+httpx-sse client (docs/adapters.md §5.3 "Offline").
 
 Serves the daemon's three endpoints as signal-cli 0.14 does:
 

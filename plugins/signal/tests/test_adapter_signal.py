@@ -1,5 +1,5 @@
 """SignalAdapter against the fake signal-cli HTTP daemon on 127.0.0.1: the real httpx / httpx-sse
-client receiving SSE frames and sending JSON-RPC (docs/platforms.md §5.0, §5.3, §5.4, G-T3, G-T6)."""
+client receiving SSE frames and sending JSON-RPC (docs/adapters.md §5.0, §5.3, §5.4, G-T3, G-T6)."""
 
 from __future__ import annotations
 

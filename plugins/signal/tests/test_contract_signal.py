@@ -49,7 +49,7 @@ class TestSignalAdapter(AdapterContract):
 
     def test_signal_declares_its_limits_and_ingress(self, adapter_class):
         spec = adapter_class.spec
-        # docs/platforms.md §0.4: 2000 UTF-8 bytes inline; §6: one receiver per daemon account.
+        # docs/adapters.md §0.4: 2000 UTF-8 bytes inline; §6: one receiver per daemon account.
         assert (spec.max_message_length, spec.length_unit, spec.pii_safe, spec.ingress) == \
             (2000, "bytes", True, "single_receiver")
         assert spec.capabilities == frozenset({"typing", "edit"})

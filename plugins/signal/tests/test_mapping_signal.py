@@ -1,6 +1,6 @@
-"""Fixture tests of `map_payload` (docs/platforms.md §5.1, §5.2 samples G1–G6, traps G-T1…G-T7).
+"""Fixture tests of `map_payload` (docs/adapters.md §5.1, §5.2 samples G1–G6, traps G-T1…G-T7).
 
-Every expected SessionSource field and session key below is copied literally from docs/platforms.md.
+Every expected SessionSource field and session key below is copied literally from docs/adapters.md.
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ def load(name: str):
 
 
 def sse_data(name: str) -> dict:
-    """The JSON of the `data:` line of an SSE frame (no space after the colon, docs/platforms.md G2)."""
+    """The JSON of the `data:` line of an SSE frame (no space after the colon, docs/adapters.md G2)."""
     (line,) = [l for l in (FIXTURES / f"{name}.sse").read_text().splitlines() if l.startswith("data:")]
     return json.loads(line[len("data:"):])
 
@@ -47,7 +47,7 @@ def mapped(payload, **kwargs):
     return map_payload(payload, **kwargs)
 
 
-# (payload, expected SessionSource fields, text handed to the gateway, session key) — docs/platforms.md §5.2
+# (payload, expected SessionSource fields, text handed to the gateway, session key) — docs/adapters.md §5.2
 SAMPLES = [
     ("g1_dm_jsonrpc", lambda: load("g1_dm_jsonrpc"), {},
      {"platform": "signal", "chat_id": ALICE, "chat_name": "Alice", "chat_type": "dm",
@@ -171,7 +171,7 @@ def test_group_message_keeps_the_group_id_byte_exact():
         platform="signal", chat_id="group:" + GROUP_ID, chat_id_alt=GROUP_ID, chat_name="Family",
         chat_type="group", user_id="+15551230001", user_name="Alice", user_id_alt=ALICE,
         message_id="1767225600123")
-    # docs/platforms.md §5.1: "agent:main:signal:group:group:<groupId>:<sender UUID>"
+    # docs/adapters.md §5.1: "agent:main:signal:group:group:<groupId>:<sender UUID>"
     assert build_session_key(source) == \
         "agent:main:signal:group:group:Pmpi+EfPWmsxiomLe9Nx2XF9HOE483p6iKiFj65iMwI=:7d1e2c3b-4a59-4687-9a0b-1c2d3e4f5a6b"
     assert build_session_key(source, group_sessions_per_user=False) == \

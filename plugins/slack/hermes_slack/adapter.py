@@ -1,5 +1,5 @@
 """`SlackAdapter`: slack-bolt `AsyncApp` on slack-sdk, Socket Mode or HTTP Events API
-(docs/platforms.md §3, docs/behaviour.md §4, §5, §12).
+(docs/adapters.md §3, docs/behaviour.md §4, §5, §12).
 
 Receiving (`receiver.py` runs the transport): every event envelope goes through
 `handle_envelope`, one channel at a time in arrival order:
@@ -16,7 +16,7 @@ Receiving (`receiver.py` runs the transport): every event envelope goes through
    the `app_mention` + `message` pair of one message (S-T1) carry the same `(channel, ts)` and are
    dropped by the core's persisted inbound dedupe: never a second turn;
 4. a message answered in a thread (a real one, or the synthetic root of a top-level channel
-   message, docs/platforms.md §0.3 item 7) marks the thread as one the bot takes part in.
+   message, docs/adapters.md §0.3 item 7) marks the thread as one the bot takes part in.
 
 Sending: `send` posts one chunk with `chat.postMessage` into the target's thread (`thread_ts` =
 `thread_id`, which for a synthetic root is the starter's `ts`: the first reply opens the thread),
@@ -88,7 +88,7 @@ class SlackAdapter(BaseAdapter):
         required_env=("HERMES_PLATFORMS__SLACK__BOT_TOKEN", "HERMES_PLATFORMS__SLACK__APP_TOKEN"),
         install_hint="pip install hermes-gateway-slack",
         # Slack gives each Socket Mode event to one of up to 10 connections, and posts each HTTP
-        # event once: every replica may receive (docs/platforms.md §6).
+        # event once: every replica may receive (docs/adapters.md §6).
         ingress=INGRESS_SHARED,
     )
 

@@ -1,4 +1,4 @@
-"""Render agent text (Markdown-ish) as Slack mrkdwn (docs/platforms.md §3.3).
+"""Render agent text (Markdown-ish) as Slack mrkdwn (docs/adapters.md §3.3).
 
 Slack reads `&`, `<` and `>` as the start of its own control sequences, so they are escaped
 (`&amp;`, `&lt;`, `&gt;`) everywhere — inside code too, as Slack's formatting reference asks.

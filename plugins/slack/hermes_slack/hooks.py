@@ -5,7 +5,7 @@
   formatting, mention syntax, what the agent cannot see, where the conversation lives.
 
 Session keys need no Slack hook: the core's default key rule applies to the SessionSource the
-mapping builds (docs/platforms.md §3.0), and Slack ids never change form. No `tryfirst`: that is
+mapping builds (docs/adapters.md §3.0), and Slack ids never change form. No `tryfirst`: that is
 reserved for deployments.
 """
 

@@ -1,4 +1,4 @@
-"""Cached `users.info` / `conversations.info` lookups (docs/platforms.md §3.0 "cached", §3.3 tiers).
+"""Cached `users.info` / `conversations.info` lookups (docs/adapters.md §3.0 "cached", §3.3 tiers).
 
 Names and channel kinds change rarely, while Web API methods are rate limited per method and
 workspace (Tier 2–4), so every answer is kept for `ttl` seconds in a bounded `cachetools.TTLCache`.
@@ -9,7 +9,7 @@ returns None and is not cached, so the next event tries again; an id Slack does 
 
 The kind of a channel is also learned for free from `message` events, which carry
 `channel_type` (`remember_kind`): the `app_mention` of the same message then needs no lookup
-(docs/platforms.md S-T4).
+(docs/adapters.md S-T4).
 """
 
 from __future__ import annotations
@@ -53,7 +53,7 @@ def channel_facts(channel: dict[str, Any]) -> ChannelFacts:
 
 def user_display_name(user: dict[str, Any]) -> str | None:
     """`users.info`'s `user` object → `profile.display_name`, else `profile.real_name`, else
-    `real_name`, else `name` (docs/platforms.md §3.0)."""
+    `real_name`, else `name` (docs/adapters.md §3.0)."""
     profile = user.get("profile") if isinstance(user.get("profile"), dict) else {}
     for value in (profile.get("display_name"), profile.get("real_name"), user.get("real_name"), user.get("name")):
         if isinstance(value, str) and value.strip():

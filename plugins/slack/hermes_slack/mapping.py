@@ -1,9 +1,9 @@
-"""Raw Slack event envelope → (SessionSource, MessageEvent): docs/platforms.md §3.0, seed §1, docs/behaviour.md §4.
+"""Raw Slack event envelope → (SessionSource, MessageEvent): docs/adapters.md §3.0, seed §1, docs/behaviour.md §4.
 
 Pure functions over the JSON dict Slack sends (the HTTP Events API `event_callback` body, or the
 `payload` of a Socket Mode `events_api` frame — the same envelope). Everything that needs the
 network (user names, channel kinds and names, the threads the bot takes part in) is looked up by
-the adapter beforehand and passed in as `Facts`, so every sample of docs/platforms.md §3.1 is a
+the adapter beforehand and passed in as `Facts`, so every sample of docs/adapters.md §3.1 is a
 deterministic fixture test.
 
 Outcomes of `classify` (and of `map_event`, which returns the pair only):
@@ -16,7 +16,7 @@ Outcomes of `classify` (and of `map_event`, which returns the pair only):
   message names the dotted field. The adapter logs it and acknowledges the event (a redelivery
   would be just as broken).
 
-Rules (docs/platforms.md §3.0): `channel_type` im → dm, channel/group → channel, mpim → group
+Rules (docs/adapters.md §3.0): `channel_type` im → dm, channel/group → channel, mpim → group
 (`app_mention` has no channel_type: the looked-up kind decides); `thread_id` is `thread_ts` when it
 differs from `ts`, else — for a channel message answered in a new thread (`reply_in_thread`) — the
 message's own `ts` (synthetic root, §0.3 item 7); `ts` stays a string (S-T10).
@@ -38,7 +38,7 @@ log = logging.getLogger(__name__)
 
 PLATFORM = "slack"
 
-# conversations.info kinds → chat_type (docs/platforms.md §0.2, §0.3 item 2).
+# conversations.info kinds → chat_type (docs/adapters.md §0.2, §0.3 item 2).
 CHAT_TYPES = {"im": "dm", "mpim": "group", "channel": "channel", "group": "channel"}
 
 MESSAGE_EVENTS = ("message", "app_mention")

@@ -1,5 +1,5 @@
 """Receiving Slack events with slack-bolt's `AsyncApp`, over Socket Mode or the HTTP Events API
-(docs/platforms.md §3.2, §3.3 "Events API delivery", §6).
+(docs/adapters.md §3.2, §3.3 "Events API delivery", §6).
 
 Acknowledgement after durable acceptance (docs/behaviour.md §0, §12): the app runs with
 `process_before_response=True`, so Bolt acknowledges an event only after the listener returned.

@@ -6,7 +6,7 @@ appear in a repr, a log line or an error message. Prefer the environment for the
 `HERMES_PLATFORMS__SLACK__BOT_TOKEN=xoxb-…`, `HERMES_PLATFORMS__SLACK__APP_TOKEN=xapp-…`,
 `HERMES_PLATFORMS__SLACK__SIGNING_SECRET=…`.
 
-Per-channel behaviour (docs/platforms.md §3.0, §0.3 item 10) lives in `[platforms.slack.channels.<id>]`:
+Per-channel behaviour (docs/adapters.md §3.0, §0.3 item 10) lives in `[platforms.slack.channels.<id>]`:
 
     [platforms.slack.channels.G0LEGACY01]
     free_response = true       # answer every message there, not only mentions
@@ -26,7 +26,7 @@ DEFAULT_API_BASE_URL = "https://slack.com/api/"
 
 # Core commands a user may start with "!" instead of "/": Slack's client takes a leading "/" as
 # one of its own slash commands (and refuses them inside threads), so "!new" is read as "/new"
-# (docs/platforms.md §3.5).
+# (docs/adapters.md §3.5).
 DEFAULT_BANG_COMMANDS = ("new", "reset", "stop", "queue", "status", "help", "title", "resume", "undo",
                          "retry", "compress", "restart")
 
@@ -63,7 +63,7 @@ class SlackSettings(PlatformSettings):
             picks a free port; see `SlackAdapter.http_address`).
         reply_in_thread: answer top-level channel messages in a new thread (default). The
             message that opens the thread is keyed by its own `ts`, so the starter and the
-            replies share one session (docs/platforms.md §0.3 items 7 and 10).
+            replies share one session (docs/adapters.md §0.3 items 7 and 10).
         require_mention: in channels and group DMs answer only mentions, replies in threads the
             bot takes part in, and every message of a `free_response` channel. Off: answer every
             message the bot receives.

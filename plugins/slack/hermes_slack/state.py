@@ -1,7 +1,7 @@
-"""The threads the bot takes part in, remembered across restarts (docs/platforms.md §3.5).
+"""The threads the bot takes part in, remembered across restarts (docs/adapters.md §3.5).
 
 In channels the bot answers mentions; once it has answered inside a thread (or opened one for a
-top-level mention, docs/platforms.md §0.3 item 7), every later reply in that thread is for it too,
+top-level mention, docs/adapters.md §0.3 item 7), every later reply in that thread is for it too,
 mention or not (sample S2). That fact must survive a restart, or the conversation would go
 silent after one, so it lives in a small SQLite file in the adapter's data directory
 (`<HERMES_HOME>/slack/slack_state.db`, via aiosqlite). Entries older than `days` are pruned at

@@ -1,11 +1,11 @@
 """A fake Slack on 127.0.0.1 (aiohttp) for driving the real slack-sdk / slack-bolt clients
-(docs/platforms.md §3.2 "Library and offline tests").
+(docs/adapters.md §3.2 "Library and offline tests").
 
 Web API, `POST|GET /api/{method}` with the token in `Authorization: Bearer …`:
 
 * `auth.test` (bot token) → team T0ACME001, bot user U0BOT0001, bot B0HERMES01;
 * `apps.connections.open` (app token) → `{"ok": true, "url": "ws://127.0.0.1:<port>/link/?ticket=<n>"}`;
-* `users.info`, `conversations.info` from the tables of docs/platforms.md §3.1 ("Lookups the samples
+* `users.info`, `conversations.info` from the tables of docs/adapters.md §3.1 ("Lookups the samples
   assume"); unknown ids answer `user_not_found` / `channel_not_found`;
 * `chat.postMessage` (records every attempt and every posted message, answers a new `ts`),
   `chat.update`, `assistant.threads.setStatus`;

@@ -1,5 +1,5 @@
 """SlackAdapter driven through the real slack-bolt / slack-sdk clients against the fake Slack on
-127.0.0.1 (docs/platforms.md §3.2, §3.3). Inbound events are recorded by a bound handler; the
+127.0.0.1 (docs/adapters.md §3.2, §3.3). Inbound events are recorded by a bound handler; the
 gateway end-to-end tests are in `test_gateway_slack.py`.
 """
 

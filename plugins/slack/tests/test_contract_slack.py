@@ -52,7 +52,7 @@ class TestSlackAdapter(AdapterContract):
 
     def test_slack_declares_its_limits_and_ingress(self, adapter_class):
         spec = adapter_class.spec
-        # docs/platforms.md §0.4: keep a message within 4000 characters; user ids are redactable;
+        # docs/adapters.md §0.4: keep a message within 4000 characters; user ids are redactable;
         # §6: Socket Mode gives each event to one connection, HTTP posts it once.
         assert (spec.max_message_length, spec.length_unit, spec.pii_safe, spec.ingress) == \
             (4000, "chars", True, "shared")

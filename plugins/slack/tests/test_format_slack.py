@@ -1,4 +1,4 @@
-"""`to_mrkdwn`: agent Markdown → Slack mrkdwn (docs/platforms.md §3.3: "convert Markdown to mrkdwn
+"""`to_mrkdwn`: agent Markdown → Slack mrkdwn (docs/adapters.md §3.3: "convert Markdown to mrkdwn
 (`*bold*`, `<url|label>`, escape `&<>`)")."""
 
 from __future__ import annotations

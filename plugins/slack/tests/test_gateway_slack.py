@@ -206,7 +206,7 @@ class HeldEcho(EchoAgent):
 
 async def test_the_thread_shows_the_working_status_while_the_turn_runs(slack, gateway):
     # Slack has no typing indicator for bots; in a thread the adapter sets the assistant status
-    # (docs/platforms.md §3.3). A DM answered inline shows nothing.
+    # (docs/adapters.md §3.3). A DM answered inline shows nothing.
     agent = HeldEcho()
     await gateway(agent=agent)
     await slack.push(starter(), load("s1_message_im"))

@@ -1,7 +1,7 @@
-"""Fixture tests of `classify` / `map_event` (docs/platforms.md §3.0, §3.1 samples S1–S7, traps S-T1…S-T10).
+"""Fixture tests of `classify` / `map_event` (docs/adapters.md §3.0, §3.1 samples S1–S7, traps S-T1…S-T10).
 
 Every expected SessionSource field, message text and session key below is copied literally from
-docs/platforms.md §3.1, with the lookups that section states.
+docs/adapters.md §3.1, with the lookups that section states.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ def load(name: str) -> dict:
     return json.loads((FIXTURES / f"{name}.json").read_text())
 
 
-# docs/platforms.md §3.1 "Lookups the samples assume".
+# docs/adapters.md §3.1 "Lookups the samples assume".
 FACTS = Facts(
     bot_user_id="U0BOT0001",
     bot_id="B0HERMES01",

@@ -1,4 +1,4 @@
-"""`TelegramAdapter`: python-telegram-bot 22.x, long polling or webhook (docs/platforms.md §1, docs/behaviour.md §4).
+"""`TelegramAdapter`: python-telegram-bot 22.x, long polling or webhook (docs/adapters.md §1, docs/behaviour.md §4).
 
 Receiving. PTB's `Application` is built with `ApplicationBuilder().token(…).base_url(…)` and
 initialised (getMe gives the bot id used to drop the bot's own messages). PTB's own `Updater` is

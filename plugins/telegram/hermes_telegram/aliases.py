@@ -1,4 +1,4 @@
-"""Group → supergroup migrations (docs/platforms.md §1.3, trap TG-T6).
+"""Group → supergroup migrations (docs/adapters.md §1.3, trap TG-T6).
 
 When a basic group becomes a supergroup its `chat.id` changes (`-4…` → `-100…`). Sessions are
 keyed on the chat id, so without help every conversation in the group would silently restart.

@@ -4,7 +4,7 @@ Agent replies are Markdown-ish. Converting arbitrary Markdown into valid Markdow
 upstream adapters collect their "can't parse entities" errors, so this renderer is deliberately
 small: code fences (```lang … ```) become `pre` blocks and `inline code` stays code; every other
 character MarkdownV2 reserves is escaped, so the rest renders literally. The adapter still falls
-back to plain text when Telegram refuses the result (docs/platforms.md §1.3).
+back to plain text when Telegram refuses the result (docs/adapters.md §1.3).
 
 Escaping adds only backslashes, which Telegram strips during entity parsing, so the 4096-unit
 limit (counted after parsing) is met whenever the plain text meets it.

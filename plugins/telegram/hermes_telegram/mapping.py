@@ -1,7 +1,7 @@
-"""Raw Bot API `Update` → (SessionSource, MessageEvent): docs/platforms.md §1.0, seed §1, docs/behaviour.md §4.
+"""Raw Bot API `Update` → (SessionSource, MessageEvent): docs/adapters.md §1.0, seed §1, docs/behaviour.md §4.
 
 Pure functions over the JSON dict Telegram sends (no network, no library objects), so every
-sample of docs/platforms.md §1.1 is a deterministic fixture test. The adapter feeds both polling and
+sample of docs/adapters.md §1.1 is a deterministic fixture test. The adapter feeds both polling and
 webhook updates through `map_update`.
 
 Three outcomes:
@@ -24,7 +24,7 @@ log = logging.getLogger(__name__)
 
 PLATFORM = "telegram"
 
-# Update fields that carry a Message (docs/platforms.md §1.0 "Updates to handle", TG-T4, TG-T10).
+# Update fields that carry a Message (docs/adapters.md §1.0 "Updates to handle", TG-T4, TG-T10).
 MESSAGE_KINDS = ("message", "channel_post")
 EDIT_KINDS = ("edited_message", "edited_channel_post")
 # Every other update kind of the Bot API: well-formed, but not a message for the agent.
@@ -40,7 +40,7 @@ INT64_LIMIT = 2 ** 63
 
 CHAT_TYPES = {"private": "dm", "group": "group", "supergroup": "group", "channel": "channel"}
 
-# The General topic of a forum (docs/platforms.md §0.3 item 9, TG-T8).
+# The General topic of a forum (docs/adapters.md §0.3 item 9, TG-T8).
 GENERAL_TOPIC_ID = "1"
 
 # Message fields that make a message with no text/caption still worth a turn.
@@ -147,7 +147,7 @@ def _read_update_id(update: Any) -> int:
 
 def migration_of(update: Mapping[str, Any]) -> tuple[str, str] | None:
     """Return `(old_chat_id, new_chat_id)` when `update` is a group → supergroup migration
-    service message (docs/platforms.md TG-T6), else None. Never raises.
+    service message (docs/adapters.md TG-T6), else None. Never raises.
 
     Telegram sends two service messages: `migrate_to_chat_id` in the old group (chat.id = old)
     and `migrate_from_chat_id` in the new supergroup (chat.id = new); either one suffices.
@@ -189,7 +189,7 @@ def map_update(update: dict, *, bot_id: int | None = None,
     Raises:
         MalformedUpdate: missing field, wrong type or unknown update kind (the field is named).
 
-    Rules (docs/platforms.md §1.0): `chat.type` private → dm, group/supergroup → group,
+    Rules (docs/adapters.md §1.0): `chat.type` private → dm, group/supergroup → group,
     channel → channel; `chat_id = str(chat.id)`; the sender comes from `sender_chat` when present
     (is_bot False), else from `from`, else (no sender given) the channel for a channel post and
 nobody (`user_id` None) otherwise; `message_thread_id` is a thread only with
@@ -232,7 +232,7 @@ nobody (`user_id` None) otherwise; `message_thread_id` is a thread only with
                  update_id, kind, message_id, chat_id)
         return None
 
-    # Sender identity (docs/platforms.md §0.3 item 3, TG-T3): sender_chat wins over the placeholder user.
+    # Sender identity (docs/adapters.md §0.3 item 3, TG-T3): sender_chat wins over the placeholder user.
     if sender_chat is not None:
         sc_id = r.int_(sender_chat, "id", f"{path}.sender_chat")
         user_id = str(sc_id)
@@ -323,7 +323,7 @@ nobody (`user_id` None) otherwise; `message_thread_id` is a thread only with
 
 
 def _reply_context(reply: Mapping[str, Any], r: _Reader, path: str) -> dict[str, str | None]:
-    """The `reply_to_*` fields of a MessageEvent from the replied-to message (docs/platforms.md
+    """The `reply_to_*` fields of a MessageEvent from the replied-to message (docs/adapters.md
     §1.1 T3: the quoted text belongs in the event). The reply context is an extra: a malformed
     one is logged (naming the field) and left out, the message itself still goes through."""
     try:

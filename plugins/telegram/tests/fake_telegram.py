@@ -1,6 +1,6 @@
 """A fake Telegram Bot API server on 127.0.0.1 (aiohttp), for driving the real PTB client.
 
-Serves `POST /bot{token}/{method}` (docs/platforms.md §1.2 "Local Bot API fake"):
+Serves `POST /bot{token}/{method}` (docs/adapters.md §1.2 "Local Bot API fake"):
 
 * getMe; getUpdates with Telegram's offset semantics (an update is confirmed, and dropped, once a
   getUpdates asks for an offset above its id; unconfirmed updates are returned again) and long

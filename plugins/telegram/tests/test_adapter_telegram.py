@@ -1,5 +1,5 @@
 """TelegramAdapter driven through the real python-telegram-bot client against the fake Bot API
-on 127.0.0.1 (docs/platforms.md §1.2, §1.3).
+on 127.0.0.1 (docs/adapters.md §1.2, §1.3).
 
 Inbound events are recorded by a bound handler; the gateway end-to-end tests are in
 `test_gateway_telegram.py`.

@@ -1,6 +1,6 @@
-"""Fixture tests of `map_update` (docs/platforms.md §1.0, §1.1 samples T1–T7, traps TG-T1…TG-T10).
+"""Fixture tests of `map_update` (docs/adapters.md §1.0, §1.1 samples T1–T7, traps TG-T1…TG-T10).
 
-Every expected SessionSource field and session key below is copied literally from docs/platforms.md.
+Every expected SessionSource field and session key below is copied literally from docs/adapters.md.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ def load(name: str) -> dict:
     return json.loads((FIXTURES / f"{name}.json").read_text())
 
 
-# (fixture, expected SessionSource fields, text handed to the gateway, session key) — docs/platforms.md §1.1
+# (fixture, expected SessionSource fields, text handed to the gateway, session key) — docs/adapters.md §1.1
 SAMPLES = [
     ("t1_private_dm",
      {"platform": "telegram", "chat_id": "111222333", "chat_name": "Alice Ng", "chat_type": "dm",
@@ -286,7 +286,7 @@ def test_malformed_update_carries_update_id():
     assert str(info.value) == "telegram update 900000004: field 'message.chat' is missing"
 
 
-# ---- reply context and update id on the event (docs/platforms.md §1.1 T3: it belongs in the event) ----
+# ---- reply context and update id on the event (docs/adapters.md §1.1 T3: it belongs in the event) ----
 
 def test_t3_reply_context_and_update_id_are_on_the_event():
     _, event = map_update(load("t3_supergroup_reply"))

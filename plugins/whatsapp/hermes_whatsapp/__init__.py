@@ -1,6 +1,6 @@
 """WhatsApp platform plugin for hermes_core (distribution `hermes-gateway-whatsapp`).
 
-Two transports, two platforms (docs/platforms.md §4, §0.3 item 13):
+Two transports, two platforms (docs/adapters.md §4, §0.3 item 13):
 
 * `whatsapp` — a local bridge process (Baileys or whatsmeow) holding a linked-device session,
   spoken to over JSON/HTTP at `bridge_url` (`WhatsAppAdapter`);

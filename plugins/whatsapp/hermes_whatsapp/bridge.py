@@ -1,4 +1,4 @@
-"""The bridge's HTTP contract, through httpx, and its session files (docs/platforms.md §4.4, §4.5).
+"""The bridge's HTTP contract, through httpx, and its session files (docs/adapters.md §4.4, §4.5).
 
 A bridge is a local process (Baileys in Node, whatsmeow in Go) holding the linked-device
 session. The plugin speaks this JSON contract to it (the README has it in full):

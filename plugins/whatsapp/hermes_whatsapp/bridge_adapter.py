@@ -1,4 +1,4 @@
-"""`WhatsAppAdapter`: the bridge transport, platform `whatsapp` (docs/platforms.md §4.0–§4.2, §4.5).
+"""`WhatsAppAdapter`: the bridge transport, platform `whatsapp` (docs/adapters.md §4.0–§4.2, §4.5).
 
 Receiving: a long-poll loop on the bridge's `GET /events?after=<seq>`. Each event is mapped
 (`bridge_mapping.map_bridge_event`) and every turn in it handed to the gateway; only once `emit`
@@ -40,7 +40,7 @@ from .settings import WhatsAppSettings
 
 log = logging.getLogger(__name__)
 
-MAX_TEXT_CHARS = 4096      # upstream's chunk size for readability (docs/platforms.md §4.5)
+MAX_TEXT_CHARS = 4096      # upstream's chunk size for readability (docs/adapters.md §4.5)
 STOP_GRACE_S = 10.0        # how long `stop` lets the event in hand reach the gateway
 
 
@@ -80,7 +80,7 @@ class WhatsAppAdapter(BaseAdapter):
         settings_model=WhatsAppSettings,
         required_env=(),
         install_hint="pip install hermes-gateway-whatsapp",
-        ingress=INGRESS_SINGLE_RECEIVER,  # one poller per bridge session (docs/platforms.md §6)
+        ingress=INGRESS_SINGLE_RECEIVER,  # one poller per bridge session (docs/adapters.md §6)
     )
 
     def __init__(self, settings: BaseModel | dict | None = None, *, on_message=None,

@@ -1,4 +1,4 @@
-"""Bridge event → (SessionSource, MessageEvent): docs/platforms.md §4.1, §4.2 (W1–W4), seed §1.
+"""Bridge event → (SessionSource, MessageEvent): docs/adapters.md §4.1, §4.2 (W1–W4), seed §1.
 
 Pure functions over the JSON a bridge hands over (no network), so every sample is a
 deterministic fixture test. Two event shapes are read:

@@ -1,5 +1,5 @@
 """`WhatsAppCloudAdapter`: Meta's WhatsApp Cloud API, platform `whatsapp_cloud`
-(docs/platforms.md §4.3, §4.5).
+(docs/adapters.md §4.3, §4.5).
 
 Receiving: the webhook listener (`webhook.WebhookListener`) verifies the `hub.challenge`
 handshake and every POST's `X-Hub-Signature-256`, then `handle_body` maps the body
@@ -37,7 +37,7 @@ from .webhook import WebhookListener, WebhookListenerError
 
 log = logging.getLogger(__name__)
 
-MAX_TEXT_CHARS = 4096      # Cloud API text body limit (docs/platforms.md §4.5)
+MAX_TEXT_CHARS = 4096      # Cloud API text body limit (docs/adapters.md §4.5)
 TYPING_EVERY_S = 20.0      # the indicator lasts 25 s: renew it, but not on every 4 s tick
 REQUIRED = ("access_token", "app_secret", "verify_token", "phone_number_id")
 
@@ -69,7 +69,7 @@ class WhatsAppCloudAdapter(BaseAdapter):
         settings_model=WhatsAppCloudSettings,
         required_env=(),
         install_hint="pip install hermes-gateway-whatsapp",
-        ingress=INGRESS_SHARED,  # each webhook event is posted once (docs/platforms.md §6)
+        ingress=INGRESS_SHARED,  # each webhook event is posted once (docs/adapters.md §6)
     )
 
     def __init__(self, settings: BaseModel | dict | None = None, *, on_message=None,

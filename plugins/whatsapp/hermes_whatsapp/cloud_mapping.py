@@ -1,4 +1,4 @@
-"""Cloud API webhook → (SessionSource, MessageEvent) and status reports: docs/platforms.md §4.3
+"""Cloud API webhook → (SessionSource, MessageEvent) and status reports: docs/adapters.md §4.3
 (W5–W7), seed §1.
 
 Pure functions over the webhook body (no network). A body is
@@ -7,7 +7,7 @@ Pure functions over the webhook body (no network). A body is
 for), `contacts[]` (profile name, `wa_id` = phone, `user_id` = business-scoped user id, BSUID),
 `messages[]`, `statuses[]` and `errors[]`.
 
-Rules (platform `whatsapp_cloud`, docs/platforms.md §0.3 item 13):
+Rules (platform `whatsapp_cloud`, docs/adapters.md §0.3 item 13):
 - `messages[].group_id` present → `group` with `chat_id` = the group id; else `dm` with `chat_id`
   = the BSUID (`contacts[].user_id`, authoritative; else the message's `from_user_id`), falling
   back to the phone (`from`) for payloads without one. The BSUID, because the phone disappears
@@ -37,7 +37,7 @@ log = logging.getLogger(__name__)
 
 PLATFORM = "whatsapp_cloud"
 OBJECT = "whatsapp_business_account"
-# Message types that are never turns (docs/platforms.md §4.3 "skip").
+# Message types that are never turns (docs/adapters.md §4.3 "skip").
 NOT_TURNS = ("reaction", "unsupported", "system", "ephemeral", "request_welcome")
 MEDIA_TYPES = ("image", "video", "document", "audio", "sticker")
 # Status values that are delivery reports ("sent" only means the platform accepted it).

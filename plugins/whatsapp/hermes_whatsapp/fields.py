@@ -1,4 +1,4 @@
-"""Typed access to the fields of a WhatsApp payload (docs/platforms.md §0.5).
+"""Typed access to the fields of a WhatsApp payload (docs/adapters.md §0.5).
 
 Every helper names the dotted path of the field it rejects (`MalformedPayload(field, problem)`),
 never its value: values are message text and phone numbers. Ids must be valid Unicode (they

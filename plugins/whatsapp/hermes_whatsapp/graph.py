@@ -1,4 +1,4 @@
-"""Graph API sends for the Cloud API, through httpx (docs/platforms.md §4.5, traps W-T9, W-T10).
+"""Graph API sends for the Cloud API, through httpx (docs/adapters.md §4.5, traps W-T9, W-T10).
 
 `POST /<phone_number_id>/messages` with `{"messaging_product": "whatsapp", "type": "text",
 "text": {"body", "preview_url": false}}` addressed as:

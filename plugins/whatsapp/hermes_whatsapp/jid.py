@@ -1,4 +1,4 @@
-"""JID anatomy of the bridge (docs/platforms.md §4.0, traps W-T2, W-T4).
+"""JID anatomy of the bridge (docs/adapters.md §4.0, traps W-T2, W-T4).
 
 A user JID is `<user>[_<agent>][:<device>]@<server>`; servers are `s.whatsapp.net` (a phone
 number, "PN"; `c.us` in whatsapp-web.js), `lid` (an opaque LID), `g.us` (a group),

@@ -1,4 +1,4 @@
-"""The Cloud API webhook listener (aiohttp, as the Slack plugin's HTTP mode): docs/platforms.md
+"""The Cloud API webhook listener (aiohttp, as the Slack plugin's HTTP mode): docs/adapters.md
 §4.3, trap W-T8.
 
 * `GET <path>?hub.mode=subscribe&hub.verify_token=…&hub.challenge=…` — the verification

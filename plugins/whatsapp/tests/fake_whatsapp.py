@@ -1,5 +1,5 @@
 """Fake WhatsApp servers on 127.0.0.1 (aiohttp), for driving the plugin's real httpx clients
-(docs/platforms.md §4.4 "Library and offline tests"), and a signed webhook poster playing Meta.
+(docs/adapters.md §4.4 "Library and offline tests"), and a signed webhook poster playing Meta.
 
 * `FakeBridge` — the bridge contract of the plugin's README: `GET /events?after=N&timeout=S`
   (long poll; `after` acknowledges, unacknowledged events are kept and served again, also after

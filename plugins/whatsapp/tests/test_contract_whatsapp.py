@@ -67,7 +67,7 @@ class TestWhatsAppBridgeAdapter(AdapterContract):
 
     def test_bridge_declares_its_limits_and_ingress(self, adapter_class):
         spec = adapter_class.spec
-        # docs/platforms.md §0.4: chunk at 4096; §6: one leased receiver per bridge session.
+        # docs/adapters.md §0.4: chunk at 4096; §6: one leased receiver per bridge session.
         assert (spec.name, spec.max_message_length, spec.length_unit, spec.pii_safe, spec.ingress) == \
             ("whatsapp", 4096, "chars", True, "single_receiver")
         assert spec.capabilities == frozenset({"typing"})
@@ -104,7 +104,7 @@ class TestWhatsAppCloudAdapter(AdapterContract):
 
     def test_cloud_declares_its_limits_and_ingress(self, adapter_class):
         spec = adapter_class.spec
-        # docs/platforms.md §0.4: 4096 characters; §6: each webhook event is posted once.
+        # docs/adapters.md §0.4: 4096 characters; §6: each webhook event is posted once.
         assert (spec.name, spec.max_message_length, spec.length_unit, spec.pii_safe, spec.ingress) == \
             ("whatsapp_cloud", 4096, "chars", True, "shared")
         assert spec.capabilities == frozenset({"typing", "webhook"})

@@ -1,6 +1,6 @@
-"""Fixture tests of the pure mappings (docs/platforms.md §4.1–§4.3, samples W1–W7, traps W-T1…W-T10).
+"""Fixture tests of the pure mappings (docs/adapters.md §4.1–§4.3, samples W1–W7, traps W-T1…W-T10).
 
-Every expected SessionSource field and session key below is copied literally from docs/platforms.md
+Every expected SessionSource field and session key below is copied literally from docs/adapters.md
 §4.2 / §4.3. Keys are built by the core's key builder with the core's alias folding
 (`canonical_with_aliases`, what the builtin `hermes_canonical_identity` runs), fed with the aliases
 the event carries plus those the samples assume the store already holds (98765432109876 ↔
@@ -48,7 +48,7 @@ def group_names(jid: str) -> str | None:
     return {"120363025555555555@g.us": "Book Club"}.get(jid)
 
 
-# (fixture, expected SessionSource fields, text handed to the gateway, session key) — docs/platforms.md
+# (fixture, expected SessionSource fields, text handed to the gateway, session key) — docs/adapters.md
 BRIDGE_SAMPLES = [
     ("w1_dm_pn",
      {"platform": "whatsapp", "chat_id": "15551234567@s.whatsapp.net", "chat_name": "Carol", "chat_type": "dm",
