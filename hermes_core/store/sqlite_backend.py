@@ -43,9 +43,10 @@ _END_TURN_ROUTE = ("UPDATE routes SET entry = ?, updated_ts = ?, suspended = ?, 
 _CLEAR_MARKER = ("UPDATE routes SET turn_session_id = NULL, turn_message_id = NULL, turn_started_ts = NULL "
                  "WHERE session_key = ?")
 _FINISH_INBOUND = "UPDATE inbound SET state = 'done', payload = NULL, finished_ts = ? WHERE id = ?"
-# A message accepted in the transaction that begins its turn (docs/behaviour.md §12).
-_ACCEPT_RUNNING = ("INSERT OR IGNORE INTO inbound (platform, chat_id, message_id, accepted_at, accepted_ts, "
-                   "session_key, payload, state) VALUES (?, ?, ?, ?, ?, ?, ?, 'running')")
+# An accepted message ('pending'; 'running' when accepted in the transaction that begins its
+# turn, docs/behaviour.md §12); a duplicate of its dedupe id inserts nothing.
+_ACCEPT = ("INSERT OR IGNORE INTO inbound (platform, chat_id, message_id, accepted_at, accepted_ts, session_key, "
+           "payload, state) VALUES (?, ?, ?, ?, ?, ?, ?, ?)")
 # The condition of the partial index `delivery_open` (schema 7), word for word.
 _OPEN_OBLIGATION = "(state = 'pending' OR state = 'attempting' OR state = 'failed')"
 _OPEN_STATES = frozenset({"pending", "attempting", "failed"})
@@ -247,9 +248,8 @@ class SqliteBackend:
                          inbound_id: int | None = None, accept: NewIntake | None = None) -> int | None:
         def work(conn: sqlite3.Connection) -> int | None:
             if accept is not None:
-                cur = conn.execute(_ACCEPT_RUNNING, (accept.platform, accept.chat_id, accept.message_id,
-                                                     accept.accepted_at, accept.accepted_ts, accept.session_key,
-                                                     accept.payload))
+                cur = conn.execute(_ACCEPT, (accept.platform, accept.chat_id, accept.message_id, accept.accepted_at,
+                                             accept.accepted_ts, accept.session_key, accept.payload, "running"))
                 if cur.rowcount != 1:
                     return None  # a duplicate: its turn is not begun
                 accepted = cur.lastrowid
@@ -337,9 +337,7 @@ class SqliteBackend:
     async def intake_accept(self, platform: str, chat_id: str, message_id: str, session_key: str | None,
                             payload: str | None, now_iso: str, now_ts: float, *, done: bool = False) -> int | None:
         cur = await self.db.write_one(
-            "INSERT OR IGNORE INTO inbound (platform, chat_id, message_id, accepted_at, accepted_ts, session_key, "
-            "payload, state) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-            (platform, chat_id, message_id, now_iso, now_ts, session_key, payload, "done" if done else "pending"))
+            _ACCEPT, (platform, chat_id, message_id, now_iso, now_ts, session_key, payload, "done" if done else "pending"))
         return cur.lastrowid if cur.rowcount == 1 else None
 
     async def intake_finish(self, inbound_id: int, now_ts: float) -> None:

@@ -65,6 +65,11 @@ _SYNC_COUNTERS = (
 _CLEAR_MARKER = ("UPDATE routes SET turn_session_id = NULL, turn_message_id = NULL, turn_started_ts = NULL "
                  "WHERE session_key = %s")
 _FINISH_INBOUND = "UPDATE inbound SET state = 'done', payload = NULL, finished_ts = %s WHERE id = %s"
+# An accepted message ('pending'; 'running' when accepted in the transaction that begins its
+# turn, docs/behaviour.md §12); a duplicate of its dedupe id inserts nothing and returns no row.
+_ACCEPT = ("INSERT INTO inbound (platform, chat_id, message_id, accepted_at, accepted_ts, session_key, payload, "
+           "state) VALUES (%s, %s, %s, %s, %s, %s, %s, %s) ON CONFLICT (platform, chat_id, message_id) "
+           "DO NOTHING RETURNING id")
 _SESSION_COLS = ("session_id, session_key, origin, platform, chat_id, participant_id, chat_type, display_name, "
                  "created_at, updated_at, ended_at, end_reason, parent_session_id, input_tokens, output_tokens, "
                  "cache_read_tokens, cache_write_tokens, total_tokens, estimated_cost_usd, cost_status, title, "
@@ -482,12 +487,8 @@ class PostgresBackend:
                 raise StoreError(f"cannot begin a turn: no session entry for key {session_key!r}")
             if accept is not None:
                 # No pg_notify: the replica accepting it runs it (it holds the session's lease).
-                cur = await conn.execute(
-                    "INSERT INTO inbound (platform, chat_id, message_id, accepted_at, accepted_ts, session_key, "
-                    "payload, state) VALUES (%s, %s, %s, %s, %s, %s, %s, 'running') "
-                    "ON CONFLICT (platform, chat_id, message_id) DO NOTHING RETURNING id",
-                    (accept.platform, accept.chat_id, accept.message_id, accept.accepted_at, accept.accepted_ts,
-                     accept.session_key, accept.payload))
+                cur = await conn.execute(_ACCEPT, (accept.platform, accept.chat_id, accept.message_id, accept.accepted_at,
+                                                   accept.accepted_ts, accept.session_key, accept.payload, "running"))
                 accepted = await cur.fetchone()
                 if accepted is None:
                     return None  # a duplicate: its turn is not begun
@@ -532,11 +533,8 @@ class PostgresBackend:
         # Not fenced: any replica may accept a message for any session; the unique key makes a
         # redelivery to another replica a duplicate. The hint wakes the replica that owns it.
         async with self._tx() as conn:
-            cur = await conn.execute(
-                "INSERT INTO inbound (platform, chat_id, message_id, accepted_at, accepted_ts, session_key, payload, "
-                "state) VALUES (%s, %s, %s, %s, %s, %s, %s, %s) ON CONFLICT (platform, chat_id, message_id) "
-                "DO NOTHING RETURNING id",
-                (platform, chat_id, message_id, now_iso, now_ts, session_key, payload, "done" if done else "pending"))
+            cur = await conn.execute(_ACCEPT, (platform, chat_id, message_id, now_iso, now_ts, session_key, payload,
+                                               "done" if done else "pending"))
             row = await cur.fetchone()
             if row is not None and not done:
                 await conn.execute("SELECT pg_notify(%s, %s)", (INTAKE_CHANNEL, session_key or ""))
