@@ -58,8 +58,12 @@ class StoreBackend(Protocol):
         (`new_session`, with `parent_session_id`), reopening `reopen_session`, and clearing the
         key's turn marker. The session row's counters follow the entry's."""
 
-    async def save_many(self, entries: list[SessionEntry]) -> None:
-        """Upsert many routes at once (batched touch times)."""
+    async def touch_routes(self, entries: list[SessionEntry]) -> None:
+        """Write the touch time of many routes at once (the batched `updated_at` bumps of
+        `get_or_create_session`, docs/behaviour.md §2): the route of each entry's key, if it
+        still points at the entry's session, takes the entry's `updated_at` (in its stored
+        entry and its `updated_ts`). A key whose route is gone or points at another session is
+        left as it is: the touch never brings back a pruned route."""
 
     async def delete_routes(self, keys: list[str]) -> None:
         """Remove routes (pruning); their sessions are not ended."""

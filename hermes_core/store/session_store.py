@@ -301,7 +301,7 @@ class SessionStore(TurnOps, TranscriptOps, AliasOps, ErasureOps, ClaimOps):
             return
         pending, self._touched = self._touched, {}
         try:
-            await backend.save_many(list(pending.values()))
+            await backend.touch_routes(list(pending.values()))
         except BaseException:
             for key, entry in pending.items():
                 self._touched.setdefault(key, entry)

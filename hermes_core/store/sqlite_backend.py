@@ -34,6 +34,12 @@ _UPSERT_ROUTE = (
     "INSERT INTO routes (session_key, session_id, entry, updated_ts, suspended) VALUES (?, ?, ?, ?, ?) "
     "ON CONFLICT(session_key) DO UPDATE SET session_id = excluded.session_id, entry = excluded.entry, "
     "updated_ts = excluded.updated_ts, suspended = excluded.suspended")
+# A batched touch (`touch_routes`): only `updated_at` changes, so SQLite rewrites it inside the
+# stored JSON (byte for byte what `entry_json` would give) and the event loop serialises no
+# entry: at 10,000 sessions in flight a mirror flush touches every one (docs/behaviour.md §12).
+# A route whose entry is not valid JSON is left for its next full write.
+_TOUCH_ROUTE = ("UPDATE routes SET entry = json_set(entry, '$.updated_at', ?), updated_ts = ? "
+                "WHERE session_key = ? AND session_id = ? AND json_valid(entry)")
 # The end of a turn on the live path (`record_reply`): the entry of the route's own session and
 # the end of its turn marker in one statement that leaves `session_id` (and so the index
 # `routes_by_session_id`) untouched. No row changed: the route is missing or moved to another
@@ -156,10 +162,10 @@ class SqliteBackend:
                 conn.execute(_CLEAR_MARKER, (entry.session_key,))
         await self.db.run(work)
 
-    async def save_many(self, entries: list[SessionEntry]) -> None:
-        """Upsert many routes in one transaction (the batched touch times)."""
+    async def touch_routes(self, entries: list[SessionEntry]) -> None:
         if entries:
-            await self.db.executemany(_UPSERT_ROUTE, [route_params(e) for e in entries])
+            await self.db.executemany(_TOUCH_ROUTE, [(format_timestamp(e.updated_at), e.updated_at.timestamp(),
+                                                      e.session_key, e.session_id) for e in entries])
 
     async def delete_routes(self, keys: list[str]) -> None:
         # Only the routes go: pruning never ends a session (docs/behaviour.md §2).

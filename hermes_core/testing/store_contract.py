@@ -119,7 +119,7 @@ class StoreBackendContract:
         flagged = entry(keys[0], "20260101_120000_00000000", resume_pending=True, resume_reason="restart_timeout")
         await b.save(flagged)
         assert [e.session_key for e in await b.resume_pending_routes()] == [keys[0]]
-        await b.save_many([entry(keys[1], "20260101_120000_00000001", at=T0 + timedelta(hours=9))])
+        await b.touch_routes([entry(keys[1], "20260101_120000_00000001", at=T0 + timedelta(hours=9))])
         assert (await b.get_route(keys[1])).updated_at == T0 + timedelta(hours=9)
         assert await b.routes_older_than((T0 + timedelta(hours=3)).timestamp()) == [(keys[0], False), (keys[2], False)]
         await b.delete_routes([keys[0]])
@@ -130,6 +130,29 @@ class StoreBackendContract:
         assert (pruned.end_reason, pruned.ended_at) == (None, None)
         assert (await b.adoptable_session(keys[0])).session_id == "20260101_120000_00000000"
         assert await b.adoptable_session(keys[1]) is None  # its route still points at it
+
+    async def test_touch_routes_writes_the_touch_time_only_where_the_route_still_points(self, store_backend):
+        b = store_backend
+        kept, pruned, moved = (f"agent:main:telegram:dm:u{i}" for i in range(3))
+        named = SessionSource(platform="telegram", chat_id="c1", chat_type="dm", user_id="u1",
+                              chat_name="Zoë's \"chat\" 🚀")
+        for i, key in enumerate((kept, pruned, moved)):
+            await b.save(entry(key, f"20260101_120000_0000000{i}", origin=named), new_session=True)
+        await b.delete_routes([pruned])
+        await b.save(entry(moved, "20260101_120000_00000009"), new_session=True)
+        touches = [entry(k, f"20260101_120000_0000000{i}", origin=named) for i, k in enumerate((kept, pruned, moved))]
+        for touch in touches:
+            touch.updated_at = T0 + timedelta(hours=2, microseconds=5)
+        await b.touch_routes(touches)
+        touched = await b.get_route(kept)
+        assert (touched.updated_at, touched.created_at, touched.origin.chat_name) == (
+            datetime(2026, 1, 1, 14, 0, 0, 5, tzinfo=timezone.utc), T0, "Zoë's \"chat\" 🚀")
+        assert await b.get_route(pruned) is None  # a touch never brings back a pruned route
+        assert ((await b.get_route(moved)).session_id, (await b.get_route(moved)).updated_at) == (
+            "20260101_120000_00000009", T0)
+        assert await b.routes_older_than((T0 + timedelta(hours=1)).timestamp()) == [(moved, False)]
+        mirror = json.loads(await b.render_mirror())
+        assert mirror[kept]["updated_at"] == "2026-01-01T14:00:00.000005+00:00"
 
     # ---- transcripts ---------------------------------------------------------------------
 

@@ -364,9 +364,14 @@ class PostgresBackend:
             if clear_marker:
                 await conn.execute(_CLEAR_MARKER, (entry.session_key,))
 
-    async def save_many(self, entries: list[SessionEntry]) -> None:
+    async def touch_routes(self, entries: list[SessionEntry]) -> None:
+        # A shared store writes every touch at once (SessionStore), so only a caller of the
+        # backend itself batches them here; the whole entry is written (nothing else differs).
         for entry in entries:  # one fenced transaction per key: each is its own lease's
-            await self.save(entry)
+            async with self._tx(entry.session_key) as conn:
+                await conn.execute("UPDATE routes SET entry = %s, updated_ts = %s WHERE session_key = %s "
+                                   "AND session_id = %s", (entry_json(entry), entry.updated_at.timestamp(),
+                                                           entry.session_key, entry.session_id))
 
     async def delete_routes(self, keys: list[str]) -> None:
         # Only the routes go: pruning never ends a session (docs/behaviour.md §2).
