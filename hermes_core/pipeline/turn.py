@@ -33,6 +33,7 @@ import logging
 import time
 from typing import Any, Awaitable, Callable
 from dataclasses import dataclass
+from functools import partial
 
 from ..agents.base import AgentError, AgentInterrupted
 from ..model.events import MessageEvent
@@ -337,14 +338,15 @@ async def _answer(deps: PipelineDeps, key: str, source, entry, context, adapter,
         # Reply + obligation ('attempting': it is sent next) + end of the marker + token counters
         # + intake rows finished + resume_pending / is_fresh_reset cleared: one transaction, one
         # commit (docs/behaviour.md §6, §12).
-        ob_id = await _until_written(key, "reply", lambda: store.record_reply(
-            key, entry.session_id, assistant, origin=source, content=owed, internal=internal, reply_to=reply_to,
-            sending=True, before=taken, inbound_ids=finished, usage=usage, completed=True))
+        # A partial, not a closure (fewer objects for the collector, docs/behaviour.md §12).
+        ob_id = await _until_written(key, "reply", partial(
+            store.record_reply, key, entry.session_id, assistant, origin=source, content=owed, internal=internal,
+            reply_to=reply_to, sending=True, before=taken, inbound_ids=finished, usage=usage, completed=True))
     else:
         owed = reply_text
-        ob_id = await _until_written(key, "notice", lambda: store.record_reply(
-            key, entry.session_id, None, origin=source, content=owed, internal=internal, reply_to=reply_to,
-            sending=True, before=taken, inbound_ids=finished))
+        ob_id = await _until_written(key, "notice", partial(
+            store.record_reply, key, entry.session_id, None, origin=source, content=owed, internal=internal,
+            reply_to=reply_to, sending=True, before=taken, inbound_ids=finished))
     cache.mark_persisted(live)
     if on_answered is not None:
         on_answered()

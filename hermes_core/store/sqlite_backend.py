@@ -12,6 +12,7 @@ import logging
 import sqlite3
 from contextlib import closing
 from dataclasses import fields
+from functools import partial
 from typing import Any, Iterable, Sequence
 
 from ..model import SessionEntry, TokenUsage, format_timestamp
@@ -384,23 +385,30 @@ class SqliteBackend:
                            obligation: NewObligation | None, *, before: Sequence[MessageRow] = (),
                            entry: SessionEntry | None = None, inbound_ids: Sequence[int] = (),
                            now_ts: float = 0.0) -> tuple[int | None, int | None]:
-        route = route_params(entry) if entry is not None else None
+        # A partial, not a closure: at 10,000 turns in flight each waiting write's objects are
+        # traversed by every young garbage collection, and a closure is one cell per variable
+        # (docs/behaviour.md §12 "Garbage collection").
+        work = partial(self._record_reply_in_thread, session_key, session_id, row, obligation, before,
+                       route_params(entry) if entry is not None else None, inbound_ids, now_ts)
+        return await self._with_fts_repair(partial(self.db.run, work))
 
-        def work(conn: sqlite3.Connection) -> tuple[int | None, int | None]:
-            conn.executemany(_INSERT_MSG, [_message_params(session_id, r) for r in before])
-            message_id = self._insert_message(conn, session_id, row) if row is not None else None
-            ob_id = None
-            if obligation is not None:
-                carried = message_id if message_id is not None else obligation.message_id
-                ob_id = self._insert_obligation(conn, obligation, carried)
-            # The entry carries the session's counters; the schema-2 triggers copy them to `sessions`.
-            if route is None or conn.execute(_END_TURN_ROUTE, (*route[2:], session_key, route[1])).rowcount == 0:
-                if route is not None:
-                    conn.execute(_UPSERT_ROUTE, route)
-                conn.execute(_CLEAR_MARKER, (session_key,))
-            conn.executemany(_FINISH_INBOUND, [(now_ts, ident) for ident in inbound_ids])
-            return message_id, ob_id
-        return await self._with_fts_repair(lambda: self.db.run(work))
+    def _record_reply_in_thread(self, session_key: str, session_id: str, row: MessageRow | None,
+                                obligation: NewObligation | None, before: Sequence[MessageRow], route: tuple | None,
+                                inbound_ids: Sequence[int], now_ts: float,
+                                conn: sqlite3.Connection) -> tuple[int | None, int | None]:
+        conn.executemany(_INSERT_MSG, [_message_params(session_id, r) for r in before])
+        message_id = self._insert_message(conn, session_id, row) if row is not None else None
+        ob_id = None
+        if obligation is not None:
+            carried = message_id if message_id is not None else obligation.message_id
+            ob_id = self._insert_obligation(conn, obligation, carried)
+        # The entry carries the session's counters; the schema-2 triggers copy them to `sessions`.
+        if route is None or conn.execute(_END_TURN_ROUTE, (*route[2:], session_key, route[1])).rowcount == 0:
+            if route is not None:
+                conn.execute(_UPSERT_ROUTE, route)
+            conn.execute(_CLEAR_MARKER, (session_key,))
+        conn.executemany(_FINISH_INBOUND, [(now_ts, ident) for ident in inbound_ids])
+        return message_id, ob_id
 
     async def obligation_for_message(self, message_id: int) -> int | None:
         return await self.db.fetchval("SELECT id FROM delivery_obligations WHERE message_id = ? LIMIT 1",
