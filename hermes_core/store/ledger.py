@@ -121,7 +121,7 @@ class LedgerOps:
         if content:
             ob = self._obligation(session_key, session_id, origin, content, internal, reply_to, sending=sending)
         now = self._now()
-        # A partial, not a closure (fewer objects for the collector, SqliteBackend.record_reply).
+        # A partial, not a closure (fewer objects for the collector, docs/behaviour.md §12).
         write = partial(self._b().record_reply, session_key, session_id, row, ob, before=rows,
                         inbound_ids=inbound_ids, now_ts=now.timestamp())
         if usage is None and not completed:

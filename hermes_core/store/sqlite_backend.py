@@ -37,7 +37,8 @@ _UPSERT_ROUTE = (
     "updated_ts = excluded.updated_ts, suspended = excluded.suspended")
 # A batched touch (`touch_routes`): only `updated_at` changes, so SQLite rewrites it inside the
 # stored JSON (byte for byte what `entry_json` would give) and the event loop serialises no
-# entry: at 10,000 sessions in flight a mirror flush touches every one (docs/behaviour.md §12).
+# entry: at 10,000 sessions in flight a mirror flush touches every one (docs/behaviour.md §3
+# "sessions.json").
 # A route whose entry is not valid JSON is left for its next full write.
 _TOUCH_ROUTE = ("UPDATE routes SET entry = json_set(entry, '$.updated_at', ?), updated_ts = ? "
                 "WHERE session_key = ? AND session_id = ? AND json_valid(entry)")

@@ -148,8 +148,8 @@ class StoreBackendContract:
         assert (touched.updated_at, touched.created_at, touched.origin.chat_name) == (
             datetime(2026, 1, 1, 14, 0, 0, 5, tzinfo=timezone.utc), T0, "Zoë's \"chat\" 🚀")
         assert await b.get_route(pruned) is None  # a touch never brings back a pruned route
-        assert ((await b.get_route(moved)).session_id, (await b.get_route(moved)).updated_at) == (
-            "20260101_120000_00000009", T0)
+        moved_route = await b.get_route(moved)
+        assert (moved_route.session_id, moved_route.updated_at) == ("20260101_120000_00000009", T0)
         assert await b.routes_older_than((T0 + timedelta(hours=1)).timestamp()) == [(moved, False)]
         mirror = json.loads(await b.render_mirror())
         assert mirror[kept]["updated_at"] == "2026-01-01T14:00:00.000005+00:00"

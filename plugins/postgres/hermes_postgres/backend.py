@@ -365,8 +365,8 @@ class PostgresBackend:
                 await conn.execute(_CLEAR_MARKER, (entry.session_key,))
 
     async def touch_routes(self, entries: list[SessionEntry]) -> None:
-        # A shared store writes every touch at once (SessionStore), so only a caller of the
-        # backend itself batches them here; the whole entry is written (nothing else differs).
+        # SessionStore defers no touch on a shared store, so this runs only for a caller that
+        # batches touches itself; the whole entry is written (only `updated_at` differs).
         for entry in entries:  # one fenced transaction per key: each is its own lease's
             async with self._tx(entry.session_key) as conn:
                 await conn.execute("UPDATE routes SET entry = %s, updated_ts = %s WHERE session_key = %s "
