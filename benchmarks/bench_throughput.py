@@ -22,7 +22,10 @@ in both.
   Also reported, over every message of the timed loops (the writes that follow a reply
   included): commits per message (`Database.commits`) and calls to the SQLite thread per message
   (every call to aiosqlite's worker thread goes through `aiosqlite.core.Connection._execute`,
-  which this process wraps with a counter).
+  which this process wraps with a counter); and where the time went: the event loop's CPU per
+  message, its busy share of the wall time, and the SQLite thread's CPU per message (per-thread
+  CPU clocks, `time.pthread_getcpuclockid`). A loop that is busy less than all the time was
+  waiting for the SQLite thread (docs/behaviour.md §12 "Where the time goes at 10,000 sessions").
 
 A loop sends no new message once the wall time has passed; msg/s is the messages done divided by
 the time until the last one in flight at the deadline was done (in both variants alike: at
@@ -165,11 +168,16 @@ async def measure_pipeline(root: Path, sessions: int, seconds: float) -> dict[st
         await pipe.runner.join()  # the warm-up's writes after its replies are not counted
         warm_up = time.perf_counter() - started
         db = pipe.store._b().db
+        sqlite_clock = time.pthread_getcpuclockid(db.conn._thread.ident)
         commits0, calls0 = db.commits, ThreadCalls.count
+        loop0, sqlite0, wall0 = time.thread_time(), time.clock_gettime(sqlite_clock), time.perf_counter()
         done, elapsed = await closed_loops(pipe, sources, seconds)
         await pipe.runner.join()  # the writes after the last replies belong to the timed messages
+        loop_cpu, wall = time.thread_time() - loop0, time.perf_counter() - wall0
+        sqlite_cpu = time.clock_gettime(sqlite_clock) - sqlite0
         return {"rate": done / elapsed, "commits": (db.commits - commits0) / done,
-                "calls": (ThreadCalls.count - calls0) / done, "warm_up": warm_up}
+                "calls": (ThreadCalls.count - calls0) / done, "warm_up": warm_up,
+                "loop_us": loop_cpu / done * 1e6, "loop_busy": loop_cpu / wall, "sqlite_us": sqlite_cpu / done * 1e6}
 
 
 async def run(root: Path, levels: list[int], seconds: float, repeat: int) -> dict:
@@ -181,8 +189,9 @@ async def run(root: Path, levels: list[int], seconds: float, repeat: int) -> dic
                 measure = {RAW: measure_raw, FLOOR: measure_floor, PIPELINE: measure_pipeline}[variant]
                 result = await measure(root, sessions, seconds)
                 results.setdefault((variant, sessions), []).append(result)
-                extra = (f", {result['commits']:.3f} commits/msg, sessions created in {result['warm_up']:.1f} s"
-                         if variant == PIPELINE else "")
+                extra = (f", {result['commits']:.3f} commits/msg, loop {result['loop_us']:.0f} µs/msg "
+                         f"(busy {result['loop_busy']:.0%}), SQLite thread {result['sqlite_us']:.0f} µs/msg, "
+                         f"sessions created in {result['warm_up']:.1f} s" if variant == PIPELINE else "")
                 console.print(f"[dim]{sessions:,} session(s), {variant}, round {round_no + 1}: {result['rate']:.1f} "
                               f"msg/s, {result['calls']:.2f} thread calls/msg{extra}[/dim]")
     return results
@@ -198,9 +207,10 @@ def report(results: dict, levels: list[int]) -> None:
 
     table = Table(title="Pipeline vs raw insert+commit (synchronous = FULL in both)",
                   caption="engine floor: the write engine with a message's three writes and none of its logic; "
-                          "commits/msg, calls/msg: the pipeline's commits and SQLite-thread calls per message")
+                          "commits/msg, calls/msg: the pipeline's commits and SQLite-thread calls per message; "
+                          "loop, SQLite: CPU per message of the event loop (and its busy share) and of the SQLite thread")
     for name in ("sessions", "raw\nmsg/s", "engine floor\n/ raw", "pipeline\nmsg/s", "pipeline\n/ raw", "target",
-                 "commits\n/ msg", "calls\n/ msg"):
+                 "commits\n/ msg", "calls\n/ msg", "loop µs\n/ msg", "loop\nbusy", "SQLite µs\n/ msg"):
         table.add_column(name, justify="right", no_wrap=True)
     single = None
     for sessions in levels:
@@ -213,7 +223,8 @@ def report(results: dict, levels: list[int]) -> None:
         floor = mean(FLOOR, sessions, "rate") / raw
         table.add_row(f"{sessions:,}", f"{raw:.0f}", f"{floor:.2f}×", f"{pipe:.0f}", f"{ratio:.2f}×",
                       "—" if target is None else f"≥ {target:.1f}× {verdict(ratio >= target)}",
-                      f"{commits:.3f}", f"{calls:.2f}")
+                      f"{commits:.3f}", f"{calls:.2f}", f"{mean(PIPELINE, sessions, 'loop_us'):.0f}",
+                      f"{mean(PIPELINE, sessions, 'loop_busy'):.0%}", f"{mean(PIPELINE, sessions, 'sqlite_us'):.0f}")
     console.print(table)
     if single is not None:
         commits, calls = single
