@@ -195,11 +195,17 @@ def _listing_line(number: int, summary: dict, current: str | None) -> str:
     return f"{number}. {_label(summary)} — {stamp}, {summary['message_count']} message(s){mark}"
 
 
+def _count(text: str) -> int | None:
+    """A command's number argument: ASCII digits only (`str.isdigit` also takes "²", which
+    `int` refuses), else None."""
+    return int(text) if text.isascii() and text.isdigit() else None
+
+
 def _pick(sessions: list[dict], query: str) -> dict | None:
     """`/resume <n | session id | title>`: the n-th listed session, else the session with that
     id, else the first whose title equals `query` (case-insensitive)."""
-    if query.isdigit():
-        index = int(query)
+    index = _count(query)
+    if index is not None:
         return sessions[index - 1] if 1 <= index <= len(sessions) else None
     for summary in sessions:
         if summary["session_id"] == query:
@@ -243,6 +249,9 @@ async def _resume(call: CommandCall) -> CommandResult:
 
 # ---- /undo, /retry, /compress -------------------------------------------------------------------
 
+_ALL_TURNS = 2**63 - 1
+
+
 async def _rewind(call: CommandCall, n: int) -> dict | None:
     entry = await maybe_await(call.deps.store.get_entry(call.key))
     if entry is None:
@@ -258,9 +267,11 @@ async def _rewind(call: CommandCall, n: int) -> dict | None:
 
 async def _undo(call: CommandCall) -> CommandResult:
     arg = call.arg.strip()
-    if arg and not (arg.isdigit() and int(arg) > 0):
+    turns = _count(arg) if arg else 1
+    if not turns:
         return CommandResult(UNDO_USAGE_TEXT)
-    result = await _rewind(call, int(arg) if arg else 1)
+    # More turns than a session can have is every turn; the store's LIMIT takes a 64-bit integer.
+    result = await _rewind(call, min(turns, _ALL_TURNS))
     if result is None:
         return CommandResult(NOTHING_TO_UNDO_TEXT)
     return CommandResult(UNDONE_TEXT.format(turns=result["turns_undone"], rows=result["rewound_count"],

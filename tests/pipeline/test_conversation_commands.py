@@ -123,6 +123,8 @@ async def test_resume_lists_only_the_requesters_own_sessions(tmp_path):
         ann_session = await current(app)
         await say(app, f"/resume {ann_session}", source=bob, clock=clock)
         assert adapter.texts()[-1] == f'No session "{ann_session}" to resume. Send /resume for the list.'
+        await say(app, "/resume ²", source=bob, clock=clock)  # a digit to str.isdigit, not a number
+        assert adapter.texts()[-1] == 'No session "²" to resume. Send /resume for the list.'
         await say(app, "/resume", clock=clock)
         assert adapter.texts()[-1] == "No earlier sessions to resume."
     finally:
@@ -172,7 +174,10 @@ async def test_undo_rewinds_turns_counts_rewinds_and_the_agent_never_sees_them_a
         assert adapter.texts()[-1] == 'Undid 2 turn(s) (4 message(s)), back to before "u2".'
         assert contents(await app.store.load_transcript(session)) == [("user", "u1"), ("assistant", "echo: u1")]
         assert (await app.store.session_info(session))["rewind_count"] == 2
-        await say(app, "/undo 9", clock=clock)
+        for unusable in ("/undo 0", "/undo ²", "/undo -1"):
+            await say(app, unusable, clock=clock)
+            assert adapter.texts()[-1] == "Write /undo, or /undo followed by the number of turns to undo."
+        await say(app, "/undo 9223372036854775808", clock=clock)  # past SQLite's integers: every turn
         await say(app, "/undo", clock=clock)
         assert adapter.texts()[-2:] == ['Undid 1 turn(s) (2 message(s)), back to before "u1".', "Nothing to undo."]
     finally:
