@@ -425,6 +425,17 @@ def _env_variable_for(path: list[str], environ: Mapping[str, str | None]) -> str
     return None
 
 
+def _is_utf8(path: Path) -> bool:
+    """True when `path` is missing, unreadable (reported otherwise) or decodes as UTF-8."""
+    try:
+        path.read_bytes().decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    except OSError:
+        pass
+    return True
+
+
 def _dotenv_values() -> tuple[Path, dict[str, str | None]] | None:
     env_file = GatewayConfig.model_config.get("env_file")
     if not env_file:
@@ -585,6 +596,9 @@ def load_config(**overrides: Any) -> GatewayConfig:
     except OSError as exc:
         raise ConfigError(f"config file {path} cannot be read: {exc.strerror or exc}") from exc
     except UnicodeDecodeError as exc:
+        if _is_utf8(path):  # the config file decodes (or there is none): it was the .env file
+            dotenv = Path(str(GatewayConfig.model_config.get("env_file") or ".env")).resolve()
+            raise ConfigError(f".env file {dotenv} is not valid UTF-8: {exc.reason} at byte {exc.start}") from exc
         raise ConfigError(f"config file {path} is not valid UTF-8 TOML: {exc.reason} at byte {exc.start}") from exc
     except ValidationError as exc:
         raise ConfigError(_describe_validation_error(exc, overrides, path)) from exc

@@ -171,6 +171,19 @@ def test_config_file_not_utf8(tmp_path):
     assert f"config file {tmp_path / 'hermes.toml'} is not valid UTF-8 TOML" in line
 
 
+def test_dotenv_not_utf8_is_named_not_the_config_file(tmp_path):
+    # `.env` is read from the working directory; the home has no hermes.toml at all.
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / ".env").write_bytes(b"FOO=\xff\n")
+    home = tmp_path / "home"
+    result = subprocess.run([SCRIPT, "status"], capture_output=True, text=True, timeout=60, cwd=work,
+                            env=gateway_env(home))
+    line = assert_one_error_line(result)
+    assert line == (f"hermes-gateway: error: .env file {work / '.env'} is not valid UTF-8: "
+                    "invalid start byte at byte 4")
+
+
 def test_unusable_state_db_and_sessions_dir_stop_start_up_with_one_line(tmp_path):
     (tmp_path / "state.db").mkdir()
     (tmp_path / "sessions").write_text("not a directory")
