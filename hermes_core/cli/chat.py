@@ -61,6 +61,8 @@ async def run_chat(config: Any, *, install_signals: Callable[[asyncio.Event], No
 STOPPING_BUSY = ("Stopping… the running reply has {seconds:g} s to finish, otherwise it resumes at the "
                  "next start (press Ctrl-C again to quit now)")
 STOPPING_IDLE = "Stopping…"
+RESTART_IGNORED = ("A planned restart (SIGUSR1) is not available in a terminal chat: nothing would start it "
+                   "again; the chat goes on.")
 FORCED_EXIT_CODE = 130  # 128 + SIGINT, what shells report for a Ctrl-C'd command
 
 
@@ -69,7 +71,8 @@ def install_interrupt_handlers(stop: asyncio.Event, gateway: GatewayApp, *, stde
     graceful stop (`stop` is set: the running turn gets `[scheduler] drain_timeout_s` to
     finish, then is marked for resumption); a second Ctrl-C exits immediately with code 130. That is safe: every
     accepted message and the turn marker are already committed to SQLite, so the next start
-    resumes the interrupted turn, and the kernel releases the home lock.
+    resumes the interrupted turn, and the kernel releases the home lock. SIGUSR1 (a planned
+    restart, which only `run` can do) prints one line and changes nothing.
 
     No-op where the loop cannot take signal handlers (not the main thread)."""
     loop = asyncio.get_running_loop()
@@ -86,9 +89,16 @@ def install_interrupt_handlers(stop: asyncio.Event, gateway: GatewayApp, *, stde
         err.flush()
         stop.set()
 
-    for signum in (signal.SIGINT, signal.SIGTERM):
+    def on_restart_signal() -> None:
+        # SIGUSR1 is `run`'s planned restart; its default action would kill the chat mid-turn.
+        err.write(RESTART_IGNORED + "\n")
+        err.flush()
+
+    for signum, handler, args in ((signal.SIGINT, on_signal, (signal.SIGINT,)),
+                                  (signal.SIGTERM, on_signal, (signal.SIGTERM,)),
+                                  (signal.SIGUSR1, on_restart_signal, ())):
         try:
-            loop.add_signal_handler(signum, on_signal, signum)
+            loop.add_signal_handler(signum, handler, *args)
         except (NotImplementedError, RuntimeError):
             pass
 

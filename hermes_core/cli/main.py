@@ -141,12 +141,17 @@ def restart() -> None:
     again."""
     import os
 
+    from ..ops.status import read_status
     from ..store.home_lock import home_is_locked
 
     config = load_cli_config_or_exit()
     pid = home_is_locked(config.home)
     if not pid:
         raise fail(f"no gateway is running on HERMES_HOME {config.home}")
+    if read_status(config.home).get("restartable") is False:
+        # A terminal chat: nothing would start it again (what `/restart` answers there).
+        raise fail(f"the gateway on HERMES_HOME {config.home} (pid {pid}) is a terminal chat, which "
+                   "cannot restart: nothing would start it again; end the chat instead")
     try:
         os.kill(pid, signal.SIGUSR1)
     except OSError as exc:

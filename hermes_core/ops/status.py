@@ -54,6 +54,9 @@ async def collect(app: Any, *, state: str) -> dict[str, Any]:
         "started_at": format_timestamp(app.started_at), "updated_at": format_timestamp(utc_now()),
         "uptime_s": round(time.monotonic() - app.started_monotonic, 3),
         "ready": bool(app.ready and state == "running"),
+        # Whether a planned restart (SIGUSR1, `hermes-gateway restart`) is something this
+        # gateway can do: `run` restarts through its supervisor; a terminal `chat` has none.
+        "restartable": app.on_restart is not None,
         "platforms": await _platform_health(app.adapters) if state != "stopped" else {},
         "busy_sessions": len(runner.busy_sessions()) if runner is not None else 0,
         "queue_depth": runner.pending() if runner is not None else 0,

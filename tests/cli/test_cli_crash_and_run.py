@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 from cli_helpers import SCRIPT, chat, gateway_env, start_openai_chat
 
+from hermes_core.ops.status import read_status
 from hermes_core.settings import GatewayConfig
 from hermes_core.store import SessionStore
 
@@ -139,6 +140,44 @@ async def test_a_planned_restart_exits_75_for_the_supervisor(tmp_path, how):
     assert err.decode().splitlines()[-1] == "hermes-gateway: restarting (exit code 75)"
     if how == "admin-chat-command":
         assert out.decode() == "Restarting the gateway: replies in progress finish first, then it starts again.\n"
+    assert (tmp_path / ".clean_shutdown").is_file()
+
+
+async def test_restart_refuses_a_terminal_chat_and_sigusr1_leaves_it_running(tmp_path):
+    """docs/behaviour.md §6: only `run` can restart (its supervisor starts it again). `restart`
+    against a `chat` says so and signals nothing; a SIGUSR1 sent anyway is one line, not a kill."""
+    env = gateway_env(tmp_path)
+    proc = await asyncio.create_subprocess_exec(
+        SCRIPT, "chat", stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE, env=env)
+    try:
+        proc.stdin.write(b"hello\n")
+        await proc.stdin.drain()
+        assert await asyncio.wait_for(proc.stdout.readline(), 60) == b"echo: hello\n"
+        for _ in range(600):  # the first status snapshot is written at start
+            if read_status(tmp_path).get("state") == "running":
+                break
+            await asyncio.sleep(0.05)
+        asker = await asyncio.create_subprocess_exec(
+            SCRIPT, "restart", stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, env=env)
+        _, asked = await asyncio.wait_for(asker.communicate(), 60)
+        assert (asker.returncode, asked.decode()) == (
+            2, f"hermes-gateway: error: the gateway on HERMES_HOME {tmp_path} (pid {proc.pid}) is a terminal "
+               "chat, which cannot restart: nothing would start it again; end the chat instead\n")
+        proc.send_signal(signal.SIGUSR1)
+        assert await asyncio.wait_for(proc.stderr.readline(), 60) == (
+            b"A planned restart (SIGUSR1) is not available in a terminal chat: nothing would start it again; "
+            b"the chat goes on.\n")
+        proc.stdin.write(b"again\n")
+        await proc.stdin.drain()
+        assert await asyncio.wait_for(proc.stdout.readline(), 60) == b"echo: again\n"
+        proc.stdin.close()
+        await asyncio.wait_for(proc.wait(), 60)
+    finally:
+        if proc.returncode is None:
+            proc.kill()
+            await proc.wait()
+    assert proc.returncode == 0
     assert (tmp_path / ".clean_shutdown").is_file()
 
 
