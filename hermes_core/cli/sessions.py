@@ -70,7 +70,9 @@ def _run(work: Callable[[SessionStore], Awaitable[Any]], *, write: bool = False,
             raise fail(f"a gateway is running on HERMES_HOME {config.home}{holder}; stop it first")
 
     async def main() -> Any:
-        store = SessionStore(config.sessions_dir, config, lock_home=write)
+        # No degraded fallback: its copy holds no transcripts, so a listing or an export would
+        # come out empty, and a write would land in its journal instead of state.db.
+        store = SessionStore(config.sessions_dir, config, lock_home=write, degraded_fallback=False)
         await store.open()
         try:
             return await work(store)
@@ -402,8 +404,6 @@ def reindex_cmd(
     FTS5 `integrity-check` in its rank = 1 form (it also compares the index with the stored
     messages); a damaged index is rebuilt from the messages, none of which is changed."""
     async def work(store: SessionStore) -> bool:
-        if store.degraded:
-            raise StoreError(store.degraded_reason or "state.db cannot be opened; nothing to reindex")
         with progress("checking the full-text index", None):
             return await store.check_fts()
 

@@ -72,6 +72,9 @@ class SessionStore(TurnOps, TranscriptOps, AliasOps, ErasureOps, ClaimOps):
             identity aliases, then `keys.default_canonical_identity` (WhatsApp normalisation).
         clock: returns the current aware UTC datetime.
         lock_home: take the exclusive lock on `config.home` at open (HomeLockedError if taken).
+        degraded_fallback: when state.db cannot be opened, run degraded (True, a gateway) or
+            raise StoreError naming why (False: the admin commands, which must not answer from,
+            or write to, a copy that holds no transcripts).
 
     Use `await store.open()` / `await store.close()` or `async with store:`.
 
@@ -86,8 +89,10 @@ class SessionStore(TurnOps, TranscriptOps, AliasOps, ErasureOps, ClaimOps):
                  key_fn: Callable[[SessionSource], str] | None = None,
                  shared_fn: Callable[[SessionSource], bool] | None = None,
                  canonical_fn: Canonicalizer | None = None,
-                 clock: Callable[[], datetime] = utc_now, lock_home: bool = True) -> None:
+                 clock: Callable[[], datetime] = utc_now, lock_home: bool = True,
+                 degraded_fallback: bool = True) -> None:
         self.sessions_dir = Path(sessions_dir)
+        self._degraded_fallback = degraded_fallback
         self.config = config
         self.has_active_processes_fn = has_active_processes_fn
         self._key_fn = key_fn
@@ -136,7 +141,8 @@ class SessionStore(TurnOps, TranscriptOps, AliasOps, ErasureOps, ClaimOps):
 
         Raises:
             HomeLockedError: another gateway holds `config.home` (only with lock_home=True).
-            StoreError: neither SQLite nor the degraded journal can be used.
+            StoreError: neither SQLite nor the degraded journal can be used; or state.db cannot
+                be opened and `degraded_fallback` is False.
         """
         if self._backend is not None:
             return
@@ -185,6 +191,8 @@ class SessionStore(TurnOps, TranscriptOps, AliasOps, ErasureOps, ClaimOps):
             raise
         except (sqlite3.Error, OSError, StoreError) as exc:
             self.degraded_reason = f"state.db {self.config.db_path} cannot be opened: {exc}"
+            if not self._degraded_fallback:
+                raise StoreError(self.degraded_reason) from exc
             # Announced once, loudly: the gateway keeps working but without SQLite.
             log.error("%s; running DEGRADED on an in-memory copy journaled to %s + {session_id}.jsonl "
                       "transcripts", self.degraded_reason, self.sessions_dir / JOURNAL_FILE_NAME)

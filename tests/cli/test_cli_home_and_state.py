@@ -80,6 +80,26 @@ def test_admin_commands_on_a_home_without_state_create_nothing(tmp_path, args):
     assert list(home.iterdir()) == []
 
 
+@pytest.mark.parametrize("args", [["sessions", "list"], ["sessions", "show", "agent:main:local:dm:terminal"],
+                                  ["sessions", "search", "hello"], ["sessions", "export", "x"],
+                                  ["sessions", "prune", "--days", "1", "--yes"], ["sessions", "import", "{sessions_dir}"],
+                                  ["sessions", "delete", "x", "--yes"],
+                                  ["sessions", "erase-user", "local", "terminal", "--yes"],
+                                  ["sessions", "reindex"]], ids=" ".join)
+def test_admin_commands_refuse_a_state_db_that_cannot_be_opened(tmp_path, args):
+    """The gateway runs degraded on such a file (docs/behaviour.md §12); the admin commands do
+    not: that copy holds no transcripts, so a listing or export would come out empty and a
+    write would go to its journal instead of state.db."""
+    home = tmp_path / "home"
+    assert run(["chat"], gateway_env(home), tmp_path, stdin="hello\n")[0] == 0
+    (home / "state.db").write_bytes(b"not a database" * 100)
+    before = sorted(p.name for p in (home / "sessions").iterdir())
+    code, out, err = run([a.format(sessions_dir=home / "sessions") for a in args], gateway_env(home), tmp_path)
+    assert (code, out, err) == (2, "", f"hermes-gateway: error: state.db {home / 'state.db'} cannot be opened: "
+                                       "file is not a database\n")
+    assert sorted(p.name for p in (home / "sessions").iterdir()) == before  # no journal begun
+
+
 # ---- item 4: owner-only modes --------------------------------------------------------------------
 
 def test_new_home_and_its_files_are_owner_only(tmp_path):
