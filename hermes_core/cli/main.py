@@ -14,6 +14,8 @@ and warnings also to stderr.
 from __future__ import annotations
 
 import asyncio
+import errno
+import os
 import signal
 import sys
 from typing import Optional
@@ -139,8 +141,6 @@ def restart() -> None:
 
     It drains, marks cut-off turns `restart_timeout` and exits 75 for its supervisor to start it
     again."""
-    import os
-
     from ..ops.status import read_status
     from ..store.home_lock import home_is_locked
 
@@ -175,9 +175,28 @@ def _add_subapps() -> None:
 _add_subapps()
 
 
+# Failures writing our own output (stdout on a full disk, a dead terminal): click handles a
+# closed pipe itself; these would otherwise end in a traceback.
+_OUTPUT_ERRNOS = (errno.ENOSPC, errno.EDQUOT, errno.EIO, errno.EFBIG)
+
+
 def main() -> None:
-    """Console-script entry point (`hermes-gateway`)."""
-    app()
+    """Console-script entry point (`hermes-gateway`).
+
+    Every command's own failures are its one error line already (`run_async`); what is left is
+    writing the output itself, reported as one line too, exit code 2."""
+    try:
+        try:
+            app()
+        finally:
+            sys.stdout.flush()  # buffered output fails here, not unreported at interpreter exit
+    except OSError as exc:
+        if exc.filename is not None or exc.errno not in _OUTPUT_ERRNOS:
+            raise
+        sys.stderr.write(f"hermes-gateway: error: cannot write output: {exc.strerror or exc}\n")
+        # What is still buffered would fail again at exit; it goes nowhere instead.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        raise SystemExit(EXIT_ERROR) from None
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -100,3 +100,18 @@ def test_an_unexpected_failure_is_one_line_in_words(capsys, monkeypatch):
     assert info.value.exit_code == 2
     assert capsys.readouterr().err == ("hermes-gateway: error: unexpected failure: 'result' is missing "
                                        "(HERMES_DEBUG=1 shows the traceback)\n")
+
+
+@pytest.mark.skipif(not Path("/dev/full").exists(), reason="needs /dev/full (Linux)")
+@pytest.mark.parametrize("args", [["--version"], ["plugins"], ["sessions", "list"], ["doctor"]], ids=" ".join)
+def test_output_that_cannot_be_written_is_one_line(tmp_path, args):
+    """stdout on a full disk (/dev/full answers every write with ENOSPC): one line, exit 2."""
+    env = gateway_env(tmp_path / "home", XDG_CACHE_HOME=str(tmp_path / "cache"))
+    assert subprocess.run([SCRIPT, "chat"], env=env, cwd=tmp_path, input=b"hi\n", capture_output=True,
+                          timeout=60).returncode == 0
+    with open("/dev/full", "w") as full:
+        proc = subprocess.run([SCRIPT, *args], env=env, cwd=tmp_path, stdin=subprocess.DEVNULL, stdout=full,
+                              stderr=subprocess.PIPE, text=True, timeout=60)
+    assert (proc.returncode, proc.stderr.splitlines()[-1:]) == (
+        2, ["hermes-gateway: error: cannot write output: No space left on device"])
+    assert "Traceback" not in proc.stderr
