@@ -530,6 +530,11 @@ class GatewayRunner:
         try:
             await self._gate.wait()
             while worker.queue:
+                if self._closed:
+                    # A stop is draining: the running job may finish, no new one starts (what the
+                    # stop promised the chat). What is queued stays in the intake for the next start.
+                    self._leave_queued(key, worker)
+                    break
                 # An album at the tail waits for its other parts (they merge into it meanwhile);
                 # then the queue is looked at again (a /stop may have cleared it).
                 tail = worker.queue.jobs[-1]
@@ -574,6 +579,18 @@ class GatewayRunner:
             if self._workers.get(key) is worker:
                 del self._workers[key]
             self._update_idle()
+
+    def _leave_queued(self, key: str, worker: _Worker) -> None:
+        """Leave `worker`'s queued jobs to the next start (a stop is draining): their intake rows
+        stay and are replayed then; a message not stored yet (its acceptance was to be folded
+        into its turn) is refused, so the adapter does not acknowledge it."""
+        jobs = list(worker.queue.jobs)
+        worker.queue.jobs.clear()
+        stopped = StoreError("the gateway stopped before the message was stored")
+        for job in jobs:
+            self._not_accepted(key, job, stopped)
+        log.warning("shutdown: %d queued message(s) in %s were not processed; they stay in the intake and run "
+                    "at the next start", len(jobs), key)
 
     @staticmethod
     def _not_accepted(key: str, job: Job, exc: BaseException) -> bool:
@@ -750,7 +767,8 @@ class GatewayRunner:
             self._update_idle()
 
     async def drain(self, timeout: float) -> list[str]:
-        """Stop accepting events, wait up to `timeout` seconds for queued jobs, then cancel the rest.
+        """Stop accepting events and starting jobs (what is queued stays in the intake for the next
+        start), wait up to `timeout` seconds for the running ones, then cancel them.
 
         Returns:
             The session keys whose turn was still running when the drain timed out (the app marks
@@ -765,8 +783,7 @@ class GatewayRunner:
             interrupted = self.busy_sessions()
             for key, worker in self._workers.items():
                 if worker.queue:
-                    log.warning("shutdown: %d queued message(s) in %s were not processed; they stay "
-                                "in the intake and run at the next start", len(worker.queue), key)
+                    self._leave_queued(key, worker)
             tasks = [w.task for w in self._workers.values() if w.task is not None] + list(self._side)
             for task in tasks:
                 task.cancel()

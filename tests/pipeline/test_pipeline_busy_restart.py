@@ -5,8 +5,10 @@ backends (SQLite and the degraded files). Real GatewayApp, real stores."""
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
-from pipeline_helpers import KEY, BlockingAgent, ChatAdapter, dm, until
+from pipeline_helpers import KEY, BlockingAgent, ChatAdapter, HeldAgent, dm, until
 from pipeline_helpers import start_app as start_gateway
 
 from hermes_core.agents import EchoAgent
@@ -64,6 +66,34 @@ async def test_queued_messages_and_waiting_burst_replay_in_order_exactly_once(tm
         await app.runner.join()
         assert adapter.sent == []
         assert app.recovery.replayed == 0
+    finally:
+        await app.stop()
+
+
+async def test_a_stop_lets_the_running_reply_finish_and_starts_nothing_queued(tmp_path, caplog):
+    """docs/behaviour.md §6: the drain gives the running turn its time; what is queued behind it
+    does not start (the stop said so) and runs once at the next start."""
+    home = make_home(tmp_path, False)
+    agent = HeldAgent()
+    app, adapter = await start_app(home, agent, scheduler={"drain_timeout_s": 30})
+    await app.runner.handle(MessageEvent(source=dm(), text="/queue A", message_id="m1"))
+    await until(lambda: agent.started == ["A"])
+    await app.runner.handle(MessageEvent(source=dm(), text="/queue B", message_id="m2"))
+    await until(lambda: ("Queued (position 1).", "m2") in adapter.sent)
+    stopping = asyncio.create_task(app.stop())
+    await until(lambda: app.runner._closed)
+    agent.open("A", "B")
+    await asyncio.wait_for(stopping, 30)
+    assert agent.started == ["A"]  # B never started, although its gate was open
+    assert adapter.sent == [("Queued (position 1).", "m2"), ("ok A", "m1")]
+    assert (f"shutdown: 1 queued message(s) in {KEY} were not processed; they stay in the intake and run at "
+            "the next start") in caplog.text
+
+    app, adapter = await start_app(home, EchoAgent())
+    try:
+        await app.runner.join()
+        assert adapter.sent == [("echo: B", "m2")]
+        assert app.recovery.resumed == []  # A was answered: nothing to resume
     finally:
         await app.stop()
 
