@@ -38,6 +38,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..settings import ensure_private_dir
 from .db import Database
 from .journal import (JOURNAL_FILE_NAME, TABLE_KEYS, JournalState, final_images, read_journal, seal_journal,
                       table_columns, transcript_images, transcript_path, upsert_sql)
@@ -75,7 +76,9 @@ def set_merged_files_aside(sessions_dir: Path, state: JournalState) -> None:
     """Move the journal's transcripts, then the journal itself, to `merged/<journal id>/`
     (idempotent: files already moved are passed over). Raises OSError."""
     target = merged_dir(sessions_dir, state.journal_id)
-    target.mkdir(parents=True, exist_ok=True, mode=0o700)
+    # Both levels owner-only: they hold transcripts (`mkdir(parents=True)` would leave
+    # `merged/` itself at the umask's mode).
+    ensure_private_dir(ensure_private_dir(target.parent) / target.name)
     for session_id in state.transcript_ids():
         source = transcript_path(sessions_dir, session_id)
         if source.exists():

@@ -8,6 +8,7 @@ import json
 import os
 import re
 import shutil
+import stat
 import subprocess
 import sys
 from pathlib import Path
@@ -112,6 +113,7 @@ async def test_merge_is_idempotent_and_skips_rewound_lines(tmp_path):
     # a crash after the merge committed but before its files were set aside: the next open
     # finds them again and adds nothing
     (aside,) = (config.sessions_dir / "merged").iterdir()
+    assert [stat.S_IMODE(p.stat().st_mode) for p in (aside.parent, aside)] == [0o700, 0o700]  # transcripts
     for path in aside.iterdir():
         path.rename(config.sessions_dir / path.name)
     async with SessionStore(config.sessions_dir, config) as store:
