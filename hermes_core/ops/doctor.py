@@ -247,6 +247,10 @@ def check_leftovers(config: Any) -> list[Check]:
     if config.db_path.exists() and not mirror.exists():
         checks.append(Check("sessions.json", WARN, f"{mirror} is missing (rebuilt from state.db at the next "
                                                    "start, or by --fix)"))
+    elif mirror.exists() and not mirror.is_file():
+        # Nothing can be written over a directory: neither the gateway nor --fix rebuilds it.
+        checks.append(Check("sessions.json", FAIL, f"{mirror} is not a file: move it away; sessions.json is "
+                                                   "then rebuilt from state.db at the next start, or by --fix"))
     elif mirror.exists():
         import json
         try:
@@ -279,7 +283,9 @@ async def repair_store(config: Any, checks: list[Check]) -> list[Check]:
     the repaired ones replaced by `fixed`."""
     from ..store import SessionStore
 
-    wanted = {c.name for c in checks if c.status in (FAIL, WARN) and c.name in ("full-text index", "sessions.json")}
+    mirror = config.sessions_dir / "sessions.json"
+    repairable = ("full-text index", "sessions.json") if mirror.is_file() or not mirror.exists() else ("full-text index",)
+    wanted = {c.name for c in checks if c.status in (FAIL, WARN) and c.name in repairable}
     if not wanted or not config.db_path.exists():
         return checks
     if home_is_locked(Path(config.home)) is not None:

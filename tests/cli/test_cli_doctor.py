@@ -122,3 +122,18 @@ def test_a_degraded_journal_is_reported(tmp_path):
     code, checks = _doctor(home, tmp_path)
     assert code == 0
     assert checks["degraded journal"]["status"] == "warn"
+
+
+def test_a_directory_in_place_of_sessions_json_is_named_and_fix_leaves_it(tmp_path):
+    home = _home_with_a_chat(tmp_path)
+    mirror = home / "sessions" / "sessions.json"
+    mirror.unlink()
+    mirror.mkdir()
+    (mirror / "keep.txt").write_text("someone's")
+    for args in ((), ("--fix",)):
+        code, checks = _doctor(home, tmp_path, *args)
+        assert (code, checks["sessions.json"]) == (1, {
+            "check": "sessions.json", "status": "fail",
+            "detail": f"{mirror} is not a file: move it away; sessions.json is then rebuilt from state.db at "
+                      "the next start, or by --fix"})
+    assert (mirror / "keep.txt").read_text() == "someone's"  # nothing of it removed
