@@ -10,6 +10,10 @@ index holds exactly the messages with an id up to `fts_progress.indexed_through`
 trigger indexes the waiting ones once 64 wait. Whatever reads the index as a whole — a search,
 the integrity check, erasure's merge of the segments — first indexes what is waiting
 (`CATCH_UP`), in the same transaction or just before, so it sees every message.
+
+An index that `'rebuild'` cannot rebuild (the table or its mark `fts_progress` dropped, the
+`_idx` or `_docsize` shadow table gone) is dropped and re-created from its definition
+(`CREATE_FTS`, `CREATE_PROGRESS`), then rebuilt the same way.
 """
 
 from __future__ import annotations
@@ -33,6 +37,13 @@ CATCH_UP = (
     "UPDATE fts_progress SET indexed_through = (SELECT max(id) FROM messages) "
     "WHERE indexed_through < (SELECT max(id) FROM messages)",
 )
+# The definitions of migrations 0001 (the table) and 0007 (the mark), for `rebuild` to re-create
+# them; the triggers on `messages` are not dropped with the table and stay as they are.
+CREATE_FTS = (f"CREATE VIRTUAL TABLE IF NOT EXISTS {FTS_TABLE} USING fts5(\n"
+              "    content, content='messages', content_rowid='id'\n)")
+CREATE_PROGRESS = ("CREATE TABLE IF NOT EXISTS fts_progress (\n"
+                   "    id                  INTEGER PRIMARY KEY CHECK (id = 1),\n"
+                   "    indexed_through     INTEGER NOT NULL   -- messages.id\n)")
 INTEGRITY_CHECK = f"INSERT INTO {FTS_TABLE}({FTS_TABLE}, rank) VALUES ('integrity-check', 1)"
 _TOKEN_RE = re.compile(r"\w+", re.UNICODE)
 
@@ -50,7 +61,7 @@ def is_fts_damage(exc: BaseException) -> bool:
     if getattr(exc, "sqlite_errorname", None) == "SQLITE_CORRUPT_VTAB":
         return True
     text = str(exc).lower()
-    return FTS_TABLE in text or "fts5" in text
+    return FTS_TABLE in text or "fts5" in text or "fts_progress" in text
 
 
 async def confirm_damage(db: Database, exc: BaseException) -> bool:
@@ -108,13 +119,33 @@ async def integrity_ok(db: Database) -> bool:
     return True
 
 
+async def _rebuild_in(conn: aiosqlite.Connection) -> None:
+    await conn.execute(f"INSERT INTO {FTS_TABLE}({FTS_TABLE}) VALUES ('rebuild')")
+    # Every message is indexed now; the row is written whole, so a lost one comes back too.
+    await conn.execute("INSERT OR REPLACE INTO fts_progress (id, indexed_through) "
+                       "VALUES (1, coalesce((SELECT max(id) FROM messages), 0))")
+
+
 async def rebuild(db: Database) -> None:
-    """Rebuild `messages_fts` from `messages` (keeps every message), then optimise it."""
-    async with db.write() as conn:
-        await conn.execute(f"INSERT INTO {FTS_TABLE}({FTS_TABLE}) VALUES ('rebuild')")
-        # Every message is indexed now; the row is written whole, so a lost one comes back too.
-        await conn.execute("INSERT OR REPLACE INTO fts_progress (id, indexed_through) "
-                           "VALUES (1, coalesce((SELECT max(id) FROM messages), 0))")
+    """Rebuild `messages_fts` from `messages` (keeps every message), then optimise it. When the
+    rebuild fails (module docstring), the index is dropped and re-created from its definition,
+    then rebuilt, in one transaction: it holds nothing canonical.
+
+    Raises:
+        sqlite3.DatabaseError: the index could not be dropped (an FTS5 table that lost its `_data`
+            or `_config` shadow table cannot be) or the re-created one not rebuilt; the second
+            transaction changed nothing.
+    """
+    try:
+        async with db.write() as conn:
+            await _rebuild_in(conn)
+    except sqlite3.DatabaseError as exc:
+        log.warning("full-text index %s cannot be rebuilt (%s); re-creating it", FTS_TABLE, exc)
+        async with db.write() as conn:
+            await conn.execute(f"DROP TABLE IF EXISTS {FTS_TABLE}")
+            await conn.execute(CREATE_FTS)
+            await conn.execute(CREATE_PROGRESS)
+            await _rebuild_in(conn)
     await db.execute(f"INSERT INTO {FTS_TABLE}({FTS_TABLE}) VALUES ('optimize')")
     log.warning("full-text index %s rebuilt from messages", FTS_TABLE)
 

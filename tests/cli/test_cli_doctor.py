@@ -116,6 +116,21 @@ def test_fix_rebuilds_a_damaged_index_and_the_mirror_and_tightens_modes(tmp_path
     assert "permissions state.db" not in checks and checks["full-text index"]["status"] == "ok"
 
 
+def test_fix_re_creates_a_dropped_index(tmp_path):
+    home = _home_with_a_chat(tmp_path)
+    with sqlite3.connect(home / "state.db") as conn:
+        conn.execute("DROP TABLE messages_fts")
+    code, checks = _doctor(home, tmp_path)
+    assert (code, checks["full-text index"]["detail"]) == (
+        1, "damaged (no such table: messages_fts); --fix or `sessions reindex` rebuilds it from the messages")
+    code, checks = _doctor(home, tmp_path, "--fix")
+    assert (code, checks["full-text index"]["status"]) == (0, "fixed")
+    code, out, _ = run(["sessions", "search", "pelican", "--json"], gateway_env(home), tmp_path)
+    assert sorted(r["message_id"] for r in json.loads(out)) == [1, 2]
+    code, checks = _doctor(home, tmp_path)
+    assert (code, checks["full-text index"]["status"]) == (0, "ok")
+
+
 def test_a_degraded_journal_is_reported(tmp_path):
     home = _home_with_a_chat(tmp_path)
     (home / "sessions" / "journal.jsonl").write_text("")

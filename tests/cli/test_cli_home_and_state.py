@@ -200,6 +200,29 @@ def test_reindex_reports_healthy_then_rebuilds_a_damaged_index(tmp_path):
     assert [r["snippet"] for r in json.loads(out)] == ["the [lighthouse] keeper", "echo: the [lighthouse] keeper"]
 
 
+def test_a_dropped_index_costs_no_message_and_reindex_re_creates_it(tmp_path):
+    home = tmp_path / "home"
+    assert run(["chat"], gateway_env(home), tmp_path, stdin="first\n")[:2] == (0, "echo: first\n")
+    with sqlite3.connect(home / "state.db") as conn:
+        conn.execute("DROP TABLE messages_fts")
+    code, out, err = run(["chat"], gateway_env(home), tmp_path, stdin="hi\n")
+    assert (code, out) == (0, "echo: hi\n")  # accepted, recorded and answered
+    assert "write hit a damaged full-text index" in err and "job failed" not in err
+    code, out, _ = run(["sessions", "show", "agent:main:local:dm:terminal", "--json"], gateway_env(home), tmp_path)
+    assert [m["content"] for m in json.loads(out)["messages"]] == ["first", "echo: first", "hi", "echo: hi"]
+    code, out, _ = run(["sessions", "search", "hi", "--json"], gateway_env(home), tmp_path)
+    assert (code, [r["snippet"] for r in json.loads(out)]) == (0, ["[hi]", "echo: [hi]"])
+
+    with sqlite3.connect(home / "state.db") as conn:
+        conn.execute("DROP TABLE messages_fts")
+    code, out, err = run(["sessions", "reindex"], gateway_env(home), tmp_path)
+    assert (code, out) == (0, "full-text index was damaged: rebuilt from the stored messages\n")
+    code, out, err = run(["sessions", "reindex"], gateway_env(home), tmp_path)
+    assert (code, out, err) == (0, "full-text index is healthy: no rebuild needed\n", "")
+    code, out, _ = run(["sessions", "search", "first", "--json"], gateway_env(home), tmp_path)
+    assert [r["snippet"] for r in json.loads(out)] == ["[first]", "echo: [first]"]
+
+
 def test_reindex_refuses_while_a_gateway_holds_the_home(tmp_path):
     home = tmp_path / "home"
     assert run(["chat"], gateway_env(home), tmp_path, stdin="hi\n")[0] == 0

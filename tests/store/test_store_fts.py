@@ -171,3 +171,40 @@ async def test_a_deleted_message_leaves_the_index_whether_indexed_or_waiting(sto
     assert await db.fetchval("SELECT count(*) FROM messages_fts_docsize WHERE id = 65") == 1
     assert await integrity_ok(db) is True
     assert [r["message_id"] for r in await store.search_transcripts("tapir")] == [65]
+
+
+_FTS_SCHEMA = "SELECT name, sql FROM sqlite_master WHERE name IN ('messages_fts', 'fts_progress') ORDER BY name"
+
+
+async def test_a_dropped_index_is_re_created_and_the_write_that_met_it_is_kept(store, dm, caplog):
+    await _fill(store, 20)
+    db = store._b().db
+    schema = await db.fetchall(_FTS_SCHEMA)
+    await db.execute("DROP TABLE messages_fts")  # the triggers on `messages` stay and now fail
+    entry = await store.get_or_create_session(dm)
+    await store.begin_turn(entry.session_key, entry.session_id, {"role": "user", "content": "after the drop quokka"})
+    assert any("write hit a damaged full-text index" in r.message for r in caplog.records)
+    assert any("re-creating it" in r.message for r in caplog.records)
+    assert [m["content"] for m in await store.load_transcript(entry.session_id)] == ["after the drop quokka"]
+    assert len(await store.turn_markers()) == 1
+    assert [r["session_id"] for r in await store.search_transcripts("quokka")] == [entry.session_id]
+    assert len(await store.search_transcripts("giraffes", limit=100)) == 20
+    # the definition of the migrations (0001, 0007), the mark at the newest message
+    assert [tuple(r) for r in await db.fetchall(_FTS_SCHEMA)] == [tuple(r) for r in schema]
+    assert await db.fetchval("SELECT indexed_through FROM fts_progress") == 21
+    assert await integrity_ok(db) is True and await store.check_fts() is False
+
+
+async def test_a_search_or_check_on_a_dropped_index_or_mark_re_creates_it(store):
+    await _fill(store, 20)
+    db = store._b().db
+    await db.execute("DROP TABLE messages_fts")
+    assert len(await store.search_transcripts("giraffes", limit=100)) == 20
+    await db.execute("DROP TABLE messages_fts")
+    assert await store.check_fts() is True
+    await db.execute("DROP TABLE fts_progress")
+    assert await store.check_fts() is True
+    assert await db.fetchval("SELECT indexed_through FROM fts_progress") == 20
+    await store.append_to_transcript(SID, {"role": "user", "content": "mark restored numbat"})
+    assert [r["message_id"] for r in await store.search_transcripts("numbat")] == [21]
+    assert await store.check_fts() is False
