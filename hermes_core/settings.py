@@ -436,12 +436,16 @@ def _is_utf8(path: Path) -> bool:
     return True
 
 
-def _dotenv_values() -> tuple[Path, dict[str, str | None]] | None:
+def _dotenv_path() -> Path | None:
+    """The `.env` file pydantic-settings reads (relative to the working directory), or None
+    when reading one is switched off."""
     env_file = GatewayConfig.model_config.get("env_file")
-    if not env_file:
-        return None
-    path = Path(str(env_file))
-    if not path.is_file():
+    return Path(str(env_file)) if env_file else None
+
+
+def _dotenv_values() -> tuple[Path, dict[str, str | None]] | None:
+    path = _dotenv_path()
+    if path is None or not path.is_file():
         return None
     try:
         from dotenv import dotenv_values  # pydantic-settings' own dependency
@@ -597,7 +601,7 @@ def load_config(**overrides: Any) -> GatewayConfig:
         raise ConfigError(f"config file {path} cannot be read: {exc.strerror or exc}") from exc
     except UnicodeDecodeError as exc:
         if _is_utf8(path):  # the config file decodes (or there is none): it was the .env file
-            dotenv = Path(str(GatewayConfig.model_config.get("env_file") or ".env")).resolve()
+            dotenv = (_dotenv_path() or Path(".env")).resolve()
             raise ConfigError(f".env file {dotenv} is not valid UTF-8: {exc.reason} at byte {exc.start}") from exc
         raise ConfigError(f"config file {path} is not valid UTF-8 TOML: {exc.reason} at byte {exc.start}") from exc
     except ValidationError as exc:

@@ -283,9 +283,10 @@ async def repair_store(config: Any, checks: list[Check]) -> list[Check]:
     the repaired ones replaced by `fixed`."""
     from ..store import SessionStore
 
-    mirror = config.sessions_dir / "sessions.json"
-    repairable = ("full-text index", "sessions.json") if mirror.is_file() or not mirror.exists() else ("full-text index",)
-    wanted = {c.name for c in checks if c.status in (FAIL, WARN) and c.name in repairable}
+    # sessions.json fails only when a directory stands in its place, which nothing writes over
+    # (check_leftovers): only its warnings (missing, unreadable) are repaired.
+    repairable = {"full-text index": (FAIL, WARN), "sessions.json": (WARN,)}
+    wanted = {c.name for c in checks if c.status in repairable.get(c.name, ())}
     if not wanted or not config.db_path.exists():
         return checks
     if home_is_locked(Path(config.home)) is not None:

@@ -244,6 +244,12 @@ class SessionQueue:
                 return self._remove([job])
         return []
 
+    def take_all(self) -> list[Job]:
+        """Remove and return every queued job, in order (a stop leaves them to the next start)."""
+        jobs = list(self.jobs)
+        self.jobs.clear()
+        return jobs
+
     def find(self, chat_id: str, message_id: str) -> tuple[Job, int] | None:
         """The queued human message with platform `message_id` in chat `chat_id`:
         `(job, index)` with index -1 for the job's own event, else its position in `job.parts`;

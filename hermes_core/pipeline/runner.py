@@ -584,8 +584,7 @@ class GatewayRunner:
         """Leave `worker`'s queued jobs to the next start (a stop is draining): their intake rows
         stay and are replayed then; a message not stored yet (its acceptance was to be folded
         into its turn) is refused, so the adapter does not acknowledge it."""
-        jobs = list(worker.queue.jobs)
-        worker.queue.jobs.clear()
+        jobs = worker.queue.take_all()
         stopped = StoreError("the gateway stopped before the message was stored")
         for job in jobs:
             self._not_accepted(key, job, stopped)
