@@ -108,10 +108,14 @@ class SessionStore(TurnOps, TranscriptOps, AliasOps, ErasureOps, ClaimOps):
         self._mirror: MirrorWriter | None = None
         self._cache: OrderedDict[str, SessionEntry] = OrderedDict()
         # Entries whose only change is an `updated_at` bump from get_or_create_session: written
-        # behind, in one batch with the next mirror flush (or sooner by any save of the key,
-        # any listing, prune and close). A crash can lose at most that window of bumps, never
-        # a message, a flag or a counter.
+        # behind. The turn that follows normally saves the whole entry within seconds (which
+        # drops the bump); the mirror's rewrite writes, in one batch, only the bumps still
+        # pending since the rewrite before it (`_touched_at_rewrite`), so a bump its own turn
+        # carries costs no statement (docs/behaviour.md §3 `sessions.json`). Any listing, prune
+        # and close write them all. A crash can lose at most two rewrites' window of bumps,
+        # never a message, a flag or a counter.
         self._touched: dict[str, SessionEntry] = {}
+        self._touched_at_rewrite: set[str] = set()
         # Serialises state-machine transitions per key: read-modify-write of one entry is never
         # interleaved (concurrent get_or_create_session calls for one key create one row), while
         # transitions of different keys overlap and share group commits (docs/behaviour.md §12).
@@ -315,8 +319,26 @@ class SessionStore(TurnOps, TranscriptOps, AliasOps, ErasureOps, ClaimOps):
                 self._touched.setdefault(key, entry)
             raise
 
+    async def _flush_stale_touches(self, backend) -> None:
+        """Write the bumps pending since the previous rewrite (their turn has not saved the
+        entry in a whole rewrite interval); the younger ones wait for their turn's save or the
+        next rewrite. No stale bump: no statement and no lock."""
+        if any(key in self._touched for key in self._touched_at_rewrite):
+            async with self._locks.hold_all():
+                stale = {key: self._touched.pop(key) for key in self._touched_at_rewrite if key in self._touched}
+                if stale:
+                    try:
+                        await backend.touch_routes(list(stale.values()))
+                    except BaseException:
+                        for key, entry in stale.items():
+                            self._touched.setdefault(key, entry)
+                        raise
+        self._touched_at_rewrite = set(self._touched)
+
     async def _render_mirror(self, backend) -> str:
-        await self._flush_touched(backend)
+        await self._flush_stale_touches(backend)
+        if self._touched and self._mirror is not None:
+            self._mirror.mark_dirty()  # a rewrite follows that writes the bumps left pending now
         return await backend.render_mirror()
 
     async def flush_mirror(self) -> None:
