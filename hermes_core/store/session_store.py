@@ -52,6 +52,10 @@ T = TypeVar("T")
 # Left by the degraded mode of gateways before the journal (sessions.json as the index,
 # inbound.jsonl, turn_markers.json, delivery_ledger.json).
 OLD_DEGRADED_MARKER = ".degraded-since"
+# Seconds an `updated_at` bump waits in memory for its turn's save before a sessions.json
+# rewrite writes it on its own (docs/behaviour.md §3 `sessions.json`): longer than a turn at
+# 10,000 sessions in flight (a few seconds), short enough that a crash loses little.
+TOUCH_WRITE_BEHIND_S = 30.0
 
 
 class SessionStore(TurnOps, TranscriptOps, AliasOps, ErasureOps, ClaimOps):
@@ -109,13 +113,12 @@ class SessionStore(TurnOps, TranscriptOps, AliasOps, ErasureOps, ClaimOps):
         self._cache: OrderedDict[str, SessionEntry] = OrderedDict()
         # Entries whose only change is an `updated_at` bump from get_or_create_session: written
         # behind. The turn that follows normally saves the whole entry within seconds (which
-        # drops the bump); the mirror's rewrite writes, in one batch, only the bumps still
-        # pending since the rewrite before it (`_touched_at_rewrite`), so a bump its own turn
-        # carries costs no statement (docs/behaviour.md §3 `sessions.json`). Any listing, prune
-        # and close write them all. A crash can lose at most two rewrites' window of bumps,
-        # never a message, a flag or a counter.
+        # drops the bump), so a mirror rewrite writes, in one batch, only the bumps older than
+        # TOUCH_WRITE_BEHIND_S (docs/behaviour.md §3 `sessions.json`); any listing, prune and
+        # close write them all. A crash can lose at most that window of bumps, never a
+        # message, a flag or a counter.
         self._touched: dict[str, SessionEntry] = {}
-        self._touched_at_rewrite: set[str] = set()
+        self._touch_timer: asyncio.TimerHandle | None = None
         # Serialises state-machine transitions per key: read-modify-write of one entry is never
         # interleaved (concurrent get_or_create_session calls for one key create one row), while
         # transitions of different keys overlap and share group commits (docs/behaviour.md §12).
@@ -259,6 +262,9 @@ class SessionStore(TurnOps, TranscriptOps, AliasOps, ErasureOps, ClaimOps):
         """Flush sessions.json, close SQLite and release the home lock (idempotent)."""
         backend, self._backend = self._backend, None
         mirror, self._mirror = self._mirror, None
+        if self._touch_timer is not None:
+            self._touch_timer.cancel()
+            self._touch_timer = None
         try:
             if backend is not None and self._touched:
                 try:
@@ -320,25 +326,32 @@ class SessionStore(TurnOps, TranscriptOps, AliasOps, ErasureOps, ClaimOps):
             raise
 
     async def _flush_stale_touches(self, backend) -> None:
-        """Write the bumps pending since the previous rewrite (their turn has not saved the
-        entry in a whole rewrite interval); the younger ones wait for their turn's save or the
-        next rewrite. No stale bump: no statement and no lock."""
-        if any(key in self._touched for key in self._touched_at_rewrite):
+        """Write the bumps older than TOUCH_WRITE_BEHIND_S (their turn has not saved the entry:
+        a slow agent, a command that runs no turn); the younger ones are left for their turn's
+        save, and a rewrite is scheduled for when they come of age. No stale bump: no statement
+        and no lock."""
+        cutoff = self._now() - timedelta(seconds=TOUCH_WRITE_BEHIND_S)
+        if any(entry.updated_at <= cutoff for entry in self._touched.values()):
             async with self._locks.hold_all():
-                stale = {key: self._touched.pop(key) for key in self._touched_at_rewrite if key in self._touched}
-                if stale:
-                    try:
-                        await backend.touch_routes(list(stale.values()))
-                    except BaseException:
-                        for key, entry in stale.items():
-                            self._touched.setdefault(key, entry)
-                        raise
-        self._touched_at_rewrite = set(self._touched)
+                stale = {key: entry for key, entry in self._touched.items() if entry.updated_at <= cutoff}
+                for key in stale:
+                    del self._touched[key]
+                try:
+                    await backend.touch_routes(list(stale.values()))
+                except BaseException:
+                    for key, entry in stale.items():
+                        self._touched.setdefault(key, entry)
+                    raise
+        if self._touched and self._mirror is not None and self._touch_timer is None:
+            self._touch_timer = asyncio.get_running_loop().call_later(TOUCH_WRITE_BEHIND_S, self._touches_due)
+
+    def _touches_due(self) -> None:
+        self._touch_timer = None
+        if self._mirror is not None:
+            self._mirror.mark_dirty()
 
     async def _render_mirror(self, backend) -> str:
         await self._flush_stale_touches(backend)
-        if self._touched and self._mirror is not None:
-            self._mirror.mark_dirty()  # a rewrite follows that writes the bumps left pending now
         return await backend.render_mirror()
 
     async def flush_mirror(self) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import stat
@@ -166,11 +167,15 @@ async def test_the_gap_grows_with_cpu_spent_not_with_time_spent_waiting(tmp_path
     assert writer._delay(now=writer._last_end) >= 0.5  # 10 × the CPU spent
 
 
-async def test_a_touch_its_turn_saves_costs_no_write_and_a_stale_one_lands_at_the_second_rewrite(config, clock, dm):
+async def test_a_touch_its_turn_saves_costs_no_write_and_an_old_one_is_written_by_a_scheduled_rewrite(
+        config, clock, dm, monkeypatch):
     """docs/behaviour.md §3 `sessions.json`: the `updated_at` bump of a message that its turn's
-    own save carries is never written on its own; one still pending after a whole rewrite
-    interval is written by the next rewrite (which the first one schedules)."""
-    config.storage.mirror_debounce_s = 3600  # no background rewrite: the test drives them
+    own save carries is never written on its own; one still pending after TOUCH_WRITE_BEHIND_S
+    is written by the rewrite scheduled for then."""
+    from hermes_core.store import session_store
+
+    monkeypatch.setattr(session_store, "TOUCH_WRITE_BEHIND_S", 0.05)  # 30 s in production
+    config.storage.mirror_debounce_s = 3600  # no debounced rewrite: the test drives them
     async with SessionStore(config.sessions_dir, config, clock=clock) as store:
         entry = await store.get_or_create_session(dm)  # created at 12:00
         db = store._b().db
@@ -182,8 +187,8 @@ async def test_a_touch_its_turn_saves_costs_no_write_and_a_stale_one_lands_at_th
         writes = db.writes
         await store.get_or_create_session(dm)  # the bump of a message at 12:01
         await store.flush_mirror()
+        assert await stored_updated_at() == "2026-03-01T12:00:00+00:00"  # left for its turn
         await store.update_session(entry.session_key, 7)  # its turn saves the whole entry
-        await store.flush_mirror()
         await store.flush_mirror()
         assert db.writes - writes == 1  # the save only: no touch statement
         assert await stored_updated_at() == "2026-03-01T12:01:00+00:00"
@@ -191,8 +196,10 @@ async def test_a_touch_its_turn_saves_costs_no_write_and_a_stale_one_lands_at_th
         clock.advance(60)
         await store.get_or_create_session(dm)  # a bump no save follows (12:02)
         await store.flush_mirror()
-        assert await stored_updated_at() == "2026-03-01T12:01:00+00:00"  # left for its turn
-        await store.flush_mirror()  # the rewrite the first one scheduled
+        assert await stored_updated_at() == "2026-03-01T12:01:00+00:00"
+        clock.advance(1)  # older than TOUCH_WRITE_BEHIND_S now
+        await asyncio.sleep(0.2)  # the scheduled rewrite comes due
+        await store.flush_mirror()
         assert await stored_updated_at() == "2026-03-01T12:02:00+00:00"
         assert db.writes - writes == 2
     data = json.loads((config.sessions_dir / "sessions.json").read_text())
