@@ -14,9 +14,11 @@ the whole transcript from the store each time.
     entries go, never the `protect_recent` most recent, never one with a turn running, never one
     whose transcript is not persisted yet; then `malloc_trim(0)`. `relieve_pressure` repeats
     such passes (each keeping the cap) while memory is still over budget and a pass released
-    something, and every insert runs it too (a miss costs a transcript load; one read of /proc
-    or the cgroup's memory.stat is small beside it): waiting for the next watcher tick let a
-    burst of misses overshoot the budget by a quarter.
+    something, and inserts run it too (a miss costs a transcript load; one read of /proc or the
+    cgroup's memory.stat is small beside it): waiting for the next watcher tick let a burst of
+    misses overshoot the budget by a quarter. After a check that found a tenth of the budget
+    or more free, inserts read nothing for `INSERT_PROBE_INTERVAL_S` (10 ms); nearer the
+    budget every insert checks.
   * Eviction is a soft release: the transcript stays in SQLite and the next turn rebuilds it
     from the store. Nothing here ends a transcript or a session (seed §10).
 
@@ -38,6 +40,15 @@ from typing import Any, Awaitable, Callable
 from .memory_budget import MemoryProbe, MemoryReading, malloc_trim, parse_memory_high_mb
 
 log = logging.getLogger(__name__)
+
+# Seconds (cache clock) an insert's pressure check waits, after a reading with at least a tenth
+# of the budget free, before the next insert reads memory again. Each reading is four system
+# calls on the event loop, and each hands the interpreter lock to the SQLite thread and back:
+# one per insert cost 7 % of the throughput at 10,000 sessions, where every turn is a miss
+# (docs/behaviour.md §8, §12). Near the budget every insert reads, so the sweep holds it as
+# closely as with no pause (benchmarks/bench_memory.py).
+INSERT_PROBE_INTERVAL_S = 0.01
+INSERT_PROBE_HEADROOM = 0.1
 
 MAX_SIZE = 128  # seed `_AGENT_CACHE_MAX_SIZE`
 
@@ -138,6 +149,7 @@ class AgentCache:
         # whole LRU on every insert passed over all of them.
         self._idle: OrderedDict[str, CachedSession] = OrderedDict()
         self._by_session: dict[str, set[str]] = {}
+        self._insert_probe_due = float("-inf")  # cache clock: the next insert that reads memory
         self._lock = threading.Lock()  # seed `_agent_cache_lock`: the sweep may run off-loop
 
     @classmethod
@@ -324,8 +336,20 @@ class AgentCache:
                                       trimmed=trimmed)
 
     def _check_pressure_on_insert(self, session_key: str) -> None:
-        if self.memory_high_mb is not None:
-            self.relieve_pressure(spare=session_key)
+        """The insert's pressure check (docs/behaviour.md §8): after a check that found memory
+        at least INSERT_PROBE_HEADROOM under the budget, the inserts of the next
+        INSERT_PROBE_INTERVAL_S (cache clock) read nothing; after any other check (memory near
+        or over the budget, entries released, memory unreadable) the next insert checks again."""
+        if self.memory_high_mb is None:
+            return
+        now = self.clock()
+        if now < self._insert_probe_due:
+            return
+        report = self.relieve_pressure(spare=session_key)
+        reading = report.reading
+        calm = (not report.evicted and reading is not None and reading.used_bytes is not None
+                and reading.used_bytes <= reading.budget_bytes * (1 - INSERT_PROBE_HEADROOM))
+        self._insert_probe_due = now + INSERT_PROBE_INTERVAL_S if calm else float("-inf")
 
     def sweep_under_pressure(self, *, spare: str | None = None) -> PressureReport:
         """Seed `_sweep_agent_cache_under_pressure()`: when anonymous memory exceeds the budget,

@@ -403,3 +403,31 @@ def test_an_insert_over_budget_releases_others_but_never_the_new_entry():
     assert cache.keys() == ["k1", "k2", "k3"]
     cache.put("k4", "s4", msgs("m4"))  # every insert checks
     assert cache.keys() == ["k2", "k3", "k4"]
+
+
+def test_inserts_far_under_budget_read_memory_at_most_once_per_10_ms_and_near_it_every_time():
+    """docs/behaviour.md §8: a check that found a tenth of the budget or more free spares the
+    inserts of the next 10 ms their reading; nearer the budget, or after a check that released
+    entries, the next insert checks again."""
+    from hermes_core.pipeline.agent_cache import INSERT_PROBE_HEADROOM, INSERT_PROBE_INTERVAL_S
+
+    assert (INSERT_PROBE_INTERVAL_S, INSERT_PROBE_HEADROOM) == (0.01, 0.1)
+    clock = SecondsClock()
+    probe = EntriesProbe(budget_mib=40)  # room for 4 entries; 36 MiB and less is a tenth free
+    cache = AgentCache(max_size=1000, protect_recent=0, max_evictions_per_pass=1, clock=clock, probe=probe,
+                       trim=Trim(), memory_high_mb=40)
+    probe.cache = cache
+    cache.put("k0", "s0", msgs("m0"))  # 10 MiB
+    cache.put("k1", "s1", msgs("m1"))  # the same instant: no reading
+    assert probe.reads == 1
+    clock.t += 0.004
+    cache.put("k2", "s2", msgs("m2"))
+    assert probe.reads == 1
+    clock.t += 0.007  # past 10 ms after the reading
+    cache.put("k3", "s3", msgs("m3"))  # 40 MiB: at the budget, nothing released
+    assert probe.reads == 2 and cache.keys() == ["k0", "k1", "k2", "k3"]
+    cache.put("k4", "s4", msgs("m4"))  # the same instant, but near the budget: it checks
+    assert probe.reads > 2 and cache.keys() == ["k1", "k2", "k3", "k4"]
+    reads = probe.reads
+    cache.put("k5", "s5", msgs("m5"))  # the last check released an entry: it checks
+    assert probe.reads > reads and cache.keys() == ["k2", "k3", "k4", "k5"]
