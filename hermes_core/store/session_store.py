@@ -111,13 +111,13 @@ class SessionStore(TurnOps, TranscriptOps, AliasOps, ErasureOps, ClaimOps):
         self._backend: StoreBackend | None = None
         self._mirror: MirrorWriter | None = None
         self._cache: OrderedDict[str, SessionEntry] = OrderedDict()
-        # Entries whose only change is an `updated_at` bump from get_or_create_session: written
-        # behind. The turn that follows normally saves the whole entry within seconds (which
-        # drops the bump), so a mirror rewrite writes, in one batch, only the bumps older than
-        # TOUCH_WRITE_BEHIND_S (docs/behaviour.md §3 `sessions.json`); any listing, prune and
-        # close write them all. A crash can lose at most that window of bumps, never a
-        # message, a flag or a counter.
-        self._touched: dict[str, SessionEntry] = {}
+        # Entries whose only change is an `updated_at` bump from get_or_create_session, with the
+        # time the key's first unwritten bump was made: written behind. The turn that follows
+        # normally saves the whole entry within seconds (which drops the bump), so a mirror
+        # rewrite writes, in one batch, only the keys pending for TOUCH_WRITE_BEHIND_S or longer
+        # (docs/behaviour.md §3 `sessions.json`); any listing, prune and close write them all.
+        # A crash can lose at most that window of bumps, never a message, a flag or a counter.
+        self._touched: dict[str, tuple[SessionEntry, datetime]] = {}
         self._touch_timer: asyncio.TimerHandle | None = None
         # Serialises state-machine transitions per key: read-modify-write of one entry is never
         # interleaved (concurrent get_or_create_session calls for one key create one row), while
@@ -314,34 +314,29 @@ class SessionStore(TurnOps, TranscriptOps, AliasOps, ErasureOps, ClaimOps):
             await self._flush_touched_locked(backend)
 
     async def _flush_touched_locked(self, backend=None) -> None:
-        backend = backend or self._b()
-        if not self._touched:
-            return
-        pending, self._touched = self._touched, {}
+        if self._touched:
+            pending, self._touched = self._touched, {}
+            await self._write_touches(backend or self._b(), pending)
+
+    async def _write_touches(self, backend, pending: dict[str, tuple[SessionEntry, datetime]]) -> None:
+        """Write the bumps `pending` (taken out of `_touched`); on failure they are put back."""
         try:
-            await backend.touch_routes(list(pending.values()))
+            await backend.touch_routes([entry for entry, _since in pending.values()])
         except BaseException:
-            for key, entry in pending.items():
-                self._touched.setdefault(key, entry)
+            for key, touch in pending.items():
+                self._touched.setdefault(key, touch)
             raise
 
     async def _flush_stale_touches(self, backend) -> None:
-        """Write the bumps older than TOUCH_WRITE_BEHIND_S (their turn has not saved the entry:
-        a slow agent, a command that runs no turn); the younger ones are left for their turn's
-        save, and a rewrite is scheduled for when they come of age. No stale bump: no statement
-        and no lock."""
+        """Write the bumps pending for TOUCH_WRITE_BEHIND_S or longer (their turn has not saved
+        the entry: a slow agent, a command that runs no turn); the younger ones are left for
+        their turn's save, and a rewrite is scheduled for when they come of age. No stale bump:
+        no statement and no lock."""
         cutoff = self._now() - timedelta(seconds=TOUCH_WRITE_BEHIND_S)
-        if any(entry.updated_at <= cutoff for entry in self._touched.values()):
+        if any(since <= cutoff for _entry, since in self._touched.values()):
             async with self._locks.hold_all():
-                stale = {key: entry for key, entry in self._touched.items() if entry.updated_at <= cutoff}
-                for key in stale:
-                    del self._touched[key]
-                try:
-                    await backend.touch_routes(list(stale.values()))
-                except BaseException:
-                    for key, entry in stale.items():
-                        self._touched.setdefault(key, entry)
-                    raise
+                stale = [key for key, (_entry, since) in self._touched.items() if since <= cutoff]
+                await self._write_touches(backend, {key: self._touched.pop(key) for key in stale})
         if self._touched and self._mirror is not None and self._touch_timer is None:
             self._touch_timer = asyncio.get_running_loop().call_later(TOUCH_WRITE_BEHIND_S, self._touches_due)
 
@@ -461,7 +456,8 @@ class SessionStore(TurnOps, TranscriptOps, AliasOps, ErasureOps, ClaimOps):
                     await self._save(entry)
                     return entry.copy()
                 self._remember(entry)
-                self._touched[key] = entry
+                _, since = self._touched.get(key, (None, now))  # a renewed bump keeps its age
+                self._touched[key] = (entry, since)
                 if self._mirror is not None:
                     self._mirror.mark_dirty()
                 return entry.copy()

@@ -194,13 +194,15 @@ async def test_a_touch_its_turn_saves_costs_no_write_and_an_old_one_is_written_b
         assert await stored_updated_at() == "2026-03-01T12:01:00+00:00"
 
         clock.advance(60)
-        await store.get_or_create_session(dm)  # a bump no save follows (12:02)
+        await store.get_or_create_session(dm)  # a bump no save follows (12:02:00.00)
         await store.flush_mirror()
         assert await stored_updated_at() == "2026-03-01T12:01:00+00:00"
-        clock.advance(1)  # older than TOUCH_WRITE_BEHIND_S now
+        clock.advance(0.03)
+        await store.get_or_create_session(dm)  # renewed: the key has been pending since 12:02:00.00
+        clock.advance(0.03)  # pending 60 ms, its newest bump 30 ms old
         await asyncio.sleep(0.2)  # the scheduled rewrite comes due
         await store.flush_mirror()
-        assert await stored_updated_at() == "2026-03-01T12:02:00+00:00"
+        assert await stored_updated_at() == "2026-03-01T12:02:00.030000+00:00"
         assert db.writes - writes == 2
     data = json.loads((config.sessions_dir / "sessions.json").read_text())
-    assert data["agent:main:telegram:dm:12345"]["updated_at"] == "2026-03-01T12:02:00+00:00"
+    assert data["agent:main:telegram:dm:12345"]["updated_at"] == "2026-03-01T12:02:00.030000+00:00"
