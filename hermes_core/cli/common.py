@@ -13,6 +13,7 @@ import asyncio
 import json
 import logging
 import os
+import stat
 import sys
 from datetime import datetime, timezone
 from logging.handlers import RotatingFileHandler
@@ -70,7 +71,18 @@ def fail(message: BaseException | str) -> typer.Exit:
 
 class PrivateRotatingFileHandler(RotatingFileHandler):
     """`gateway.log` and its rotations are created 0600: log lines quote session keys, user ids
-    and errors about users' messages."""
+    and errors about users' messages.
+
+    A record costs one `write` (and no other system call): the file's size is taken once when
+    it is opened and then counted here, where the standard handler's rollover check ran two
+    `stat`s and a `seek` for every record and formatted it twice. On the event loop every system
+    call hands the interpreter lock to the SQLite thread and back; with the turn's log line that
+    cost about 15 % of the throughput at 10,000 sessions (docs/behaviour.md §12). The size is
+    counted in characters, as the standard check counts the new line; only a regular file is
+    ever rotated (not /dev/null, as the standard handler)."""
+
+    _size = 0
+    _regular = True
 
     def _open(self):  # noqa: D401 - logging's hook for (re)opening the file
         fd = os.open(self.baseFilename, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
@@ -78,7 +90,24 @@ class PrivateRotatingFileHandler(RotatingFileHandler):
             os.fchmod(fd, 0o600)  # an older, world-readable log is tightened too
         except OSError:
             pass
+        status = os.fstat(fd)
+        self._size, self._regular = status.st_size, stat.S_ISREG(status.st_mode)
         return os.fdopen(fd, "a", encoding=self.encoding, errors=self.errors)
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            line = self.format(record) + self.terminator
+            if self.maxBytes > 0 and self._regular and self._size and self._size + len(line) >= self.maxBytes:
+                self.doRollover()
+            if self.stream is None:
+                self.stream = self._open()
+            self.stream.write(line)
+            self.stream.flush()
+            self._size += len(line)
+        except RecursionError:
+            raise
+        except Exception:
+            self.handleError(record)
 
 
 class _OneLineFormatter(logging.Formatter):

@@ -69,3 +69,32 @@ def test_client_libraries_per_request_lines_stay_out_unless_debugging(monkeypatc
     monkeypatch.setenv("HERMES_LOG_LEVEL", "DEBUG")
     assert ClientNoiseFilter().filter(_record("httpx", logging.INFO)) is True  # debugging: everything
 
+
+
+def test_gateway_log_rotates_at_its_size_with_owner_only_files(tmp_path):
+    """docs/operations.md §4: gateway.log is 0600 and rotated at its size limit (5 MB in the
+    gateway, 300 bytes here), keeping `backupCount` old files, also 0600; the size is counted
+    from the file opened, not asked of the file system per line."""
+    import os
+    import stat
+
+    from hermes_core.cli.common import PrivateRotatingFileHandler
+
+    path = tmp_path / "gateway.log"
+    path.write_text("x" * 100 + "\n")  # an older log: its size counts from the start
+    handler = PrivateRotatingFileHandler(path, maxBytes=300, backupCount=2, encoding="utf-8")
+    handler.setFormatter(logging.Formatter("%(message)s"))
+    record = logging.makeLogRecord({"msg": "y" * 99, "levelno": logging.INFO, "levelname": "INFO"})
+    try:
+        handler.emit(record)  # 101 + 100 = 201 characters
+        assert not (tmp_path / "gateway.log.1").exists()
+        handler.emit(record)  # 301 >= 300: the file is rotated first
+        assert (tmp_path / "gateway.log.1").read_text() == "x" * 100 + "\n" + "y" * 99 + "\n"
+        assert path.read_text() == "y" * 99 + "\n"
+        for _ in range(5):  # two lines per file from here: rotated at every other line
+            handler.emit(record)
+    finally:
+        handler.close()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["gateway.log", "gateway.log.1", "gateway.log.2"]
+    assert {stat.S_IMODE(os.stat(p).st_mode) for p in tmp_path.iterdir()} == {0o600}
+    assert path.read_text() == ("y" * 99 + "\n") * 2
