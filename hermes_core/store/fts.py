@@ -12,19 +12,20 @@ the integrity check, erasure's merge of the segments — first indexes what is w
 (`CATCH_UP`), in the same transaction or just before, so it sees every message.
 
 An index that `'rebuild'` cannot rebuild (the table or its mark `fts_progress` dropped, the
-`_idx` or `_docsize` shadow table gone) is dropped and re-created from its definition
-(`CREATE_FTS`, `CREATE_PROGRESS`), then rebuilt the same way.
+`_idx` or `_docsize` shadow table gone) is dropped with its mark and both are re-created from
+the migrations' own definitions (`index_definitions`), then rebuilt the same way.
 """
 
 from __future__ import annotations
 
+import functools
 import logging
 import re
 import sqlite3
 
 import aiosqlite
 
-from .db import Database
+from .db import Database, migrations
 
 log = logging.getLogger(__name__)
 
@@ -37,13 +38,7 @@ CATCH_UP = (
     "UPDATE fts_progress SET indexed_through = (SELECT max(id) FROM messages) "
     "WHERE indexed_through < (SELECT max(id) FROM messages)",
 )
-# The definitions of migrations 0001 (the table) and 0007 (the mark), for `rebuild` to re-create
-# them; the triggers on `messages` are not dropped with the table and stay as they are.
-CREATE_FTS = (f"CREATE VIRTUAL TABLE IF NOT EXISTS {FTS_TABLE} USING fts5(\n"
-              "    content, content='messages', content_rowid='id'\n)")
-CREATE_PROGRESS = ("CREATE TABLE IF NOT EXISTS fts_progress (\n"
-                   "    id                  INTEGER PRIMARY KEY CHECK (id = 1),\n"
-                   "    indexed_through     INTEGER NOT NULL   -- messages.id\n)")
+_INDEX_TABLES = (FTS_TABLE, "fts_progress")
 INTEGRITY_CHECK = f"INSERT INTO {FTS_TABLE}({FTS_TABLE}, rank) VALUES ('integrity-check', 1)"
 _TOKEN_RE = re.compile(r"\w+", re.UNICODE)
 
@@ -119,6 +114,21 @@ async def integrity_ok(db: Database) -> bool:
     return True
 
 
+@functools.cache
+def index_definitions() -> tuple[str, ...]:
+    """The `CREATE` statements of the index and its mark (`_INDEX_TABLES`) exactly as the
+    migrations leave them, read from a scratch in-memory database that ran them all, so
+    `rebuild` re-creates the schema's own definitions (computed once, on the first repair)."""
+    scratch = sqlite3.connect(":memory:")
+    try:
+        for _version, _name, sql in migrations():
+            scratch.executescript(sql)
+        found = dict(scratch.execute("SELECT name, sql FROM sqlite_master WHERE type = 'table'"))
+    finally:
+        scratch.close()
+    return tuple(found[name] for name in _INDEX_TABLES)
+
+
 async def _rebuild_in(conn: aiosqlite.Connection) -> None:
     await conn.execute(f"INSERT INTO {FTS_TABLE}({FTS_TABLE}) VALUES ('rebuild')")
     # Every message is indexed now; the row is written whole, so a lost one comes back too.
@@ -128,8 +138,8 @@ async def _rebuild_in(conn: aiosqlite.Connection) -> None:
 
 async def rebuild(db: Database) -> None:
     """Rebuild `messages_fts` from `messages` (keeps every message), then optimise it. When the
-    rebuild fails (module docstring), the index is dropped and re-created from its definition,
-    then rebuilt, in one transaction: it holds nothing canonical.
+    rebuild fails (module docstring), the index and its mark are dropped, re-created from the
+    migrations' definitions and rebuilt, in one transaction: they hold nothing canonical.
 
     Raises:
         sqlite3.DatabaseError: the index could not be dropped (an FTS5 table that lost its `_data`
@@ -142,9 +152,11 @@ async def rebuild(db: Database) -> None:
     except sqlite3.DatabaseError as exc:
         log.warning("full-text index %s cannot be rebuilt (%s); re-creating it", FTS_TABLE, exc)
         async with db.write() as conn:
-            await conn.execute(f"DROP TABLE IF EXISTS {FTS_TABLE}")
-            await conn.execute(CREATE_FTS)
-            await conn.execute(CREATE_PROGRESS)
+            # The triggers on `messages` are not dropped with these tables and stay as they are.
+            for table in _INDEX_TABLES:
+                await conn.execute(f"DROP TABLE IF EXISTS {table}")
+            for definition in index_definitions():
+                await conn.execute(definition)
             await _rebuild_in(conn)
     await db.execute(f"INSERT INTO {FTS_TABLE}({FTS_TABLE}) VALUES ('optimize')")
     log.warning("full-text index %s rebuilt from messages", FTS_TABLE)
