@@ -195,7 +195,7 @@ def _listing_line(number: int, summary: dict, current: str | None) -> str:
     return f"{number}. {_label(summary)} — {stamp}, {summary['message_count']} message(s){mark}"
 
 
-def _count(text: str) -> int | None:
+def _number_arg(text: str) -> int | None:
     """A command's number argument: ASCII digits only (`str.isdigit` also takes "²", which
     `int` refuses), else None."""
     return int(text) if text.isascii() and text.isdigit() else None
@@ -204,7 +204,7 @@ def _count(text: str) -> int | None:
 def _pick(sessions: list[dict], query: str) -> dict | None:
     """`/resume <n | session id | title>`: the n-th listed session, else the session with that
     id, else the first whose title equals `query` (case-insensitive)."""
-    index = _count(query)
+    index = _number_arg(query)
     if index is not None:
         return sessions[index - 1] if 1 <= index <= len(sessions) else None
     for summary in sessions:
@@ -267,7 +267,7 @@ async def _rewind(call: CommandCall, n: int) -> dict | None:
 
 async def _undo(call: CommandCall) -> CommandResult:
     arg = call.arg.strip()
-    turns = _count(arg) if arg else 1
+    turns = _number_arg(arg) if arg else 1
     if not turns:
         return CommandResult(UNDO_USAGE_TEXT)
     # More turns than a session can have is every turn; the store's LIMIT takes a 64-bit integer.
