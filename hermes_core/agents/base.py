@@ -153,7 +153,8 @@ class Agent(abc.ABC):
         try:
             return await task
         except asyncio.CancelledError:
-            if task in self._interrupted:
+            # The interrupt alone: the caller's own task was not cancelled too (by a shutdown).
+            if task in self._interrupted and not asyncio.current_task().cancelling():
                 raise AgentInterrupted("the turn was interrupted") from None
             task.cancel()
             raise
@@ -166,7 +167,9 @@ class Agent(abc.ABC):
     def interrupt(self, session_key: str | None = None) -> bool:
         """End the running turn of `session_key` (or every running turn when None) promptly.
 
-        The interrupted `run_turn` raises AgentInterrupted. Returns True when a turn was running.
+        The interrupted `run_turn` raises AgentInterrupted, unless the task awaiting it was
+        cancelled too (a shutdown): that stays a CancelledError, so the shutdown is not lost.
+        Returns True when a turn was running.
         """
         tasks = list(self._running.values()) if session_key is None else (
             [self._running[session_key]] if session_key in self._running else [])

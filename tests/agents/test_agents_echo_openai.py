@@ -68,6 +68,34 @@ async def test_interrupt_of_other_session_leaves_turn_running():
         await turn
 
 
+async def test_an_interrupted_turn_leaves_its_task_free_of_cancellation():
+    """The caller's task goes on after AgentInterrupted with no cancellation requested of it
+    (the runner's worker runs the session's next turn in the same task)."""
+    agent = _BlockingAgent()
+
+    async def caller():
+        with pytest.raises(AgentInterrupted):
+            await agent.run_turn(CONTEXT, [], "hi")
+        return asyncio.current_task().cancelling()
+
+    task = asyncio.create_task(caller())
+    await agent.entered.wait()
+    assert agent.interrupt("agent:main:local:dm:terminal") is True
+    assert await task == 0
+    assert agent.busy is False
+
+
+async def test_a_shutdown_cancellation_beside_an_interrupt_stays_a_cancellation():
+    agent = _BlockingAgent()
+    turn = asyncio.create_task(agent.run_turn(CONTEXT, [], "hi"))
+    await agent.entered.wait()
+    agent.interrupt("agent:main:local:dm:terminal")
+    turn.cancel()  # e.g. the shutdown drain, before the turn saw the interrupt
+    with pytest.raises(asyncio.CancelledError):
+        await turn
+    assert turn.cancelled() is True
+
+
 def _openai_config(tmp_path, base_url):
     return GatewayConfig(home=tmp_path, agent={"backend": "openai", "openai": {
         "base_url": base_url, "model": "test-model", "api_key": "sk-test-123",
