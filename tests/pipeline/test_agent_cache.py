@@ -389,11 +389,34 @@ def test_relieve_pressure_repeats_capped_passes_until_under_budget():
     assert cache.stats.evictions == {"pressure": 32}
 
 
+def test_relief_keeps_memory_2_percent_under_the_budget():
+    """docs/behaviour.md §8: the repeated passes (ticks, inserts) start 2 % under the budget, so
+    what is allocated between two readings does not cross it; the seed's single pass
+    (`sweep_under_pressure`) acts only over the budget."""
+    from hermes_core.pipeline.agent_cache import RELIEF_HEADROOM
+
+    assert RELIEF_HEADROOM == 0.02
+    probe = EntriesProbe(budget_mib=100)
+    cache = AgentCache(max_size=1000, protect_recent=0, max_evictions_per_pass=1, clock=SecondsClock(),
+                       probe=probe, trim=Trim(), memory_high_mb="off")
+    probe.cache = cache
+    for i in range(9):
+        cache.put(f"k{i}", f"s{i}", msgs(f"m{i}"))
+    cache.memory_high_mb = 100
+    assert cache.relieve_pressure().evicted == ()  # 90 MiB: a tenth free
+    cache.memory_high_mb = None
+    cache.put("k9", "s9", msgs("m9"))
+    cache.memory_high_mb = 100
+    assert cache.sweep_under_pressure().evicted == ()  # 100 MiB: at the budget, not over it
+    assert cache.relieve_pressure().evicted == ("k0",)  # but within 2 % of it
+    assert len(cache) == 9
+
+
 def test_an_insert_over_budget_releases_others_but_never_the_new_entry():
     clock = SecondsClock()
-    probe = EntriesProbe(budget_mib=30)  # room for 3 entries
+    probe = EntriesProbe(budget_mib=35)  # room for 3 entries (30 MiB, more than 2 % under)
     cache = AgentCache(max_size=1000, protect_recent=0, max_evictions_per_pass=1, clock=clock, probe=probe,
-                       trim=Trim(), memory_high_mb=30)
+                       trim=Trim(), memory_high_mb=35)
     probe.cache = cache
     for i in range(3):
         cache.put(f"k{i}", f"s{i}", msgs(f"m{i}"))
@@ -413,9 +436,9 @@ def test_inserts_far_under_budget_read_memory_at_most_once_per_10_ms_and_near_it
 
     assert (INSERT_PROBE_INTERVAL_S, INSERT_PROBE_HEADROOM) == (0.01, 0.1)
     clock = SecondsClock()
-    probe = EntriesProbe(budget_mib=40)  # room for 4 entries; 36 MiB and less is a tenth free
+    probe = EntriesProbe(budget_mib=42)  # room for 4 entries; 37.8 MiB and less is a tenth free
     cache = AgentCache(max_size=1000, protect_recent=0, max_evictions_per_pass=1, clock=clock, probe=probe,
-                       trim=Trim(), memory_high_mb=40)
+                       trim=Trim(), memory_high_mb=42)
     probe.cache = cache
     cache.put("k0", "s0", msgs("m0"))  # 10 MiB
     cache.put("k1", "s1", msgs("m1"))  # the same instant: no reading
@@ -424,7 +447,7 @@ def test_inserts_far_under_budget_read_memory_at_most_once_per_10_ms_and_near_it
     cache.put("k2", "s2", msgs("m2"))
     assert probe.reads == 1
     clock.t += 0.007  # past 10 ms after the reading
-    cache.put("k3", "s3", msgs("m3"))  # 40 MiB: at the budget, nothing released
+    cache.put("k3", "s3", msgs("m3"))  # 40 MiB: near the budget, nothing released
     assert probe.reads == 2 and cache.keys() == ["k0", "k1", "k2", "k3"]
     cache.put("k4", "s4", msgs("m4"))  # the same instant, but near the budget: it checks
     assert probe.reads > 2 and cache.keys() == ["k1", "k2", "k3", "k4"]
