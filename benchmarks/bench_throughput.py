@@ -189,11 +189,11 @@ async def run(root: Path, levels: list[int], seconds: float, repeat: int) -> dic
                 measure = {RAW: measure_raw, FLOOR: measure_floor, PIPELINE: measure_pipeline}[variant]
                 result = await measure(root, sessions, seconds)
                 results.setdefault((variant, sessions), []).append(result)
-                extra = (f", {result['commits']:.3f} commits/msg, loop {result['loop_us']:.0f} µs/msg "
+                extra = (f", {result['commits']:.3g} commits/msg, loop {result['loop_us']:.0f} µs/msg "
                          f"(busy {result['loop_busy']:.0%}), SQLite thread {result['sqlite_us']:.0f} µs/msg, "
                          f"sessions created in {result['warm_up']:.1f} s" if variant == PIPELINE else "")
                 console.print(f"[dim]{sessions:,} session(s), {variant}, round {round_no + 1}: {result['rate']:.1f} "
-                              f"msg/s, {result['calls']:.2f} thread calls/msg{extra}[/dim]")
+                              f"msg/s, {result['calls']:.3g} thread calls/msg{extra}[/dim]")
     return results
 
 
@@ -221,9 +221,10 @@ def report(results: dict, levels: list[int]) -> None:
         if sessions == 1:
             single = (commits, calls)
         floor = mean(FLOOR, sessions, "rate") / raw
+        # Commits and calls to 3 significant digits: at 10,000 sessions a group holds thousands.
         table.add_row(f"{sessions:,}", f"{raw:.0f}", f"{floor:.2f}×", f"{pipe:.0f}", f"{ratio:.2f}×",
                       "—" if target is None else f"≥ {target:.1f}× {verdict(ratio >= target)}",
-                      f"{commits:.3f}", f"{calls:.2f}", f"{mean(PIPELINE, sessions, 'loop_us'):.0f}",
+                      f"{commits:.3g}", f"{calls:.3g}", f"{mean(PIPELINE, sessions, 'loop_us'):.0f}",
                       f"{mean(PIPELINE, sessions, 'loop_busy'):.0%}", f"{mean(PIPELINE, sessions, 'sqlite_us'):.0f}")
     console.print(table)
     if single is not None:
