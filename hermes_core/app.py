@@ -43,6 +43,7 @@ from .ops.metrics import NULL_METRICS, create_metrics
 from .ops.status import StatusPublisher
 from .pipeline.access import AccessGate, refusing_platforms
 from .pipeline.deps import PipelineDeps
+from .pipeline.notices import INTERNAL_ERROR, failure_notice
 from .recovery import RecoveryReport, load_restart_counts, restore_at_startup, save_restart_counts
 from .pipeline.replicas import ReplicaCoordinator
 from .pipeline.runner import GatewayRunner
@@ -163,6 +164,11 @@ class GatewayApp:
     def home(self) -> Path:
         return Path(self.config.home)
 
+    def _failure_notice(self, source: Any, error: BaseException) -> str:
+        """The notice an adapter sends when the gateway failed on a message no one redelivers
+        (`BaseAdapter.failure_notice`): the hook's or the configured `[core] error_notice`."""
+        return failure_notice(self.pm, self.config, INTERNAL_ERROR, source, error)
+
     # ---- start ---------------------------------------------------------------------------------
 
     async def start(self) -> None:
@@ -252,7 +258,7 @@ class GatewayApp:
             self.metrics.recoveries(self.recovery.counts())
         for name, adapter in self.adapters.items():
             adapter.bind(self.runner.handle, record_aliases=self.store.record_aliases,
-                         report_delivery=self.store.settle_sent_message)
+                         report_delivery=self.store.settle_sent_message, failure_notice=self._failure_notice)
             if self.coordinator is not None and name in self.coordinator.receivers:
                 continue  # started by the coordinator while this replica holds its ingress lease
             await adapter.start()

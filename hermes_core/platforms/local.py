@@ -264,8 +264,10 @@ class LocalAdapter(BaseAdapter):
                 try:
                     await self.emit(MessageEvent(source=self.source, text=text))
                 except Exception as exc:  # keep reading: one bad line must not end the chat
+                    # Nothing redelivers a terminal line: the user is told, in the configured
+                    # words, and the operator finds the error in the log (docs/behaviour.md §0).
                     log.exception("line not accepted by the gateway")
-                    await self.send(self.source, f"This message was not accepted: {type(exc).__name__}: {exc}")
+                    await self.send(self.source, self.failure_notice(self.source, exc))
         finally:
             if self.prompt is not None and not self._closed.is_set():
                 self.stdout.write("\n")  # end the prompt line on Ctrl-D / /quit

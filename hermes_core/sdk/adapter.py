@@ -28,6 +28,11 @@ AliasRecorder = Callable[[Iterable[IdentityAlias]], Awaitable[Any]]
 # Applies a platform's delivery report to the ledger (SessionStore.settle_sent_message):
 # (platform, platform message id, "delivered" | "failed", error or None) -> obligation id or None.
 DeliveryReporter = Callable[[str, str, str, "str | None"], Awaitable["int | None"]]
+# Words what a chat is told when the gateway failed on its message (pipeline.notices, hook
+# `hermes_failure_notice`): (source, the error — never shown) -> text.
+FailureNotice = Callable[[SessionSource, BaseException], str]
+# `[core] error_notice`'s default: the notice of an adapter the gateway did not bind one to.
+UNBOUND_FAILURE_NOTICE = "Sorry, this message could not be processed. Please try again later."
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,6 +69,7 @@ class BaseAdapter(abc.ABC):
         self._on_message = on_message
         self._record_aliases: AliasRecorder | None = None
         self._report_delivery: DeliveryReporter | None = None
+        self._failure_notice: FailureNotice | None = None
 
     @property
     def capabilities(self) -> frozenset[str]:
@@ -77,14 +83,27 @@ class BaseAdapter(abc.ABC):
         return self.spec.busy_input_mode
 
     def bind(self, on_message: InboundHandler, *, record_aliases: AliasRecorder | None = None,
-             report_delivery: DeliveryReporter | None = None) -> None:
+             report_delivery: DeliveryReporter | None = None,
+             failure_notice: FailureNotice | None = None) -> None:
         """Set (or replace) the inbound handler and, optionally, the alias recorder and the
-        delivery reporter (both bound by the gateway to its store)."""
+        delivery reporter (both bound by the gateway to its store) and the failure notice
+        (bound to the configured wording, `failure_notice`)."""
         self._on_message = on_message
         if record_aliases is not None:
             self._record_aliases = record_aliases
         if report_delivery is not None:
             self._report_delivery = report_delivery
+        if failure_notice is not None:
+            self._failure_notice = failure_notice
+
+    def failure_notice(self, source: SessionSource, error: BaseException) -> str:
+        """What to tell the chat of `source` when the gateway failed on its message and the
+        platform will not deliver it again (the terminal chat): the configured `[core]
+        error_notice` or a plugin's wording, never the error itself (docs/behaviour.md §0: users
+        never see internal errors or exception names). The caller logs `error`."""
+        if self._failure_notice is None:
+            return UNBOUND_FAILURE_NOTICE
+        return self._failure_notice(source, error)
 
     async def emit(self, event: MessageEvent) -> None:
         """Hand one inbound event to the gateway; returns after it is durably accepted.

@@ -100,6 +100,23 @@ def test_over_long_message_is_refused_naming_the_limit(tmp_path):
     assert "Turns: 1" in result.stdout.splitlines()
 
 
+def test_a_line_the_store_refuses_gets_the_configured_error_notice(tmp_path):
+    """docs/behaviour.md §0: the chat sees `[core] error_notice`, never the exception; the
+    traceback is in gateway.log."""
+    import sqlite3
+
+    assert run_cli(tmp_path, "chat", stdin="hi\n").returncode == 0
+    with sqlite3.connect(tmp_path / "state.db") as db:
+        db.execute("CREATE TRIGGER t BEFORE INSERT ON inbound BEGIN SELECT RAISE(ABORT, 'x'); END")
+    (tmp_path / "hermes.toml").write_text('[core]\nerror_notice = "Could not take that one."\n')
+    result = run_cli(tmp_path, "chat", stdin="hello\n")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == "Could not take that one.\n"
+    log = (tmp_path / "gateway.log").read_text()
+    assert "line not accepted by the gateway\nTraceback (most recent call last):" in log
+    assert "sqlite3.IntegrityError: x" in log
+
+
 def test_corrupt_config_file_is_one_line_naming_the_file(tmp_path):
     config = tmp_path / "hermes.toml"
     config.write_text("[core\nmax_input_chars = = 5\n")

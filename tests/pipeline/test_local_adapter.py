@@ -70,3 +70,42 @@ async def test_control_characters_are_shown_escaped_and_blank_lines_reprompt():
     await adapter.stop()
     # start prompt, the re-prompt after the blank line, then the newline that ends input
     assert out.getvalue() == "> > \n"
+
+
+async def test_a_line_the_gateway_refuses_gets_the_failure_notice_not_the_error(caplog):
+    """The store refused the line (docs/behaviour.md §0): the chat sees the bound notice, never
+    the exception; the log has the exception with its traceback."""
+    import sqlite3
+
+    async def refuse(event):
+        raise sqlite3.IntegrityError("x")
+
+    seen = []
+
+    def notice(source, error):
+        seen.append((source.chat_id, type(error).__name__))
+        return "Not now."
+
+    out = io.StringIO()
+    adapter = LocalAdapter(stdin=io.StringIO("hello\n"), stdout=out, user="alice")
+    adapter.bind(refuse, failure_notice=notice)
+    await adapter.start()
+    await asyncio.wait_for(adapter.wait_closed(), 10)
+    await adapter.stop()
+    assert out.getvalue() == "Not now.\n"
+    assert seen == [("terminal", "IntegrityError")]
+    [record] = [r for r in caplog.records if r.name == "hermes_core.platforms.local"]
+    assert record.getMessage() == "line not accepted by the gateway"
+    assert record.exc_info[0] is sqlite3.IntegrityError
+
+
+async def test_without_a_bound_notice_the_default_error_notice_is_sent():
+    async def refuse(event):
+        raise RuntimeError("secret detail")
+
+    out = io.StringIO()
+    adapter = LocalAdapter(stdin=io.StringIO("hello\n"), stdout=out, user="alice", on_message=refuse)
+    await adapter.start()
+    await asyncio.wait_for(adapter.wait_closed(), 10)
+    await adapter.stop()
+    assert out.getvalue() == "Sorry, this message could not be processed. Please try again later.\n"
