@@ -15,6 +15,7 @@ import logging
 import os
 import stat
 import sys
+import traceback
 from datetime import datetime, timezone
 from logging.handlers import RotatingFileHandler
 from pathlib import Path
@@ -111,12 +112,26 @@ class PrivateRotatingFileHandler(RotatingFileHandler):
 
 
 class _OneLineFormatter(logging.Formatter):
-    """Terminal log lines: the message only, never a traceback (the log file keeps those)."""
+    """Terminal log lines: the message and, for a record with an exception, what was raised —
+    the last lines of its traceback (`sqlite3.DatabaseError: database disk image is malformed`),
+    as redacted for the log — on one line; never the traceback itself (the log file keeps it)."""
 
     def format(self, record: logging.LogRecord) -> str:
         bare = logging.makeLogRecord({**record.__dict__, "exc_info": None, "exc_text": None,
                                       "stack_info": None})
-        return " ".join(super().format(bare).split())
+        line = " ".join(super().format(bare).split())
+        raised = self._raised(record)
+        return f"{line}: {raised}" if raised else line
+
+    def _raised(self, record: logging.LogRecord) -> str:
+        """The exception-only part of `record`'s traceback on one line ("" without one). Taken
+        from `exc_text` when set: the redaction filter rewrote it (plugin_system.redaction)."""
+        if not record.exc_info or record.exc_info[1] is None:
+            return ""
+        kind, exc = record.exc_info[0], record.exc_info[1]
+        size = len("".join(traceback.format_exception_only(kind, exc)).splitlines())
+        text = record.exc_text or self.formatException(record.exc_info)
+        return " ".join(" ".join(text.splitlines()[-size:]).split())
 
 
 class _StartupHold(logging.Filter):

@@ -112,6 +112,8 @@ def test_a_line_the_store_refuses_gets_the_configured_error_notice(tmp_path):
     result = run_cli(tmp_path, "chat", stdin="hello\n")
     assert result.returncode == 0, result.stderr
     assert result.stdout == "Could not take that one.\n"
+    # The operator's terminal names what was raised, in one line; the user's chat does not.
+    assert result.stderr == "hermes-gateway: ERROR: line not accepted by the gateway: sqlite3.IntegrityError: x\n"
     log = (tmp_path / "gateway.log").read_text()
     assert "line not accepted by the gateway\nTraceback (most recent call last):" in log
     assert "sqlite3.IntegrityError: x" in log

@@ -98,3 +98,41 @@ def test_gateway_log_rotates_at_its_size_with_owner_only_files(tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["gateway.log", "gateway.log.1", "gateway.log.2"]
     assert {stat.S_IMODE(os.stat(p).st_mode) for p in tmp_path.iterdir()} == {0o600}
     assert path.read_text() == ("y" * 99 + "\n") * 2
+
+
+def _failed(message: str, exc: BaseException) -> logging.LogRecord:
+    try:
+        raise exc
+    except BaseException:
+        import sys
+
+        return logging.LogRecord("hermes_core.pipeline.runner", logging.ERROR, __file__, 1, message,
+                                 ("agent:main:local:dm:terminal",), sys.exc_info())
+
+
+def test_a_terminal_error_line_names_what_was_raised_without_the_traceback():
+    """`log.exception("job failed in %s", key)` on stderr: one line ending with the exception
+    the traceback in gateway.log ends with."""
+    import sqlite3
+
+    from hermes_core.cli.common import _OneLineFormatter
+
+    formatter = _OneLineFormatter("hermes-gateway: %(levelname)s: %(message)s")
+    record = _failed("job failed in %s", sqlite3.DatabaseError("database disk image is malformed"))
+    assert formatter.format(record) == ("hermes-gateway: ERROR: job failed in agent:main:local:dm:terminal: "
+                                        "sqlite3.DatabaseError: database disk image is malformed")
+    two_lines = _failed("job failed in %s", ValueError("first\nsecond"))
+    assert formatter.format(two_lines) == ("hermes-gateway: ERROR: job failed in agent:main:local:dm:terminal: "
+                                           "ValueError: first second")
+    plain = logging.LogRecord("x", logging.WARNING, __file__, 1, "no exception here", (), None)
+    assert formatter.format(plain) == "hermes-gateway: WARNING: no exception here"
+
+
+def test_the_terminal_line_shows_the_exception_as_redacted_for_the_log():
+    from hermes_core.cli.common import _OneLineFormatter
+
+    record = _failed("job failed in %s", RuntimeError("token sk-123 refused"))
+    record.exc_text = "Traceback (most recent call last):\n  File \"x\", line 1\nRuntimeError: token [redacted] refused"
+    formatter = _OneLineFormatter("%(levelname)s: %(message)s")
+    assert formatter.format(record) == ("ERROR: job failed in agent:main:local:dm:terminal: "
+                                        "RuntimeError: token [redacted] refused")
