@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import asyncio
 import errno
+import functools
 import logging
 import os
 import re
@@ -106,6 +107,18 @@ def migrations() -> list[tuple[int, str, str]]:
 def schema_version() -> int:
     """The newest schema version this code knows (the last migration's number)."""
     return migrations()[-1][0]
+
+
+@functools.cache
+def migrated_schema(version: int) -> dict[str, tuple[str, str | None]]:
+    """`{name: (type, sql)}` of every table, index, trigger and view the migrations up to
+    `version` leave, read from a scratch in-memory database that ran them (the schema's own
+    definitions, never a second hand-written copy; computed once per version)."""
+    with closing(sqlite3.connect(":memory:")) as scratch:
+        for number, _name, sql in migrations():
+            if number <= version:
+                scratch.executescript(sql)
+        return {name: (kind, sql) for kind, name, sql in scratch.execute("SELECT type, name, sql FROM sqlite_master")}
 
 
 def _create_private(path: Path) -> None:

@@ -18,14 +18,13 @@ the migrations' own definitions (`index_definitions`), then rebuilt the same way
 
 from __future__ import annotations
 
-import functools
 import logging
 import re
 import sqlite3
 
 import aiosqlite
 
-from .db import Database, migrations
+from .db import Database, migrated_schema, schema_version
 
 log = logging.getLogger(__name__)
 
@@ -114,19 +113,18 @@ async def integrity_ok(db: Database) -> bool:
     return True
 
 
-@functools.cache
 def index_definitions() -> tuple[str, ...]:
     """The `CREATE` statements of the index and its mark (`_INDEX_TABLES`) exactly as the
-    migrations leave them, read from a scratch in-memory database that ran them all, so
-    `rebuild` re-creates the schema's own definitions (computed once, on the first repair)."""
-    scratch = sqlite3.connect(":memory:")
-    try:
-        for _version, _name, sql in migrations():
-            scratch.executescript(sql)
-        found = dict(scratch.execute("SELECT name, sql FROM sqlite_master WHERE type = 'table'"))
-    finally:
-        scratch.close()
-    return tuple(found[name] for name in _INDEX_TABLES)
+    migrations leave them (`db.migrated_schema`), so `rebuild` re-creates the schema's own
+    definitions."""
+    found = migrated_schema(schema_version())
+    return tuple(found[name][1] for name in _INDEX_TABLES)
+
+
+def is_index_table(name: str) -> bool:
+    """True for the index's own tables — `messages_fts`, its FTS5 shadow tables, the mark
+    `fts_progress` —: the index check reports them and `rebuild` re-creates them."""
+    return name in _INDEX_TABLES or name.startswith(f"{FTS_TABLE}_")
 
 
 async def _rebuild_in(conn: aiosqlite.Connection) -> None:

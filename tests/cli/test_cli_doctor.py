@@ -131,6 +131,40 @@ def test_fix_re_creates_a_dropped_index(tmp_path):
     assert (code, checks["full-text index"]["status"]) == (0, "ok")
 
 
+def test_a_dropped_table_fails_the_state_db_check_naming_it_and_fix_leaves_it(tmp_path):
+    """docs/operations.md §1: what the migrations create is compared with what state.db holds;
+    `chat` would refuse to start on it (`no such table: inbound`)."""
+    home = _home_with_a_chat(tmp_path)
+    with sqlite3.connect(home / "state.db") as conn:
+        conn.execute("DROP TABLE inbound")
+        conn.execute("DROP TRIGGER routes_sync_ai")
+    expected = (f"{home / 'state.db'} lacks table inbound, index inbound_by_accepted, index inbound_open, "
+                "trigger routes_sync_ai of its schema 7; --fix does not re-create what is missing: restore "
+                "state.db from a backup (docs/operations.md §1)")
+    code, checks = _doctor(home, tmp_path)
+    assert (code, checks["state.db"]["status"], checks["state.db"]["detail"]) == (1, "fail", expected)
+    code, checks = _doctor(home, tmp_path, "--fix")
+    assert (code, checks["state.db"]["status"], checks["state.db"]["detail"]) == (1, "fail", expected)
+    with sqlite3.connect(home / "state.db") as conn:
+        assert conn.execute("SELECT count(*) FROM sqlite_master WHERE name = 'inbound'").fetchone() == (0,)
+
+
+def test_the_schema_check_reads_the_migrations_of_the_files_version():
+    """An older schema is compared with what its own migrations created (the store upgrades it
+    at open), not with the newest schema."""
+    from hermes_core.ops.doctor import missing_schema_objects
+    from hermes_core.store.db import migrations
+
+    conn = sqlite3.connect(":memory:")
+    for number, _name, sql in migrations():
+        if number <= 3:
+            conn.executescript(sql)
+    assert missing_schema_objects(conn, 3) == []
+    assert missing_schema_objects(conn, 4) == ["table identity_aliases", "index identity_aliases_by_canonical"]
+    conn.execute("DROP TABLE messages_fts")  # the full-text index check reports this one
+    assert missing_schema_objects(conn, 3) == []
+
+
 def test_a_degraded_journal_is_reported(tmp_path):
     home = _home_with_a_chat(tmp_path)
     (home / "sessions" / "journal.jsonl").write_text("")
