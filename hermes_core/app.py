@@ -54,7 +54,7 @@ from .plugin_system.redaction import install_log_redaction
 from .scheduler import Watcher
 from .sdk.background import SessionWork
 from .sdk.errors import describe_failure
-from .settings import ConfigError, ensure_private_dir, load_config
+from .settings import ConfigError, ensure_private_dir, load_config, uncreatable_dir
 from .store.files import write_atomic
 from .types import INGRESS_SINGLE_RECEIVER
 
@@ -96,10 +96,8 @@ def check_home(home: Path) -> None:
     """
     try:
         ensure_private_dir(home)
-    except FileExistsError:
-        raise StartupError(f"HERMES_HOME {home} exists and is not a directory") from None
     except OSError as exc:
-        raise StartupError(f"HERMES_HOME {home} cannot be created: {exc.strerror or exc}") from None
+        raise StartupError(f"HERMES_HOME {uncreatable_dir(home, exc)}") from None
     if not home.is_dir():
         raise StartupError(f"HERMES_HOME {home} exists and is not a directory")
     try:

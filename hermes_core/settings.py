@@ -223,6 +223,29 @@ def ensure_private_dir(path: Path | str) -> Path:
     return path
 
 
+def nearest_existing(path: Path | str) -> Path:
+    """`path` itself when it exists, else its nearest ancestor that does (where creating `path`
+    would begin). An ancestor that cannot be looked at counts as missing."""
+    place = Path(path)
+    while not os.path.exists(place) and place != place.parent:
+        place = place.parent
+    return place
+
+
+def uncreatable_dir(path: Path | str, exc: OSError) -> str:
+    """Why directory `path` could not be created (`exc`: what creating it raised), naming the
+    obstacle: `path` itself is not a directory, an ancestor of it is not one, or the nearest
+    existing ancestor refused the new directory (`… cannot be created in /proc: No such file
+    or directory`)."""
+    path = Path(path)
+    place = nearest_existing(path)
+    if place == path:
+        return f"{path} exists and is not a directory"
+    if not place.is_dir():
+        return f"{path} cannot be created: {place} is not a directory"
+    return f"{path} cannot be created in {place}: {exc.strerror or exc}"
+
+
 def explicit_config_path() -> Path | None:
     """`$HERMES_CONFIG` when set (non-empty): a config file named on purpose, which must exist."""
     explicit = os.environ.get("HERMES_CONFIG")

@@ -5,8 +5,9 @@ Each check gives one `Check` (`ok`, `warn`, `fail`, or `fixed` after a `--fix` r
 detail is one line naming the file, key or plugin. A `fail` is something that stops `run` (or
 loses data if left alone); a `warn` is worth knowing but does not stop the gateway.
 
-Nothing here writes unless `fix=True`, and then only safe repairs: permissions tightened to
-owner-only, the full-text index rebuilt from the stored messages, `sessions.json` rebuilt
+Nothing here writes unless `fix=True` (but for the home check's probe of a missing HERMES_HOME:
+an empty directory made and removed at once), and then only safe repairs: permissions tightened
+to owner-only, the full-text index rebuilt from the stored messages, `sessions.json` rebuilt
 from `state.db`. Repairs that need the store are refused while a gateway holds the home.
 """
 
@@ -17,11 +18,13 @@ import os
 import shutil
 import sqlite3
 import stat
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from ..sdk.errors import describe_failure
+from ..settings import nearest_existing, uncreatable_dir
 from ..store.home_lock import home_is_locked
 
 OK, WARN, FAIL, FIXED = "ok", "warn", "fail", "fixed"
@@ -149,10 +152,25 @@ def _private(path: Path, mode: int, fix: bool) -> Check | None:
                  f"{path} is {current:04o}: group or others can read personal data (--fix sets {mode:04o})")
 
 
+def _uncreatable_home(home: Path) -> str | None:
+    """Why the first start could not create the missing `home` (its nearest existing ancestor
+    is not a directory, or refuses a new one), or None. Learnt as the start would: an empty
+    directory is created in that ancestor and removed at once."""
+    place = nearest_existing(home)
+    try:
+        os.rmdir(tempfile.mkdtemp(dir=place, prefix=".hermes-doctor-"))
+    except OSError as exc:
+        return f"HERMES_HOME {uncreatable_dir(home, exc)}"
+    return None
+
+
 def check_home(config: Any, fix: bool) -> list[Check]:
     """HERMES_HOME exists, is a writable directory, and it and its data files are owner-only."""
     home = Path(config.home)
     if not home.exists():
+        obstacle = _uncreatable_home(home)
+        if obstacle is not None:
+            return [Check("home", FAIL, obstacle)]
         return [Check("home", WARN, f"HERMES_HOME {home} does not exist yet (the first start creates it)")]
     if not home.is_dir():
         return [Check("home", FAIL, f"HERMES_HOME {home} exists and is not a directory")]
@@ -284,9 +302,7 @@ def check_leftovers(config: Any) -> list[Check]:
 
 def check_disk(config: Any) -> Check:
     """Free space on the file system of HERMES_HOME (or its nearest existing parent)."""
-    place = Path(config.home)
-    while not place.exists() and place != place.parent:
-        place = place.parent
+    place = nearest_existing(config.home)
     free = shutil.disk_usage(place).free
     text = f"{free / 1024 ** 3:.1f} GiB free on {place}"
     if free < DISK_FAIL_BYTES:

@@ -158,6 +158,20 @@ def test_home_that_is_a_file(tmp_path):
     assert line == f"hermes-gateway: error: HERMES_HOME {home} exists and is not a directory"
 
 
+@pytest.mark.parametrize("below", ["sub", "sub/deeper"])
+def test_home_under_a_file_names_the_file_as_the_obstacle(tmp_path, below):
+    (tmp_path / "afile").write_text("x")
+    home = tmp_path / "afile" / below
+    line = assert_one_error_line(run_cli(home, "chat", stdin="hello\n"))
+    assert line == f"hermes-gateway: error: HERMES_HOME {home} cannot be created: {tmp_path / 'afile'} is not a directory"
+
+
+def test_home_whose_existing_ancestor_refuses_it_names_that_ancestor():
+    line = assert_one_error_line(run_cli(Path("/proc/nonexist/x"), "chat", stdin="hello\n"))
+    assert line == ("hermes-gateway: error: HERMES_HOME /proc/nonexist/x cannot be created in /proc: "
+                    "No such file or directory")
+
+
 def test_state_db_that_is_a_directory_runs_degraded_and_keeps_it(tmp_path):
     (tmp_path / "state.db").mkdir()
     (tmp_path / "state.db" / "keep.txt").write_text("data")

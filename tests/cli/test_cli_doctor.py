@@ -37,6 +37,23 @@ def test_a_healthy_home_passes_every_check(tmp_path):
     assert checks["lock"]["detail"] == "no gateway holds this home"
 
 
+def test_a_home_the_start_cannot_create_fails_naming_the_obstacle(tmp_path):
+    """docs/operations.md §1: a missing home only warns when its nearest existing ancestor
+    would take it; the probe leaves nothing behind."""
+    (tmp_path / "afile").write_text("x")
+    home = tmp_path / "afile" / "sub"
+    code, checks = _doctor(home, tmp_path)
+    assert (code, checks["home"]["status"], checks["home"]["detail"]) == (
+        1, "fail", f"HERMES_HOME {home} cannot be created: {tmp_path / 'afile'} is not a directory")
+    code, checks = _doctor(Path("/proc/nonexist/x"), tmp_path)
+    assert (code, checks["home"]["status"], checks["home"]["detail"]) == (
+        1, "fail", "HERMES_HOME /proc/nonexist/x cannot be created in /proc: No such file or directory")
+    code, checks = _doctor(tmp_path / "new" / "home", tmp_path)
+    assert (checks["home"]["status"], checks["home"]["detail"]) == (
+        "warn", f"HERMES_HOME {tmp_path / 'new' / 'home'} does not exist yet (the first start creates it)")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["afile"]
+
+
 def test_a_broken_override_fails_with_the_loaders_line(tmp_path):
     home = tmp_path / "home"
     home.mkdir()
