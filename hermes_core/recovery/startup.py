@@ -126,8 +126,9 @@ async def restore_at_startup(*, store: Any, runner: Any, pm: Any, config: Any, h
         if entry is None or not await store.suspend_session(key, reason="stuck_loop"):
             return
         plan = _plan(pm, entry, "stuck_loop")
-        log.warning("session %s was active across %d+ restarts; suspended (%s)", key, STUCK_LOOP_THRESHOLD,
-                    plan.reason)
+        # The core's reason says what this line says; a plugin's own reason is added to it.
+        own = "" if plan.reason == default_recovery_plan("stuck_loop").reason else f" ({plan.reason})"
+        log.warning("session %s was active across %d+ restarts; suspended%s", key, STUCK_LOOP_THRESHOLD, own)
         report.suspended.append(key)
         await _broadcast(pm, timeout, entry, plan)
 

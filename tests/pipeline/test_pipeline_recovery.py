@@ -6,6 +6,7 @@ Real store, real plugin manager, real GatewayApp."""
 from __future__ import annotations
 
 import json
+import logging
 from datetime import timedelta
 
 import pytest
@@ -136,20 +137,39 @@ async def test_freshness_zero_or_negative_means_no_limit(tmp_path, freshness):
         await app.stop()
 
 
-async def test_session_counted_in_three_restarts_is_suspended(tmp_path):
+async def test_session_counted_in_three_restarts_is_suspended(tmp_path, caplog):
     clock = Clock()
     sid = await interrupted_home(tmp_path, clock)
     # The drain of the run above interrupted nothing, so the file holds no key; a session seen
     # in 3 consecutive interrupted runs is written as 3.
     (tmp_path / "restart_counts.json").write_text(json.dumps({KEY: 3}))
     planner = Planner(None)
+    caplog.set_level(logging.WARNING, "hermes_core.recovery.startup")
+    caplog.clear()  # only what the restart logs
     app, adapter = await restart(tmp_path, clock, planner)
     try:
         assert planner.told == [(KEY, "give_up", "active across 3+ restarts: suspended")]
+        # The core's reason is what the line says already: said once.
+        assert [r.getMessage() for r in caplog.records if r.name == "hermes_core.recovery.startup"] == [
+            f"session {KEY} was active across 3+ restarts; suspended"]
         assert app.recovery.suspended == [KEY] and adapter.sent == []
         assert not (tmp_path / "restart_counts.json").exists()
         entry = await app.store.get_entry(KEY)
         assert entry.suspended is True and entry.session_id == sid
+    finally:
+        await app.stop()
+
+
+async def test_a_plugins_own_suspension_reason_is_added_to_the_warning(tmp_path, caplog):
+    clock = Clock()
+    await interrupted_home(tmp_path, clock)
+    (tmp_path / "restart_counts.json").write_text(json.dumps({KEY: 3}))
+    caplog.set_level(logging.WARNING, "hermes_core.recovery.startup")
+    caplog.clear()  # only what the restart logs
+    app, _adapter = await restart(tmp_path, clock, Planner("give_up"))
+    try:
+        assert [r.getMessage() for r in caplog.records if r.name == "hermes_core.recovery.startup"] == [
+            f"session {KEY} was active across 3+ restarts; suspended (test)"]
     finally:
         await app.stop()
 
