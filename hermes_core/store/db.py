@@ -291,12 +291,12 @@ class Database:
         newest = known[-1][0] if known else 0
         if current > newest:
             raise SchemaTooNewError(
-                f"state.db {self.path} has schema version {current}, newer than this gateway's {newest}; "
+                f"{self.describe()} has schema version {current}, newer than this gateway's {newest}; "
                 f"upgrade hermes-gateway-core")
         for version, name, sql in known:
             if version <= current:
                 continue
-            log.info("state.db %s: applying migration %s", self.path, name)
+            log.info("%s: applying migration %s", self.describe(), name)
             # executescript commits any open transaction first; the script carries its own
             # transaction so that a failing migration leaves the previous version intact.
             script = f"BEGIN IMMEDIATE;\n{sql}\nPRAGMA user_version = {version};\nCOMMIT;"
@@ -305,7 +305,7 @@ class Database:
             except sqlite3.Error as exc:
                 if self.conn.in_transaction:
                     await self.conn.execute("ROLLBACK")
-                raise StoreError(f"state.db {self.path}: migration {name} failed: {exc}") from exc
+                raise StoreError(f"{self.describe()}: migration {name} failed: {exc}") from exc
 
     async def close(self) -> None:
         """Commit the writes still waiting (if any), then close the connection (idempotent)."""
@@ -591,8 +591,9 @@ class Database:
         await conn.execute("COMMIT")
 
     def describe(self) -> str:
-        """How log lines name this database (its path)."""
-        return str(self.path)
+        """How log lines and errors name this database (`state.db <path>`; the degraded engine
+        names its journal)."""
+        return f"state.db {self.path}"
 
     async def write_one(self, sql: str, params: Sequence[Any] | dict = ()) -> WriteResult:
         """One write statement, atomic and durable like `run` (a group member of its own).

@@ -139,7 +139,7 @@ async def test_commit_error_is_a_store_error_naming_the_file(db):
     await db.execute("CREATE TABLE child (parent_id INTEGER REFERENCES parent(id) DEFERRABLE INITIALLY DEFERRED)")
     with pytest.raises(CommitError) as err:
         await db.write_one("INSERT INTO child (parent_id) VALUES (1)")
-    assert str(err.value) == (f"commit of 1 write(s) to {db.path} failed: FOREIGN KEY constraint failed")
+    assert str(err.value) == (f"commit of 1 write(s) to state.db {db.path} failed: FOREIGN KEY constraint failed")
 
 
 async def test_transitions_of_different_sessions_share_commits(store):

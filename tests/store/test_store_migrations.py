@@ -112,3 +112,21 @@ async def test_version_6_database_keeps_its_index_and_ledger_through_migration_7
         assert [h["message_id"] for h in await store.search_transcripts("heron", limit=10)] == [1, 2, 3, 4]
         assert [ob["content"] for ob in await store.open_obligations()] == ["owed"]
         assert await db.fetchval("SELECT count(*) FROM sqlite_master WHERE name = 'delivery_by_state'") == 0
+
+
+async def test_migration_lines_name_the_database_they_apply_to(tmp_path, caplog):
+    """state.db is named state.db; the degraded engine (docs/behaviour.md §3 "Degraded mode")
+    is named by its journal, not as state.db."""
+    import logging
+
+    from hermes_core.store.db import Database
+    from hermes_core.store.journal import JournaledDatabase
+
+    caplog.set_level(logging.INFO, "hermes_core.store.db")
+    for db in (Database(tmp_path / "state.db"), JournaledDatabase(tmp_path / "sessions")):
+        await db.open()
+        await db.close()
+    lines = [r.getMessage() for r in caplog.records if "0001" in r.getMessage()]
+    assert lines == [f"state.db {tmp_path / 'state.db'}: applying migration 0001_initial.sql",
+                     f"the degraded journal {tmp_path / 'sessions' / 'journal.jsonl'}: applying migration "
+                     "0001_initial.sql"]
