@@ -405,7 +405,15 @@ class GatewayApp:
         if self.coordinator is not None:
             await self.coordinator.stop()
         if self.runner is not None:
-            interrupted = await self.runner.drain(self.config.scheduler.drain_timeout_s)
+            timeout = self.config.scheduler.drain_timeout_s
+            log.info("stopping: %d turn(s) running, the drain waits up to %g s for them",
+                     len(self.runner.busy_sessions()), timeout)
+            interrupted = await self.runner.drain(timeout)
+            if interrupted:
+                log.info("stop: the drain timed out after %g s; turn(s) cut off and marked for resumption "
+                         "(%s): %s", timeout, reason, ", ".join(interrupted))
+            else:
+                log.info("stop: drained cleanly, no turn cut off")
             for key in interrupted:
                 try:
                     await self.store.mark_resume_pending(key, reason)

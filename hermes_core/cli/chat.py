@@ -18,7 +18,7 @@ from typing import Any, Callable
 from ..app import GatewayApp
 from ..pipeline.deps import maybe_await
 from ..platforms.local import LocalAdapter
-from .common import held_terminal_log
+from .common import held_terminal_log, log
 
 
 async def run_chat(config: Any, *, install_signals: Callable[[asyncio.Event], None] | None = None,
@@ -83,6 +83,7 @@ def install_interrupt_handlers(stop: asyncio.Event, gateway: GatewayApp, *, stde
             if signum == signal.SIGINT:
                 _force_exit()
             return
+        log.info("stop requested (%s)", signal.Signals(signum).name)
         busy = gateway.runner is not None and bool(gateway.runner.busy_sessions())
         seconds = gateway.config.scheduler.drain_timeout_s
         err.write((STOPPING_BUSY.format(seconds=seconds) if busy else STOPPING_IDLE) + "\n")

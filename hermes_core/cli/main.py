@@ -31,6 +31,7 @@ from .common import (  # noqa: F401  (re-exported: the CLI's shared helpers)
     fail,
     held_terminal_log,
     load_cli_config,
+    log,
     load_cli_config_or_exit,
     run_async,
     setup_logging,
@@ -60,18 +61,24 @@ EXIT_RESTART = 75
 
 
 def _install_stop_signals(stop: asyncio.Event, restart: asyncio.Event | None = None) -> None:
-    """SIGINT / SIGTERM set `stop`; SIGUSR1 sets `restart` and `stop` (a planned restart)."""
+    """SIGINT / SIGTERM set `stop`; SIGUSR1 sets `restart` and `stop` (a planned restart). Each
+    request is logged with its signal (docs/operations.md §4)."""
     loop = asyncio.get_running_loop()
 
-    def request_restart() -> None:
+    def request_stop(signum: int) -> None:
+        log.info("stop requested (%s)", signal.Signals(signum).name)
+        stop.set()
+
+    def request_restart(signum: int) -> None:
+        log.info("planned restart requested (%s)", signal.Signals(signum).name)
         restart.set()
         stop.set()
-    handlers = [(signal.SIGINT, stop.set), (signal.SIGTERM, stop.set)]
+    handlers = [(signal.SIGINT, request_stop), (signal.SIGTERM, request_stop)]
     if restart is not None:
         handlers.append((signal.SIGUSR1, request_restart))
     for signum, handler in handlers:
         try:
-            loop.add_signal_handler(signum, handler)
+            loop.add_signal_handler(signum, handler, signum)
         except (NotImplementedError, RuntimeError):  # not the main thread / platform without it
             pass
 

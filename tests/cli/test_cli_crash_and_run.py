@@ -105,6 +105,11 @@ async def test_run_stops_cleanly_on_signal(tmp_path, signum):
     assert proc.returncode == 0
     assert "Traceback" not in err.decode()
     assert (tmp_path / ".clean_shutdown").is_file()
+    # docs/operations.md §4: the stop, its drain and its outcome are in gateway.log.
+    logged = [line.split(" ", 2)[2] for line in (tmp_path / "gateway.log").read_text().splitlines()]
+    assert logged[-3:] == [f"INFO hermes_core.cli: stop requested ({signal.Signals(signum).name})",
+                           "INFO hermes_core.app: stopping: 0 turn(s) running, the drain waits up to 10 s for them",
+                           "INFO hermes_core.app: stop: drained cleanly, no turn cut off"]
 
 
 @pytest.mark.parametrize("how", ["sigusr1", "restart-command", "admin-chat-command"])

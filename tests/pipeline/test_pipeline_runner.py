@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 from typing import Any
 
 from pipeline_helpers import RecordingAdapter, dm, say, until
@@ -204,13 +205,20 @@ async def test_failing_session_does_not_stop_others(tmp_path):
         await app.stop()
 
 
-async def test_drain_timeout_marks_running_turn_resume_pending(tmp_path):
+async def test_drain_timeout_marks_running_turn_resume_pending(tmp_path, caplog):
     agent = GatedAgent()
     app, adapter = await make_app(tmp_path, agent=agent, scheduler={"drain_timeout_s": 0.05})
     await app.runner.handle(MessageEvent(source=dm(), text="slow"))
     await until(lambda: agent.started == ["slow"])
+    caplog.set_level(logging.INFO, "hermes_core.app")
+    caplog.clear()  # only what the stop logs
     await app.stop()
     assert (tmp_path / ".clean_shutdown").is_file()
+    # docs/operations.md §4: the drain and the sessions it cut off are logged.
+    assert [r.getMessage() for r in caplog.records if r.name == "hermes_core.app"] == [
+        "stopping: 1 turn(s) running, the drain waits up to 0.05 s for them",
+        "stop: the drain timed out after 0.05 s; turn(s) cut off and marked for resumption (shutdown_timeout): "
+        "agent:main:testchat:dm:100"]
     # Reopen the store alone: the interrupted session is marked for resumption.
     from hermes_core.store import SessionStore
 
