@@ -410,7 +410,8 @@ class GatewayApp:
                      len(self.runner.busy_sessions()), timeout)
             interrupted = await self.runner.drain(timeout)
             if interrupted:
-                log.info("stop: the drain timed out after %g s; turn(s) cut off and marked for resumption "
+                # A warning: those users' replies come only after the next start.
+                log.warning("stop: the drain timed out after %g s; turn(s) cut off and marked for resumption "
                          "(%s): %s", timeout, reason, ", ".join(interrupted))
             else:
                 log.info("stop: drained cleanly, no turn cut off")

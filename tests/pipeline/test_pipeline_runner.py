@@ -215,10 +215,10 @@ async def test_drain_timeout_marks_running_turn_resume_pending(tmp_path, caplog)
     await app.stop()
     assert (tmp_path / ".clean_shutdown").is_file()
     # docs/operations.md §4: the drain and the sessions it cut off are logged.
-    assert [r.getMessage() for r in caplog.records if r.name == "hermes_core.app"] == [
-        "stopping: 1 turn(s) running, the drain waits up to 0.05 s for them",
-        "stop: the drain timed out after 0.05 s; turn(s) cut off and marked for resumption (shutdown_timeout): "
-        "agent:main:testchat:dm:100"]
+    assert [(r.levelname, r.getMessage()) for r in caplog.records if r.name == "hermes_core.app"] == [
+        ("INFO", "stopping: 1 turn(s) running, the drain waits up to 0.05 s for them"),
+        ("WARNING", "stop: the drain timed out after 0.05 s; turn(s) cut off and marked for resumption "
+                    "(shutdown_timeout): agent:main:testchat:dm:100")]
     # Reopen the store alone: the interrupted session is marked for resumption.
     from hermes_core.store import SessionStore
 
