@@ -32,6 +32,7 @@ from pydantic_settings import (
 )
 
 from .strict_numbers import NoBoolNumbers
+from .types import DEFAULT_ERROR_NOTICE
 
 CONFIG_FILE_NAME = "hermes.toml"
 log = logging.getLogger(__name__)
@@ -107,7 +108,7 @@ class CoreSettings(_Section):
         "Sorry, I could not answer this message. Please try again later.", min_length=1,
         description="sent when the model backend fails")
     error_notice: str = Field(
-        "Sorry, this message could not be processed. Please try again later.", min_length=1,
+        DEFAULT_ERROR_NOTICE, min_length=1,
         description="sent when the gateway itself fails on a message")
     # A busy gateway keeps many live objects that the default of 700 makes the collector traverse
     # again and again (docs/behaviour.md §12 "Garbage collection").

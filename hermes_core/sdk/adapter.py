@@ -20,7 +20,7 @@ from pydantic import BaseModel
 from ..model.events import MessageEvent
 from ..model.identity import IdentityAlias
 from ..model.source import SessionSource
-from ..types import AdapterSpec
+from ..types import DEFAULT_ERROR_NOTICE, AdapterSpec
 
 InboundHandler = Callable[[MessageEvent], Awaitable[None]]
 # Records identity aliases in the gateway's store (SessionStore.record_aliases).
@@ -31,8 +31,6 @@ DeliveryReporter = Callable[[str, str, str, "str | None"], Awaitable["int | None
 # Words what a chat is told when the gateway failed on its message (pipeline.notices, hook
 # `hermes_failure_notice`): (source, the error — never shown) -> text.
 FailureNotice = Callable[[SessionSource, BaseException], str]
-# `[core] error_notice`'s default: the notice of an adapter the gateway did not bind one to.
-UNBOUND_FAILURE_NOTICE = "Sorry, this message could not be processed. Please try again later."
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,7 +100,7 @@ class BaseAdapter(abc.ABC):
         error_notice` or a plugin's wording, never the error itself (docs/behaviour.md §0: users
         never see internal errors or exception names). The caller logs `error`."""
         if self._failure_notice is None:
-            return UNBOUND_FAILURE_NOTICE
+            return DEFAULT_ERROR_NOTICE
         return self._failure_notice(source, error)
 
     async def emit(self, event: MessageEvent) -> None:
