@@ -54,7 +54,7 @@ from .plugin_system.redaction import install_log_redaction
 from .scheduler import Watcher
 from .sdk.background import SessionWork
 from .sdk.errors import describe_failure
-from .settings import ConfigError, ensure_private_dir, load_config, uncreatable_dir
+from .settings import ConfigError, ensure_private_dir, load_config, why_dir_uncreatable
 from .store.files import write_atomic
 from .types import INGRESS_SINGLE_RECEIVER
 
@@ -97,7 +97,7 @@ def check_home(home: Path) -> None:
     try:
         ensure_private_dir(home)
     except OSError as exc:
-        raise StartupError(f"HERMES_HOME {uncreatable_dir(home, exc)}") from None
+        raise StartupError(f"HERMES_HOME {why_dir_uncreatable(home, exc)}") from None
     if not home.is_dir():
         raise StartupError(f"HERMES_HOME {home} exists and is not a directory")
     try:
@@ -412,7 +412,7 @@ class GatewayApp:
             if interrupted:
                 # A warning: those users' replies come only after the next start.
                 log.warning("stop: the drain timed out after %g s; turn(s) cut off and marked for resumption "
-                         "(%s): %s", timeout, reason, ", ".join(interrupted))
+                            "(%s): %s", timeout, reason, ", ".join(interrupted))
             else:
                 log.info("stop: drained cleanly, no turn cut off")
             for key in interrupted:

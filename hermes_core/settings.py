@@ -233,7 +233,7 @@ def nearest_existing(path: Path | str) -> Path:
     return place
 
 
-def uncreatable_dir(path: Path | str, exc: OSError) -> str:
+def why_dir_uncreatable(path: Path | str, exc: OSError) -> str:
     """Why directory `path` could not be created (`exc`: what creating it raised), naming the
     obstacle: `path` itself is not a directory, an ancestor of it is not one, or the nearest
     existing ancestor refused the new directory (`… cannot be created in /proc: No such file

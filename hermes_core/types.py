@@ -24,11 +24,11 @@ CAP_REACTIONS = "reactions"  # can react to a message
 CAP_WEBHOOK = "webhook"      # can receive through an HTTP webhook
 CAPABILITIES = frozenset({CAP_EDIT, CAP_THREADS, CAP_TYPING, CAP_MEDIA, CAP_REACTIONS, CAP_WEBHOOK})
 
-# `AdapterSpec.ingress`: may several gateway replicas receive for one bot account at once?
 # `[core] error_notice`'s default: what a chat is told when the gateway itself failed on its
 # message (never the error: docs/behaviour.md §0), also an unbound adapter's failure notice.
 DEFAULT_ERROR_NOTICE = "Sorry, this message could not be processed. Please try again later."
 
+# `AdapterSpec.ingress`: may several gateway replicas receive for one bot account at once?
 INGRESS_SINGLE_RECEIVER = "single_receiver"  # long polling, one socket per bot: only one replica receives
 INGRESS_SHARED = "shared"                    # webhooks, Slack Socket Mode: any replica may receive
 

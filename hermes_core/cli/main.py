@@ -31,8 +31,8 @@ from .common import (  # noqa: F401  (re-exported: the CLI's shared helpers)
     fail,
     held_terminal_log,
     load_cli_config,
-    log,
     load_cli_config_or_exit,
+    log,
     run_async,
     setup_logging,
 )

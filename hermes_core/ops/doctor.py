@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from ..sdk.errors import describe_failure
-from ..settings import nearest_existing, uncreatable_dir
+from ..settings import nearest_existing, why_dir_uncreatable
 from ..store.home_lock import home_is_locked
 
 OK, WARN, FAIL, FIXED = "ok", "warn", "fail", "fixed"
@@ -152,7 +152,7 @@ def _private(path: Path, mode: int, fix: bool) -> Check | None:
                  f"{path} is {current:04o}: group or others can read personal data (--fix sets {mode:04o})")
 
 
-def _uncreatable_home(home: Path) -> str | None:
+def _why_home_uncreatable(home: Path) -> str | None:
     """Why the first start could not create the missing `home` (its nearest existing ancestor
     is not a directory, or refuses a new one), or None. Learnt as the start would: an empty
     directory is created in that ancestor and removed at once."""
@@ -160,7 +160,7 @@ def _uncreatable_home(home: Path) -> str | None:
     try:
         os.rmdir(tempfile.mkdtemp(dir=place, prefix=".hermes-doctor-"))
     except OSError as exc:
-        return f"HERMES_HOME {uncreatable_dir(home, exc)}"
+        return f"HERMES_HOME {why_dir_uncreatable(home, exc)}"
     return None
 
 
@@ -168,7 +168,7 @@ def check_home(config: Any, fix: bool) -> list[Check]:
     """HERMES_HOME exists, is a writable directory, and it and its data files are owner-only."""
     home = Path(config.home)
     if not home.exists():
-        obstacle = _uncreatable_home(home)
+        obstacle = _why_home_uncreatable(home)
         if obstacle is not None:
             return [Check("home", FAIL, obstacle)]
         return [Check("home", WARN, f"HERMES_HOME {home} does not exist yet (the first start creates it)")]
@@ -235,14 +235,14 @@ def check_database(config: Any) -> list[Check]:
         if version > schema_version():
             return [Check("state.db", FAIL, f"{path} has schema {version}, newer than this gateway's "
                                             f"{schema_version()}: upgrade hermes-gateway")]
-        if version == 0:
-            return [Check("state.db", OK, f"integrity ok, schema {version}")]
-        missing = missing_schema_objects(conn, version)
+        missing = missing_schema_objects(conn, version)  # none at schema 0: no migration ran
         if missing:
             return [Check("state.db", FAIL, f"{path} lacks {', '.join(missing)} of its schema {version}; "
                                             "--fix does not re-create what is missing: restore state.db from "
                                             "a backup (docs/operations.md §1)")]
         checks = [Check("state.db", OK, f"integrity ok, schema {version}")]
+        if version == 0:
+            return checks
         try:
             # From schema 7 the messages still waiting to be indexed are indexed first (the check
             # compares the index with every message), in a transaction rolled back after the check.

@@ -14,9 +14,9 @@ the whole transcript from the store each time.
     entries go, never the `protect_recent` most recent, never one with a turn running, never one
     whose transcript is not persisted yet; then `malloc_trim(0)`. `relieve_pressure` repeats
     such passes (each keeping the cap) while memory is within `RELIEF_HEADROOM` (2 %) of the
-    budget or over it and a pass released something, and inserts run it too (a miss costs a transcript load; one read of /proc or the
-    cgroup's memory.stat is small beside it): waiting for the next watcher tick let a burst of
-    misses overshoot the budget by a quarter. After a check that found a tenth of the budget
+    budget or over it and a pass released something, and inserts run it too (a miss costs a
+    transcript load; one read of /proc or the cgroup's memory.stat is small beside it):
+    waiting for the next watcher tick let a burst of misses overshoot the budget by a quarter. After a check that found a tenth of the budget
     or more free, inserts read nothing for `INSERT_PROBE_INTERVAL_S` (10 ms); nearer the
     budget every insert checks.
   * Eviction is a soft release: the transcript stays in SQLite and the next turn rebuilds it
@@ -377,7 +377,7 @@ class AgentCache:
         if self.memory_high_mb is None:
             return PressureReport(reading=None)
         reading = self.probe.read(self.memory_high_mb)
-        if reading is None or reading.used_bytes is None or reading.used_bytes <= reading.budget_bytes * share:
+        if reading is None or not reading.exceeds(share):
             return PressureReport(reading=reading)
         evicted: list[str] = []
         skipped: list[str] = []

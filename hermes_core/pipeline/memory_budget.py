@@ -76,7 +76,11 @@ class MemoryReading:
 
     @property
     def over_budget(self) -> bool:
-        return self.used_bytes is not None and self.used_bytes > self.budget_bytes
+        return self.exceeds(1.0)
+
+    def exceeds(self, share: float) -> bool:
+        """True when the memory used is known and above `share` × the budget (1.0: over it)."""
+        return self.used_bytes is not None and self.used_bytes > self.budget_bytes * share
 
 
 def _read_text(path: Path) -> str | None:
