@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from .agents import create_agent
-from .model.timeutil import Clock, parse_timestamp, utc_now
+from .model.timeutil import Clock, utc_now
 from .ops.gc_tuning import tune_gc
 from .ops.metrics import NULL_METRICS, create_metrics
 from .ops.status import StatusPublisher
@@ -55,12 +55,10 @@ from .scheduler import Watcher
 from .sdk.background import SessionWork
 from .sdk.errors import describe_failure
 from .settings import ConfigError, ensure_private_dir, load_config, why_dir_uncreatable
-from .store.files import write_atomic
+from .store.files import CLEAN_SHUTDOWN, says_clean, write_atomic
 from .types import INGRESS_SINGLE_RECEIVER
 
 log = logging.getLogger(__name__)
-
-CLEAN_SHUTDOWN = ".clean_shutdown"
 
 
 class StartupError(Exception):
@@ -325,13 +323,10 @@ class GatewayApp:
         every later start also reads as unclean."""
         marker = self.home / CLEAN_SHUTDOWN
         try:
-            text = marker.read_text().strip()
-            valid = not text or parse_timestamp(text) is not None
+            valid = says_clean(marker.read_text())
         except FileNotFoundError:
             return False
-        except ValueError:
-            valid = False
-        except OSError as exc:
+        except (OSError, UnicodeDecodeError) as exc:
             log.warning("%s cannot be read (%s); treating the last shutdown as unclean", marker, exc)
             valid = False
         try:

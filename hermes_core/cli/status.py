@@ -15,6 +15,7 @@ from .common import load_cli_config_or_exit
 from .output import console, human_time, print_fields, print_json, print_table
 
 EXIT_NOT_RUNNING = 3
+UNCLEAN_STOP = "it did not stop cleanly: the next start recovers its unfinished turns and replies"
 
 
 def human_duration(seconds: float | None) -> str:
@@ -44,7 +45,9 @@ def status_command(
     elif not report["running"]:
         last = report.get("last") or {}
         seen = f" (last seen {human_time(last.get('updated_at'))}, pid {last.get('pid')})" if last else ""
-        console().print(f"no gateway is running on {config.home}{seen}", markup=False)
+        console().print(f"no gateway is running on {config.home}{seen}", markup=False, soft_wrap=True)
+        if report.get("clean_stop") is False:  # a kill or a crash: say so (docs/operations.md §2)
+            console().print(UNCLEAN_STOP, markup=False, soft_wrap=True)
     elif report.get("stale"):
         console().print(f"a gateway is running on {config.home} (pid {report['pid'] or 'unknown'}) but has not "
                         "published its status yet", markup=False)

@@ -8,7 +8,8 @@ collection serves `hermes-gateway status` and `/metrics`.
 
 `read_status(home)` is the reader's side: it never opens `state.db` and never takes the home
 lock (it probes it with a shared lock, released at once), so asking disturbs nothing. A file
-whose pid does not hold the lock is the last word of a gateway that is gone.
+whose pid does not hold the lock is the last word of a gateway that is gone; whether that one
+stopped cleanly is what its `.clean_shutdown` marker says, the same file the next start reads.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from typing import Any
 
 from ..model.timeutil import format_timestamp, utc_now
 from ..sdk.errors import describe_failure
-from ..store.files import write_atomic
+from ..store.files import CLEAN_SHUTDOWN, says_clean, write_atomic
 from ..store.home_lock import home_is_locked
 
 log = logging.getLogger(__name__)
@@ -139,7 +140,10 @@ def read_status(home: Path | str) -> dict[str, Any]:
     Returns:
         `{"running": bool, "pid": int | None, ...}`: with a gateway holding the lock, its last
         snapshot (`stale: true` when the file is missing or belongs to another pid);
-        without one, `running: false` and the last snapshot as `last` (or None).
+        without one, `running: false`, the last snapshot as `last` (or None) and `clean_stop`:
+        True when the last gateway wrote its `.clean_shutdown` marker, False when it did not
+        (killed, crashed, or a stop that could not mark a cut-off turn: the next start runs
+        crash recovery), None on a home no gateway has run on.
     """
     home = Path(home)
     pid = home_is_locked(home) if home.is_dir() else None
@@ -150,7 +154,18 @@ def read_status(home: Path | str) -> dict[str, Any]:
     except (OSError, UnicodeDecodeError, ValueError):
         snapshot = None
     if pid is None:
-        return {"running": False, "pid": None, "home": str(home), "last": snapshot}
+        return {"running": False, "pid": None, "home": str(home), "last": snapshot,
+                "clean_stop": _clean_stop(home, ran=snapshot is not None)}
     if snapshot is None or (pid and snapshot.get("pid") != pid):
         return {"running": True, "pid": pid or None, "home": str(home), "stale": True}
     return {"running": True, "stale": False, **snapshot, "pid": pid}
+
+
+def _clean_stop(home: Path, *, ran: bool) -> bool | None:
+    """`read_status`'s `clean_stop` for a home no gateway holds (`ran`: a gateway left a snapshot)."""
+    try:
+        return says_clean((home / CLEAN_SHUTDOWN).read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return False if ran else None
+    except (OSError, UnicodeDecodeError):
+        return False  # the next start reads it as unclean too

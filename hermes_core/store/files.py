@@ -12,7 +12,12 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from ..model.timeutil import parse_timestamp
+
 log = logging.getLogger(__name__)
+
+# Written by a gateway's clean stop, consumed by the next start (seed §7; docs/behaviour.md §6).
+CLEAN_SHUTDOWN = ".clean_shutdown"
 
 
 def write_atomic(path: Path, text: str, mode: int = 0o600) -> None:
@@ -47,6 +52,19 @@ def write_atomic(path: Path, text: str, mode: int = 0o600) -> None:
         pass
     finally:
         os.close(dir_fd)
+
+
+def says_clean(marker_text: str) -> bool:
+    """True when the text of a `.clean_shutdown` marker says the last run stopped cleanly: empty,
+    as `GatewayApp.stop` and upstream write it, or a timestamp, as older builds wrote. Anything
+    else (`invalid`, written when the marker could not be removed) says it did not."""
+    text = marker_text.strip()
+    if not text:
+        return True
+    try:
+        return parse_timestamp(text) is not None
+    except ValueError:
+        return False
 
 
 def read_lines(path: Path) -> list[str]:

@@ -5,13 +5,14 @@ SIGTERM / SIGINT."""
 from __future__ import annotations
 
 import asyncio
+import json
 import re
 import signal
 import sqlite3
 from pathlib import Path
 
 import pytest
-from cli_helpers import SCRIPT, chat, gateway_env, start_openai_chat
+from cli_helpers import SCRIPT, chat, gateway_env, run, start_openai_chat
 
 from hermes_core.ops.status import read_status
 from hermes_core.settings import GatewayConfig
@@ -64,6 +65,15 @@ async def test_sigkill_mid_turn_then_restart_answers_both_messages_once_in_order
             await proc.wait()
     assert not (tmp_path / ".clean_shutdown").exists()
     assert len(chat_completions_server.requests) == 1
+
+    # `status` tells the operator the gateway did not stop cleanly (docs/operations.md §2).
+    code, out, err = await asyncio.to_thread(run, ["status", "--json"], gateway_env(tmp_path), tmp_path)
+    report = json.loads(out)
+    assert (code, err, report["running"], report["clean_stop"], report["last"]["pid"]) == (3, "", False, False, proc.pid)
+    code, out, err = await asyncio.to_thread(run, ["status"], gateway_env(tmp_path), tmp_path)
+    assert (code, err) == (3, "")
+    assert out.splitlines()[1:] == ["it did not stop cleanly: the next start recovers its unfinished turns and replies"]
+    assert out.splitlines()[0].endswith(f"pid {proc.pid})")
 
     # Restart on the echo agent: the crash is reported; the interrupted turn is continued
     # (seed §7 auto-continue) and the waiting message is replayed from the durable intake

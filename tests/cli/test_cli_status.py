@@ -18,7 +18,9 @@ async def _status(home, cwd) -> tuple[int, dict]:
 async def test_status_of_a_running_gateway_then_of_a_stopped_one(tmp_path):
     home = tmp_path / "home"
     code, report = await _status(home, tmp_path)
-    assert (code, report) == (3, {"running": False, "pid": None, "home": str(home), "last": None})
+    # No gateway has run here: nothing to say about a last stop.
+    assert (code, report) == (3, {"running": False, "pid": None, "home": str(home), "last": None,
+                                  "clean_stop": None})
 
     proc = await asyncio.create_subprocess_exec(
         SCRIPT, "chat", stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
@@ -50,6 +52,9 @@ async def test_status_of_a_running_gateway_then_of_a_stopped_one(tmp_path):
         proc.stdin.close()
         assert await asyncio.wait_for(proc.wait(), 60) == 0
     code, report = await _status(home, tmp_path)
-    assert (code, report["running"], report["last"]["state"], report["last"]["pid"]) == (3, False, "stopped", proc.pid)
+    assert (code, report["running"], report["last"]["state"], report["last"]["pid"], report["clean_stop"]) == (
+        3, False, "stopped", proc.pid, True)
     code, text, _ = await asyncio.to_thread(run, ["status"], gateway_env(home), tmp_path)
     assert text.startswith(f"no gateway is running on {home} (last seen ")
+    assert len(text.splitlines()) == 1  # a clean stop: no word about recovery
+    assert text.rstrip().endswith(f"pid {proc.pid})")
