@@ -95,9 +95,8 @@ def check_home(home: Path) -> None:
     try:
         ensure_private_dir(home)
     except OSError as exc:
+        # A file in the way is ensure_private_dir's FileExistsError: the first reason given.
         raise StartupError(f"HERMES_HOME {why_dir_uncreatable(home, exc)}") from None
-    if not home.is_dir():
-        raise StartupError(f"HERMES_HOME {home} exists and is not a directory")
     try:
         with tempfile.NamedTemporaryFile(dir=home, prefix=".write-check-"):
             pass

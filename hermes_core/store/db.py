@@ -44,7 +44,8 @@ import sqlite3
 from contextlib import asynccontextmanager, closing
 from importlib import resources
 from pathlib import Path
-from typing import Any, AsyncIterator, Awaitable, Callable, Iterable, NamedTuple, Sequence, TypeVar
+from types import MappingProxyType
+from typing import Any, AsyncIterator, Awaitable, Callable, Iterable, Mapping, NamedTuple, Sequence, TypeVar
 
 import aiosqlite
 
@@ -110,15 +111,17 @@ def schema_version() -> int:
 
 
 @functools.cache
-def migrated_schema(version: int) -> dict[str, tuple[str, str | None]]:
+def migrated_schema(version: int) -> Mapping[str, tuple[str, str | None]]:
     """`{name: (type, sql)}` of every table, index, trigger and view the migrations up to
     `version` leave, read from a scratch in-memory database that ran them (the schema's own
-    definitions, never a second hand-written copy; computed once per version)."""
+    definitions, never a second hand-written copy; computed once per version, so read-only:
+    every caller shares it)."""
     with closing(sqlite3.connect(":memory:")) as scratch:
         for number, _name, sql in migrations():
             if number <= version:
                 scratch.executescript(sql)
-        return {name: (kind, sql) for kind, name, sql in scratch.execute("SELECT type, name, sql FROM sqlite_master")}
+        return MappingProxyType({name: (kind, sql)
+                                 for kind, name, sql in scratch.execute("SELECT type, name, sql FROM sqlite_master")})
 
 
 def _create_private(path: Path) -> None:
