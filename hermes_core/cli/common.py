@@ -205,7 +205,8 @@ class JsonLineFormatter(logging.Formatter):
 
 # Client libraries that log one INFO line per HTTP request or long poll (a Telegram bot polls
 # every 30 s): kept at WARNING unless debugging, so gateway.log shows the gateway's own lines.
-CHATTY_LOGGERS = ("httpx", "httpcore", "aiohttp.access", "aiohttp.client", "urllib3", "openai",
+# `httpx2` is the HTTP client the openai package uses since its 3.x releases.
+CHATTY_LOGGERS = ("httpx", "httpx2", "httpcore", "aiohttp.access", "aiohttp.client", "urllib3", "openai",
                   "telegram", "discord", "slack_sdk", "slack_bolt", "websockets", "hermes_slack.web",
                   "hermes_slack.socket_mode", "hermes_slack.bolt")
 

@@ -44,13 +44,14 @@ def status_command(
         print_json(report)
     elif not report["running"]:
         last = report.get("last") or {}
-        seen = f" (last seen {human_time(last.get('updated_at'))}, pid {last.get('pid')})" if last else ""
+        when = human_time(last.get("updated_at"))
+        seen = (f" (last seen {when}, pid {last['pid']})" if when else f" (pid {last['pid']})") if last else ""
         console().print(f"no gateway is running on {config.home}{seen}", markup=False, soft_wrap=True)
         if report.get("clean_stop") is False:  # a kill or a crash: say so (docs/operations.md §2)
             console().print(UNCLEAN_STOP, markup=False, soft_wrap=True)
     elif report.get("stale"):
         console().print(f"a gateway is running on {config.home} (pid {report['pid'] or 'unknown'}) but has not "
-                        "published its status yet", markup=False)
+                        "published a readable status yet", markup=False, soft_wrap=True)
     else:
         print_fields([
             ("gateway", f"running on {report['home']}"), ("pid", report["pid"]),

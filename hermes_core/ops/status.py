@@ -22,6 +22,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from pydantic import BaseModel, ConfigDict
+
 from ..model.timeutil import format_timestamp, utc_now
 from ..sdk.errors import describe_failure
 from ..store.files import CLEAN_SHUTDOWN, says_clean, write_atomic
@@ -134,12 +136,49 @@ class StatusPublisher:
             log.exception("status: final snapshot failed")
 
 
+class SnapshotShape(BaseModel):
+    """The fields of a `collect` snapshot that readers rely on, with their types: a status.json
+    that does not have them (edited by hand, damaged) is read as no snapshot at all, never
+    half-shown (`read_status`)."""
+
+    model_config = ConfigDict(extra="allow", strict=True)
+
+    state: str
+    pid: int
+    home: str
+    started_at: str | None = None
+    updated_at: str | None = None
+    uptime_s: float | None = None
+    ready: bool = False
+    restartable: bool = False
+    platforms: dict[str, dict[str, Any]] = {}
+    busy_sessions: int = 0
+    queue_depth: int = 0
+    store_degraded: bool = False
+    ledger_backlog: int | None = None
+    cache_entries: int | None = None
+    cache_evictions: dict[str, int] = {}
+    anon_memory_bytes: int | None = None
+
+
+def _read_snapshot(path: Path) -> dict[str, Any] | None:
+    """The snapshot in `path` as written, or None when it is missing, not JSON, or not of
+    `SnapshotShape`."""
+    try:
+        snapshot = json.loads(path.read_text(encoding="utf-8"))
+        SnapshotShape.model_validate(snapshot)
+    except (OSError, UnicodeDecodeError, ValueError):  # ValidationError is a ValueError
+        return None
+    return snapshot
+
+
 def read_status(home: Path | str) -> dict[str, Any]:
     """What `hermes-gateway status` reports for `home` without disturbing a gateway there.
 
     Returns:
         `{"running": bool, "pid": int | None, ...}`: with a gateway holding the lock, its last
-        snapshot (`stale: true` when the file is missing or belongs to another pid);
+        snapshot (`stale: true` when the file is missing, unreadable, not of `SnapshotShape`,
+        or belongs to another pid);
         without one, `running: false`, the last snapshot as `last` (or None) and `clean_stop`:
         True when the last gateway wrote its `.clean_shutdown` marker, False when it did not
         (killed, crashed, or a stop that could not mark a cut-off turn: the next start runs
@@ -147,12 +186,7 @@ def read_status(home: Path | str) -> dict[str, Any]:
     """
     home = Path(home)
     pid = home_is_locked(home) if home.is_dir() else None
-    try:
-        snapshot = json.loads((home / STATUS_FILE_NAME).read_text(encoding="utf-8"))
-        if not isinstance(snapshot, dict):
-            snapshot = None
-    except (OSError, UnicodeDecodeError, ValueError):
-        snapshot = None
+    snapshot = _read_snapshot(home / STATUS_FILE_NAME)
     if pid is None:
         return {"running": False, "pid": None, "home": str(home), "last": snapshot,
                 "clean_stop": _clean_stop(home, ran=snapshot is not None)}
@@ -163,6 +197,8 @@ def read_status(home: Path | str) -> dict[str, Any]:
 
 def _clean_stop(home: Path, *, ran: bool) -> bool | None:
     """`read_status`'s `clean_stop` for a home no gateway holds (`ran`: a gateway left a snapshot)."""
+    if not home.is_dir():
+        return None  # no gateway can have run there (it may be a file in the way)
     try:
         return says_clean((home / CLEAN_SHUTDOWN).read_text(encoding="utf-8"))
     except FileNotFoundError:

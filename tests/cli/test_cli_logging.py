@@ -60,8 +60,9 @@ def test_client_libraries_per_request_lines_stay_out_unless_debugging(monkeypatc
     monkeypatch.delenv("HERMES_DEBUG", raising=False)
     monkeypatch.delenv("HERMES_LOG_LEVEL", raising=False)
     quiet = ClientNoiseFilter()
-    assert [quiet.filter(_record(name, logging.INFO)) for name in ("httpx", "telegram.ext.Updater", "discord.gateway",
-                                                                    "aiohttp.access")] == [False] * 4
+    # httpx2: the openai package's client ("HTTP Request: POST … 200 OK" per agent call).
+    assert [quiet.filter(_record(name, logging.INFO)) for name in ("httpx", "httpx2", "telegram.ext.Updater",
+                                                                    "discord.gateway", "aiohttp.access")] == [False] * 5
     assert quiet.filter(_record("httpx", logging.WARNING)) is True  # problems still show
     assert quiet.filter(_record("hermes_core.pipeline.turn", logging.INFO)) is True
     assert quiet.filter(_record("httpxtra", logging.INFO)) is True  # a prefix of a name is not the logger

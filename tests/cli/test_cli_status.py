@@ -58,3 +58,41 @@ async def test_status_of_a_running_gateway_then_of_a_stopped_one(tmp_path):
     assert text.startswith(f"no gateway is running on {home} (last seen ")
     assert len(text.splitlines()) == 1  # a clean stop: no word about recovery
     assert text.rstrip().endswith(f"pid {proc.pid})")
+
+
+async def test_a_damaged_status_file_is_reported_in_one_line(tmp_path):
+    """docs/operations.md §2: a status.json that is not a whole snapshot (a field missing, a
+    field of the wrong type) is `stale`, never a traceback; a home that is a file has no last
+    stop to speak of."""
+    home = tmp_path / "home"
+    env = {**gateway_env(home), "HERMES_STATUS__INTERVAL_S": "3600"}  # no rewrite during the test
+    proc = await asyncio.create_subprocess_exec(
+        SCRIPT, "chat", stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE, env=env)
+    try:
+        proc.stdin.write(b"hello\n")
+        await proc.stdin.drain()
+        assert await asyncio.wait_for(proc.stdout.readline(), 60) == b"echo: hello\n"
+        for _ in range(600):
+            code, report = await _status(home, tmp_path)
+            if not report.get("stale", True):
+                break
+            await asyncio.sleep(0.1)
+        good = json.loads((home / "status.json").read_text())
+        for damaged in ({"pid": proc.pid}, {**good, "platforms": {"local": True}}, {**good, "uptime_s": "x"},
+                        {**good, "updated_at": None, "home": 7}):
+            (home / "status.json").write_text(json.dumps(damaged))
+            code, report = await _status(home, tmp_path)
+            assert (code, report) == (0, {"running": True, "pid": proc.pid, "home": str(home), "stale": True})
+            code, text, err = await asyncio.to_thread(run, ["status"], env, tmp_path)
+            assert (code, err, text) == (0, "", f"a gateway is running on {home} (pid {proc.pid}) but has not "
+                                                "published a readable status yet\n")
+    finally:
+        proc.stdin.close()
+        assert await asyncio.wait_for(proc.wait(), 60) == 0
+
+    in_the_way = tmp_path / "a-file"
+    in_the_way.write_text("x")
+    code, report = await _status(in_the_way, tmp_path)
+    assert (code, report) == (3, {"running": False, "pid": None, "home": str(in_the_way), "last": None,
+                                  "clean_stop": None})
