@@ -34,8 +34,8 @@ COMPRESSED, NOTHING, FAILED = "compressed", "nothing", "failed"
 
 @dataclass(frozen=True, slots=True)
 class CompressionOutcome:
-    """`status` is COMPRESSED, NOTHING (the transcript is no longer than its tail) or FAILED
-    (nothing changed); `summarised` and `kept` count messages."""
+    """`status` is COMPRESSED, NOTHING (nothing but the tail, and at most an earlier summary
+    before it) or FAILED (nothing changed); `summarised` and `kept` count messages."""
 
     status: str
     summarised: int = 0
@@ -47,6 +47,12 @@ def should_compress(config: Any, prompt_tokens: int) -> bool:
     context window (`agent.context_window` 0 disables automatic compression)."""
     window = config.agent.context_window
     return window > 0 and prompt_tokens > config.agent.compression.threshold * window
+
+
+def is_summary(message: dict[str, Any]) -> bool:
+    """True for the row an earlier compression wrote in place of the older part."""
+    content = message.get("content")
+    return message.get("role") == SUMMARY_ROLE and isinstance(content, str) and content.startswith(SUMMARY_PREFIX)
 
 
 def split_tail(messages: list[dict[str, Any]], keep_recent: int) -> int:
@@ -72,7 +78,9 @@ async def compress_session(deps: PipelineDeps, key: str, entry: Any, source: Any
     messages = await deps.store.load_transcript(entry.session_id)
     start = split_tail(messages, deps.config.agent.compression.keep_recent)
     older, tail = messages[:start], messages[start:]
-    if not older:
+    if all(is_summary(message) for message in older):
+        # Nothing but an earlier summary (or nothing) before the tail: summarising that summary
+        # again would add nothing and could only lose detail.
         return CompressionOutcome(NOTHING, kept=len(tail))
     context = build_session_context(source, deps.config, entry, pm=deps.pm)
     try:

@@ -235,6 +235,11 @@ async def test_compress_replaces_the_older_part_by_the_agents_summary_and_keeps_
         assert await current(app) == session  # the session id stays
         assert contents(await app.store.load_transcript(session)) == [
             ("system", SUMMARY_OF_U1_U2), ("user", "u3"), ("assistant", "echo: u3")]
+        # Nothing new before the tail: the summary is not summarised again (docs/behaviour.md §11).
+        await say(app, "/compress", clock=clock)
+        assert adapter.texts()[-1] == "Nothing to compress yet."
+        assert contents(await app.store.load_transcript(session)) == [
+            ("system", SUMMARY_OF_U1_U2), ("user", "u3"), ("assistant", "echo: u3")]
         await say(app, "u4", clock=clock)
         assert app.agent.seen[-1] == [("system", SUMMARY_OF_U1_U2), ("user", "u3"), ("assistant", "echo: u3")]
         await say(app, "/compress", clock=clock)
