@@ -194,25 +194,13 @@ def check_lock(config: Any) -> tuple[Check, int | None]:
     return Check("lock", OK, f"a gateway holds this home (pid {pid or 'unknown'})"), pid
 
 
-def missing_schema_objects(conn: sqlite3.Connection, version: int) -> list[str]:
-    """The tables, indexes, triggers and views the migrations up to `version` create that
-    `conn`'s database lacks (`table inbound`, …), read from the migrations themselves
-    (`store.db.migrated_schema`). SQLite's own objects are left out, and so are the full-text
-    index's tables: the index check reports those, and `--fix` re-creates them."""
-    from ..store.db import migrated_schema
-    from ..store.fts import is_index_table
-
-    present = {name for (name,) in conn.execute("SELECT name FROM sqlite_master")}
-    return [f"{kind} {name}" for name, (kind, _sql) in sorted(migrated_schema(version).items())
-            if name not in present and not name.startswith("sqlite_") and not is_index_table(name)]
-
-
 def check_database(config: Any) -> list[Check]:
     """`state.db`: opens, passes SQLite's integrity check, schema not newer than this gateway,
     every table, index and trigger of its schema version present, full-text index consistent
     with the messages (FTS5 integrity-check, rank = 1)."""
     from ..store.db import schema_version
     from ..store.fts import FTS_BATCHES_SCHEMA, INTEGRITY_CHECK, catch_up, is_fts_damage
+    from ..store.sqlite_backend import missing_schema_objects
 
     path = Path(config.db_path)
     if not path.exists():

@@ -19,7 +19,7 @@ from ..model import SessionEntry, TokenUsage, format_timestamp
 from ..model.text import to_json
 from . import fts
 from .cpu import in_thread
-from .db import Database, StoreError
+from .db import Database, StoreError, migrated_schema, schema_version
 from .mirror import render_from_json_texts
 from .records import (AliasRow, IntakeRow, MessageRow, NewIntake, NewObligation, Obligation, SearchHit, SessionRow, SessionSummary,
                       StoredMessage, TurnMarker)
@@ -93,6 +93,17 @@ def session_params(entry: SessionEntry, parent_session_id: str | None = None) ->
             format_timestamp(entry.created_at), format_timestamp(entry.updated_at), parent_session_id)
 
 
+def missing_schema_objects(conn: sqlite3.Connection, version: int) -> list[str]:
+    """The tables, indexes, triggers and views the migrations up to `version` create that
+    `conn`'s database lacks (`table inbound`, …), read from the migrations themselves
+    (`db.migrated_schema`). SQLite's own objects are left out, and so are the full-text index's
+    tables: a damaged or missing index is rebuilt by the store itself (`fts`), and doctor's
+    index check reports it."""
+    present = {name for (name,) in conn.execute("SELECT name FROM sqlite_master")}
+    return [f"{kind} {name}" for name, (kind, _sql) in sorted(migrated_schema(version).items())
+            if name not in present and not name.startswith("sqlite_") and not fts.is_index_table(name)]
+
+
 class SqliteBackend:
     """Routes, sessions and transcripts in `state.db`.
 
@@ -114,7 +125,20 @@ class SqliteBackend:
         return False
 
     async def open(self) -> None:
+        """Open the database (migrations included) and check that every object of the schema is
+        there: a table dropped by hand would otherwise fail every message that touches it.
+
+        Raises:
+            StoreError: an object is missing (named; the store then runs degraded, §12 of
+                docs/behaviour.md, until state.db is restored from a backup); whatever
+                `Database.open` raises."""
         await self.db.open()
+        missing = await self.db.read(partial(missing_schema_objects, version=schema_version()))
+        if missing:
+            await self.db.close()
+            # Said after "state.db <path> cannot be opened:" (SessionStore), hence "it".
+            raise StoreError(f"it lacks {', '.join(missing)} of its schema {schema_version()}: "
+                             "restore it from a backup (docs/operations.md §1)")
 
     async def close(self) -> None:
         await self.db.close()

@@ -149,8 +149,9 @@ def test_fix_re_creates_a_dropped_index(tmp_path):
 
 
 def test_a_dropped_table_fails_the_state_db_check_naming_it_and_fix_leaves_it(tmp_path):
-    """docs/operations.md §1: what the migrations create is compared with what state.db holds;
-    `chat` would refuse to start on it (`no such table: inbound`)."""
+    """docs/operations.md §1: what the migrations create is compared with what state.db holds.
+    The start makes the same comparison: it runs degraded, naming what is missing, instead of
+    failing every message that needs it (docs/behaviour.md §3)."""
     home = _home_with_a_chat(tmp_path)
     with sqlite3.connect(home / "state.db") as conn:
         conn.execute("DROP TABLE inbound")
@@ -164,12 +165,17 @@ def test_a_dropped_table_fails_the_state_db_check_naming_it_and_fix_leaves_it(tm
     assert (code, checks["state.db"]["status"], checks["state.db"]["detail"]) == (1, "fail", expected)
     with sqlite3.connect(home / "state.db") as conn:
         assert conn.execute("SELECT count(*) FROM sqlite_master WHERE name = 'inbound'").fetchone() == (0,)
+    code, out, err = run(["chat"], gateway_env(home), tmp_path, stdin="still there?\n")
+    assert (code, out) == (0, "echo: still there?\n")
+    assert err.startswith(f"hermes-gateway: ERROR: state.db {home / 'state.db'} cannot be opened: it lacks table "
+                          "inbound, index inbound_by_accepted, index inbound_open, trigger routes_sync_ai of its "
+                          "schema 7: restore it from a backup (docs/operations.md §1); running DEGRADED"), err
 
 
 def test_the_schema_check_reads_the_migrations_of_the_files_version():
     """An older schema is compared with what its own migrations created (the store upgrades it
     at open), not with the newest schema."""
-    from hermes_core.ops.doctor import missing_schema_objects
+    from hermes_core.store.sqlite_backend import missing_schema_objects
     from hermes_core.store.db import migrations
 
     conn = sqlite3.connect(":memory:")
