@@ -114,8 +114,12 @@ def _force_exit() -> None:
 
 
 async def _input_finished(gateway: GatewayApp, adapter: LocalAdapter) -> None:
+    """The input ended: piped lines already read are answered first (a script), unless nobody
+    reads the answers any more (`chat | head`): then the stop's drain finishes the running turn
+    and the rest stays in the intake for the next start."""
     await adapter.wait_closed()
-    await gateway.runner.join()
+    if not adapter.output_closed:
+        await gateway.runner.join()
 
 
 async def _banner(gateway: GatewayApp, adapter: LocalAdapter, stdout) -> None:

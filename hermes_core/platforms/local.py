@@ -23,14 +23,16 @@ from __future__ import annotations
 import asyncio
 import getpass
 import logging
-import sys
+import os
 import re
+import sys
 import threading
 from typing import Any, TextIO
 
 from ..model.events import MessageEvent
 from ..model.source import SessionSource
 from ..sdk.adapter import BaseAdapter, SendResult
+from ..sdk.errors import SendError, describe_failure
 from ..types import AdapterSpec
 
 log = logging.getLogger(__name__)
@@ -133,6 +135,7 @@ class LocalAdapter(BaseAdapter):
         self._reader: asyncio.Task | None = None
         self._closed = asyncio.Event()
         self._started = False
+        self._output_gone = False
 
     @property
     def source(self) -> SessionSource:
@@ -163,6 +166,8 @@ class LocalAdapter(BaseAdapter):
             return
         self._started = True
         self._reader = asyncio.create_task(self._read_loop(), name="local-adapter-reader")
+        # However reading ends (even cancelled before it began), the input is closed.
+        self._reader.add_done_callback(lambda _task: self._closed.set())
 
     async def stop(self) -> None:
         """Stop reading (lines not yet read stay unread). Idempotent. A line editor stopped in
@@ -187,19 +192,54 @@ class LocalAdapter(BaseAdapter):
 
     async def send(self, target: SessionSource, text: str, *, reply_to: str | None = None,
                    metadata: dict[str, Any] | None = None) -> SendResult:
-        """Write `text` and a newline to the output stream (control characters shown escaped)."""
+        """Write `text` and a newline to the output stream (control characters shown escaped).
+
+        Raises:
+            OSError / ValueError: the output stream is closed (its reader went away, as in
+                `hermes-gateway chat | head`); the chat then ends (`_output_closed`), and later
+                sends raise SendError without writing."""
+        if self._output_gone:
+            raise SendError("the terminal's output is closed")
         out = self.stdout
         text = _visible_controls(text)
         text = text if text.endswith("\n") else text + "\n"
-        if self._readline is not None and self._editing:
-            # Above the line being typed: clear it, print, then draw the prompt and the text again.
-            out.write("\r\x1b[2K" + text + (self.prompt or "") + self._readline.get_line_buffer())
+        try:
+            if self._readline is not None and self._editing:
+                # Above the line being typed: clear it, print, then draw the prompt and the text again.
+                out.write("\r\x1b[2K" + text + (self.prompt or "") + self._readline.get_line_buffer())
+                out.flush()
+                return SendResult(message_id=None)
+            out.write(text)
             out.flush()
-            return SendResult(message_id=None)
-        out.write(text)
-        out.flush()
-        self.write_prompt()
+            self.write_prompt()
+        except (OSError, ValueError) as exc:  # ValueError: a closed file object
+            self._output_closed(exc)
+            raise
         return SendResult(message_id=None)
+
+    @property
+    def output_closed(self) -> bool:
+        """True once a write to the output stream failed because nobody reads it any more."""
+        return self._output_gone
+
+    def _output_closed(self, exc: BaseException) -> None:
+        """Nobody reads the chat any more: stop reading input, as at end of file. What was read
+        is durable and stays queued for the next start, like any accepted message (docs/behaviour.md §5)."""
+        if self._output_gone:
+            return
+        self._output_gone = True
+        log.warning("the chat's output is closed (%s); the chat ends, and the lines already read are answered "
+                    "at the next start", describe_failure(exc))
+        if self.stdout is sys.stdout:
+            # Keep the interpreter's final flush of stdout from failing again at exit.
+            try:
+                devnull = os.open(os.devnull, os.O_WRONLY)
+                os.dup2(devnull, sys.stdout.fileno())
+                os.close(devnull)
+            except (OSError, ValueError):
+                pass
+        if self._reader is not None and not self._reader.done():
+            self._reader.cancel()
 
     def write_prompt(self) -> None:
         """Write the prompt (terminal mode) unless the input has ended. In line-editor mode
@@ -269,7 +309,7 @@ class LocalAdapter(BaseAdapter):
                     log.exception("line not accepted by the gateway")
                     await self.send(self.source, self.failure_notice(self.source, exc))
         finally:
-            if self.prompt is not None and not self._closed.is_set():
+            if self.prompt is not None and not self._closed.is_set() and not self._output_gone:
                 self.stdout.write("\n")  # end the prompt line on Ctrl-D / /quit
                 self.stdout.flush()
             self._closed.set()

@@ -296,3 +296,30 @@ def test_piped_input_with_one_invalid_utf8_byte_answers_every_line(tmp_path, io_
     assert result.stdout.decode() == "echo: first\necho: second \ufffd bad\necho: third\n"
     assert result.stderr.decode() == (
         "hermes-gateway: WARNING: input line 2 is not valid utf-8 (byte 8); undecodable bytes replaced by U+FFFD\n")
+
+
+def test_chat_whose_output_is_closed_ends_and_the_next_start_answers_what_was_read(tmp_path):
+    """`hermes-gateway chat | head -2`: once a reply cannot be written, the chat stops reading and
+    ends (exit 0, one warning saying so) instead of running every line into a closed pipe; the
+    lines it had accepted are answered at the next start, each once (docs/behaviour.md §5)."""
+    home = tmp_path / "home"
+    proc = subprocess.Popen([SCRIPT, "chat"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, env=gateway_env(home), cwd=tmp_path)
+    proc.stdin.write(b"".join(b"line %d\n" % n for n in range(1, 31)))
+    proc.stdin.close()
+    assert [proc.stdout.readline() for _ in range(2)] == [b"echo: line 1\n", b"echo: line 2\n"]
+    proc.stdout.close()  # like `head -2` exiting
+    assert proc.wait(60) == 0
+    err = proc.stderr.read().decode()
+    assert ("hermes-gateway: WARNING: the chat's output is closed (broken pipe); the chat ends, and the lines "
+            "already read are answered at the next start\n") in err
+    result = run_cli(home, "chat", stdin="next\n")
+    assert result.returncode == 0
+    lines = result.stdout.splitlines()
+    assert lines[-1] == "echo: next"
+    numbers = [int(line.removeprefix("echo: line ")) for line in lines[:-1]]
+    # A consecutive run after those the first chat wrote, each once.
+    assert numbers == list(range(numbers[0], numbers[0] + len(numbers))) and numbers[0] >= 3
+    # The first chat stopped: at most the turns already running met the closed pipe (before,
+    # every remaining line ran and failed to be written, two warning lines each).
+    assert err.count("WARNING: delivery to agent:main:local:dm:terminal failed") <= 2, err

@@ -4,8 +4,12 @@ from __future__ import annotations
 
 import asyncio
 import io
+import os
+
+import pytest
 
 from hermes_core.platforms.local import LocalAdapter
+from hermes_core.sdk.errors import SendError
 
 
 async def _collect(text: str, **kw):
@@ -109,3 +113,30 @@ async def test_without_a_bound_notice_the_default_error_notice_is_sent():
     await asyncio.wait_for(adapter.wait_closed(), 10)
     await adapter.stop()
     assert out.getvalue() == "Sorry, this message could not be processed. Please try again later.\n"
+
+
+class _ClosedPipe(io.StringIO):
+    """An output whose reader went away (`hermes-gateway chat | head`)."""
+
+    def write(self, text):
+        raise BrokenPipeError(32, "Broken pipe")
+
+
+async def test_a_closed_output_ends_the_chat_and_later_sends_write_nothing(caplog):
+    read_end, write_end = os.pipe()  # an input that never ends by itself
+    stdin = os.fdopen(read_end, "r")
+    adapter = LocalAdapter(stdin=stdin, stdout=_ClosedPipe(), user="alice")
+    await adapter.start()
+    try:
+        with pytest.raises(BrokenPipeError):
+            await adapter.send(adapter.source, "reply one")
+        assert adapter.output_closed is True
+        await asyncio.wait_for(adapter.wait_closed(), 10)  # reading stopped, as at end of file
+        with pytest.raises(SendError, match="^the terminal's output is closed$"):
+            await adapter.send(adapter.source, "reply two")
+        assert [r.getMessage() for r in caplog.records if r.name == "hermes_core.platforms.local"] == [
+            "the chat's output is closed (broken pipe); the chat ends, and the lines already read are answered "
+            "at the next start"]
+    finally:
+        await adapter.stop()
+        os.close(write_end)
