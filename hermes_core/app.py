@@ -388,7 +388,9 @@ class GatewayApp:
         if self._stopped:
             return
         self._stopped = True
-        self.ready = False  # /readyz says so while draining
+        self.ready = False  # /readyz says so while draining, and so does status.json:
+        if self._status is not None:
+            await self._status.stopping()
         unmarked = False
         reason = "restart_timeout" if restart else "shutdown_timeout"
         for name, adapter in list(self.adapters.items()):

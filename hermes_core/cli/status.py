@@ -54,7 +54,8 @@ def status_command(
                         "published a readable status yet", markup=False, soft_wrap=True)
     else:
         print_fields([
-            ("gateway", f"running on {report['home']}"), ("pid", report["pid"]),
+            ("gateway", f"{'stopping' if report.get('state') == 'stopping' else 'running'} on {report['home']}"),
+            ("pid", report["pid"]),
             ("started", human_time(report.get("started_at"))),
             ("uptime", human_duration(report.get("uptime_s"))), ("ready", report.get("ready")),
             ("busy sessions", report.get("busy_sessions")), ("queue depth", report.get("queue_depth")),

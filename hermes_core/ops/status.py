@@ -49,8 +49,10 @@ async def _platform_health(adapters: dict[str, Any]) -> dict[str, dict[str, Any]
 
 
 async def collect(app: Any, *, state: str) -> dict[str, Any]:
-    """One snapshot of `app` (a GatewayApp) as a JSON-ready dict; `state` is `starting`,
-    `running` or `stopped`. Counts only: no session key, id or text."""
+    """One snapshot of `app` (a GatewayApp) as a JSON-ready dict; `state` is `running`,
+    `stopping` (a stop began: the drain runs, nothing new is taken) or `stopped`. Counts only:
+    no session key, id or text. Platform health is asked only while running: a stopping
+    gateway's adapters are going away, and the stop must not wait for their probes."""
     runner, store = app.runner, app.store
     snapshot: dict[str, Any] = {
         "state": state, "pid": os.getpid(), "home": str(app.home),
@@ -60,7 +62,7 @@ async def collect(app: Any, *, state: str) -> dict[str, Any]:
         # Whether a planned restart (SIGUSR1, `hermes-gateway restart`) is something this
         # gateway can do: `run` restarts through its supervisor; a terminal `chat` has none.
         "restartable": app.on_restart is not None,
-        "platforms": await _platform_health(app.adapters) if state != "stopped" else {},
+        "platforms": await _platform_health(app.adapters) if state == "running" else {},
         "busy_sessions": len(runner.busy_sessions()) if runner is not None else 0,
         "queue_depth": runner.pending() if runner is not None else 0,
         "store_degraded": bool(store is not None and store.is_open and store.degraded),
@@ -122,18 +124,30 @@ class StatusPublisher:
             except TimeoutError:
                 pass
 
+    async def stopping(self) -> None:
+        """A stop began: stop refreshing and write a `stopping` snapshot at once (not ready), so
+        `status` does not show a draining gateway as running and ready until the next refresh."""
+        await self._end_refreshes()
+        try:
+            await self.publish("stopping")
+        except Exception:
+            log.exception("status: snapshot failed")
+
     async def stop(self) -> None:
-        """Stop refreshing and write the final `stopped` snapshot. A refresh under way is let
-        finish rather than cancelled: cancelling it inside a store read would leave that read
-        to the closing store."""
-        task, self._task = self._task, None
-        if task is not None:
-            self._stopping.set()
-            await asyncio.gather(task, return_exceptions=True)
+        """Stop refreshing and write the final `stopped` snapshot."""
+        await self._end_refreshes()
         try:
             await self.publish("stopped")
         except Exception:
             log.exception("status: final snapshot failed")
+
+    async def _end_refreshes(self) -> None:
+        # A refresh under way is let finish rather than cancelled: cancelling it inside a store
+        # read would leave that read to the closing store.
+        task, self._task = self._task, None
+        if task is not None:
+            self._stopping.set()
+            await asyncio.gather(task, return_exceptions=True)
 
 
 class SnapshotShape(BaseModel):

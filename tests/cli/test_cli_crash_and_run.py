@@ -238,3 +238,28 @@ async def test_chat_on_the_openai_backend_maps_usage_onto_the_entry(tmp_path, ch
             entry.last_prompt_tokens) == (11, 5, 3, 16, 11)
     assert [(m["role"], m["content"]) for m in transcript] == [("user", "hello"),
                                                               ("assistant", "Hi from the model.")]
+
+
+async def test_status_says_stopping_as_soon_as_a_stop_begins(tmp_path, chat_completions_server):
+    """docs/operations.md §2: a stop writes a `stopping` snapshot (not ready) at once, while the
+    drain waits for the running turn; before, status showed a draining gateway running and
+    ready until the next refresh."""
+    proc = await start_openai_chat(tmp_path, chat_completions_server.base_url,
+                                   HERMES_SCHEDULER__DRAIN_TIMEOUT_S="30", HERMES_STATUS__INTERVAL_S="3600")
+    try:
+        proc.stdin.write(b"a question that takes long\n")
+        await proc.stdin.drain()
+        await asyncio.wait_for(chat_completions_server.started.wait(), 60)  # the turn hangs
+        proc.send_signal(signal.SIGTERM)  # the drain now waits up to 30 s for it
+        for _ in range(600):
+            report = read_status(tmp_path)
+            if report.get("state") == "stopping":
+                break
+            await asyncio.sleep(0.05)
+        assert (report["running"], report["state"], report["ready"], report["platforms"]) == (True, "stopping", False, {})
+        code, out, err = await asyncio.to_thread(run, ["status"], gateway_env(tmp_path), tmp_path)
+        assert (code, err) == (0, "")
+        assert f"gateway:        stopping on {tmp_path}" in out.splitlines()
+    finally:
+        proc.kill()
+        await proc.wait()
