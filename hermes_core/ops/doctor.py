@@ -194,12 +194,27 @@ def check_lock(config: Any) -> tuple[Check, int | None]:
     return Check("lock", OK, f"a gateway holds this home (pid {pid or 'unknown'})"), pid
 
 
+def _empty_database(path: Path, mirror: Path) -> Check | None:
+    """A warning when `state.db` holds no schema (a 0-byte or new file) while the sessions.json
+    mirror still lists sessions: the database was replaced or truncated, and the next start
+    would begin without those transcripts (and rebuild the mirror from the empty database)."""
+    from ..store.mirror import load_sessions_json
+
+    listed = len(load_sessions_json(mirror)[0])
+    if not listed:
+        return None
+    return Check("state.db", WARN, f"{path} is empty (schema 0) but {mirror} lists {listed} session(s): state.db "
+                                   "was replaced or truncated; restore it from a backup before the next start "
+                                   "(docs/operations.md §1), which would begin without those transcripts")
+
+
 def check_database(config: Any) -> list[Check]:
     """`state.db`: opens, passes SQLite's integrity check, schema not newer than this gateway,
     every table, index and trigger of its schema version present, full-text index consistent
     with the messages (FTS5 integrity-check, rank = 1)."""
     from ..store.db import schema_version
     from ..store.fts import FTS_BATCHES_SCHEMA, INTEGRITY_CHECK, catch_up, is_fts_damage
+    from ..store.mirror import SESSIONS_FILE_NAME
     from ..store.sqlite_backend import missing_schema_objects
 
     path = Path(config.db_path)
@@ -230,7 +245,7 @@ def check_database(config: Any) -> list[Check]:
                                             "a backup (docs/operations.md §1)")]
         checks = [Check("state.db", OK, f"integrity ok, schema {version}")]
         if version == 0:
-            return checks
+            return [_empty_database(path, Path(config.sessions_dir) / SESSIONS_FILE_NAME) or checks[0]]
         try:
             # From schema 7 the messages still waiting to be indexed are indexed first (the check
             # compares the index with every message), in a transaction rolled back after the check.
