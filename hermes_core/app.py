@@ -390,7 +390,7 @@ class GatewayApp:
         self._stopped = True
         self.ready = False  # /readyz says so while draining, and so does status.json:
         if self._status is not None:
-            await self._status.stopping()
+            self._status.stopping()
         unmarked = False
         reason = "restart_timeout" if restart else "shutdown_timeout"
         for name, adapter in list(self.adapters.items()):

@@ -95,6 +95,7 @@ class StatusPublisher:
         self.path = Path(app.home) / STATUS_FILE_NAME
         self._task: asyncio.Task | None = None
         self._stopping = asyncio.Event()
+        self._announce: asyncio.Task | None = None  # the `stopping` snapshot
 
     async def publish(self, state: str) -> dict[str, Any]:
         """Collect, write and publish one snapshot now; returns it. Never raises for a write
@@ -124,9 +125,14 @@ class StatusPublisher:
             except TimeoutError:
                 pass
 
-    async def stopping(self) -> None:
-        """A stop began: stop refreshing and write a `stopping` snapshot at once (not ready), so
-        `status` does not show a draining gateway as running and ready until the next refresh."""
+    def stopping(self) -> None:
+        """A stop began: stop refreshing and write a `stopping` snapshot (not ready) in the
+        background, so `status` does not show a draining gateway as running and ready until the
+        next refresh, and the stop itself (closing the intake, the drain) does not wait for it."""
+        if self._announce is None:
+            self._announce = asyncio.create_task(self._publish_stopping(), name="hermes-status-stopping")
+
+    async def _publish_stopping(self) -> None:
         await self._end_refreshes()
         try:
             await self.publish("stopping")
@@ -134,7 +140,9 @@ class StatusPublisher:
             log.exception("status: snapshot failed")
 
     async def stop(self) -> None:
-        """Stop refreshing and write the final `stopped` snapshot."""
+        """Stop refreshing and write the final `stopped` snapshot (after the `stopping` one)."""
+        if self._announce is not None:
+            await asyncio.gather(self._announce, return_exceptions=True)
         await self._end_refreshes()
         try:
             await self.publish("stopped")

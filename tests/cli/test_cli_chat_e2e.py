@@ -320,6 +320,6 @@ def test_chat_whose_output_is_closed_ends_and_the_next_start_answers_what_was_re
     numbers = [int(line.removeprefix("echo: line ")) for line in lines[:-1]]
     # A consecutive run after those the first chat wrote, each once.
     assert numbers == list(range(numbers[0], numbers[0] + len(numbers))) and numbers[0] >= 3
-    # The first chat stopped: at most the turns already running met the closed pipe (before,
-    # every remaining line ran and failed to be written, two warning lines each).
-    assert err.count("WARNING: delivery to agent:main:local:dm:terminal failed") <= 2, err
+    # The first chat stopped: only the turns begun before the stop closed the intake met the
+    # closed pipe (a few, by timing); before, all 28 remaining lines ran and failed to be written.
+    assert err.count("WARNING: delivery to agent:main:local:dm:terminal failed") <= 10, err
