@@ -42,6 +42,26 @@ async def chat(home: Path, stdin: str, **extra: str) -> tuple[int, str, str]:
     return proc.returncode, out.decode(), err.decode()
 
 
+async def start_published_chat(home: Path, **extra: str) -> asyncio.subprocess.Process:
+    """Start `hermes-gateway chat` on `home` (`extra`: more environment variables), have it
+    answer "hello", and return once its first status snapshot can be read (docs/operations.md
+    §2). stdin, stdout and stderr are pipes; the caller ends (or kills) the process."""
+    from hermes_core.ops.status import read_status
+
+    proc = await asyncio.create_subprocess_exec(
+        SCRIPT, "chat", stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE, env=gateway_env(home, **extra))
+    proc.stdin.write(b"hello\n")
+    await proc.stdin.drain()
+    assert await asyncio.wait_for(proc.stdout.readline(), 60) == b"echo: hello\n"
+    for _ in range(1200):  # the first snapshot is written as the gateway finishes starting
+        if read_status(home).get("stale") is False:
+            return proc
+        await asyncio.sleep(0.05)
+    proc.kill()
+    raise AssertionError(f"the chat on {home} published no status snapshot")
+
+
 async def start_openai_chat(home: Path, base_url: str, **extra: str) -> asyncio.subprocess.Process:
     """Start `hermes-gateway chat` on `home` with the `openai` agent (no retries) talking to the
     chat-completions server at `base_url`; stdin, stdout and stderr are pipes. `extra` are more

@@ -12,7 +12,7 @@ import sqlite3
 from pathlib import Path
 
 import pytest
-from cli_helpers import SCRIPT, chat, gateway_env, run, start_openai_chat
+from cli_helpers import SCRIPT, chat, gateway_env, run, start_openai_chat, start_published_chat
 
 from hermes_core.ops.status import read_status
 from hermes_core.settings import GatewayConfig
@@ -162,17 +162,8 @@ async def test_restart_refuses_a_terminal_chat_and_sigusr1_leaves_it_running(tmp
     """docs/behaviour.md §6: only `run` can restart (its supervisor starts it again). `restart`
     against a `chat` says so and signals nothing; a SIGUSR1 sent anyway is one line, not a kill."""
     env = gateway_env(tmp_path)
-    proc = await asyncio.create_subprocess_exec(
-        SCRIPT, "chat", stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE, env=env)
+    proc = await start_published_chat(tmp_path)
     try:
-        proc.stdin.write(b"hello\n")
-        await proc.stdin.drain()
-        assert await asyncio.wait_for(proc.stdout.readline(), 60) == b"echo: hello\n"
-        for _ in range(600):  # the first status snapshot is written at start
-            if read_status(tmp_path).get("state") == "running":
-                break
-            await asyncio.sleep(0.05)
         asker = await asyncio.create_subprocess_exec(
             SCRIPT, "restart", stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, env=env)
         _, asked = await asyncio.wait_for(asker.communicate(), 60)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import json
 
-from cli_helpers import SCRIPT, gateway_env, run
+from cli_helpers import gateway_env, run, start_published_chat
 
 
 async def _status(home, cwd) -> tuple[int, dict]:
@@ -22,18 +22,9 @@ async def test_status_of_a_running_gateway_then_of_a_stopped_one(tmp_path):
     assert (code, report) == (3, {"running": False, "pid": None, "home": str(home), "last": None,
                                   "clean_stop": None})
 
-    proc = await asyncio.create_subprocess_exec(
-        SCRIPT, "chat", stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE, env=gateway_env(home))
+    proc = await start_published_chat(home)
     try:
-        proc.stdin.write(b"hello\n")
-        await proc.stdin.drain()
-        assert await asyncio.wait_for(proc.stdout.readline(), 60) == b"echo: hello\n"
-        for _ in range(600):  # the first snapshot is written as the gateway finishes starting
-            code, report = await _status(home, tmp_path)
-            if not report.get("stale", True):
-                break
-            await asyncio.sleep(0.1)
+        code, report = await _status(home, tmp_path)
         assert code == 0
         assert (report["running"], report["pid"], report["state"], report["ready"]) == (True, proc.pid, "running", True)
         assert report["platforms"] == {"local": {"ok": True}}
@@ -65,19 +56,9 @@ async def test_a_damaged_status_file_is_reported_in_one_line(tmp_path):
     field of the wrong type) is `stale`, never a traceback; a home that is a file has no last
     stop to speak of."""
     home = tmp_path / "home"
-    env = {**gateway_env(home), "HERMES_STATUS__INTERVAL_S": "3600"}  # no rewrite during the test
-    proc = await asyncio.create_subprocess_exec(
-        SCRIPT, "chat", stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE, env=env)
+    proc = await start_published_chat(home, HERMES_STATUS__INTERVAL_S="3600")  # no rewrite meanwhile
+    env = gateway_env(home, HERMES_STATUS__INTERVAL_S="3600")
     try:
-        proc.stdin.write(b"hello\n")
-        await proc.stdin.drain()
-        assert await asyncio.wait_for(proc.stdout.readline(), 60) == b"echo: hello\n"
-        for _ in range(600):
-            code, report = await _status(home, tmp_path)
-            if not report.get("stale", True):
-                break
-            await asyncio.sleep(0.1)
         good = json.loads((home / "status.json").read_text())
         for damaged in ({"pid": proc.pid}, {**good, "platforms": {"local": True}}, {**good, "uptime_s": "x"},
                         {**good, "updated_at": None, "home": 7}):
