@@ -223,12 +223,12 @@ class LocalAdapter(BaseAdapter):
         return self._output_gone
 
     def _output_closed(self, exc: BaseException) -> None:
-        """Nobody reads the chat any more: stop reading input, as at end of file. What was read
-        is durable and stays queued for the next start, like any accepted message (docs/behaviour.md §5)."""
+        """Nobody reads the chat any more: stop reading input, as at end of file. The lines
+        already accepted are durable and stay queued for the next start (docs/behaviour.md §5)."""
         if self._output_gone:
             return
         self._output_gone = True
-        log.warning("the chat's output is closed (%s); the chat ends, and the lines already read are answered "
+        log.warning("the chat's output is closed (%s); the chat ends, and the lines it accepted are answered "
                     "at the next start", describe_failure(exc))
         if self.stdout is sys.stdout:
             # Keep the interpreter's final flush of stdout from failing again at exit.

@@ -312,7 +312,7 @@ def test_chat_whose_output_is_closed_ends_and_the_next_start_answers_what_was_re
     assert proc.wait(60) == 0
     err = proc.stderr.read().decode()
     assert ("hermes-gateway: WARNING: the chat's output is closed (broken pipe); the chat ends, and the lines "
-            "already read are answered at the next start\n") in err
+            "it accepted are answered at the next start\n") in err
     result = run_cli(home, "chat", stdin="next\n")
     assert result.returncode == 0
     lines = result.stdout.splitlines()

@@ -135,7 +135,7 @@ async def test_a_closed_output_ends_the_chat_and_later_sends_write_nothing(caplo
         with pytest.raises(SendError, match="^the terminal's output is closed$"):
             await adapter.send(adapter.source, "reply two")
         assert [r.getMessage() for r in caplog.records if r.name == "hermes_core.platforms.local"] == [
-            "the chat's output is closed (broken pipe); the chat ends, and the lines already read are answered "
+            "the chat's output is closed (broken pipe); the chat ends, and the lines it accepted are answered "
             "at the next start"]
     finally:
         await adapter.stop()
