@@ -60,27 +60,43 @@ def root(version: Optional[bool] = typer.Option(None, "--version", callback=_ver
 EXIT_RESTART = 75
 
 
-def _install_stop_signals(stop: asyncio.Event, restart: asyncio.Event | None = None) -> None:
-    """SIGINT / SIGTERM set `stop`; SIGUSR1 sets `restart` and `stop` (a planned restart). Each
-    request is logged with its signal (docs/operations.md §4)."""
-    loop = asyncio.get_running_loop()
+class StopRequests:
+    """What `run` was asked to do: stop (exit 0) or a planned restart (exit 75, its supervisor
+    starts it again; docs/behaviour.md §6). Each request is logged with its origin
+    (docs/operations.md §4). A stop asked during a restart's drain turns it into a stop, and a
+    restart asked while a stop drains is ignored: a supervisor must never start again a gateway
+    its operator stopped."""
 
-    def request_stop(signum: int) -> None:
-        log.info("stop requested (%s)", signal.Signals(signum).name)
-        stop.set()
+    def __init__(self) -> None:
+        self.stop = asyncio.Event()
+        self.restart = False
 
-    def request_restart(signum: int) -> None:
-        log.info("planned restart requested (%s)", signal.Signals(signum).name)
-        restart.set()
-        stop.set()
-    handlers = [(signal.SIGINT, request_stop), (signal.SIGTERM, request_stop)]
-    if restart is not None:
-        handlers.append((signal.SIGUSR1, request_restart))
-    for signum, handler in handlers:
-        try:
-            loop.add_signal_handler(signum, handler, signum)
-        except (NotImplementedError, RuntimeError):  # not the main thread / platform without it
-            pass
+    def request_stop(self, why: str) -> None:
+        """A stop (`why`: the signal's name)."""
+        log.info("stop requested (%s)", why)
+        if self.restart:
+            log.info("the planned restart under way becomes a stop")
+            self.restart = False
+        self.stop.set()
+
+    def request_restart(self, why: str) -> None:
+        """A planned restart (`why`: `SIGUSR1` or `/restart`)."""
+        if self.stop.is_set() and not self.restart:
+            log.warning("planned restart requested (%s) while the gateway stops; ignored: it stops as asked", why)
+            return
+        log.info("planned restart requested (%s)", why)
+        self.restart = True
+        self.stop.set()
+
+    def install_signals(self) -> None:
+        """SIGINT / SIGTERM request a stop, SIGUSR1 a restart (on the running loop)."""
+        loop = asyncio.get_running_loop()
+        for signum, handler in ((signal.SIGINT, self.request_stop), (signal.SIGTERM, self.request_stop),
+                                (signal.SIGUSR1, self.request_restart)):
+            try:
+                loop.add_signal_handler(signum, handler, signal.Signals(signum).name)
+            except (NotImplementedError, RuntimeError):  # not the main thread / platform without it
+                pass
 
 
 @app.command()
@@ -118,13 +134,10 @@ def run() -> None:
         if not config.enabled_platforms():
             raise CliError("no platform is enabled: set `enabled = true` in a [platforms.<name>] "
                            f"table of {config_file_path(config.home)}")
-        stop, restart = asyncio.Event(), asyncio.Event()
-
-        def request_restart() -> None:  # `/restart` from an admin: what SIGUSR1 does
-            restart.set()
-            stop.set()
-        gateway = GatewayApp(_with_terminal_platform(config), on_restart=request_restart)
-        _install_stop_signals(stop, restart)
+        requests = StopRequests()
+        # `/restart` from an admin does what SIGUSR1 does.
+        gateway = GatewayApp(_with_terminal_platform(config), on_restart=lambda: requests.request_restart("/restart"))
+        requests.install_signals()
         with held_terminal_log():  # a failed start prints one line, not the warnings leading to it
             await gateway.start()
         note = ("" if "platforms" in config.model_fields_set else
@@ -132,10 +145,10 @@ def run() -> None:
         typer.echo(f"hermes-gateway: running {', '.join(gateway.adapters) or 'no platforms'}{note} "
                    "(Ctrl-C or SIGTERM to stop)", err=True)
         try:
-            await stop.wait()
+            await requests.stop.wait()
         finally:
-            await gateway.stop(restart=restart.is_set())
-        return restart.is_set()
+            await gateway.stop(restart=requests.restart)
+        return requests.restart
 
     if run_async(main):
         typer.echo(f"hermes-gateway: restarting (exit code {EXIT_RESTART})", err=True)

@@ -254,3 +254,41 @@ async def test_status_says_stopping_as_soon_as_a_stop_begins(tmp_path, chat_comp
     finally:
         proc.kill()
         await proc.wait()
+
+
+@pytest.mark.parametrize("order", ["stop-then-restart", "restart-then-stop"])
+async def test_a_stop_is_never_turned_into_a_restart(tmp_path, chat_completions_server, order):
+    """docs/behaviour.md §6: while `run` drains a stop, a restart request is ignored, and a stop
+    during a restart's drain makes it a stop: exit 0, so no supervisor starts again what its
+    operator stopped."""
+    proc = await asyncio.create_subprocess_exec(
+        SCRIPT, "run", stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        env=gateway_env(tmp_path, HERMES_AGENT__BACKEND="openai", HERMES_AGENT__OPENAI__MAX_RETRIES="0",
+                        HERMES_AGENT__OPENAI__BASE_URL=chat_completions_server.base_url,
+                        HERMES_SCHEDULER__DRAIN_TIMEOUT_S="2"))
+    try:
+        await asyncio.wait_for(proc.stderr.readline(), 60)  # running
+        proc.stdin.write(b"a question that takes long\n")
+        await proc.stdin.drain()
+        await asyncio.wait_for(chat_completions_server.started.wait(), 60)  # the drain will wait for it
+        first, second = ((signal.SIGTERM, signal.SIGUSR1) if order == "stop-then-restart"
+                         else (signal.SIGUSR1, signal.SIGTERM))
+        proc.send_signal(first)
+        await asyncio.sleep(0.5)  # the drain has begun
+        proc.send_signal(second)
+        _out, err = await asyncio.wait_for(proc.communicate(), 60)
+    finally:
+        if proc.returncode is None:
+            proc.kill()
+            await proc.wait()
+    assert proc.returncode == 0
+    lines = err.decode().splitlines()
+    assert "hermes-gateway: restarting (exit code 75)" not in lines
+    if order == "stop-then-restart":
+        assert ("hermes-gateway: WARNING: planned restart requested (SIGUSR1) while the gateway stops; ignored: "
+                "it stops as asked") in lines
+    logged = (tmp_path / "gateway.log").read_text()
+    expected = ("the planned restart under way becomes a stop" if order == "restart-then-stop"
+                else "planned restart requested (SIGUSR1) while the gateway stops")
+    assert expected in logged
