@@ -2,9 +2,9 @@
 
 Every watcher tick: release cached transcripts idle for `agent.agent_cache.idle_ttl_secs`, then
 run memory-pressure sweeps while memory is within 2 % of the budget
-(`AgentCache.relieve_pressure`, each pass capped as `AgentCache.sweep_under_pressure`: anonymous
-memory against `memory_high_mb`, LRU evictions that spare the `protect_recent` most recent, mid-turn and
-not-yet-persisted sessions, then `malloc_trim`). Both are soft releases: transcripts stay in
+(`AgentCache.relieve_pressure`, each pass capped as `AgentCache.sweep_under_pressure`:
+anonymous memory against `memory_high_mb`, LRU evictions that spare the `protect_recent` most
+recent, mid-turn and not-yet-persisted sessions, then `malloc_trim`). Both are soft releases: transcripts stay in
 the store and the next turn rebuilds them. Nothing here ends a transcript or a session.
 A separate builtin so a failure here never hides route pruning or the FTS check.
 """

@@ -243,9 +243,10 @@ def check_database(config: Any) -> list[Check]:
             return [Check("state.db", FAIL, f"{path} lacks {', '.join(missing)} of its schema {version}; "
                                             "--fix does not re-create what is missing: restore state.db from "
                                             "a backup (docs/operations.md §1)")]
-        checks = [Check("state.db", OK, f"integrity ok, schema {version}")]
+        ok = Check("state.db", OK, f"integrity ok, schema {version}")
         if version == 0:
-            return [_empty_database(path, Path(config.sessions_dir) / SESSIONS_FILE_NAME) or checks[0]]
+            return [_empty_database(path, Path(config.sessions_dir) / SESSIONS_FILE_NAME) or ok]
+        checks = [ok]
         try:
             # From schema 7 the messages still waiting to be indexed are indexed first (the check
             # compares the index with every message), in a transaction rolled back after the check.

@@ -94,8 +94,8 @@ class StatusPublisher:
         self.interval_s = interval_s
         self.path = Path(app.home) / STATUS_FILE_NAME
         self._task: asyncio.Task | None = None
-        self._stopping = asyncio.Event()
-        self._announce: asyncio.Task | None = None  # the `stopping` snapshot
+        self._refreshes_end = asyncio.Event()
+        self._stopping_snapshot: asyncio.Task | None = None  # writes the `stopping` snapshot
 
     async def publish(self, state: str) -> dict[str, Any]:
         """Collect, write and publish one snapshot now; returns it. Never raises for a write
@@ -111,17 +111,17 @@ class StatusPublisher:
     def start(self) -> None:
         """Refresh every `interval_s` seconds until `stop()`."""
         if self._task is None:
-            self._stopping = asyncio.Event()
+            self._refreshes_end = asyncio.Event()
             self._task = asyncio.create_task(self._loop(), name="hermes-status")
 
     async def _loop(self) -> None:
-        while not self._stopping.is_set():
+        while not self._refreshes_end.is_set():
             try:
                 await self.publish("running")
             except Exception:  # the next refresh tries again
                 log.exception("status: snapshot failed")
             try:
-                await asyncio.wait_for(self._stopping.wait(), self.interval_s)
+                await asyncio.wait_for(self._refreshes_end.wait(), self.interval_s)
             except TimeoutError:
                 pass
 
@@ -129,8 +129,8 @@ class StatusPublisher:
         """A stop began: stop refreshing and write a `stopping` snapshot (not ready) in the
         background, so `status` does not show a draining gateway as running and ready until the
         next refresh, and the stop itself (closing the intake, the drain) does not wait for it."""
-        if self._announce is None:
-            self._announce = asyncio.create_task(self._publish_stopping(), name="hermes-status-stopping")
+        if self._stopping_snapshot is None:
+            self._stopping_snapshot = asyncio.create_task(self._publish_stopping(), name="hermes-status-stopping")
 
     async def _publish_stopping(self) -> None:
         await self._end_refreshes()
@@ -141,8 +141,8 @@ class StatusPublisher:
 
     async def stop(self) -> None:
         """Stop refreshing and write the final `stopped` snapshot (after the `stopping` one)."""
-        if self._announce is not None:
-            await asyncio.gather(self._announce, return_exceptions=True)
+        if self._stopping_snapshot is not None:
+            await asyncio.gather(self._stopping_snapshot, return_exceptions=True)
         await self._end_refreshes()
         try:
             await self.publish("stopped")
@@ -154,7 +154,7 @@ class StatusPublisher:
         # read would leave that read to the closing store.
         task, self._task = self._task, None
         if task is not None:
-            self._stopping.set()
+            self._refreshes_end.set()
             await asyncio.gather(task, return_exceptions=True)
 
 

@@ -16,9 +16,9 @@ the whole transcript from the store each time.
     such passes (each keeping the cap) while memory is within `RELIEF_HEADROOM` (2 %) of the
     budget or over it and a pass released something, and inserts run it too (a miss costs a
     transcript load; one read of /proc or the cgroup's memory.stat is small beside it):
-    waiting for the next watcher tick let a burst of misses overshoot the budget by a quarter. After a check that found a tenth of the budget
-    or more free, inserts read nothing for `INSERT_PROBE_INTERVAL_S` (10 ms); nearer the
-    budget every insert checks.
+    waiting for the next watcher tick let a burst of misses overshoot the budget by a quarter.
+    After a check that found a tenth of the budget or more free, inserts read nothing for
+    `INSERT_PROBE_INTERVAL_S` (10 ms); nearer the budget every insert checks.
   * Eviction is a soft release: the transcript stays in SQLite and the next turn rebuilds it
     from the store. Nothing here ends a transcript or a session (seed §10).
 
@@ -395,10 +395,11 @@ class AgentCache:
                 evicted.append(key)
         trimmed = bool(self.trim()) if evicted else False
         # Loud when something was released; every tick while all entries are protected is routine.
-        (log.warning if evicted else log.info)("memory pressure: %d MiB anonymous (%s) %s the %d MiB budget (%s); released %d "
-                    "cached transcript(s), skipped %d busy or unsaved", (reading.used_bytes or 0) // 2**20,
-                    reading.signal_source, "over" if share >= 1 else f"still within {1 - share:.0%} of",
-                    reading.budget_bytes // 2**20, reading.budget_source, len(evicted), len(skipped))
+        where = "over" if share >= 1 else f"still within {1 - share:.0%} of"
+        (log.warning if evicted else log.info)(
+            "memory pressure: %d MiB anonymous (%s) %s the %d MiB budget (%s); released %d cached transcript(s), "
+            "skipped %d busy or unsaved", (reading.used_bytes or 0) // 2**20, reading.signal_source, where,
+            reading.budget_bytes // 2**20, reading.budget_source, len(evicted), len(skipped))
         return PressureReport(reading=reading, evicted=tuple(evicted), skipped=tuple(skipped), trimmed=trimmed)
 
     # ---- internals ----------------------------------------------------------------------------

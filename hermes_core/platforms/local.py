@@ -196,7 +196,7 @@ class LocalAdapter(BaseAdapter):
 
         Raises:
             OSError / ValueError: the output stream is closed (its reader went away, as in
-                `hermes-gateway chat | head`); the chat then ends (`_output_closed`), and later
+                `hermes-gateway chat | head`); the chat then ends (`_end_on_closed_output`), and later
                 sends raise SendError without writing."""
         if self._output_gone:
             raise SendError("the terminal's output is closed")
@@ -213,7 +213,7 @@ class LocalAdapter(BaseAdapter):
             out.flush()
             self.write_prompt()
         except (OSError, ValueError) as exc:  # ValueError: a closed file object
-            self._output_closed(exc)
+            self._end_on_closed_output(exc)
             raise
         return SendResult(message_id=None)
 
@@ -222,7 +222,7 @@ class LocalAdapter(BaseAdapter):
         """True once a write to the output stream failed because nobody reads it any more."""
         return self._output_gone
 
-    def _output_closed(self, exc: BaseException) -> None:
+    def _end_on_closed_output(self, exc: BaseException) -> None:
         """Nobody reads the chat any more: stop reading input, as at end of file. The lines
         already accepted are durable and stay queued for the next start (docs/behaviour.md §5)."""
         if self._output_gone:

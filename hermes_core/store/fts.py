@@ -122,8 +122,8 @@ def index_definitions() -> tuple[str, ...]:
 
 
 def is_index_table(name: str) -> bool:
-    """True for the index's own tables — `messages_fts`, its FTS5 shadow tables, the mark
-    `fts_progress` —: the index check reports them and `rebuild` re-creates them."""
+    """True for the index's own tables (`messages_fts`, its FTS5 shadow tables and the mark
+    `fts_progress`): the index check reports them and `rebuild` re-creates them."""
     return name in _INDEX_TABLES or name.startswith(f"{FTS_TABLE}_")
 
 

@@ -133,11 +133,12 @@ class SqliteBackend:
                 docs/behaviour.md, until state.db is restored from a backup); whatever
                 `Database.open` raises."""
         await self.db.open()
-        missing = await self.db.read(partial(missing_schema_objects, version=schema_version()))
+        version = schema_version()  # the migrations just brought the file to it
+        missing = await self.db.read(partial(missing_schema_objects, version=version))
         if missing:
             await self.db.close()
             # Said after "state.db <path> cannot be opened:" (SessionStore), hence "it".
-            raise StoreError(f"it lacks {', '.join(missing)} of its schema {schema_version()}: "
+            raise StoreError(f"it lacks {', '.join(missing)} of its schema {version}: "
                              "restore it from a backup (docs/operations.md §1)")
 
     async def close(self) -> None:

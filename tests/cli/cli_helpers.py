@@ -62,12 +62,14 @@ async def start_published_chat(home: Path, **extra: str) -> asyncio.subprocess.P
     raise AssertionError(f"the chat on {home} published no status snapshot")
 
 
-async def start_openai_chat(home: Path, base_url: str, **extra: str) -> asyncio.subprocess.Process:
-    """Start `hermes-gateway chat` on `home` with the `openai` agent (no retries) talking to the
-    chat-completions server at `base_url`; stdin, stdout and stderr are pipes. `extra` are more
-    environment variables. The caller writes the input and ends (or kills) the process."""
+async def start_openai_chat(home: Path, base_url: str, *, command: str = "chat",
+                            **extra: str) -> asyncio.subprocess.Process:
+    """Start `hermes-gateway chat` (or `command`, e.g. `run`, which chats on the terminal platform
+    too) on `home` with the `openai` agent (no retries) talking to the chat-completions server
+    at `base_url`; stdin, stdout and stderr are pipes. `extra` are more environment variables.
+    The caller writes the input and ends (or kills) the process."""
     return await asyncio.create_subprocess_exec(
-        SCRIPT, "chat", stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
+        SCRIPT, command, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
         env=gateway_env(home, HERMES_AGENT__BACKEND="openai", HERMES_AGENT__OPENAI__MAX_RETRIES="0",
                         HERMES_AGENT__OPENAI__BASE_URL=base_url, **extra))

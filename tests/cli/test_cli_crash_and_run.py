@@ -261,12 +261,8 @@ async def test_a_stop_is_never_turned_into_a_restart(tmp_path, chat_completions_
     """docs/behaviour.md §6: while `run` drains a stop, a restart request is ignored, and a stop
     during a restart's drain makes it a stop: exit 0, so no supervisor starts again what its
     operator stopped."""
-    proc = await asyncio.create_subprocess_exec(
-        SCRIPT, "run", stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-        env=gateway_env(tmp_path, HERMES_AGENT__BACKEND="openai", HERMES_AGENT__OPENAI__MAX_RETRIES="0",
-                        HERMES_AGENT__OPENAI__BASE_URL=chat_completions_server.base_url,
-                        HERMES_SCHEDULER__DRAIN_TIMEOUT_S="2"))
+    proc = await start_openai_chat(tmp_path, chat_completions_server.base_url, command="run",
+                                   HERMES_SCHEDULER__DRAIN_TIMEOUT_S="2")
     try:
         await asyncio.wait_for(proc.stderr.readline(), 60)  # running
         proc.stdin.write(b"a question that takes long\n")
