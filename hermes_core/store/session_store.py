@@ -798,8 +798,11 @@ class SessionStore(TurnOps, TranscriptOps, AliasOps, ErasureOps, ClaimOps):
         days = self.config.session_store_max_age_days if max_age_days is None else max_age_days
         if days is None or days <= 0:
             return []
+        try:
+            cutoff = (self._now() - timedelta(days=days)).timestamp()
+        except OverflowError:  # an age reaching before year 1: no route is that old
+            return []
         await self._flush_touched_locked()
-        cutoff = (self._now() - timedelta(days=days)).timestamp()
         doomed = []
         for key, suspended in await self._b().routes_older_than(cutoff):
             if suspended:

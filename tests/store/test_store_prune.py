@@ -104,3 +104,14 @@ async def test_config_default_is_used(config, clock):
         await store.get_or_create_session(src("a"))
         clock.advance(691200)
         assert await store.prune_old_entries() == 1
+
+
+async def test_an_age_beyond_the_calendar_prunes_nothing(store, clock):
+    """`sessions prune --days 800000` or `session_store_max_age_days = 99999999999` reach before
+    year 1: nothing is that old, so nothing goes (was an OverflowError that also stopped the
+    housekeeping pass)."""
+    await _three_old_one_new(store, clock)
+    for days in (800000, 10**11, 10**20, 1e300):
+        assert await store.prune_candidates(days) == []
+        assert await store.prune_old_entries(days) == 0
+    assert len(await store.list_sessions()) == 4
