@@ -188,6 +188,40 @@ def test_a_plugin_platform_setting_refuses_a_boolean_for_an_integer():
     assert Settings(max_chunks=5, enabled=True).max_chunks == 5
 
 
+@pytest.mark.parametrize("toml, key, shown", [
+    ("[scheduler]\ninterval_s = inf\n", "scheduler.interval_s", "inf"),
+    ("[storage]\nbusy_timeout_s = inf\n", "storage.busy_timeout_s", "inf"),
+    ("[status]\ninterval_s = 1e400\n", "status.interval_s", "inf"),
+    ("[agent.openai]\nrequest_timeout_s = inf\n", "agent.openai.request_timeout_s", "inf"),
+])
+def test_number_settings_refuse_an_endless_value(home, toml, key, shown):
+    """docs/configuration.md: every config error names the key. `inf` passed `gt=0`; then
+    `[scheduler] interval_s = inf` stopped start-up with 'cannot start: cannot convert float
+    infinity to integer', naming nothing."""
+    (home / "hermes.toml").write_text(toml)
+    assert _error() == (f"invalid config value for {key!r}: Input should be a finite number, "
+                        f"got {shown} (config file {home / 'hermes.toml'})")
+
+
+def test_number_settings_refuse_an_endless_value_from_the_environment(home, monkeypatch):
+    monkeypatch.setenv("HERMES_SCHEDULER__DRAIN_TIMEOUT_S", "inf")
+    assert _error() == ("invalid config value for 'scheduler.drain_timeout_s': Input should be a finite "
+                        "number, got 'inf' (environment variable HERMES_SCHEDULER__DRAIN_TIMEOUT_S)")
+
+
+def test_a_plugin_platform_setting_refuses_an_endless_number():
+    from pydantic import ValidationError
+
+    from hermes_core.sdk import PlatformSettings
+
+    class Settings(PlatformSettings):
+        max_retry_after: float = 60.0
+
+    with pytest.raises(ValidationError, match="Input should be a finite number"):
+        Settings(max_retry_after=float("inf"))
+    assert Settings(max_retry_after=1.5).max_retry_after == 1.5
+
+
 def test_legacy_timer_keys_are_ignored_with_one_warning(home, caplog):
     """docs/behaviour.md §13 (seed §6): upstream's idle/daily reset settings load, are ignored and
     named in one warning."""
