@@ -289,6 +289,16 @@ class GatewayApp:
         try:
             server.start()
         except OSError as exc:
+            from .store.home_lock import HomeLockedError, home_is_locked
+
+            # The endpoints come up before the store takes the home lock: a second gateway on
+            # this home finds its own port taken. Name the gateway holding the home, not the port.
+            try:
+                holder = home_is_locked(self.home)
+            except OSError:
+                holder = None
+            if holder is not None:
+                raise StartupError(str(HomeLockedError(self.home, holder or None))) from None
             raise StartupError(f"[metrics] endpoints cannot listen on {settings.listen}:{settings.port}: "
                                f"{exc.strerror or exc}") from None
         self._health = server

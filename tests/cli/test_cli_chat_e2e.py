@@ -198,6 +198,35 @@ def test_second_gateway_on_the_same_home_is_refused(tmp_path):
     assert f"HERMES_HOME {tmp_path} is in use by another gateway (pid {os.getpid()})" in line
 
 
+def test_second_gateway_with_metrics_names_the_home_not_the_port(tmp_path):
+    """docs/behaviour.md §3: a second gateway on the same home exits with one line naming the
+    home. With `[metrics] enabled` its endpoints come up before the home lock is taken and find
+    the first gateway's port taken; that used to be the only line ('[metrics] endpoints cannot
+    listen on 127.0.0.1:N: Address already in use'), sending the operator after the port."""
+    import socket
+
+    pytest.importorskip("prometheus_client")
+    from hermes_core.store.home_lock import HomeLock
+
+    with socket.socket() as taken:  # the first gateway's endpoints
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        (tmp_path / "hermes.toml").write_text(f"[metrics]\nenabled = true\nport = {port}\n")
+        lock = HomeLock(tmp_path)
+        lock.acquire()
+        try:
+            line = assert_one_error_line(run_cli(tmp_path, "chat", stdin="hello\n"))
+        finally:
+            lock.release()
+        assert line == (f"hermes-gateway: error: HERMES_HOME {tmp_path} is in use by another gateway "
+                        f"(pid {os.getpid()}); stop it or use a different HERMES_HOME")
+        # without a gateway on the home, the port is what is wrong, and the line says so
+        line = assert_one_error_line(run_cli(tmp_path, "chat", stdin="hello\n"))
+        assert line == (f"hermes-gateway: error: [metrics] endpoints cannot listen on 127.0.0.1:{port}: "
+                        "Address already in use")
+
+
 def test_config_file_not_utf8(tmp_path):
     (tmp_path / "hermes.toml").write_bytes(b'a = "\xff\xfe"\n')
     line = assert_one_error_line(run_cli(tmp_path, "chat", stdin="hello\n"))
