@@ -129,6 +129,9 @@ def new_plugin_command(
         target = render_plugin(name, (directory or Path.cwd()), label=label, force=force)
     except PluginTemplateError as exc:
         raise fail(exc) from None
+    except OSError as exc:  # --dir is a file, or a folder that cannot be written
+        where = exc.filename or directory or Path.cwd()
+        raise fail(f"cannot create the plugin package at {where}: {exc.strerror or exc}") from None
     typer.echo(f"created {target}")
     # The hint names this interpreter: it is the one that has the core installed (its
     # `hermes-gateway` is running), so the plugin's `hermes-gateway-core` requirement is met from

@@ -69,6 +69,22 @@ def test_new_plugin_error_uses_the_same_prefix_and_code(tmp_path):
     assert err.startswith("hermes-gateway: error: ") and err.count("\n") == 1
 
 
+def test_new_plugin_into_a_file_is_one_line_not_a_traceback(tmp_path):
+    """README: errors are one line on stderr, exit code 2. `--dir` naming a file (or a package
+    folder name taken by a file) used to end in a NotADirectoryError traceback, exit code 1."""
+    (tmp_path / "notes.txt").write_text("not a folder")
+    env = gateway_env(tmp_path / "home")
+    code, out, err = run(["new-plugin", "acme", "--dir", str(tmp_path / "notes.txt")], env, tmp_path)
+    assert (code, out) == (2, "")
+    assert err == (f"hermes-gateway: error: cannot create the plugin package at "
+                   f"{tmp_path / 'notes.txt' / 'hermes-gateway-acme'}: Not a directory\n")
+    (tmp_path / "hermes-gateway-beta").write_text("a file where the package folder goes")
+    code, out, err = run(["new-plugin", "beta", "--dir", str(tmp_path)], env, tmp_path)
+    assert (code, out) == (2, "")
+    assert err == (f"hermes-gateway: error: cannot create the plugin package at "
+                   f"{tmp_path / 'hermes-gateway-beta'}: Not a directory\n")
+
+
 def test_setup_logging_is_idempotent_without_tagging_the_root_logger(tmp_path, monkeypatch):
     root = logging.getLogger()
     before = list(root.handlers)
