@@ -111,6 +111,16 @@ def _confirm(question: str, yes: bool) -> None:
         raise CliError("cancelled; nothing was changed")
 
 
+_SQL_INT_MAX = 2**63 - 1
+
+
+def _sql_count(number: int) -> int:
+    """A `--limit` / `--offset` as SQLite takes it: a number past its largest integer means the
+    same as that integer (every row / skip every row), where it raised 'Python int too large to
+    convert to SQLite INTEGER'."""
+    return min(number, _SQL_INT_MAX)
+
+
 @sessions_app.command("list")
 def list_cmd(
     active_minutes: int = typer.Option(None, "--active-minutes", help="only sessions active in the last N minutes"),
@@ -125,6 +135,7 @@ def list_cmd(
     (`/new <title>`, `/title`; docs/behaviour.md §11)."""
     if active_minutes is not None and active_minutes < 0:  # would list nothing, silently
         raise fail(f"--active-minutes must be 0 or more minutes (got {active_minutes})")
+    limit, offset = _sql_count(limit), _sql_count(offset)
     if show_all:
         if active_minutes is not None:
             raise fail("--active-minutes lists current sessions only; it cannot be combined with --all")
@@ -201,6 +212,7 @@ def search_cmd(
     as_json: bool = typer.Option(False, "--json", help="machine-readable output"),
 ) -> None:
     """Full-text search over every transcript."""
+    limit = _sql_count(limit)
     results = _run(lambda s: s.search_transcripts(query, limit=limit))
     if as_json:
         print_json(results)

@@ -706,7 +706,10 @@ class SessionStore(TurnOps, TranscriptOps, AliasOps, ErasureOps, ClaimOps):
         await self._flush_touched()
         since = None
         if active_minutes is not None:
-            since = (self._now() - timedelta(minutes=active_minutes)).timestamp()
+            try:
+                since = (self._now() - timedelta(minutes=active_minutes)).timestamp()
+            except OverflowError:  # a window reaching before year 1: every entry is in it
+                since = None
         return await self._b().list_routes(since)
 
     async def lookup_by_session_id(self, session_id: str, *, owner: SessionSource | None = None

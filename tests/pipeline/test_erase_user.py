@@ -241,6 +241,25 @@ def test_prune_refuses_a_negative_or_endless_age(tmp_path, monkeypatch, given, s
     assert err == f"hermes-gateway: error: --days must be a finite number of days, 0 or more (got {shown})\n"
 
 
+async def test_listing_numbers_past_sqlite_or_the_calendar_mean_everything(tmp_path, monkeypatch):
+    """`--limit` / `--offset` past SQLite's largest integer and an `--active-minutes` window
+    reaching before year 1 used to end in 'unexpected failure: Python int too large to convert
+    to SQLite INTEGER' (or '… to C int'); they mean every row, skipping every row, every route."""
+    home = tmp_path / "home"
+    home.mkdir()
+    await _populate(home)
+    huge = "99999999999999999999"
+    code, out, err = await _cli(home, monkeypatch, "list", "--all", "--limit", huge, "--json")
+    assert (code, err, len(json.loads(out))) == (0, "", 4)
+    code, out, err = await _cli(home, monkeypatch, "list", "--all", "--offset", huge, "--json")
+    assert (code, out, err) == (0, "[]\n", "")
+    for window in (huge, "9999999999999"):
+        code, out, err = await _cli(home, monkeypatch, "list", "--active-minutes", window, "--json")
+        assert (code, err, len(json.loads(out))) == (0, "", 3)
+    code, out, err = await _cli(home, monkeypatch, "search", "zeppelin", "--limit", huge, "--json")
+    assert (code, err, len(json.loads(out))) == (0, "", 4)
+
+
 def test_list_refuses_a_negative_activity_window(tmp_path, monkeypatch):
     home = tmp_path / "home"
     home.mkdir()
