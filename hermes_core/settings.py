@@ -112,7 +112,8 @@ class CoreSettings(_Section):
         description="sent when the gateway itself fails on a message")
     # A busy gateway keeps many live objects that the default of 700 makes the collector traverse
     # again and again (docs/behaviour.md §12 "Garbage collection").
-    gc_young_threshold: int = Field(200_000, ge=0, description="net allocations between two young garbage "
+    # le: gc.set_threshold takes a C int; a larger value failed at start naming no key.
+    gc_young_threshold: int = Field(200_000, ge=0, le=2**31 - 1, description="net allocations between two young garbage "
                                     "collections; 0 keeps the interpreter's (700)")
 
 

@@ -209,6 +209,16 @@ def test_number_settings_refuse_an_endless_value_from_the_environment(home, monk
                         "number, got 'inf' (environment variable HERMES_SCHEDULER__DRAIN_TIMEOUT_S)")
 
 
+def test_gc_threshold_past_a_c_int_names_the_key(home):
+    """`gc.set_threshold` takes a C int: a larger `[core] gc_young_threshold` stopped start-up
+    with 'cannot start: Python int too large to convert to C long', naming no key."""
+    (home / "hermes.toml").write_text("[core]\ngc_young_threshold = 99999999999999999999999\n")
+    assert _error() == ("invalid config value for 'core.gc_young_threshold': Input should be less than or "
+                        f"equal to 2147483647, got 99999999999999999999999 (config file {home / 'hermes.toml'})")
+    (home / "hermes.toml").write_text("[core]\ngc_young_threshold = 2147483647\n")
+    assert load_config().core.gc_young_threshold == 2147483647
+
+
 def test_a_plugin_platform_setting_refuses_an_endless_number():
     from pydantic import ValidationError
 
