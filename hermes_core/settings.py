@@ -141,11 +141,16 @@ class StoreSettings(_Section):
     poll_interval_s: float = Field(1.0, gt=0, description="seconds between polls for work of other replicas")
 
 
+ONE_YEAR_S = 365 * 86400
+
+
 class SchedulerSettings(_Section):
     """`[scheduler]`: the housekeeping watcher (APScheduler)."""
 
-    interval_s: float = Field(60.0, gt=0)
-    jitter_s: float = Field(0.0, ge=0)
+    # At most a year each: the watcher's next run is a calendar date, and a tick tens of
+    # thousands of years away failed at start ('date value out of range') or in the scheduler.
+    interval_s: float = Field(60.0, gt=0, le=ONE_YEAR_S)
+    jitter_s: float = Field(0.0, ge=0, le=ONE_YEAR_S)
     tick_timeout_s: float = Field(30.0, gt=0)
     drain_timeout_s: float = Field(10.0, ge=0)
 

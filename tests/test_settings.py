@@ -189,7 +189,7 @@ def test_a_plugin_platform_setting_refuses_a_boolean_for_an_integer():
 
 
 @pytest.mark.parametrize("toml, key, shown", [
-    ("[scheduler]\ninterval_s = inf\n", "scheduler.interval_s", "inf"),
+    ("[scheduler]\ntick_timeout_s = inf\n", "scheduler.tick_timeout_s", "inf"),
     ("[storage]\nbusy_timeout_s = inf\n", "storage.busy_timeout_s", "inf"),
     ("[status]\ninterval_s = 1e400\n", "status.interval_s", "inf"),
     ("[agent.openai]\nrequest_timeout_s = inf\n", "agent.openai.request_timeout_s", "inf"),
@@ -217,6 +217,17 @@ def test_gc_threshold_past_a_c_int_names_the_key(home):
                         f"equal to 2147483647, got 99999999999999999999999 (config file {home / 'hermes.toml'})")
     (home / "hermes.toml").write_text("[core]\ngc_young_threshold = 2147483647\n")
     assert load_config().core.gc_young_threshold == 2147483647
+
+
+@pytest.mark.parametrize("key", ["interval_s", "jitter_s"])
+def test_scheduler_intervals_past_a_year_name_the_key(home, key):
+    """A watcher tick 1e12 s away stopped start-up with 'cannot start: date value out of range'
+    (interval_s) or failed in the scheduler with a ValueError on the terminal (jitter_s)."""
+    (home / "hermes.toml").write_text(f"[scheduler]\n{key} = 1e12\n")
+    assert _error() == (f"invalid config value for 'scheduler.{key}': Input should be less than or equal "
+                        f"to 31536000, got 1000000000000.0 (config file {home / 'hermes.toml'})")
+    (home / "hermes.toml").write_text(f"[scheduler]\n{key} = 31536000\n")
+    assert getattr(load_config().scheduler, key) == 31536000
 
 
 def test_a_plugin_platform_setting_refuses_an_endless_number():
