@@ -56,6 +56,7 @@ from .sdk.background import SessionWork
 from .sdk.errors import describe_failure
 from .settings import ConfigError, ensure_private_dir, load_config, why_dir_uncreatable
 from .store.files import CLEAN_SHUTDOWN, says_clean, write_atomic
+from .store.home_lock import HomeLockedError, home_is_locked
 from .types import INGRESS_SINGLE_RECEIVER
 
 log = logging.getLogger(__name__)
@@ -289,8 +290,6 @@ class GatewayApp:
         try:
             server.start()
         except OSError as exc:
-            from .store.home_lock import HomeLockedError, home_is_locked
-
             # The endpoints come up before the store takes the home lock: a second gateway on
             # this home finds its own port taken. Name the gateway holding the home, not the port.
             try:
