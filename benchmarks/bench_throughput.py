@@ -27,6 +27,13 @@ in both.
   CPU clocks, `time.pthread_getcpuclockid`). A loop that is busy less than all the time was
   waiting for the SQLite thread (docs/behaviour.md §12 "Where the time goes at 10,000 sessions").
 
+* **hand-overs** (1 session, after the timed rounds; `--no-hand-overs` skips it): one more round
+  of raw and pipeline in which every call to the SQLite thread is timed, to print where one
+  message's time goes: on the SQLite thread, handing calls to it and back, and the rest (the
+  loop's own work between calls), with the median of each hand-over per call. Its stamps cost
+  every call a few µs, so it is kept out of the ratios (docs/behaviour.md §12 "Where the time
+  goes with one session").
+
 A loop sends no new message once the wall time has passed; msg/s is the messages done divided by
 the time until the last one in flight at the deadline was done (in both variants alike: at
 10,000 sessions one round of the loops can outlast the wall time). Variants alternate over
@@ -77,9 +84,14 @@ console = Console(width=None if sys.stdout.isatty() else 120)
 
 
 class ThreadCalls:
-    """Counts calls to aiosqlite's worker thread, all connections of this process."""
+    """Counts calls to aiosqlite's worker thread, all connections of this process; while
+    `timings` is a list (the hand-over round only, never the timed rounds, so the stamps cost
+    no variant anything), each call also appends its `(loop → thread, on the thread, thread →
+    loop)` in nanoseconds: from the call being queued until the thread starts it, the thread's
+    run, and from the thread's end until the awaiting coroutine runs again."""
 
     count = 0
+    timings: list[tuple[int, int, int]] | None = None
 
     @classmethod
     def install(cls) -> None:
@@ -87,7 +99,24 @@ class ThreadCalls:
 
         async def counted(self, fn, *args, **kwargs):
             cls.count += 1
-            return await original(self, fn, *args, **kwargs)
+            if cls.timings is None:
+                return await original(self, fn, *args, **kwargs)
+            stamps: list[int] = []
+
+            def timed(*a, **k):
+                stamps.append(time.perf_counter_ns())
+                try:
+                    return fn(*a, **k)
+                finally:
+                    stamps.append(time.perf_counter_ns())
+
+            queued = time.perf_counter_ns()
+            try:
+                return await original(self, timed, *args, **kwargs)
+            finally:
+                if len(stamps) == 2 and cls.timings is not None:
+                    cls.timings.append((stamps[0] - queued, stamps[1] - stamps[0],
+                                        time.perf_counter_ns() - stamps[1]))
 
         aiosqlite.core.Connection._execute = counted
 
@@ -197,6 +226,50 @@ async def run(root: Path, levels: list[int], seconds: float, repeat: int) -> dic
     return results
 
 
+async def measure_hand_overs(root: Path, seconds: float) -> dict[str, dict[str, float]]:
+    """One more round of raw and pipeline at 1 session with every thread call timed
+    (`ThreadCalls.timings`; not part of the ratios: the stamps cost each call a few µs). Per
+    variant: µs per message, calls per message; per message (means × calls) the time on the
+    thread, the time handing calls over both ways, and the rest (the loop's own work between
+    calls); per call, the medians of each hand-over."""
+    found = {}
+    for variant, measure in ((RAW, measure_raw), (PIPELINE, measure_pipeline)):
+        ThreadCalls.timings = []
+        try:
+            result = await measure(root, 1, seconds)
+            timings = ThreadCalls.timings  # the pipeline's one warm-up message too: a few calls in thousands
+        finally:
+            ThreadCalls.timings = None
+        per_message = 1e6 / result["rate"]
+
+        def per_msg(index: int) -> float:
+            return statistics.fmean(t[index] for t in timings) / 1000 * result["calls"]
+
+        def median(index: int) -> float:
+            return statistics.median(t[index] for t in timings) / 1000
+
+        on_thread, hand_overs = per_msg(1), per_msg(0) + per_msg(2)
+        found[variant] = {"us": per_message, "calls": result["calls"], "on_thread": on_thread,
+                          "hand_overs": hand_overs, "rest": per_message - on_thread - hand_overs,
+                          "to_thread": median(0), "to_loop": median(2)}
+    return found
+
+
+def report_hand_overs(found: dict[str, dict[str, float]]) -> None:
+    table = Table(title="1 session: where a message's time goes (one more round, every call to the SQLite thread timed)",
+                  caption="per message: µs on the SQLite thread, handing calls over (loop → thread: from the call "
+                          "being queued until the thread starts it; thread → loop: from its end until the awaiting "
+                          "coroutine runs), and the rest (the loop's own work between calls); per call: the medians "
+                          "of the two hand-overs (docs/behaviour.md §12)")
+    for name in ("variant", "µs / msg", "calls\n/ msg", "on the thread\nµs / msg", "hand-overs\nµs / msg",
+                 "the rest\nµs / msg", "loop → thread\nµs / call", "thread → loop\nµs / call"):
+        table.add_column(name, justify="right", no_wrap=True)
+    for variant, f in found.items():
+        table.add_row(variant, f"{f['us']:.0f}", f"{f['calls']:.2f}", f"{f['on_thread']:.0f}", f"{f['hand_overs']:.0f}",
+                      f"{f['rest']:.0f}", f"{f['to_thread']:.1f}", f"{f['to_loop']:.1f}")
+    console.print(table)
+
+
 def verdict(ok: bool) -> str:
     return "[green]met[/green]" if ok else "[red]NOT met[/red]"
 
@@ -242,6 +315,8 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=1, help="rounds per level (variants alternate)")
     parser.add_argument("--dir", type=Path, default=Path(tempfile.gettempdir()),
                         help="where the temporary homes are created (a real disk)")
+    parser.add_argument("--no-hand-overs", dest="hand_overs", action="store_false",
+                        help="skip the extra 1-session round that times each call to the SQLite thread")
     args = parser.parse_args()
     levels = sorted(set(args.sessions))
     ThreadCalls.install()
@@ -252,6 +327,8 @@ def main() -> None:
     console.print(f"{args.seconds:g} s per variant × {args.repeat} round(s), means shown; homes under "
                   f"{args.dir}; total {time.perf_counter() - started:.0f} s")
     report(results, levels)
+    if args.hand_overs and 1 in levels:
+        report_hand_overs(asyncio.run(measure_hand_overs(args.dir, args.seconds)))
 
 
 if __name__ == "__main__":
