@@ -186,15 +186,21 @@ def test_state_db_that_is_a_directory_runs_degraded_and_keeps_it(tmp_path):
     assert "Turns: 1" in again.stdout.splitlines()  # the degraded transcript persisted
 
 
-def test_second_gateway_on_the_same_home_is_refused(tmp_path):
+def _chat_while_home_is_held(home):
+    """The one error line of `chat` started on `home` while this process holds its lock (as a
+    first gateway would)."""
     from hermes_core.store.home_lock import HomeLock
 
-    lock = HomeLock(tmp_path)
+    lock = HomeLock(home)
     lock.acquire()
     try:
-        line = assert_one_error_line(run_cli(tmp_path, "chat", stdin="hello\n"))
+        return assert_one_error_line(run_cli(home, "chat", stdin="hello\n"))
     finally:
         lock.release()
+
+
+def test_second_gateway_on_the_same_home_is_refused(tmp_path):
+    line = _chat_while_home_is_held(tmp_path)
     assert f"HERMES_HOME {tmp_path} is in use by another gateway (pid {os.getpid()})" in line
 
 
@@ -206,19 +212,13 @@ def test_second_gateway_with_metrics_names_the_home_not_the_port(tmp_path):
     import socket
 
     pytest.importorskip("prometheus_client")
-    from hermes_core.store.home_lock import HomeLock
 
     with socket.socket() as taken:  # the first gateway's endpoints
         taken.bind(("127.0.0.1", 0))
         taken.listen()
         port = taken.getsockname()[1]
         (tmp_path / "hermes.toml").write_text(f"[metrics]\nenabled = true\nport = {port}\n")
-        lock = HomeLock(tmp_path)
-        lock.acquire()
-        try:
-            line = assert_one_error_line(run_cli(tmp_path, "chat", stdin="hello\n"))
-        finally:
-            lock.release()
+        line = _chat_while_home_is_held(tmp_path)
         assert line == (f"hermes-gateway: error: HERMES_HOME {tmp_path} is in use by another gateway "
                         f"(pid {os.getpid()}); stop it or use a different HERMES_HOME")
         # without a gateway on the home, the port is what is wrong, and the line says so
