@@ -30,7 +30,6 @@ from __future__ import annotations
 import asyncio
 import gc
 import logging
-import tempfile
 import time
 from collections.abc import Mapping
 from pathlib import Path
@@ -54,7 +53,7 @@ from .plugin_system.redaction import install_log_redaction
 from .scheduler import Watcher
 from .sdk.background import SessionWork
 from .sdk.errors import describe_failure
-from .settings import ConfigError, ensure_private_dir, load_config, why_dir_uncreatable
+from .settings import ConfigError, ensure_private_dir, load_config, why_dir_uncreatable, why_dir_unwritable
 from .store.files import CLEAN_SHUTDOWN, says_clean, write_atomic
 from .store.home_lock import HomeLockedError, home_is_locked
 from .types import INGRESS_SINGLE_RECEIVER
@@ -98,11 +97,9 @@ def check_home(home: Path) -> None:
     except OSError as exc:
         # A file in the way is ensure_private_dir's FileExistsError: the first reason given.
         raise StartupError(f"HERMES_HOME {why_dir_uncreatable(home, exc)}") from None
-    try:
-        with tempfile.NamedTemporaryFile(dir=home, prefix=".write-check-"):
-            pass
-    except OSError as exc:
-        raise StartupError(f"HERMES_HOME {home} is not writable: {exc.strerror or exc}") from None
+    unwritable = why_dir_unwritable(home)
+    if unwritable is not None:
+        raise StartupError(f"HERMES_HOME {home} is not writable: {unwritable}")
 
 
 class GatewayApp:

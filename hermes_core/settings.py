@@ -15,6 +15,7 @@ import json
 import logging
 import os
 import re
+import tempfile
 import tomllib
 import types
 import typing
@@ -251,6 +252,18 @@ def why_dir_uncreatable(path: Path | str, exc: OSError) -> str:
     if not place.is_dir():
         return f"{path} cannot be created: {place} is not a directory"
     return f"{path} cannot be created in {place}: {exc.strerror or exc}"
+
+
+def why_dir_unwritable(path: Path | str) -> str | None:
+    """Why a file cannot be created in the existing directory `path` (`"Permission denied"`,
+    `"Read-only file system"`…), learnt by creating and removing one; None when it can. Not
+    `os.access`: it says yes to root everywhere, also where the first write fails (sysfs)."""
+    try:
+        with tempfile.NamedTemporaryFile(dir=path, prefix=".write-check-"):
+            pass
+    except OSError as exc:
+        return exc.strerror or str(exc)
+    return None
 
 
 def explicit_config_path() -> Path | None:

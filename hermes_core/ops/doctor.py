@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from ..sdk.errors import describe_failure
-from ..settings import nearest_existing, why_dir_uncreatable
+from ..settings import nearest_existing, why_dir_uncreatable, why_dir_unwritable
 from ..store.home_lock import home_is_locked
 
 OK, WARN, FAIL, FIXED = "ok", "warn", "fail", "fixed"
@@ -174,8 +174,9 @@ def check_home(config: Any, fix: bool) -> list[Check]:
         return [Check("home", WARN, f"HERMES_HOME {home} does not exist yet (the first start creates it)")]
     if not home.is_dir():
         return [Check("home", FAIL, f"HERMES_HOME {home} exists and is not a directory")]
-    if not os.access(home, os.W_OK | os.X_OK):
-        return [Check("home", FAIL, f"HERMES_HOME {home} is not writable by this user")]
+    unwritable = why_dir_unwritable(home)  # the start's own probe (app.check_home)
+    if unwritable is not None:
+        return [Check("home", FAIL, f"HERMES_HOME {home} is not writable: {unwritable}")]
     checks = [Check("home", OK, str(home))]
     for path, mode in ((home, 0o700), (config.sessions_dir, 0o700), (config.db_path, 0o600),
                        (home / "gateway.log", 0o600), (config.sessions_dir / "sessions.json", 0o600)):

@@ -4,6 +4,7 @@ check's finding on a real home, the exit code, and the safe repairs of `--fix`."
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 import stat
 from pathlib import Path
@@ -52,6 +53,21 @@ def test_a_home_the_start_cannot_create_fails_naming_the_obstacle(tmp_path):
     assert (checks["home"]["status"], checks["home"]["detail"]) == (
         "warn", f"HERMES_HOME {tmp_path / 'new' / 'home'} does not exist yet (the first start creates it)")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["afile"]
+
+
+def test_a_home_nothing_can_be_written_in_fails_as_the_start_does(tmp_path):
+    """docs/operations.md §1: doctor learns whether the home is writable the way the start does,
+    by creating a file there. As root, `os.access` says yes everywhere, also on sysfs, which
+    refuses new files even to root: doctor said "home ok" where chat then refused to start."""
+    if os.geteuid() == 0:
+        home = Path("/sys/kernel")
+    else:
+        home = tmp_path / "ro"
+        home.mkdir()
+        home.chmod(0o500)
+    code, checks = _doctor(home, tmp_path)
+    assert (code, checks["home"]["status"], checks["home"]["detail"]) == (
+        1, "fail", f"HERMES_HOME {home} is not writable: Permission denied")
 
 
 def test_a_broken_override_fails_with_the_loaders_line(tmp_path):
