@@ -24,7 +24,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
-from ..model.timeutil import format_timestamp, utc_now
+from ..model.timeutil import format_timestamp, parse_timestamp, utc_now
 from ..sdk.errors import describe_failure
 from ..store.files import CLEAN_SHUTDOWN, says_clean, write_atomic
 from ..store.home_lock import home_is_locked
@@ -214,7 +214,20 @@ def read_status(home: Path | str) -> dict[str, Any]:
                 "clean_stop": _clean_stop(home, ran=snapshot is not None)}
     if snapshot is None or (pid and snapshot.get("pid") != pid):
         return {"running": True, "pid": pid or None, "home": str(home), "stale": True}
-    return {"running": True, "stale": False, **snapshot, "pid": pid}
+    return {"running": True, "stale": False, **snapshot, "uptime_s": _uptime_now(snapshot), "pid": pid}
+
+
+def _uptime_now(snapshot: dict[str, Any]) -> float | None:
+    """The running gateway's uptime in seconds now: the snapshot's (read on the gateway's
+    monotonic clock when it was written) plus the time since it was written (`updated_at`), so
+    `status` does not show an uptime up to `[status] interval_s` old. The snapshot's own when
+    `updated_at` is missing, unreadable or in the future (the wall clock was set back)."""
+    uptime = snapshot.get("uptime_s")
+    try:
+        since = (utc_now() - parse_timestamp(snapshot.get("updated_at"))).total_seconds()
+    except (TypeError, ValueError):  # None (no updated_at) or not ISO-8601
+        return uptime
+    return round(uptime + since, 3) if uptime is not None and since >= 0 else uptime
 
 
 def _clean_stop(home: Path, *, ran: bool) -> bool | None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from datetime import datetime, timedelta, timezone
 
 from cli_helpers import gateway_env, run, start_published_chat
 
@@ -49,6 +50,27 @@ async def test_status_of_a_running_gateway_then_of_a_stopped_one(tmp_path):
     assert text.startswith(f"no gateway is running on {home} (last seen ")
     assert len(text.splitlines()) == 1  # a clean stop: no word about recovery
     assert text.rstrip().endswith(f"pid {proc.pid})")
+
+
+async def test_the_uptime_shown_is_the_uptime_now(tmp_path):
+    """docs/operations.md §2: the uptime `status` shows is the gateway's now, not the one its
+    last snapshot held (written every `[status] interval_s`, here an hour)."""
+    home = tmp_path / "home"
+    proc = await start_published_chat(home, HERMES_STATUS__INTERVAL_S="3600")
+    try:
+        snapshot = json.loads((home / "status.json").read_text())
+        written = datetime.now(timezone.utc) - timedelta(seconds=100)
+        snapshot.update(uptime_s=5.0, updated_at=written.isoformat())
+        (home / "status.json").write_text(json.dumps(snapshot))
+        _code, report = await _status(home, tmp_path)
+        assert 105 <= report["uptime_s"] < 105 + 60
+        snapshot.update(updated_at=None)  # no time of writing: the snapshot's own
+        (home / "status.json").write_text(json.dumps(snapshot))
+        _code, report = await _status(home, tmp_path)
+        assert report["uptime_s"] == 5.0
+    finally:
+        proc.stdin.close()
+        assert await asyncio.wait_for(proc.wait(), 60) == 0
 
 
 async def test_a_damaged_status_file_is_reported_in_one_line(tmp_path):
