@@ -202,8 +202,10 @@ def _number_arg(text: str) -> int | None:
 
 
 def _pick(sessions: list[dict], query: str) -> dict | None:
-    """`/resume <n | session id | title>`: the n-th listed session, else the session with that
-    id, else the first whose title equals `query` (case-insensitive)."""
+    """`/resume <n | session id | title | label>`: the n-th listed session, else the session with
+    that id, else the first whose title equals `query`, else the first untitled one whose listed
+    label (`_label`: its first user line, shortened as the list shows it) or whole first user line
+    equals `query` (both comparisons case-insensitive)."""
     index = _number_arg(query)
     if index is not None:
         return sessions[index - 1] if 1 <= index <= len(sessions) else None
@@ -213,6 +215,14 @@ def _pick(sessions: list[dict], query: str) -> dict | None:
     folded = query.casefold()
     for summary in sessions:
         if (summary.get("title") or "").casefold() == folded:
+            return summary
+    # Titles win over labels: a title the user chose must not be shadowed by another session's
+    # first line. The user types what the list shows, so the shortened label matches too.
+    for summary in sessions:
+        if summary.get("title"):
+            continue
+        if folded in (_label(summary).casefold(),
+                      " ".join((summary.get("first_user_text") or "").split()).casefold()):
             return summary
     return None
 
@@ -340,8 +350,8 @@ COMMANDS: tuple[Command, ...] = (
             "new session)", CONTROL, _control),
     Command("queue", "/queue <message>", "runs a message as its own turn after the current one",
             QUEUE, None),
-    Command("resume", "/resume [number | id | title]", "lists your recent sessions, or switches to one",
-            ORDERED, _resume),
+    Command("resume", "/resume [number | id | title | label]",
+            "lists your recent sessions, or switches to one", ORDERED, _resume),
     Command("title", "/title <text>", "names the current session", ORDERED, _title),
     Command("undo", "/undo [n]", "removes your last n turns and their replies (default 1)", ORDERED, _undo),
     Command("retry", "/retry", "removes your last turn and sends that message again", ORDERED, _retry),

@@ -131,6 +131,49 @@ async def test_resume_lists_only_the_requesters_own_sessions(tmp_path):
         await app.stop()
 
 
+async def test_resume_by_the_label_the_list_shows_for_an_untitled_session(tmp_path):
+    # docs/behaviour.md §11: `/resume <text>` matches a title first, else the label the list shows
+    # for an untitled session (its first user line, also in full when the list shortens it).
+    app, adapter, clock = await start(tmp_path)
+    long_line = "a very long first line " * 4
+    try:
+        await say(app, "/new hello world", clock=clock)  # a title equal to a later session's label
+        titled = await current(app)
+        await say(app, "/new", clock=clock)
+        await say(app, "Hello   World", clock=clock)
+        hello = await current(app)
+        await say(app, "/new", clock=clock)
+        await say(app, long_line, clock=clock)
+        long_session = await current(app)
+        await say(app, "/resume", clock=clock)
+        assert adapter.texts()[-1] == (
+            "Your recent sessions:\n"
+            "1. a very long first line a very long first line a very long f… — 2026-03-01 12:05 UTC, "
+            "2 message(s) (current)\n"
+            "2. Hello World — 2026-03-01 12:03 UTC, 2 message(s)\n"
+            "3. hello world — 2026-03-01 12:01 UTC, 0 message(s)\n"
+            "Switch with /resume <number>.")
+        await say(app, "/resume HELLO WORLD", clock=clock)  # the title wins over a newer label
+        assert adapter.texts()[-1] == f'Resumed "hello world". Session id: {titled}'
+        await say(app, "/title Greeting", clock=clock)
+        await say(app, "/resume hello world", clock=clock)
+        assert adapter.texts()[-1] == f'Resumed "Hello World". Session id: {hello}'
+        assert await current(app) == hello
+        await say(app, "/resume A very long first line a very long first line a very long f…", clock=clock)
+        assert adapter.texts()[-1] == (
+            'Resumed "a very long first line a very long first line a very long f…". '
+            f"Session id: {long_session}")
+        await say(app, "/resume hello world", clock=clock)
+        await say(app, f"/resume {long_line}", clock=clock)
+        assert adapter.texts()[-1] == (
+            'Resumed "a very long first line a very long first line a very long f…". '
+            f"Session id: {long_session}")
+        await say(app, "/resume hello", clock=clock)  # a part of a label is no match
+        assert adapter.texts()[-1] == 'No session "hello" to resume. Send /resume for the list.'
+    finally:
+        await app.stop()
+
+
 async def test_resume_that_loses_a_race_changes_nothing(tmp_path):
     app, adapter, clock = await start(tmp_path)
     try:

@@ -73,7 +73,7 @@ async def test_status_help_unknown_and_new(tmp_path):
             "/reset — the same as /new\n"
             "/stop — stops the current reply and background work (your next message starts a new session)\n"
             "/queue <message> — runs a message as its own turn after the current one\n"
-            "/resume [number | id | title] — lists your recent sessions, or switches to one\n"
+            "/resume [number | id | title | label] — lists your recent sessions, or switches to one\n"
             "/title <text> — names the current session\n"
             "/undo [n] — removes your last n turns and their replies (default 1)\n"
             "/retry — removes your last turn and sends that message again\n"
