@@ -13,6 +13,7 @@ without `state.db` ("no gateway state at …") instead of creating an empty stor
 from __future__ import annotations
 
 import json
+import logging
 import math
 import sqlite3
 import sys
@@ -27,10 +28,13 @@ from ..model.text import escape_controls
 
 from ..model import SessionEntry, format_timestamp
 from ..store import HomeLockedError, SessionStore, StoreError, TranscriptReadError
+from ..store.files import CLEAN_SHUTDOWN, write_atomic
 from ..store.home_lock import home_is_locked
 from .common import (HELP_MARKUP, CliError, fail, load_cli_config_or_exit, quiet_terminal_logging, run_async,
                      setup_logging)
 from .output import human_time, print_fields, print_json, print_table, progress
+
+log = logging.getLogger(__name__)
 
 sessions_app = typer.Typer(help="Inspect and manage stored sessions.", no_args_is_help=True,
                            rich_markup_mode=HELP_MARKUP)
@@ -52,11 +56,14 @@ def _run(work: Callable[[SessionStore], Awaitable[Any]], *, write: bool = False,
     close. Every failure is the CLI's one error line and exit 2.
 
     With `need_state` (every command but `import`) a home without `state.db` is refused before
-    anything is opened: a mistyped HERMES_HOME must not get an empty store created in it."""
+    anything is opened: a mistyped HERMES_HOME must not get an empty store created in it.
+    Without it, a home this command gives its first gateway state is left with the
+    `.clean_shutdown` marker a clean stop leaves (`_mark_never_ran`)."""
     # No stderr logging set-up: the commands print their own report (skipped entries included).
     config = load_cli_config_or_exit(logging_on=False)
     if need_state and not config.db_path.is_file():
         raise fail(f"no gateway state at {config.home} (state.db not found at {config.db_path})")
+    creates_state = not need_state and not _has_gateway_state(config.db_path, config.sessions_dir)
     # The commands print their own report: warnings go to gateway.log (writes) or nowhere
     # (reads: a read-only command writes nothing into the home), never twice on the terminal.
     if write:
@@ -78,8 +85,40 @@ def _run(work: Callable[[SessionStore], Awaitable[Any]], *, write: bool = False,
             return await work(store)
         finally:
             await store.close()
+            if creates_state:
+                _mark_never_ran(config.home)
 
     return run_async(main, expected=_EXPECTED)
+
+
+def _has_gateway_state(db_path: Path, sessions_dir: Path) -> bool:
+    """True when a gateway may have run on the home: `state.db` exists, or `sessions/` holds
+    anything (a degraded run's journal, the mirror)."""
+    if db_path.exists():
+        return True
+    try:
+        return any(sessions_dir.iterdir())
+    except FileNotFoundError:
+        return False
+    except OSError:
+        return True  # unreadable: assume a gateway ran, so its crash is never hidden
+
+
+def _mark_never_ran(home: Path) -> None:
+    """Write the empty `.clean_shutdown` a clean stop writes, on a home whose gateway state this
+    command created.
+
+    Why here and not at start: the start reads a missing marker on a home with sessions as a
+    crash (docs/behaviour.md §6), and after `import` the home has sessions although no gateway
+    ever ran on it; its first start would warn of an unclean shutdown of a run that never was.
+    The start cannot tell the two apart afterwards, but this command knows it created the state.
+    A home that already had state (a gateway may have crashed on it) is never marked, so a real
+    crash is still recovered."""
+    try:
+        write_atomic(home / CLEAN_SHUTDOWN, "")  # empty, as a clean stop writes it
+    except OSError as exc:
+        # Only cosmetic: the first start then reports an unclean shutdown with nothing to recover.
+        log.warning("could not write %s: %s", home / CLEAN_SHUTDOWN, exc)
 
 
 def _entry_row(entry: SessionEntry, title: str | None) -> dict[str, Any]:

@@ -235,8 +235,11 @@ def _clean_stop(home: Path, *, ran: bool) -> bool | None:
     if not home.is_dir():
         return None  # no gateway can have run there (it may be a file in the way)
     try:
-        return says_clean((home / CLEAN_SHUTDOWN).read_text(encoding="utf-8"))
+        clean = says_clean((home / CLEAN_SHUTDOWN).read_text(encoding="utf-8"))
     except FileNotFoundError:
         return False if ran else None
     except (OSError, UnicodeDecodeError):
         return False  # the next start reads it as unclean too
+    # Without a snapshot, a clean marker is the one `sessions import` leaves on the home it fills
+    # first: no gateway ran there, so there is no stop to speak of.
+    return clean if ran or not clean else None
