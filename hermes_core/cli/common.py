@@ -17,10 +17,11 @@ import stat
 import sys
 import traceback
 from datetime import datetime, timezone
+from enum import Enum
 from logging.handlers import RotatingFileHandler
 from pathlib import Path
 from contextlib import contextmanager
-from typing import Any, Awaitable, Callable, Iterator
+from typing import Any, Awaitable, Callable, Iterator, TypeVar
 
 import typer
 
@@ -38,6 +39,27 @@ log = logging.getLogger("hermes_core.cli")
 # The stderr handler this process installed on the root logger (None: not set up yet). Checking
 # it against the root logger's handlers makes the set-up idempotent without tagging the logger.
 _stderr_handler: logging.Handler | None = None
+
+
+E = TypeVar("E", bound=Enum)
+
+
+def choice_parser(choices: type[E]) -> Callable[[Any], E]:
+    """A typer `parser=` for an option taking one of the values of the Enum `choices`.
+
+    Typer validates an Enum option through pydantic, whose message for a value that is not one
+    of them reads "Value error, 'xml' is not one of 'jsonl', 'md'.": the prefix is the library's.
+    This parser raises the usage error itself, so the box says "Invalid value for '--format':
+    'xml' is not one of 'jsonl', 'md'." like click's own choice check."""
+    def parse(value: Any) -> E:
+        if isinstance(value, choices):
+            return value
+        for choice in choices:
+            if choice.value == value:
+                return choice
+        allowed = ", ".join(repr(choice.value) for choice in choices)
+        raise typer.BadParameter(f"{value!r} is not one of {allowed}.")
+    return parse
 
 
 class CliError(Exception):

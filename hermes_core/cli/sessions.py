@@ -30,8 +30,8 @@ from ..model import SessionEntry, format_timestamp
 from ..store import HomeLockedError, SessionStore, StoreError, TranscriptReadError
 from ..store.files import CLEAN_SHUTDOWN, write_atomic
 from ..store.home_lock import home_is_locked
-from .common import (HELP_MARKUP, CliError, fail, load_cli_config_or_exit, quiet_terminal_logging, run_async,
-                     setup_logging)
+from .common import (HELP_MARKUP, CliError, choice_parser, fail, load_cli_config_or_exit, quiet_terminal_logging,
+                     run_async, setup_logging)
 from .output import human_time, print_fields, print_json, print_table, progress
 
 log = logging.getLogger(__name__)
@@ -277,7 +277,8 @@ def _markdown(session_id: str, messages: list[dict[str, Any]]) -> str:
 @sessions_app.command("export")
 def export_cmd(
     session_id: str = typer.Argument(..., help="the session id"),
-    fmt: ExportFormat = typer.Option(ExportFormat.jsonl, "--format", help="jsonl or md"),
+    fmt: ExportFormat = typer.Option(ExportFormat.jsonl, "--format", help="jsonl or md",
+                                     parser=choice_parser(ExportFormat)),
     output: Path = typer.Option(None, "--output", "-o", help="write to this file instead of stdout"),
 ) -> None:
     """Export a transcript as JSON lines or Markdown."""

@@ -57,3 +57,13 @@ def test_list_names_each_sessions_title(tmp_path):
     code, out, _ = run(["sessions", "list", "--all"], env, tmp_path)
     assert [" Trip plans " in line for line in out.splitlines()[1:]] == [True, False]
     assert [" First chat " in line for line in out.splitlines()[1:]] == [False, True]
+
+
+def test_export_names_a_format_that_is_not_one_of_the_choices(tmp_path):
+    # README: a bad choice is a usage error in the library's box, exit code 2; the line reads
+    # like click's own choice check, without pydantic's "Value error, " prefix.
+    env = gateway_env(tmp_path / "home", COLUMNS="80")
+    code, out, err = run(["sessions", "export", "20250101_101010_abcdef12", "--format", "xml"], env, tmp_path)
+    assert (code, out) == (2, "")
+    assert err.splitlines()[3] == "│ Invalid value for '--format': 'xml' is not one of 'jsonl', 'md'.             │"
+    assert "Value error" not in err
