@@ -386,6 +386,13 @@ def erase_user_cmd(
     Their sessions, transcript rows (index included), intake, ledger rows, aliases and mirror
     entries go; in shared sessions only their turns. Exit code 1 when nothing of theirs is stored
     (`--json`: `found` false)."""
+    # An empty id would only ever find nothing (exit 1, "nothing of  user ''"), which reads as
+    # "this person has no data" when the command line is what is wrong.
+    empty = [name for name, value in (("platform", platform), ("user id", user_id)) if not value.strip()]
+    if empty:
+        raise fail(f"the {' and the '.join(empty)} must not be empty "
+                   "(hermes-gateway sessions erase-user PLATFORM USER_ID)")
+
     async def work(store: SessionStore):
         preview = await store.erase_user(platform, user_id, dry_run=True)
         if dry_run:

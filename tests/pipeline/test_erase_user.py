@@ -180,6 +180,21 @@ async def test_erase_user_says_so_when_nothing_of_them_is_stored(tmp_path, monke
     assert _every_text(home / "state.db") == before
 
 
+async def test_erase_user_refuses_an_empty_platform_or_user_id(tmp_path, monkeypatch):
+    # docs/operations.md §5: one line naming what is empty, exit code 2, nothing opened or changed.
+    home = tmp_path / "home"
+    home.mkdir()
+    await _populate(home)
+    before = _every_text(home / "state.db")
+    usage = " must not be empty (hermes-gateway sessions erase-user PLATFORM USER_ID)\n"
+    for platform, user, empty in (("", "", "the platform and the user id"), ("testchat", "", "the user id"),
+                                  ("", ALICE, "the platform"), (" ", ALICE, "the platform")):
+        for extra in ([], ["--dry-run"], ["--yes", "--json"]):
+            code, out, err = await _cli(home, monkeypatch, "erase-user", platform, user, *extra)
+            assert (code, out, err) == (2, "", f"hermes-gateway: error: {empty}{usage}"), (platform, user, extra)
+    assert _every_text(home / "state.db") == before
+
+
 async def test_delete_one_session_and_list_all(tmp_path, monkeypatch):
     home = tmp_path / "home"
     home.mkdir()
