@@ -525,6 +525,9 @@ def describe_value_source(path: list[str], overrides: Mapping[str, Any], toml_pa
 
 
 _VALUE_NOT_SHOWN = frozenset({"extra_forbidden", "dict_type", "model_type", "model_attributes_type"})
+# pydantic's errors for a value that is not a table: its words name the model class
+# ("… or instance of AgentSettings"), which the operator never wrote; the key says which table.
+_TABLE_EXPECTED = frozenset({"dict_type", "model_type", "model_attributes_type"})
 
 
 def _describe_validation_error(err: ValidationError, overrides: Mapping[str, Any], toml_path: Path) -> str:
@@ -532,7 +535,7 @@ def _describe_validation_error(err: ValidationError, overrides: Mapping[str, Any
     first = errors[0]
     path = _error_key_path(first)
     key = ".".join(path) or ".".join(str(p) for p in first.get("loc", ())) or "<root>"
-    message = first.get("msg", "invalid")
+    message = "expected a table" if first.get("type") in _TABLE_EXPECTED else first.get("msg", "invalid")
     value = first.get("input")
     # The value is echoed only when it cannot be a secret: never for a secret-looking key or
     # value, nor for a table that got a scalar (a token put at HERMES_PLATFORMS__TELEGRAM).

@@ -138,7 +138,7 @@ def test_a_token_put_where_a_table_belongs_is_never_echoed(home, monkeypatch):
     secret-looking value (the bot token put in HERMES_PLATFORMS__TELEGRAM instead of
     …__BOT_TOKEN)."""
     monkeypatch.setenv("HERMES_PLATFORMS__TELEGRAM", TOKEN)
-    assert _error() == ("invalid config value for 'platforms.telegram': Input should be a valid dictionary "
+    assert _error() == ("invalid config value for 'platforms.telegram': expected a table "
                         "(environment variable HERMES_PLATFORMS__TELEGRAM)")
 
 

@@ -56,6 +56,20 @@ def test_bad_value_in_file_names_the_file(tmp_path):
         f"valid integer, unable to parse string as an integer, got 'week' (config file {home / 'hermes.toml'})\n"))
 
 
+@pytest.mark.parametrize(("toml", "key"), [("agent = 5\n", "agent"), ("core = \"fast\"\n", "core"),
+                                         ("[agent]\nopenai = [1]\n", "agent.openai"),
+                                         ("[platforms]\ntelegram = 5\n", "platforms.telegram")])
+def test_a_value_where_a_table_belongs_names_the_key_not_a_class(tmp_path, toml, key):
+    # docs/configuration.md §1: the key and "expected a table", never pydantic's model class name.
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / "hermes.toml").write_text(toml)
+    code, out, err = run(["chat"], gateway_env(home), tmp_path)
+    assert (code, out, err) == (2, "", (
+        f"hermes-gateway: error: invalid config value for {key!r}: expected a table "
+        f"(config file {home / 'hermes.toml'})\n"))
+
+
 def test_sessions_errors_use_the_same_prefix_and_code(tmp_path):
     home = tmp_path / "home"
     assert run(["chat"], gateway_env(home), tmp_path)[0] == 0  # a home with state, no sessions
