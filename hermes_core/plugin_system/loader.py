@@ -63,7 +63,7 @@ __all__ = [
     "ADAPTERS_GROUP", "BLOCKED", "DEPLOYMENT_PREFIX", "DistributionIndex", "FAILED", "LOADED",
     "LOCAL_FILE_NAME", "LoadReport", "MISSING", "OVERRIDES_GROUP", "PLUGINS_GROUP", "PluginLoadError",
     "PluginRecord", "SAFE_MODE", "check_plugin_policies", "clear_entry_point_cache", "distribution_of",
-    "entry_point_names", "list_entry_points", "load_entry_point_plugins", "load_overrides",
+    "entry_point_names", "env_allowlist", "list_entry_points", "load_entry_point_plugins", "load_overrides",
     "local_file_path", "plugin_api_error",
 ]
 
@@ -101,13 +101,22 @@ def _truthy_env(name: str) -> bool:
 
 # ---- entry-point plugins ---------------------------------------------------------------------
 
+def env_allowlist() -> set[str] | None:
+    """The names of `HERMES_PLUGINS=a,b`, the entry-point allowlist; None (no restriction from
+    the environment) when it is unset or empty, or holds a JSON object: that one sets the
+    `[plugins]` table instead (docs/configuration.md §2, the settings' `_is_plugin_allowlist`),
+    and read as names it would block every plugin as "not in HERMES_PLUGINS"."""
+    value = os.environ.get("HERMES_PLUGINS", "").strip()
+    if not value or value.startswith("{"):
+        return None
+    return {n.strip() for n in value.split(",") if n.strip()}
+
+
 def _selected_names(names: list[str], settings) -> tuple[list[str], dict[str, str]]:
     """Apply `HERMES_PLUGINS`, `[plugins] allow` and `deny` to entry-point names.
 
     Returns `(selected sorted names, {blocked name: reason})`."""
-    # `HERMES_PLUGINS=a,b` is an allowlist; unset or empty means no restriction from the env.
-    env_allow = os.environ.get("HERMES_PLUGINS", "").strip()
-    allow_env = {n.strip() for n in env_allow.split(",") if n.strip()} if env_allow else None
+    allow_env = env_allowlist()
     allow_cfg = set(settings.allow) if settings.allow is not None else None
     deny = set(settings.deny)
     selected, blocked = [], {}

@@ -185,6 +185,18 @@ def test_allow_lists_and_autoload_switch(tmp_path, plugin_distributions, monkeyp
     assert pm.get_plugin("acme") is None
 
 
+def test_a_json_object_in_hermes_plugins_sets_the_table_and_is_no_allowlist(tmp_path, plugin_distributions,
+                                                                            monkeypatch):
+    # docs/configuration.md §2: `HERMES_PLUGINS=a,b` is an allowlist; a JSON object instead sets
+    # the [plugins] table, so it must not block every plugin as "not in HERMES_PLUGINS".
+    _dist(plugin_distributions, "acme", ACME_HOOKS)
+    _dist(plugin_distributions, "other", ACME_HOOKS.replace('"acme"', '"other"'))
+    monkeypatch.setenv("HERMES_PLUGINS", '{"deny": ["other"]}')
+    _pm, report = create_plugin_manager(GatewayConfig(home=tmp_path / "home", platforms={}))
+    assert (report.get("acme").status, report.get("acme").error) == ("loaded", None)
+    assert (report.get("other").status, report.get("other").error) == ("blocked", "denied by [plugins] deny")
+
+
 def test_plugins_register_sorted_by_name(tmp_path, plugin_distributions, monkeypatch):
     for name in ("zeta", "alpha", "mid"):
         _dist(plugin_distributions, name,
