@@ -28,12 +28,15 @@ plugins_app = typer.Typer(help="List installed plugins.", invoke_without_command
                           rich_markup_mode=HELP_MARKUP)
 
 
-def collect_plugin_rows(config: Any, *, include_builtins: bool = False) -> list[dict[str, Any]]:
+def collect_plugin_rows(config: Any, *, include_builtins: bool = False,
+                        warnings: list[str] | None = None) -> list[dict[str, Any]]:
     """Load plugins as start-up would (reporting, never raising) and describe them.
 
     Args:
         config: the GatewayConfig.
         include_builtins: also list the core's builtin hook modules (`--all`).
+        warnings: when given, the load's warnings that belong to no plugin (a name in
+            `HERMES_PLUGINS` that is not installed) are appended to it.
 
     Returns:
         One dict per plugin / override / adapter: `name`, `group`, `status`, `error`, `module`,
@@ -52,6 +55,8 @@ def collect_plugin_rows(config: Any, *, include_builtins: bool = False) -> list[
 
     clear_entry_point_cache()
     pm, report = create_plugin_manager(config, raise_on_fatal=False)
+    if warnings is not None:
+        warnings.extend(report.warnings)
     records = list(report.records)
     by_dist = {r.distribution: r for r in records if r.distribution}
     for ep in sorted(list_entry_points(ADAPTERS_GROUP), key=lambda e: e.name):
@@ -91,7 +96,10 @@ def plugins_command(
     # The listing reports every plugin's warnings and error itself: the loaders' log lines
     # would print each a second time (through Python's last-resort handler).
     quiet_terminal_logging()
-    rows = collect_plugin_rows(config, include_builtins=include_builtins)
+    warnings: list[str] = []
+    rows = collect_plugin_rows(config, include_builtins=include_builtins, warnings=warnings)
+    for line in warnings:  # no row to show it in: the same line `run` and `chat` print
+        typer.echo(f"hermes-gateway: WARNING: {line}", err=True)
     if as_json:
         typer.echo(json.dumps(rows, indent=2))
     else:

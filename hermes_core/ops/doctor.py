@@ -78,6 +78,7 @@ def check_plugins(config: Any) -> tuple[list[Check], dict[str, Any] | None]:
         return [Check("plugins", FAIL, " ".join(str(exc).split()) or describe_failure(exc))], None
     checks = [Check(f"plugin {r.name}", WARN, f"{r.status}: {r.error}") for r in report.failed()]
     checks += [Check(f"plugin {r.name}", WARN, warning) for r in report.records for warning in r.warnings]
+    checks += [Check("plugins", WARN, warning) for warning in report.warnings]  # e.g. HERMES_PLUGINS typos
     loaded = sorted({r.name for r in report.records if r.status == "loaded"})
     checks.insert(0, Check("plugins", OK, f"{len(loaded)} loaded" + (f": {', '.join(loaded)}" if loaded else "")))
     return checks, settings

@@ -167,6 +167,15 @@ def load_entry_point_plugins(pm, config, report: LoadReport, *, raise_on_fatal: 
     for ep in eps:
         by_name.setdefault(ep.name, []).append(ep)
     names = sorted(by_name)
+    unknown = sorted((env_allowlist() or set()) - set(names))
+    if unknown:
+        # A typo in the allowlist would otherwise only show as a plugin silently not loaded.
+        missing = " or ".join([", ".join(map(repr, unknown[:-1])), repr(unknown[-1])] if len(unknown) > 1
+                              else [repr(unknown[0])])
+        text = (f"HERMES_PLUGINS: no plugin named {missing} is installed "
+                f"(installed: {', '.join(names) or 'none'})")
+        log.warning("%s", text)
+        report.warnings.append(text)
     selected, blocked = _selected_names(names, settings)
     fatal: list[str] = []
     for name, reason in blocked.items():

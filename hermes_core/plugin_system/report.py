@@ -71,9 +71,12 @@ class LoadReport:
         distributions: the installed-distribution snapshot of this load (taken on first use);
             pass it to `metadata.distribution_of(module, report.distributions)` to name more
             modules consistently with the records.
+        warnings: one line per problem of the load that belongs to no plugin (a name in
+            `HERMES_PLUGINS` that is not installed), also logged as a warning.
     """
 
     records: list[PluginRecord] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
     distributions: DistributionIndex = field(default_factory=DistributionIndex, repr=False, compare=False)
 
     def add(self, record: PluginRecord) -> None:

@@ -5,6 +5,7 @@ installed as a real distribution (dist-info + entry point) on PYTHONPATH."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 from pathlib import Path
 
@@ -60,6 +61,22 @@ def test_enabled_broken_plugin_is_one_line_without_a_skipped_warning(tmp_path, s
 def test_optional_broken_plugin_is_warned_about_once_and_chat_goes_on(tmp_path, site):
     code, out, err = _run(tmp_path, ["chat"], site)
     assert (code, out, err) == (0, "echo: hi\n", BROKEN_WARNING)
+
+
+def test_a_name_in_hermes_plugins_that_is_not_installed_is_one_warning_and_chat_goes_on(tmp_path, site):
+    # docs/configuration.md §2: the line names the unknown name and the installed plugins.
+    from importlib.metadata import entry_points
+
+    # "broken" comes from `site` (on the subprocess's PYTHONPATH only).
+    installed = sorted({*(ep.name for ep in entry_points(group="hermes_core.plugins")), "broken"})
+    code, out, err = _run(tmp_path, ["chat"], site, HERMES_PLUGINS="nosuch")
+    assert (code, out, err) == (0, "echo: hi\n", "hermes-gateway: WARNING: HERMES_PLUGINS: no plugin named "
+                                                 f"'nosuch' is installed (installed: {', '.join(installed)})\n")
+    # doctor reports it as a warning of its `plugins` check (docs/operations.md §1).
+    code, out, err = _run(tmp_path, ["doctor", "--json"], site, HERMES_PLUGINS="nosuch")
+    assert {"check": "plugins", "status": "warn", "detail": ("HERMES_PLUGINS: no plugin named 'nosuch' is "
+                                                             f"installed (installed: {', '.join(installed)})")} \
+        in json.loads(out)
 
 
 def test_plugins_listing_reports_a_broken_plugin_once(tmp_path, site):

@@ -197,6 +197,30 @@ def test_a_json_object_in_hermes_plugins_sets_the_table_and_is_no_allowlist(tmp_
     assert (report.get("other").status, report.get("other").error) == ("blocked", "denied by [plugins] deny")
 
 
+def test_a_name_in_hermes_plugins_that_is_not_installed_is_one_warning(tmp_path, plugin_distributions,
+                                                                        monkeypatch, caplog):
+    # docs/configuration.md §2: the warning names the unknown name(s) and the installed plugins.
+    from importlib.metadata import entry_points
+
+    _dist(plugin_distributions, "acme", ACME_HOOKS)
+    installed = ", ".join(sorted({ep.name for ep in entry_points(group="hermes_core.plugins")}))
+    assert "acme" in installed
+    monkeypatch.setenv("HERMES_PLUGINS", "acme,nosuch")
+    with caplog.at_level(logging.WARNING):
+        _pm, report = create_plugin_manager(_config(tmp_path))
+    line = f"HERMES_PLUGINS: no plugin named 'nosuch' is installed (installed: {installed})"
+    assert report.warnings == [line]
+    assert [r.getMessage() for r in caplog.records if "HERMES_PLUGINS" in r.getMessage()] == [line]
+    assert report.get("acme").status == "loaded"
+
+    monkeypatch.setenv("HERMES_PLUGINS", "zz, acme ,nosuch")
+    _pm, report = create_plugin_manager(_config(tmp_path))
+    assert report.warnings == [f"HERMES_PLUGINS: no plugin named 'nosuch' or 'zz' is installed (installed: {installed})"]
+    monkeypatch.setenv("HERMES_PLUGINS", "acme")
+    _pm, report = create_plugin_manager(_config(tmp_path))
+    assert report.warnings == []
+
+
 def test_plugins_register_sorted_by_name(tmp_path, plugin_distributions, monkeypatch):
     for name in ("zeta", "alpha", "mid"):
         _dist(plugin_distributions, name,

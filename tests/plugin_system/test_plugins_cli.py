@@ -95,6 +95,21 @@ def test_plugins_text_output_and_all(installed):
     assert (identity["module"], identity["hooks"]) == ("hermes_core.builtin.identity", ["hermes_canonical_identity"])
 
 
+def test_plugins_warns_of_a_name_in_hermes_plugins_that_is_not_installed(installed, monkeypatch):
+    # docs/configuration.md §2: no row to show it in, so one warning line on stderr.
+    from importlib.metadata import entry_points
+
+    names = ", ".join(sorted({ep.name for ep in entry_points(group="hermes_core.plugins")}))
+    monkeypatch.setenv("HERMES_PLUGINS", "zork,nosuch")
+    for args in ([], ["--json"]):
+        result = CliRunner().invoke(plugins_app, args)
+        assert (result.exit_code, result.stderr) == (0, (
+            "hermes-gateway: WARNING: HERMES_PLUGINS: no plugin named 'nosuch' is installed "
+            f"(installed: {names})\n"))
+    monkeypatch.setenv("HERMES_PLUGINS", "zork")
+    assert CliRunner().invoke(plugins_app, []).stderr == ""
+
+
 def test_plugins_reports_a_bad_config_in_one_line(tmp_path, monkeypatch):
     monkeypatch.setenv("HERMES_HOME", str(tmp_path))
     monkeypatch.delenv("HERMES_CONFIG", raising=False)
