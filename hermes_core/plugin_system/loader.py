@@ -170,9 +170,7 @@ def load_entry_point_plugins(pm, config, report: LoadReport, *, raise_on_fatal: 
     unknown = sorted((env_allowlist() or set()) - set(names))
     if unknown:
         # A typo in the allowlist would otherwise only show as a plugin silently not loaded.
-        missing = " or ".join([", ".join(map(repr, unknown[:-1])), repr(unknown[-1])] if len(unknown) > 1
-                              else [repr(unknown[0])])
-        text = (f"HERMES_PLUGINS: no plugin named {missing} is installed "
+        text = (f"HERMES_PLUGINS: no plugin named {' or '.join(map(repr, unknown))} is installed "
                 f"(installed: {', '.join(names) or 'none'})")
         log.warning("%s", text)
         report.warnings.append(text)
