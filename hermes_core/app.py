@@ -53,7 +53,8 @@ from .plugin_system.redaction import install_log_redaction
 from .scheduler import Watcher
 from .sdk.background import SessionWork
 from .sdk.errors import describe_failure
-from .settings import ConfigError, ensure_private_dir, load_config, why_dir_uncreatable, why_dir_unwritable
+from .dirs import ensure_private_dir, why_dir_uncreatable, why_dir_unwritable
+from .settings import ConfigError, load_config
 from .store.files import CLEAN_SHUTDOWN, says_clean, write_atomic
 from .store.home_lock import HomeLockedError, home_is_locked
 from .types import INGRESS_SINGLE_RECEIVER

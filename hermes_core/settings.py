@@ -15,7 +15,6 @@ import json
 import logging
 import os
 import re
-import tempfile
 import tomllib
 import types
 import typing
@@ -206,64 +205,6 @@ def env_home() -> str | None:
 def default_home() -> Path:
     """`$HERMES_HOME`, else `~/.hermes` (an empty `HERMES_HOME` is unset)."""
     return Path(env_home() or Path.home() / ".hermes").expanduser()
-
-
-PRIVATE_DIR_MODE = 0o700
-
-
-def ensure_private_dir(path: Path | str) -> Path:
-    """Create directory `path` (and missing parents) if needed; a directory created here is
-    owner-only (0700): HERMES_HOME and `sessions/` hold transcripts, which are personal data.
-    An existing directory keeps the mode its owner chose.
-
-    Returns the path. Raises OSError (FileExistsError: a non-directory is in the way)."""
-    path = Path(path)
-    if path.is_dir():
-        return path
-    path.parent.mkdir(parents=True, exist_ok=True)
-    try:
-        path.mkdir(mode=PRIVATE_DIR_MODE)
-    except FileExistsError:
-        if not path.is_dir():
-            raise
-        return path  # created by a concurrent start-up: its creator set the mode
-    os.chmod(path, PRIVATE_DIR_MODE)  # mkdir's mode is masked by the umask; be explicit
-    return path
-
-
-def nearest_existing(path: Path | str) -> Path:
-    """`path` itself when it exists, else its nearest ancestor that does (where creating `path`
-    would begin). An ancestor that cannot be looked at counts as missing."""
-    place = Path(path)
-    while not os.path.exists(place) and place != place.parent:
-        place = place.parent
-    return place
-
-
-def why_dir_uncreatable(path: Path | str, exc: OSError) -> str:
-    """Why directory `path` could not be created (`exc`: what creating it raised), naming the
-    obstacle: `path` itself is not a directory, an ancestor of it is not one, or the nearest
-    existing ancestor refused the new directory (`… cannot be created in /proc: No such file
-    or directory`)."""
-    path = Path(path)
-    place = nearest_existing(path)
-    if place == path:
-        return f"{path} exists and is not a directory"
-    if not place.is_dir():
-        return f"{path} cannot be created: {place} is not a directory"
-    return f"{path} cannot be created in {place}: {exc.strerror or exc}"
-
-
-def why_dir_unwritable(path: Path | str) -> str | None:
-    """Why a file cannot be created in the existing directory `path` (`"Permission denied"`,
-    `"Read-only file system"`…), learnt by creating and removing one; None when it can. Not
-    `os.access`: it says yes to root everywhere, also where the first write fails (sysfs)."""
-    try:
-        with tempfile.NamedTemporaryFile(dir=path, prefix=".write-check-"):
-            pass
-    except OSError as exc:
-        return exc.strerror or str(exc)
-    return None
 
 
 def explicit_config_path() -> Path | None:

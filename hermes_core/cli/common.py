@@ -26,7 +26,8 @@ from typing import Any, Awaitable, Callable, Iterator, TypeVar
 import typer
 
 from ..sdk.errors import describe_failure
-from ..settings import ConfigError, ensure_private_dir
+from ..dirs import ensure_private_dir
+from ..settings import ConfigError
 
 EXIT_ERROR = 2
 ERROR_PREFIX = "hermes-gateway: error: "

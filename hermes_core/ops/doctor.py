@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from ..sdk.errors import describe_failure
-from ..settings import nearest_existing, why_dir_uncreatable, why_dir_unwritable
+from ..dirs import nearest_existing, why_dir_uncreatable, why_dir_unwritable
 from ..store.home_lock import home_is_locked
 
 OK, WARN, FAIL, FIXED = "ok", "warn", "fail", "fixed"

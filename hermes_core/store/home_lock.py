@@ -10,7 +10,7 @@ import fcntl
 import os
 from pathlib import Path
 
-from ..settings import ensure_private_dir
+from ..dirs import ensure_private_dir
 
 LOCK_FILE_NAME = "gateway.lock"
 

@@ -38,7 +38,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..settings import ensure_private_dir
+from ..dirs import ensure_private_dir
 from .db import Database
 from .journal import (JOURNAL_FILE_NAME, TABLE_KEYS, JournalState, final_images, read_journal, seal_journal,
                       table_columns, transcript_images, transcript_path, upsert_sql)

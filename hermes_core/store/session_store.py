@@ -29,7 +29,8 @@ from ..model import (
     utc_now,
     validate_session_id,
 )
-from ..settings import GatewayConfig, ensure_private_dir
+from ..dirs import ensure_private_dir
+from ..settings import GatewayConfig
 from .aliases import AliasMap, AliasOps
 from .backend import StoreBackend
 from .backends import BUILTIN_BACKEND, create_store_backend
