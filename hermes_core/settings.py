@@ -471,12 +471,20 @@ _VALUE_NOT_SHOWN = frozenset({"extra_forbidden", "dict_type", "model_type", "mod
 _TABLE_EXPECTED = frozenset({"dict_type", "model_type", "model_attributes_type"})
 
 
+def error_words(error: Mapping[str, Any]) -> str:
+    """What a config error says of one pydantic error (an item of `ValidationError.errors()`):
+    pydantic's message, or "expected a table" for a value where a table belongs (pydantic's
+    words there name a model class). Shared with the platform tables' errors
+    (`plugin_system.settings`)."""
+    return "expected a table" if error.get("type") in _TABLE_EXPECTED else error.get("msg", "invalid")
+
+
 def _describe_validation_error(err: ValidationError, overrides: Mapping[str, Any], toml_path: Path) -> str:
     errors = err.errors()
     first = errors[0]
     path = _error_key_path(first)
     key = ".".join(path) or ".".join(str(p) for p in first.get("loc", ())) or "<root>"
-    message = "expected a table" if first.get("type") in _TABLE_EXPECTED else first.get("msg", "invalid")
+    message = error_words(first)
     value = first.get("input")
     # The value is echoed only when it cannot be a secret: never for a secret-looking key or
     # value, nor for a table that got a scalar (a token put at HERMES_PLATFORMS__TELEGRAM).

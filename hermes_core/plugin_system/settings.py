@@ -20,7 +20,7 @@ from typing import Any, Iterable
 from pydantic import BaseModel, ValidationError
 
 from ..sdk.settings import COMMON_PLATFORM_KEYS, PlatformSettings
-from ..settings import ConfigError
+from ..settings import ConfigError, error_words
 from ..types import SettingsSpec
 from .loader import ADAPTERS_GROUP, entry_point_names
 
@@ -71,7 +71,7 @@ def _describe(section: str, err: ValidationError) -> str:
     parts = []
     for item in err.errors():
         key = ".".join(str(p) for p in item.get("loc", ())) or "<table>"
-        parts.append(f"{key}: {item.get('msg', 'invalid')}")
+        parts.append(f"{key}: {error_words(item)}")
     return f"invalid settings in [platforms.{section}]: " + "; ".join(parts)
 
 

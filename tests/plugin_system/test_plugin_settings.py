@@ -153,6 +153,33 @@ def test_a_bad_common_key_of_an_enabled_platform_is_named(tmp_path):
                                " unable to interpret input")
 
 
+class AcmeChannel(BaseModel):
+    free_response: bool = False
+
+
+class AcmeChannelsSettings(BaseModel):
+    channels: dict[str, AcmeChannel] = {}
+    webhook: AcmeChannel = AcmeChannel()
+
+
+class AcmeChannelsPlugin:
+    @hookimpl
+    def hermes_settings_schema(self):
+        return [SettingsSpec(section="acme", model=AcmeChannelsSettings)]
+
+
+def test_a_value_where_a_table_belongs_names_the_key_not_the_model_class(tmp_path):
+    """docs/configuration.md §1: a value where a table belongs reads "expected a table", as in
+    the core's tables; pydantic's own words name the plugin's model class ("… or instance of
+    AcmeChannel"), which the operator never wrote (e.g. Slack's `channels.<id> = 5`)."""
+    pm = _pm_with(AcmeChannelsPlugin())
+    for table, key in (({"channels": {"C1": 5}}, "channels.C1"), ({"webhook": "on"}, "webhook")):
+        with pytest.raises(PluginSettingsError) as info:
+            validate_plugin_settings(pm, _config(tmp_path, {"acme": {"enabled": True, **table}}),
+                                     installed_adapters=["acme"])
+        assert str(info.value) == f"invalid settings in [platforms.acme]: {key}: expected a table"
+
+
 def test_common_keys_of_a_platform_without_a_settings_model_are_not_warned_about(tmp_path, caplog):
     pm = _pm_with()
     config = _config(tmp_path, {"bare": {"enabled": True, "allowed_chats": ["-5"], "colour": "red"}})
