@@ -11,6 +11,7 @@ The seed's appendix keys keep their names and nesting: top-level `group_sessions
 
 from __future__ import annotations
 
+import difflib
 import json
 import logging
 import os
@@ -603,3 +604,27 @@ def load_config(**overrides: Any) -> GatewayConfig:
         raise ConfigError(_describe_validation_error(exc, overrides, path)) from exc
     except SettingsError as exc:
         raise ConfigError(_describe_settings_error(exc)) from exc
+    return config
+
+
+def unknown_env_sections() -> list[str]:
+    """One warning line per `HERMES_<NAME>__…` variable (environment or `.env`) whose `<NAME>` is
+    no setting: pydantic-settings reads only the names it knows, so a typo in a section
+    (`HERMES_AGNET__BACKEND`) would silently leave that setting at its default. Variables without
+    `__` are left alone: `HERMES_HOME`, `HERMES_CONFIG`, `HERMES_PLUGINS` and others are not
+    settings. The CLI prints them when it loads the config (`cli.common.load_cli_config`)."""
+    prefix = str(GatewayConfig.model_config.get("env_prefix", ""))
+    known = set(GatewayConfig.model_fields)
+    dotenv = _dotenv_values()
+    names = set(os.environ) | set(dotenv[1] if dotenv is not None else ())
+    lines = []
+    for name in sorted(names):
+        if not name.upper().startswith(prefix) or "__" not in name[len(prefix):]:
+            continue
+        section = name[len(prefix):].split("__", 1)[0].lower()
+        if section in known:
+            continue
+        close = difflib.get_close_matches(section, sorted(known), n=1)
+        hint = f" (did you mean {prefix}{close[0].upper()}__…?)" if close else ""
+        lines.append(f"environment variable {name} sets nothing: there is no setting {section!r}{hint}")
+    return lines

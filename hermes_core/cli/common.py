@@ -27,7 +27,7 @@ import typer
 
 from ..sdk.errors import describe_failure
 from ..dirs import ensure_private_dir
-from ..settings import ConfigError
+from ..settings import ConfigError, unknown_env_sections
 
 EXIT_ERROR = 2
 ERROR_PREFIX = "hermes-gateway: error: "
@@ -320,11 +320,19 @@ def load_cli_config() -> Any:
     from ..app import StartupError, load_gateway_config
 
     try:
-        return load_gateway_config()
+        config = load_gateway_config()
     except (StartupError, ConfigError) as exc:
         # HERMES_DEBUG=1 shows the traceback of what really failed (e.g. the TOML parser's
         # error), not only of the one-line wrapper.
         raise CliError(one_line(exc)) from (root_cause(exc) if os.environ.get("HERMES_DEBUG") else None)
+    for line in unknown_env_sections():  # before any logging is set up: straight to stderr
+        warn(line)
+    return config
+
+
+def warn(line: str) -> None:
+    """Print `line` on stderr as the CLI's warnings read (`hermes-gateway: WARNING: …`)."""
+    typer.echo(f"hermes-gateway: WARNING: {line}", err=True)
 
 
 def load_cli_config_or_exit(*, logging_on: bool = True) -> Any:

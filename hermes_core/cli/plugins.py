@@ -20,7 +20,7 @@ from typing import Any, Optional
 
 import typer
 
-from .common import HELP_MARKUP, fail, load_cli_config_or_exit, quiet_terminal_logging
+from .common import HELP_MARKUP, fail, load_cli_config_or_exit, quiet_terminal_logging, warn
 from .output import print_table
 
 # One command with options, no subcommands: its usage line must not offer `COMMAND [ARGS]...`.
@@ -99,7 +99,7 @@ def plugins_command(
     warnings: list[str] = []
     rows = collect_plugin_rows(config, include_builtins=include_builtins, warnings=warnings)
     for line in warnings:  # no row to show it in: the same line `run` and `chat` print
-        typer.echo(f"hermes-gateway: WARNING: {line}", err=True)
+        warn(line)
     if as_json:
         typer.echo(json.dumps(rows, indent=2))
     else:

@@ -79,6 +79,17 @@ def test_a_name_in_hermes_plugins_that_is_not_installed_is_one_warning_and_chat_
         in json.loads(out)
 
 
+def test_a_variable_for_a_section_that_does_not_exist_is_one_warning_and_chat_goes_on(tmp_path):
+    # docs/configuration.md §1: a typo in a HERMES_<SECTION>__<KEY> variable's section is named
+    # on stderr by every command that loads the config, with the section it may have meant.
+    warning = ("hermes-gateway: WARNING: environment variable HERMES_AGNET__BACKEND sets nothing: there is no "
+               "setting 'agnet' (did you mean HERMES_AGENT__…?)\n")
+    code, out, err = _run(tmp_path, ["chat"], HERMES_AGNET__BACKEND="openai")
+    assert (code, out, err) == (0, "echo: hi\n", warning)
+    code, _out, err = _run(tmp_path, ["status"], HERMES_AGNET__BACKEND="openai")
+    assert (code, err) == (3, warning)
+
+
 def test_plugins_listing_reports_a_broken_plugin_once(tmp_path, site):
     code, out, err = _run(tmp_path, ["plugins"], site)
     assert (code, err) == (0, "")
