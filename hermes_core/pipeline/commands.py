@@ -203,9 +203,10 @@ def _number_arg(text: str) -> int | None:
 
 def _pick(sessions: list[dict], query: str) -> dict | None:
     """`/resume <n | session id | title | label>`: the n-th listed session, else the session with
-    that id, else the first whose title equals `query`, else the first untitled one whose listed
-    label (`_label`: its first user line, shortened as the list shows it) or whole first user line
-    equals `query` (both comparisons case-insensitive)."""
+    that id, else the first whose title equals `query` (typed whole, even past the
+    `TITLE_MAX_CHARS` it was stored cut to, or as the list shows it), else the first untitled one
+    whose listed label (`_label`: its first user line, shortened as the list shows it) or whole
+    first user line equals `query` (every comparison case-insensitive)."""
     index = _number_arg(query)
     if index is not None:
         return sessions[index - 1] if 1 <= index <= len(sessions) else None
@@ -213,8 +214,10 @@ def _pick(sessions: list[dict], query: str) -> dict | None:
         if summary["session_id"] == query:
             return summary
     folded = query.casefold()
+    as_titled = {folded, _short(query, TITLE_MAX_CHARS).casefold()}  # a long title is stored cut
     for summary in sessions:
-        if (summary.get("title") or "").casefold() == folded:
+        title = summary.get("title")
+        if title and (title.casefold() in as_titled or _label(summary).casefold() == folded):
             return summary
     # Titles win over labels: a title the user chose must not be shadowed by another session's
     # first line. The user types what the list shows, so the shortened label matches too.

@@ -174,6 +174,26 @@ async def test_resume_by_the_label_the_list_shows_for_an_untitled_session(tmp_pa
         await app.stop()
 
 
+async def test_resume_by_a_long_title_typed_whole_or_as_listed(tmp_path):
+    # docs/behaviour.md §11: a title is kept to 100 characters ("…" marks the cut) and listed to
+    # 60; `/resume` takes it typed whole, as stored or as the list shows it.
+    app, adapter, clock = await start(tmp_path)
+    long_title = "the quarterly report on pelican migration " * 4  # 168 characters
+    try:
+        await say(app, f"/new {long_title}", clock=clock)
+        titled = await current(app)
+        await say(app, "/new", clock=clock)
+        stored = "the quarterly report on pelican migration the quarterly report on pelican migration the quarterly r…"
+        listed = "The quarterly report on pelican migration the quarterly rep…"
+        for typed in (long_title, stored, listed):
+            await say(app, f"/resume {typed}", clock=clock)
+            assert adapter.texts()[-1] == f'Resumed "{listed.lower()}". Session id: {titled}'
+            assert await current(app) == titled
+            await say(app, "/new", clock=clock)
+    finally:
+        await app.stop()
+
+
 async def test_resume_that_loses_a_race_changes_nothing(tmp_path):
     app, adapter, clock = await start(tmp_path)
     try:
