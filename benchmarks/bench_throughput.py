@@ -256,7 +256,8 @@ async def measure_hand_overs(root: Path, seconds: float) -> dict[str, dict[str, 
 
 
 def report_hand_overs(found: dict[str, dict[str, float]]) -> None:
-    table = Table(title="1 session: where a message's time goes (one more round, every call to the SQLite thread timed)",
+    table = Table(title="1 session: where a message's time goes "
+                        "(one more round, every call to the SQLite thread timed)",
                   caption="per message: µs on the SQLite thread, handing calls over (loop → thread: from the call "
                           "being queued until the thread starts it; thread → loop: from its end until the awaiting "
                           "coroutine runs), and the rest (the loop's own work between calls); per call: the medians "

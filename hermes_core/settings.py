@@ -114,8 +114,9 @@ class CoreSettings(_Section):
     # A busy gateway keeps many live objects that the default of 700 makes the collector traverse
     # again and again (docs/behaviour.md §12 "Garbage collection").
     # le: gc.set_threshold takes a C int; a larger value failed at start naming no key.
-    gc_young_threshold: int = Field(200_000, ge=0, le=2**31 - 1, description="net allocations between two young garbage "
-                                    "collections; 0 keeps the interpreter's (700)")
+    gc_young_threshold: int = Field(200_000, ge=0, le=2**31 - 1,
+                                    description="net allocations between two young garbage collections; "
+                                    "0 keeps the interpreter's (700)")
 
 
 class StorageSettings(_Section):

@@ -183,7 +183,8 @@ async def test_resume_by_a_long_title_typed_whole_or_as_listed(tmp_path):
         await say(app, f"/new {long_title}", clock=clock)
         titled = await current(app)
         await say(app, "/new", clock=clock)
-        stored = "the quarterly report on pelican migration the quarterly report on pelican migration the quarterly r…"
+        stored = ("the quarterly report on pelican migration the quarterly report on pelican migration "
+                  "the quarterly r…")
         listed = "The quarterly report on pelican migration the quarterly rep…"
         for typed in (long_title, stored, listed):
             await say(app, f"/resume {typed}", clock=clock)
