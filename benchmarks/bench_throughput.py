@@ -26,6 +26,9 @@ in both.
   message, its busy share of the wall time, and the SQLite thread's CPU per message (per-thread
   CPU clocks, `time.pthread_getcpuclockid`). A loop that is busy less than all the time was
   waiting for the SQLite thread (docs/behaviour.md §12 "Where the time goes at 10,000 sessions").
+  With more than one session the two take turns on one GIL, so one message per their CPU
+  together is a ceiling; it is printed as msg/s and as a ratio to the raw rate ("The ratio
+  targets and the disk").
 
 * **hand-overs** (1 session, after the timed rounds; `--no-hand-overs` skips it): one more round
   of raw and pipeline in which every call to the SQLite thread is timed, to print where one
@@ -301,6 +304,15 @@ def report(results: dict, levels: list[int]) -> None:
                       f"{commits:.3g}", f"{calls:.3g}", f"{mean(PIPELINE, sessions, 'loop_us'):.0f}",
                       f"{mean(PIPELINE, sessions, 'loop_busy'):.0%}", f"{mean(PIPELINE, sessions, 'sqlite_us'):.0f}")
     console.print(table)
+    for sessions in levels:
+        if sessions == 1:
+            continue  # strictly sequential: bound by its commits and hand-overs, not by CPU alone
+        # The loop and the SQLite thread take turns on one GIL (docs/behaviour.md §12), so with
+        # many sessions in flight the pipeline cannot pass one message per their CPU together.
+        cpu_us = mean(PIPELINE, sessions, "loop_us") + mean(PIPELINE, sessions, "sqlite_us")
+        console.print(f"{sessions:,} sessions: the pipeline's CPU per message (loop + SQLite thread) is "
+                      f"{cpu_us:.0f} µs, a ceiling of {1e6 / cpu_us:.0f} msg/s = "
+                      f"{1e6 / cpu_us / mean(RAW, sessions, 'rate'):.2f}× the raw rate")
     if single is not None:
         commits, calls = single
         per_commit = calls / commits if commits else float("inf")
