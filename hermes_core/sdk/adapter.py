@@ -21,6 +21,7 @@ from ..model.events import MessageEvent
 from ..model.identity import IdentityAlias
 from ..model.source import SessionSource
 from ..types import DEFAULT_ERROR_NOTICE, AdapterSpec
+from .sending import DEFAULT_RETRY_POLICY, RetryPolicy
 
 InboundHandler = Callable[[MessageEvent], Awaitable[None]]
 # Records identity aliases in the gateway's store (SessionStore.record_aliases).
@@ -79,6 +80,14 @@ class BaseAdapter(abc.ABC):
         """This platform's busy-input override (`spec.busy_input_mode`), or None for
         `[core] busy_input_mode` (docs/behaviour.md §5). A subclass may decide per run."""
         return self.spec.busy_input_mode
+
+    @property
+    def retry_policy(self) -> RetryPolicy:
+        """How long the delivery layer waits out this platform's rate limits (`RetryPolicy`:
+        the longest single wait and the attempts per chunk; docs/adapters.md §0.4). The default
+        (60 s, 4 attempts) unless a plugin's settings say otherwise (Telegram: `max_retry_after`,
+        `send_attempts`)."""
+        return DEFAULT_RETRY_POLICY
 
     def bind(self, on_message: InboundHandler, *, record_aliases: AliasRecorder | None = None,
              report_delivery: DeliveryReporter | None = None,

@@ -698,9 +698,14 @@ class TelegramAdapter(BaseAdapter):
             hermes_core.sdk.errors.SendError: a chunk failed (`err.sent` lists the ones sent).
         """
         chunks = chunk_text(text, self.spec.max_message_length, self.spec.length_unit)
-        kwargs = {"policy": policy} if policy is not None else {}
         return await send_chunks(self, target, chunks, reply_to=reply_to, metadata=metadata,
-                                 queue=self._send_queue, **kwargs)
+                                 queue=self._send_queue, policy=policy or self.retry_policy)
+
+    @property
+    def retry_policy(self) -> RetryPolicy:
+        """429 handling from the settings (docs/configuration.md §4): a `retry_after` up to
+        `max_retry_after` seconds is waited out, at most `send_attempts` tries per chunk."""
+        return RetryPolicy(max_wait_s=self.settings.max_retry_after, max_attempts=self.settings.send_attempts)
 
     async def send_typing(self, target: SessionSource) -> None:
         """Show "typing…" for about 5 s. General takes `message_thread_id=1` here (TG-T8)."""

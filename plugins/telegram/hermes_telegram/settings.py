@@ -38,8 +38,9 @@ class TelegramSettings(PlatformSettings):
         webhook_secret: checked against `X-Telegram-Bot-Api-Secret-Token` (`SecretStr`).
         parse_mode: `"MarkdownV2"` (code fences and inline code rendered, everything else
             escaped) or `"plain"`. A refused formatted text is resent as plain text.
-        max_retry_after: longest 429 `retry_after` the adapter waits out itself, in seconds;
-            a longer one is raised to the delivery layer as `RetryAfter`.
+        max_retry_after: longest 429 `retry_after` waited out before a chunk is sent again, in
+            seconds; a longer one fails the delivery at once (the ledger records it, the next
+            start's sweep re-sends it). Read through `TelegramAdapter.retry_policy`.
         send_attempts: attempts per chunk when the platform answers 429 (first try included).
         topic_names: forum topic names from config, `{chat_id: {thread_id: name}}`, used when
             the update does not carry the topic's creation message.

@@ -5,6 +5,7 @@ at the fake server.
 
 from __future__ import annotations
 
+import asyncio
 import json
 from pathlib import Path
 
@@ -195,3 +196,45 @@ async def test_a_lone_surrogate_in_a_name_is_answered_once(tg, gateway):
     assert entry.origin.user_name == "Bob\ufffd"
     await app.runner.join()
     assert len(tg.sent) == 1
+
+
+def ledger(home: Path) -> list[tuple]:
+    """`(state, last_error)` of every delivery obligation, oldest first (read-only)."""
+    import sqlite3
+
+    conn = sqlite3.connect((home / "state.db").resolve().as_uri() + "?mode=ro", uri=True)
+    try:
+        return conn.execute("SELECT state, last_error FROM delivery_obligations ORDER BY id").fetchall()
+    finally:
+        conn.close()
+
+
+async def test_send_attempts_bounds_the_tries_of_a_rate_limited_reply(tg, gateway, tmp_path):
+    # docs/configuration.md §4: `send_attempts` (default 3) = attempts per chunk when Telegram
+    # answers 429. The delivery layer's own default (4) used to apply whatever the setting said.
+    app = await gateway(parse_mode="plain")
+    tg.fail("sendMessage", "429", retry_after=1, times=10)
+    await tg.push(load("t1_private_dm"))
+    await tg.wait_for(lambda: len(tg.calls_of("sendMessage")) >= 3, timeout=15)
+    await app.runner.join()
+    await asyncio.sleep(1.5)  # a 4th try would come 1 s after the 3rd
+    assert [c.status for c in tg.calls_of("sendMessage")] == [429, 429, 429]
+    assert ledger(tmp_path / "home") == [("failed", "giving up on send: still rate limited after 3 attempts")]
+
+
+async def test_max_retry_after_caps_the_wait_and_send_attempts_is_read(tg, gateway, tmp_path):
+    # docs/configuration.md §4: `max_retry_after` = longest 429 wait the adapter sits out.
+    app = await gateway(parse_mode="plain", max_retry_after=5, send_attempts=2)
+    tg.fail("sendMessage", "429", retry_after=10)
+    await tg.push(load("t1_private_dm"))
+    await tg.wait_for(lambda: len(tg.calls_of("sendMessage")) == 1)
+    await app.runner.join()
+    assert ledger(tmp_path / "home") == [("failed", "giving up on send: server asked to wait 10s, above the 5s cap")]
+    tg.fail("sendMessage", "429", retry_after=1, times=5)
+    await tg.push(text_update(900000500, 501, {"id": 111222333, "type": "private", "first_name": "Alice"}, "again",
+                              sender={"id": 111222333, "is_bot": False, "first_name": "Alice"}))
+    await tg.wait_for(lambda: len(tg.calls_of("sendMessage")) >= 3, timeout=15)
+    await app.runner.join()
+    await asyncio.sleep(1.5)  # a 3rd try of the second reply would come 1 s after its 2nd
+    assert [c.status for c in tg.calls_of("sendMessage")] == [429, 429, 429]
+    assert ledger(tmp_path / "home")[1] == ("failed", "giving up on send: still rate limited after 2 attempts")
