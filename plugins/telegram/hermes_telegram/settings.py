@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field, SecretStr, model_validator
+from pydantic import Field, SecretStr, field_validator, model_validator
 
 from hermes_core.sdk import PlatformSettings
 
@@ -64,6 +64,13 @@ class TelegramSettings(PlatformSettings):
     max_retry_after: float = Field(60.0, ge=0)
     send_attempts: int = Field(3, ge=1)
     topic_names: dict[str, dict[str, str]] = Field(default_factory=dict)
+
+    @field_validator("base_url", "base_file_url")
+    @classmethod
+    def _check_url(cls, value: str, info) -> str:
+        if not value.startswith(("http://", "https://")):
+            raise ValueError(f"platforms.telegram.{info.field_name} must start with http:// or https://")
+        return value
 
     @model_validator(mode="after")
     def _check_webhook(self) -> "TelegramSettings":

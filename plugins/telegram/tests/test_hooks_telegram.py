@@ -104,3 +104,19 @@ async def test_doctor_online_reaches_the_bot_api_with_the_token_and_never_shows_
     assert code == 1
     assert checks["online telegram"] == {"check": "online telegram", "status": "fail",
                                          "detail": "telegram rejected the bot token"}
+
+
+@pytest.mark.parametrize("key", ["base_url", "base_file_url"])
+def test_a_base_url_that_is_not_an_http_url_is_refused_at_load(tmp_path, key):
+    # docs/operations.md §1: doctor's `plugins` row fails when an enabled platform's settings do
+    # not load; "notaurl" used to load, pass doctor and fail only when `run` called getMe.
+    config = GatewayConfig(home=tmp_path, platforms={"telegram": {
+        "enabled": True, "bot_token": "123:ABC", key: "notaurl"}})
+    pm, _ = create_plugin_manager(config)
+    with pytest.raises(PluginSettingsError) as info:
+        validate_plugin_settings(pm, config)
+    assert f"platforms.telegram.{key} must start with http:// or https://" in str(info.value)
+    ok = GatewayConfig(home=tmp_path, platforms={"telegram": {
+        "enabled": True, "bot_token": "123:ABC", key: "http://127.0.0.1:8081/bot"}})
+    assert getattr(validate_plugin_settings(create_plugin_manager(ok)[0], ok)["telegram"], key) == \
+        "http://127.0.0.1:8081/bot"
