@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, model_validator
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 
 from hermes_core.sdk import PlatformSettings
 
@@ -97,10 +97,17 @@ class SlackSettings(PlatformSettings):
     thread_memory_days: int = Field(30, ge=1)
     ping_interval: float = Field(10.0, gt=0)
 
+    @field_validator("api_base_url")
+    @classmethod
+    def _check_api_base_url(cls, value: str) -> str:
+        if not value.startswith(("http://", "https://")):
+            raise ValueError("platforms.slack.api_base_url must start with http:// or https://")
+        if not value.endswith("/"):
+            raise ValueError("platforms.slack.api_base_url must end with '/'")
+        return value
+
     @model_validator(mode="after")
     def _check(self) -> "SlackSettings":
-        if not self.api_base_url.endswith("/"):
-            raise ValueError("platforms.slack.api_base_url must end with '/'")
         if not self.http_path.startswith("/"):
             raise ValueError("platforms.slack.http_path must start with '/'")
         return self

@@ -128,3 +128,16 @@ def test_every_common_platform_key_is_accepted(tmp_path):
     settings = validated(tmp_path, {**table, "bot_token": "xoxb-1-SECRETBOT"})
     assert {name: getattr(settings, name) for name in table} == table
     assert settings.home_channel == "value of home_channel" and settings.enabled is True
+
+
+@pytest.mark.parametrize("url,problem", [
+    ("notaurl/", "platforms.slack.api_base_url must start with http:// or https://"),
+    ("http://127.0.0.1:9/api", "platforms.slack.api_base_url must end with '/'"),
+])
+def test_an_api_base_url_that_is_not_an_http_url_is_refused_at_load(tmp_path, url, problem):
+    # docs/operations.md §1: doctor's `plugins` row fails when an enabled platform's settings do
+    # not load; "notaurl/" used to load, pass doctor and fail only when `run` called auth.test.
+    with pytest.raises(PluginSettingsError) as info:
+        validated(tmp_path, {"enabled": True, "bot_token": "xoxb-1-SECRETVALUE", "api_base_url": url})
+    assert f"api_base_url: Value error, {problem}" in str(info.value)
+    assert "SECRETVALUE" not in str(info.value)
