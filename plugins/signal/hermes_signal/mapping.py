@@ -109,7 +109,9 @@ def _str(data: Mapping, key: str, path: str, *, required: bool = False, ident: b
     except UnicodeEncodeError:
         if ident:
             raise MalformedPayload(f"{path}.{key}", "is not valid Unicode (lone surrogate)") from None
-        value = value.encode("utf-8", "replace").decode("utf-8")
+        # U+FFFD, as everywhere a message is built (docs/behaviour.md §7 "Untrusted metadata");
+        # a surrogate pair split in two is joined again.
+        value = value.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
     if ident and not value.strip():
         if required:
             raise MalformedPayload(f"{path}.{key}", "is empty")

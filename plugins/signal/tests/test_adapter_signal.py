@@ -122,8 +122,8 @@ async def test_unknown_kinds_and_invalid_unicode_are_skipped_and_the_stream_keep
                              .replace('"Alice"', '"Al\\udfffice"') + "\n\n")
     await daemon.push(dm(1767225601200, "still here"))
     await inbox.wait(2)
-    assert inbox.texts == ["hi ?", "still here"]
-    assert inbox.events[0].source.user_name == "Al?ice"
+    assert inbox.texts == ["hi \ufffd", "still here"]  # U+FFFD (docs/behaviour.md §7)
+    assert inbox.events[0].source.user_name == "Al\ufffdice"
     assert "signal event 'somethingNew' ignored" in caplog.text
     assert "envelope without a message (profile key, decryption or unknown content)" in caplog.text
     assert (await adapter.health())["ok"] is True

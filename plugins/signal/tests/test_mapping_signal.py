@@ -335,8 +335,8 @@ def test_lone_surrogates_in_names_and_text_are_replaced_not_fatal():
     payload["params"]["envelope"]["sourceName"] = "Al\ud800ice"
     payload["params"]["envelope"]["dataMessage"]["message"] = "hi \udcff"
     source, event = mapped(payload)
-    assert source.user_name == "Al?ice"
-    assert event.text == "hi ?"
+    assert source.user_name == "Al\ufffdice"
+    assert event.text == "hi \ufffd"
 
 
 def test_receive_error_without_envelope_is_skipped_with_a_warning(caplog):
@@ -365,3 +365,16 @@ def test_a_quote_fills_the_reply_context():
     assert quote_of(event.reply_to_message_id) == (1767225500000, ACCOUNT_UUID)
     _, plain = mapped(load("g1_dm_jsonrpc"))
     assert (plain.reply_to_message_id, plain.reply_to_text, plain.reply_to_author_id) == (None, None, None)
+
+
+def test_lone_surrogates_in_text_and_names_become_u_fffd():
+    # docs/behaviour.md §7 "Untrusted metadata": lone surrogates become U+FFFD everywhere a source
+    # or message is built. The mapping used to turn them into "?" (UTF-8 "replace"), unlike every
+    # other platform; a surrogate pair split into two escapes is one emoji again.
+    payload = load("g1_dm_jsonrpc")
+    envelope = payload["params"]["envelope"]
+    envelope["sourceName"] = "Al\udc00ice"
+    envelope["dataMessage"]["message"] = "a\ud800b \ud83d\ude00"
+    source, event = mapped(payload)
+    assert event.text == "a\ufffdb \U0001F600"
+    assert (source.user_name, source.chat_name) == ("Al\ufffdice", "Al\ufffdice")
