@@ -163,6 +163,14 @@ class GatewayApp:
         (`BaseAdapter.failure_notice`): the hook's or the configured `[core] error_notice`."""
         return failure_notice(self.pm, self.config, INTERNAL_ERROR, source, error)
 
+    async def _edit_queued(self, source: Any, message_id: str, text: str | None) -> bool:
+        """An adapter's report of an edit (`text`) or a deletion (None) of a message
+        (`BaseAdapter.edit_queued`, docs/behaviour.md §5): applied to the message while it is
+        still queued; False when it is not."""
+        if text is None:
+            return await self.runner.withdraw_queued(source, message_id)
+        return await self.runner.edit_queued(source, message_id, text)
+
     # ---- start ---------------------------------------------------------------------------------
 
     async def start(self) -> None:
@@ -252,7 +260,8 @@ class GatewayApp:
             self.metrics.recoveries(self.recovery.counts())
         for name, adapter in self.adapters.items():
             adapter.bind(self.runner.handle, record_aliases=self.store.record_aliases,
-                         report_delivery=self.store.settle_sent_message, failure_notice=self._failure_notice)
+                         report_delivery=self.store.settle_sent_message, failure_notice=self._failure_notice,
+                         edit_queued=self._edit_queued)
             if self.coordinator is not None and name in self.coordinator.receivers:
                 continue  # started by the coordinator while this replica holds its ingress lease
             await adapter.start()

@@ -29,6 +29,10 @@ AliasRecorder = Callable[[Iterable[IdentityAlias]], Awaitable[Any]]
 # Applies a platform's delivery report to the ledger (SessionStore.settle_sent_message):
 # (platform, platform message id, "delivered" | "failed", error or None) -> obligation id or None.
 DeliveryReporter = Callable[[str, str, str, "str | None"], Awaitable["int | None"]]
+# Edits or withdraws a message still queued in the gateway (Runner.edit_queued / withdraw_queued,
+# docs/behaviour.md §5): (source, platform message id, new text or None to withdraw) -> whether
+# a queued message was changed.
+QueuedEditor = Callable[[SessionSource, str, "str | None"], Awaitable[bool]]
 # Words what a chat is told when the gateway failed on its message (pipeline.notices, hook
 # `hermes_failure_notice`): (source, the error — never shown) -> text.
 FailureNotice = Callable[[SessionSource, BaseException], str]
@@ -69,6 +73,7 @@ class BaseAdapter(abc.ABC):
         self._record_aliases: AliasRecorder | None = None
         self._report_delivery: DeliveryReporter | None = None
         self._failure_notice: FailureNotice | None = None
+        self._edit_queued: QueuedEditor | None = None
 
     @property
     def capabilities(self) -> frozenset[str]:
@@ -91,10 +96,12 @@ class BaseAdapter(abc.ABC):
 
     def bind(self, on_message: InboundHandler, *, record_aliases: AliasRecorder | None = None,
              report_delivery: DeliveryReporter | None = None,
-             failure_notice: FailureNotice | None = None) -> None:
+             failure_notice: FailureNotice | None = None,
+             edit_queued: QueuedEditor | None = None) -> None:
         """Set (or replace) the inbound handler and, optionally, the alias recorder and the
-        delivery reporter (both bound by the gateway to its store) and the failure notice
-        (bound to the configured wording, `failure_notice`)."""
+        delivery reporter (both bound by the gateway to its store), the failure notice
+        (bound to the configured wording, `failure_notice`) and the editor of queued messages
+        (bound to the runner, `edit_queued` / `withdraw_queued`)."""
         self._on_message = on_message
         if record_aliases is not None:
             self._record_aliases = record_aliases
@@ -102,6 +109,8 @@ class BaseAdapter(abc.ABC):
             self._report_delivery = report_delivery
         if failure_notice is not None:
             self._failure_notice = failure_notice
+        if edit_queued is not None:
+            self._edit_queued = edit_queued
 
     def failure_notice(self, source: SessionSource, error: BaseException) -> str:
         """What to tell the chat of `source` when the gateway failed on its message and the
@@ -123,6 +132,26 @@ class BaseAdapter(abc.ABC):
         if self._on_message is None:
             raise RuntimeError(f"{self.spec.name} adapter has no inbound handler bound")
         await self._on_message(event)
+
+    async def edit_queued(self, source: SessionSource, message_id: str, text: str | None) -> bool:
+        """Apply an edit (`text`) or a deletion (`text=None`) of a message the platform reports
+        to the gateway's queue (docs/behaviour.md §5 "Edits and deletions"): a message still
+        queued gets the new text in place (an emptied one is withdrawn), a deleted one is
+        withdrawn.
+
+        Args:
+            source: the SessionSource of the edited or deleted message (routes it to its session).
+            message_id: the platform id the message was emitted with (`MessageEvent.message_id`).
+            text: the new full text, or None for a deletion.
+
+        Returns:
+            True when a queued message was changed; False when it is not queued (running,
+            answered, unknown) or no gateway is bound: the adapter then applies its
+            `edits_as_turns` policy.
+        """
+        if self._edit_queued is None:
+            return False
+        return await self._edit_queued(source, message_id, text)
 
     async def record_alias(self, alias_id: str, canonical_id: str, *, source: str) -> None:
         """Record that `alias_id` is another id of `canonical_id` on this platform, learned out of

@@ -50,7 +50,8 @@ from hermes_core.sdk import (CAP_EDIT, CAP_MEDIA, CAP_THREADS, CAP_TYPING, CAP_W
 
 from .aliases import IMPORTED_SUFFIX, LEGACY_FILE_NAME, ChatMigrations, read_legacy_file
 from .format import to_markdown_v2
-from .mapping import GENERAL_TOPIC_ID, MalformedUpdate, map_update, migration_of, reply_anchor
+from .mapping import (EDIT_KINDS, GENERAL_TOPIC_ID, MalformedUpdate, map_update, migration_of, reply_anchor,
+                      update_kind)
 from .settings import TelegramSettings
 
 log = logging.getLogger(__name__)
@@ -374,9 +375,13 @@ class TelegramAdapter(BaseAdapter):
                 log.error("telegram chat migration %s -> %s not recorded: %s: %s", *migration,
                           type(exc).__name__, self._scrub(exc))
                 return False
+        kind = update_kind(update) if isinstance(update, dict) else None
+        is_edit = kind in EDIT_KINDS
         try:
+            # An edit is always mapped: it may change a message still queued (docs/behaviour.md §5);
+            # only then does `edits_as_turns` decide whether it is a turn of its own.
             mapped = map_update(update, bot_id=self.bot_id, topic_names=self.settings.topic_names,
-                                edits_as_turns=self.settings.edits_as_turns)
+                                edits_as_turns=self.settings.edits_as_turns or is_edit)
         except MalformedUpdate as exc:
             log.warning("skipping malformed telegram update: %s", exc)
             return True
@@ -387,8 +392,23 @@ class TelegramAdapter(BaseAdapter):
             return True
         if mapped is None:
             return True
-        _source, event = mapped
+        source, event = mapped
         update_id = update["update_id"]
+        if is_edit:
+            try:
+                edited = await self.edit_queued(source, source.message_id or "", event.text)
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # offered again, like a refused emit
+                log.error("telegram edit of message %s not applied to the queue: %s: %s",
+                          source.message_id, type(exc).__name__, self._scrub(exc))
+                return False
+            if edited:
+                return True
+            if not self.settings.edits_as_turns:
+                log.info("telegram update %s skipped: %s of message %s in chat %s (edits_as_turns is off)",
+                         update_id, kind, source.message_id, source.chat_id)
+                return True
         try:
             await self.emit(event)
         except asyncio.CancelledError:

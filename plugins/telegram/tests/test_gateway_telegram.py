@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from hermes_core import GatewayConfig
+from hermes_core.agents.echo import EchoAgent
 from hermes_core.app import GatewayApp
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -238,3 +239,48 @@ async def test_max_retry_after_caps_the_wait_and_send_attempts_is_read(tg, gatew
     await asyncio.sleep(1.5)  # a 3rd try of the second reply would come 1 s after its 2nd
     assert [c.status for c in tg.calls_of("sendMessage")] == [429, 429, 429]
     assert ledger(tmp_path / "home")[1] == ("failed", "giving up on send: still rate limited after 2 attempts")
+
+
+class HeldEcho(EchoAgent):
+    """The echo agent, answering only once `release` is set (a turn that takes its time)."""
+
+    def __init__(self):
+        super().__init__()
+        self.release = asyncio.Event()
+        self.started: list[str] = []
+
+    async def _generate(self, context, history, message, system_context):
+        self.started.append(message)
+        await self.release.wait()
+        return await super()._generate(context, history, message, system_context)
+
+
+@pytest.mark.parametrize("edits_as_turns", [False, True])
+async def test_an_edit_of_a_queued_message_replaces_its_text_in_place(tg, tmp_path, edits_as_turns):
+    # docs/behaviour.md §5 "Edits and deletions": an edit of a message still queued replaces its
+    # queued text in place. The edit used to be dropped (edits_as_turns off: the stale text was
+    # answered) or to become a second turn (on: both texts were answered).
+    agent = HeldEcho()
+    config = GatewayConfig(home=tmp_path / "home", core={"busy_input_mode": "queue"}, platforms={"telegram": {
+        "enabled": True, "bot_token": tg.token, "base_url": tg.base_url, "poll_timeout": 1, "allow_all": True,
+        "parse_mode": "plain", "edits_as_turns": edits_as_turns}})
+    app = GatewayApp(config, watcher=False, agent=agent)
+    await app.start()
+    try:
+        alice = {"id": 111222333, "is_bot": False, "first_name": "Alice"}
+        chat = {"id": 111222333, "type": "private", "first_name": "Alice"}
+        await tg.push(text_update(900000700, 700, chat, "first", sender=alice))
+        await tg.wait_for(lambda: agent.started == ["first"])
+        await tg.push(text_update(900000701, 701, chat, "queued original", sender=alice))
+        await tg.wait_for(lambda: app.runner.queue_depth("agent:main:telegram:dm:111222333") == 1)
+        edit = text_update(900000702, 701, chat, "queued edited", sender=alice, edit_date=1767225700)
+        edit["edited_message"] = edit.pop("message")
+        await tg.push(edit)
+        await tg.wait_for(lambda: any(c.body.get("offset") == "900000703" for c in tg.calls_of("getUpdates")))
+        agent.release.set()
+        await tg.wait_for(lambda: len(tg.sent) == 2)
+        await app.runner.join()
+        assert [s["text"] for s in tg.sent] == ["echo: first", "echo: queued edited"]
+        assert agent.started == ["first", "queued edited"]
+    finally:
+        await app.stop()
