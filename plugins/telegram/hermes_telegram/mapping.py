@@ -77,11 +77,15 @@ class _Reader:
     def fail(self, field: str, problem: str) -> MalformedUpdate:
         return MalformedUpdate(field, problem, self.update_id)
 
+    def absent(self, data: Mapping, key: str, path: str) -> MalformedUpdate:
+        """A required field that is not there, or is there as null: the log line says which."""
+        return self.fail(f"{path}.{key}", "is missing" if key not in data else "is null")
+
     def obj(self, data: Mapping, key: str, path: str, *, required: bool = True) -> dict | None:
         value = data.get(key)
         if value is None:
             if required:
-                raise self.fail(f"{path}.{key}", "is missing")
+                raise self.absent(data, key, path)
             return None
         if not isinstance(value, dict):
             raise self.fail(f"{path}.{key}", f"must be an object, got {_type_name(value)}")
@@ -91,7 +95,7 @@ class _Reader:
         value = data.get(key)
         if value is None:
             if required:
-                raise self.fail(f"{path}.{key}", "is missing")
+                raise self.absent(data, key, path)
             return None
         # bool is an int subclass; Telegram never sends a bool where it means an id.
         if isinstance(value, bool) or not isinstance(value, int):
@@ -107,7 +111,7 @@ class _Reader:
         value = data.get(key)
         if value is None:
             if required:
-                raise self.fail(f"{path}.{key}", "is missing")
+                raise self.absent(data, key, path)
             return None
         if not isinstance(value, str):
             raise self.fail(f"{path}.{key}", f"must be a string, got {_type_name(value)}")

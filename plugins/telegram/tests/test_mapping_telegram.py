@@ -286,6 +286,15 @@ def test_malformed_update_carries_update_id():
     assert str(info.value) == "telegram update 900000004: field 'message.chat' is missing"
 
 
+def test_a_required_field_sent_as_null_is_named_null_not_missing():
+    # The log line tells the operator what the platform sent: a field that is there as null
+    # (`"chat": null`) is not a field left out.
+    update = _broken(lambda u: u["message"].update(chat=None))
+    with pytest.raises(MalformedUpdate) as info:
+        map_update(update)
+    assert str(info.value) == "telegram update 900000004: field 'message.chat' is null"
+
+
 # ---- reply context and update id on the event (docs/adapters.md §1.1 T3: it belongs in the event) ----
 
 def test_t3_reply_context_and_update_id_are_on_the_event():
