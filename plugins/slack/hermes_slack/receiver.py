@@ -11,7 +11,10 @@ inbound dedupe on `(channel, ts)`, so it never becomes a second turn.
 
 One catch-all event listener (`app.event(<any type>)`) sees every event kind, so unknown kinds
 are logged by the mapping and acknowledged instead of being answered 404 by Bolt (which Slack
-would retry).
+would retry). An envelope no listener can take (not an event callback: `app_rate_limited`; an
+event with no type) is acknowledged too, with one warning naming its type (`_on_error`): Bolt
+would answer it 404 over HTTP and leave it unacknowledged over Socket Mode, and Slack would
+deliver it again and again.
 
 HTTP mode: an aiohttp listener checks `X-Slack-Signature` / `X-Slack-Request-Timestamp` with
 slack-sdk's `SignatureVerifier` (HMAC-SHA256, 5-minute window) before Bolt sees the request; a
@@ -36,6 +39,7 @@ from aiohttp import web
 from slack_bolt.adapter.aiohttp import to_aiohttp_response
 from slack_bolt.adapter.socket_mode.async_handler import AsyncSocketModeHandler
 from slack_bolt.async_app import AsyncApp
+from slack_bolt.error import BoltUnhandledRequestError
 from slack_bolt.request.async_request import AsyncBoltRequest
 from slack_bolt.response import BoltResponse
 from slack_sdk.errors import SlackApiError
@@ -94,8 +98,25 @@ class SlackReceiver:
             request_verification_enabled=http,
             logger=logging.getLogger("hermes_slack.bolt"),
             name="hermes-slack",
+            raise_error_for_unhandled_request=True,
         )
         self.app.event(ANY_EVENT)(self._listener)
+        self.app.error(self._on_error)
+
+    @staticmethod
+    async def _on_error(error: Exception, body: dict) -> BoltResponse | None:
+        """Bolt's error handler: an envelope no listener takes is acknowledged (module
+        docstring), naming its type but not its body (it may hold a user's text); a listener's
+        own failure is logged as Bolt logs it and stays a 500 (Slack delivers it again)."""
+        if isinstance(error, BoltUnhandledRequestError):
+            kind = body.get("type") if isinstance(body, dict) else None
+            event = body.get("event") if isinstance(body, dict) else None
+            event_type = event.get("type") if isinstance(event, dict) else None
+            log.warning("slack envelope of type %r (event type %r) has no handler; acknowledged and skipped",
+                        kind, event_type)
+            return BoltResponse(status=200, body="")
+        log.error("slack listener failed: %s: %s", type(error).__name__, error, exc_info=error)
+        return None
 
     async def _listener(self, body: dict, ack, request: AsyncBoltRequest) -> BoltResponse | None:
         """Bolt listener of every event: ack only when `on_envelope` says the event is done."""

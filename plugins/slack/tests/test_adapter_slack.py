@@ -278,6 +278,35 @@ async def test_http_refused_event_answers_500_so_slack_retries(slack, make_adapt
     assert [e.message_id for e in rec.events] == ["1767225600.000100"]
 
 
+# Slack's `app_rate_limited` callback (api.slack.com/events-api "Rate limiting"): an envelope that
+# is no event callback, so no event listener takes it.
+RATE_LIMITED = {"token": "Jhj5dZrVaK7ZwHHjRyZWjbDl", "type": "app_rate_limited", "team_id": "T0TEAM0001",
+                "minute_rate_limited": 1518467820, "api_app_id": "A0APP00001"}
+NO_TYPE = {**load("s1_message_im"), "event": {**load("s1_message_im")["event"], "type": None}}
+
+
+async def test_an_envelope_no_listener_takes_is_acknowledged_with_one_warning(slack, make_adapter, caplog):
+    # Bolt answers such an envelope 404 (HTTP) or leaves it unacknowledged (Socket Mode), and
+    # Slack delivers it again and again; the receiver acknowledges it and names its type.
+    rec = Recorder()
+    await make_adapter(rec)
+    with caplog.at_level(logging.WARNING, logger="hermes_slack.receiver"):
+        ids = await slack.push(RATE_LIMITED, NO_TYPE)
+        await slack.wait_for(lambda: all(envelope_id in slack.acks for envelope_id in ids))
+    assert rec.events == []
+    assert [r.getMessage() for r in caplog.records if r.name == "hermes_slack.receiver"] == [
+        "slack envelope of type 'app_rate_limited' (event type None) has no handler; acknowledged and skipped",
+        "slack envelope of type 'event_callback' (event type None) has no handler; acknowledged and skipped"]
+
+
+async def test_http_an_envelope_no_listener_takes_is_answered_200(slack, make_adapter):
+    rec = Recorder()
+    adapter = await make_adapter(rec, mode="http")
+    url = await http_url(adapter)
+    assert [(await post_event(url, body))[0] for body in (RATE_LIMITED, NO_TYPE)] == [200, 200]
+    assert rec.events == []
+
+
 async def test_http_port_in_use_is_a_clear_start_error(slack, make_adapter):
     first = await make_adapter(mode="http")
     _, port = first.http_address
