@@ -212,5 +212,12 @@ class SlackReceiver:
             log.warning("slack request from %s refused (401): bad or expired signature", request.remote)
             return web.Response(status=401, text="invalid request")
         headers = {name.lower(): [value] for name, value in request.headers.items()}
-        bolt_request = AsyncBoltRequest(body=raw, query=request.query_string, headers=headers)
+        try:
+            bolt_request = AsyncBoltRequest(body=raw, query=request.query_string, headers=headers)
+        except (AttributeError, TypeError, ValueError) as exc:
+            # A signed body Bolt cannot read as an envelope (a JSON list): a 400 and one line
+            # naming what failed, where aiohttp answered 500 with a traceback. No body logged.
+            log.warning("slack request from %s refused (400): its body is not an envelope (%s)",
+                        request.remote, type(exc).__name__)
+            return web.Response(status=400, text="invalid request")
         return await to_aiohttp_response(await self.app.async_dispatch(bolt_request))

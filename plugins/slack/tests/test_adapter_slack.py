@@ -307,6 +307,21 @@ async def test_http_an_envelope_no_listener_takes_is_answered_200(slack, make_ad
     assert rec.events == []
 
 
+async def test_http_a_signed_body_that_is_no_envelope_is_refused_400_in_one_line(slack, make_adapter, caplog):
+    # A JSON list instead of an envelope: aiohttp's 500 with a traceback before; now a 400 and
+    # one warning naming what failed, without the body. The listener keeps serving.
+    rec = Recorder()
+    adapter = await make_adapter(rec, mode="http")
+    url = await http_url(adapter)
+    with caplog.at_level(logging.WARNING, logger="hermes_slack.receiver"):
+        assert await post_event(url, ["draft", "the", "notes"]) == (400, "invalid request")
+    [line] = [r.getMessage() for r in caplog.records if r.name == "hermes_slack.receiver"]
+    assert line.endswith("refused (400): its body is not an envelope (AttributeError)")
+    assert "draft" not in caplog.text
+    assert (await post_event(url, load("s5_mpim")))[0] == 200
+    assert [e.text for e in rec.events] == ["book a room for the three of us"]
+
+
 async def test_http_port_in_use_is_a_clear_start_error(slack, make_adapter):
     first = await make_adapter(mode="http")
     _, port = first.http_address
