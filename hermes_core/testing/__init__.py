@@ -6,7 +6,7 @@ contract suites are imported from here and subclassed in a plugin's tests::
     from hermes_core.testing import AdapterContract, PluginContract, RedactionContract, SessionKeyContract
     from hermes_core.testing import StoreBackendContract    # store engines (store_contract.py)
 
-Also: `CapturingAdapter` / `FakeGateway` / `FakeClock` (fakes.py), `PII_SAMPLES` (pii_corpus.py),
+Also: `CapturingAdapter` / `FakeGateway` / `FakeClock` / `HeldEchoAgent` (fakes.py), `PII_SAMPLES` (pii_corpus.py),
 `write_distribution` / `DistributionSandbox` (distributions.py).
 
 The kit modules are imported lazily (PEP 562), after they are registered for pytest's assertion
@@ -28,7 +28,7 @@ _EXPORTS = {
     "SessionKeyContract": "contract", "exact_length_text": "contract",
     "DistributionSandbox": "distributions", "write_distribution": "distributions",
     "CapturingAdapter": "fakes", "FakeClock": "fakes", "FakeGateway": "fakes", "GatewayRefused": "fakes",
-    "SentMessage": "fakes",
+    "HeldEchoAgent": "fakes", "SentMessage": "fakes",
     "NON_PII_TEXTS": "pii_corpus", "PII_SAMPLES": "pii_corpus", "PiiSample": "pii_corpus",
     "samples_for": "pii_corpus",
     "StoreBackendContract": "store_contract",

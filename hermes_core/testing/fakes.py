@@ -1,5 +1,6 @@
 """Fakes for tests of the core and of plugins: a recording adapter, the gateway side of an
-adapter (`FakeGateway`) and a controllable clock.
+adapter (`FakeGateway`), a controllable clock and a model backend that answers when told
+(`HeldEchoAgent`).
 
 These stand in for the *outside world* (a chat platform, the wall clock), never for the
 component under test.
@@ -13,6 +14,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from typing import Any, ClassVar
 
+from ..agents.echo import EchoAgent
 from ..model.events import MessageEvent
 from ..model.identity import IdentityAlias
 from ..sdk.adapter import BaseAdapter, SendResult
@@ -186,3 +188,19 @@ class FakeClock:
         self.sleeps.append(seconds)
         self.advance(seconds)
         await asyncio.sleep(0)
+
+
+class HeldEchoAgent(EchoAgent):
+    """The echo agent as a slow model backend: each turn starts (its message is appended to
+    `started`) and then answers only once `release` is set, so a test can send more messages
+    while a turn runs (busy input, docs/behaviour.md §5)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.release = asyncio.Event()
+        self.started: list[str] = []
+
+    async def _generate(self, context, history, message, system_context):
+        self.started.append(message)
+        await self.release.wait()
+        return await super()._generate(context, history, message, system_context)

@@ -158,7 +158,7 @@ class DiscordAdapter(BaseAdapter):
                          max_ratelimit_timeout=self.settings.max_ratelimit_timeout)
         self.client = client
         self._connected = asyncio.Event()
-        self._receiver = Receiver(client, self.settings, self.emit, lambda: self.bot_id)
+        self._receiver = Receiver(client, self.settings, self.emit, lambda: self.bot_id, self.edit_queued)
         self._sender = Sender(client, mentions)
         try:
             await client.login(self._token)

@@ -8,9 +8,10 @@ dispatch — a private table, which is why the distribution pins discord.py's mi
 
 * every parser is wrapped so a payload discord.py cannot parse is logged with the event name and
   skipped, and the connection keeps running;
-* MESSAGE_CREATE (and MESSAGE_UPDATE when `edits_as_turns` is on) `d` objects are put, in
-  gateway order, on one queue before discord.py parses them; with `edits_as_turns` off an
-  update is only logged at DEBUG (not for the agent);
+* MESSAGE_CREATE and MESSAGE_UPDATE `d` objects are put, in gateway order, on one queue before
+  discord.py parses them. An edit of the text is offered to the gateway's queue first (a message
+  still queued takes the new text in place, docs/behaviour.md §5); otherwise it is a turn only
+  with `edits_as_turns` on, and only logged at DEBUG with it off;
 * one consumer task takes them in order, resolves the channel (discord.py's cache, else
   `GET /channels/{id}`, so a thread is a thread even when uncached), maps the payload with the
   pure `map_message`, and awaits `emit` (retried with backoff: Discord never redelivers a
@@ -31,7 +32,7 @@ import aiohttp
 import discord
 from tenacity import AsyncRetrying, stop_after_attempt, wait_exponential
 
-from hermes_core.sdk import MessageEvent
+from hermes_core.sdk import MessageEvent, SessionSource
 
 from . import payload as p
 from .channels import ChannelInfo
@@ -45,6 +46,9 @@ CHANNEL_CACHE = 1024  # channels resolved over REST (their kind never changes)
 DRAIN_GRACE_S = 10.0  # how long `stop` lets queued messages reach the gateway
 
 Emit = Callable[[MessageEvent], Awaitable[None]]
+# The adapter's `edit_queued` (BaseAdapter): offers an edit to a message still queued in the
+# gateway; True when it changed one (docs/behaviour.md §5 "Edits and deletions").
+EditQueued = Callable[[SessionSource, str, "str | None"], Awaitable[bool]]
 
 
 class _Recent:
@@ -78,10 +82,11 @@ class Receiver:
     """
 
     def __init__(self, client: discord.Client, settings: DiscordSettings, emit: Emit,
-                 bot_id: Callable[[], str | None]):
+                 bot_id: Callable[[], str | None], edit_queued: EditQueued | None = None):
         self.client = client
         self.settings = settings
         self._emit = emit
+        self._edit_queued = edit_queued
         self._bot_id = bot_id
         self._queue: asyncio.Queue[tuple[str, Any]] = asyncio.Queue()
         self._consumer: asyncio.Task | None = None
@@ -112,12 +117,9 @@ class Receiver:
 
     def _tapped(self, kind: str, parse: Callable[[Any], None]) -> Callable[[Any], None]:
         def tapped(data: Any) -> None:
-            if kind == "edit" and not self.settings.edits_as_turns:
-                message_id = data.get("id") if isinstance(data, dict) else None
-                log.debug("discord update of message %s skipped: edits_as_turns is off", message_id)
-            else:
-                # Queued before discord.py parses it: the queue keeps gateway order.
-                self._queue.put_nowait((kind, data))
+            # Queued before discord.py parses it: the queue keeps gateway order. An edit is queued
+            # whatever `edits_as_turns` says: it may change a message still queued (`handle`).
+            self._queue.put_nowait((kind, data))
             parse(data)
         return tapped
 
@@ -188,7 +190,15 @@ class Receiver:
             return False
         if mapped is None:
             return False
-        _source, event = mapped
+        source, event = mapped
+        if edit:
+            # Offered to the gateway's queue first (docs/behaviour.md §5): a message still queued
+            # takes the new text in place; only otherwise does `edits_as_turns` decide.
+            if self._edit_queued is not None and await self._edit_queued(source, message_id, event.text):
+                return True
+            if not self.settings.edits_as_turns:
+                log.debug("discord update of message %s skipped: edits_as_turns is off", message_id)
+                return False
         if not await self._emit_with_retry(event):
             return False
         if not edit:

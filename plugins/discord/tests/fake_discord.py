@@ -122,6 +122,15 @@ class Session:
     frames: list[dict] = field(default_factory=list)
 
 
+async def wait_until(predicate: Callable[[], bool], timeout: float = 10.0) -> None:
+    """Poll `predicate()` every 10 ms until it holds (for state of the gateway or the adapter,
+    which `FakeDiscord.wait_for` only looks at when the fake sees traffic)."""
+    async def poll():
+        while not predicate():
+            await asyncio.sleep(0.01)
+    await asyncio.wait_for(poll(), timeout)
+
+
 class FakeDiscord:
     """The fake server. Use `async with FakeDiscord() as fake:`."""
 

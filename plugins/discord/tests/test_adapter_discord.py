@@ -13,7 +13,7 @@ import logging
 import pytest
 
 from samples_discord import sample
-from fake_discord import ALICE_ID, BOT_ID, DM_ID, FORUM_ID, FORUM_POST_ID, GENERAL_ID, GUILD_ID
+from fake_discord import ALICE_ID, BOT_ID, DM_ID, FORUM_ID, FORUM_POST_ID, GENERAL_ID, GUILD_ID, wait_until
 
 from hermes_core import SessionSource
 
@@ -33,12 +33,6 @@ class Recorder:
             raise RuntimeError("store unavailable")
         self.events.append(event)
 
-
-async def wait_until(predicate, timeout: float = 10.0) -> None:
-    async def poll():
-        while not predicate():
-            await asyncio.sleep(0.01)
-    await asyncio.wait_for(poll(), timeout)
 
 
 async def test_start_logs_in_identifies_and_maps_a_guild_message(fake, make_adapter):

@@ -6,16 +6,18 @@ HERMES_HOME, echo agent) → reply POSTed back at the fake Discord REST API.
 from __future__ import annotations
 
 import asyncio
+import logging
 from pathlib import Path
 
 import pytest
 
 from samples_discord import sample
-from fake_discord import DM_ID, FORUM_POST_ID, GENERAL_ID
+from fake_discord import DM_ID, FORUM_POST_ID, GENERAL_ID, wait_until
 
 from hermes_core import GatewayConfig
 from hermes_core.agents.echo import EchoAgent
 from hermes_core.app import GatewayApp
+from hermes_core.testing import HeldEchoAgent
 
 
 def make_config(home: Path, fake, **discord) -> GatewayConfig:
@@ -184,3 +186,33 @@ async def test_access_by_role_bots_ignored_and_strangers_told_once_in_a_dm(fake,
     assert app.runner.deps.access.refused == {("discord", "bot"): 1, ("discord", "not_allowed"): 1}
     assert [e.session_key for e in await app.store.list_sessions()] == [
         "agent:main:discord:group:1100000000000000010:1300000000000000001"]
+
+
+@pytest.mark.parametrize("edits_as_turns", [False, True])
+async def test_an_edit_of_a_queued_message_replaces_its_text_in_place(fake, tmp_path, caplog, edits_as_turns):
+    # docs/behaviour.md §5 "Edits and deletions": an edit of a message still queued replaces its
+    # queued text in place. A MESSAGE_UPDATE used to be dropped (edits_as_turns off: the stale
+    # text was answered) or to become a second turn (on: both texts were answered).
+    caplog.set_level(logging.INFO, logger="hermes_core.pipeline.runner")
+    agent = HeldEchoAgent()
+    config = make_config(tmp_path / "home", fake, edits_as_turns=edits_as_turns)
+    config = config.model_copy(update={"core": config.core.model_copy(update={"busy_input_mode": "queue"})})
+    app = GatewayApp(config, watcher=False, agent=agent)
+    await app.start()
+    try:
+        await fake.message(sample("d3_dm"))
+        await wait_until(lambda: agent.started == ["can you check my PR?"])
+        queued = dict(sample("d3_dm"), id="1500000000000000050", content="queued original")
+        await fake.message(queued)
+        await wait_until(lambda: app.runner.queue_depth("agent:main:discord:dm:1600000000000000001") == 1)
+        await fake.push("MESSAGE_UPDATE", dict(queued, content="queued edited",
+                                               edited_timestamp="2026-01-01T00:05:00.000000+00:00"))
+        edited = "queued message 1500000000000000050 in agent:main:discord:dm:1600000000000000001 edited"
+        await wait_until(lambda: edited in caplog.text)
+        agent.release.set()
+        await fake.wait_for(lambda: len(fake.sent) == 2)
+        await app.runner.join()
+        assert [s["content"] for s in fake.sent] == ["echo: can you check my PR?", "echo: queued edited"]
+        assert agent.started == ["can you check my PR?", "queued edited"]
+    finally:
+        await app.stop()

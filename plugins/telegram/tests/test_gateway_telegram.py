@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from hermes_core import GatewayConfig
-from hermes_core.agents.echo import EchoAgent
 from hermes_core.app import GatewayApp
+from hermes_core.testing import HeldEchoAgent
 
 FIXTURES = Path(__file__).parent / "fixtures"
 
@@ -241,26 +241,12 @@ async def test_max_retry_after_caps_the_wait_and_send_attempts_is_read(tg, gatew
     assert ledger(tmp_path / "home")[1] == ("failed", "giving up on send: still rate limited after 2 attempts")
 
 
-class HeldEcho(EchoAgent):
-    """The echo agent, answering only once `release` is set (a turn that takes its time)."""
-
-    def __init__(self):
-        super().__init__()
-        self.release = asyncio.Event()
-        self.started: list[str] = []
-
-    async def _generate(self, context, history, message, system_context):
-        self.started.append(message)
-        await self.release.wait()
-        return await super()._generate(context, history, message, system_context)
-
-
 @pytest.mark.parametrize("edits_as_turns", [False, True])
 async def test_an_edit_of_a_queued_message_replaces_its_text_in_place(tg, tmp_path, edits_as_turns):
     # docs/behaviour.md §5 "Edits and deletions": an edit of a message still queued replaces its
     # queued text in place. The edit used to be dropped (edits_as_turns off: the stale text was
     # answered) or to become a second turn (on: both texts were answered).
-    agent = HeldEcho()
+    agent = HeldEchoAgent()
     config = GatewayConfig(home=tmp_path / "home", core={"busy_input_mode": "queue"}, platforms={"telegram": {
         "enabled": True, "bot_token": tg.token, "base_url": tg.base_url, "poll_timeout": 1, "allow_all": True,
         "parse_mode": "plain", "edits_as_turns": edits_as_turns}})
