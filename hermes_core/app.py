@@ -304,7 +304,7 @@ class GatewayApp:
             except OSError:
                 holder = None
             if holder is not None:
-                raise StartupError(str(HomeLockedError(self.home, holder or None))) from None
+                raise StartupError(str(HomeLockedError(self.home, holder))) from None
             raise StartupError(f"[metrics] endpoints cannot listen on {settings.listen}:{settings.port}: "
                                f"{exc.strerror or exc}") from None
         self._health = server

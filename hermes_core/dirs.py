@@ -1,7 +1,7 @@
 """The directories the gateway creates and checks (HERMES_HOME, `sessions/`, a merge's target):
 created owner-only, and, when one cannot be created or written, why, in words that name the
-obstacle. It imports nothing of the package, so the settings, the store, the CLI and doctor can
-all use it (docs/architecture.md "Import order")."""
+obstacle. It imports nothing of the package, so the store, the app, the CLI and doctor can all
+use it (docs/architecture.md "Import order")."""
 
 from __future__ import annotations
 

@@ -608,7 +608,7 @@ def load_config(**overrides: Any) -> GatewayConfig:
     return config
 
 
-def unknown_env_sections() -> list[str]:
+def unknown_env_section_warnings() -> list[str]:
     """One warning line per `HERMES_<NAME>__…` variable (environment or `.env`) whose `<NAME>` is
     no setting: pydantic-settings reads only the names it knows, so a typo in a section
     (`HERMES_AGNET__BACKEND`) would silently leave that setting at its default. Variables without

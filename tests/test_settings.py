@@ -265,14 +265,14 @@ def test_a_variable_for_a_section_that_does_not_exist_is_named(home, monkeypatch
     """docs/configuration.md §1: HERMES_<SECTION>__<KEY> sets a key of a section; a typo in the
     section name is named (the CLI prints it as a warning) instead of silently leaving the
     setting at its default."""
-    from hermes_core.settings import unknown_env_sections
+    from hermes_core.settings import unknown_env_section_warnings
 
     monkeypatch.setenv("HERMES_AGNET__BACKEND", "openai")
     monkeypatch.setenv("HERMES_AGENT__GATEWAY_TIMEOUT", "60")  # a real section: not named
     monkeypatch.setenv("HERMES_ZZZ__X", "1")  # nothing close: no hint
     config = load_config()
     assert (config.agent.backend, config.agent.gateway_timeout) == ("echo", 60)
-    assert unknown_env_sections() == [
+    assert unknown_env_section_warnings() == [
         "environment variable HERMES_AGNET__BACKEND sets nothing: there is no setting 'agnet' "
         "(did you mean HERMES_AGENT__…?)",
         "environment variable HERMES_ZZZ__X sets nothing: there is no setting 'zzz'"]

@@ -240,6 +240,8 @@ def _clean_stop(home: Path, *, ran: bool) -> bool | None:
         return False if ran else None
     except (OSError, UnicodeDecodeError):
         return False  # the next start reads it as unclean too
-    # Without a snapshot, a clean marker is the one `sessions import` leaves on the home it fills
-    # first: no gateway ran there, so there is no stop to speak of.
-    return clean if ran or not clean else None
+    if clean and not ran:
+        # A clean marker without a snapshot is the one `sessions import` leaves on the home it
+        # fills first: no gateway ran there, so there is no stop to speak of.
+        return None
+    return clean

@@ -114,9 +114,14 @@ class Command:
         return f"{self.usage} — {self.help}"
 
 
+def _one_line(text: str | None) -> str:
+    """`text` on one line, its whitespace runs collapsed to one space."""
+    return " ".join((text or "").split())
+
+
 def _short(text: str | None, limit: int = LABEL_MAX_CHARS) -> str:
     """One line of at most `limit` characters (an ellipsis marks a cut)."""
-    line = " ".join((text or "").split())
+    line = _one_line(text)
     return line if len(line) <= limit else line[:limit - 1] + "…"
 
 
@@ -224,8 +229,7 @@ def _pick(sessions: list[dict], query: str) -> dict | None:
     for summary in sessions:
         if summary.get("title"):
             continue
-        if folded in (_label(summary).casefold(),
-                      " ".join((summary.get("first_user_text") or "").split()).casefold()):
+        if folded in (_label(summary).casefold(), _one_line(summary.get("first_user_text")).casefold()):
             return summary
     return None
 
@@ -237,7 +241,7 @@ async def _resume(call: CommandCall) -> CommandResult:
     entry = await maybe_await(store.get_entry(call.key))
     current = entry.session_id if entry is not None else None
     sessions = await store.recent_sessions(call.event.source, limit=RESUME_LIST_LIMIT)
-    query = " ".join(call.arg.split())
+    query = _one_line(call.arg)
     if not query:
         if not [s for s in sessions if s["session_id"] != current]:
             return CommandResult(RESUME_NONE_TEXT)

@@ -18,7 +18,7 @@ from ..ops.metrics import NULL_METRICS, NullMetrics
 from ..plugin_system.dispatch import call_broadcast
 from ..sdk.chunking import chunk_text
 from ..sdk.errors import SendError
-from ..sdk.sending import DEFAULT_RETRY_POLICY, ChatSendQueue, RetryPolicy, deliver_plan
+from ..sdk.sending import ChatSendQueue, deliver_plan
 from ..types import DeliveryOutcome, DeliveryPlan, OutboundDelivery
 
 log = logging.getLogger(__name__)
@@ -71,10 +71,7 @@ class Deliverer:
         started = time.monotonic()
         try:
             plan = self.plan(delivery)
-            policy = getattr(adapter, "retry_policy", None)
-            if not isinstance(policy, RetryPolicy):
-                policy = DEFAULT_RETRY_POLICY
-            outcome = await deliver_plan(adapter, target, plan, queue=self.queue, policy=policy)
+            outcome = await deliver_plan(adapter, target, plan, queue=self.queue, policy=adapter.retry_policy)
         except Exception as exc:  # a broken planning plugin must not kill the session worker
             log.error("delivery planning failed for %s: %s: %s", session_key, type(exc).__name__, exc)
             outcome = DeliveryOutcome(delivered=False, error=f"{type(exc).__name__}: {exc}")

@@ -36,7 +36,7 @@ from ..model.source import Platform, SessionSource, SourceError
 from ..types import (CAP_EDIT, CAP_MEDIA, CAP_REACTIONS, CAP_THREADS, CAP_TYPING, CAP_WEBHOOK, CAPABILITIES,
                      INGRESS_SHARED, INGRESS_SINGLE_RECEIVER, AdapterSpec, DeliveryPlan, OutboundDelivery,
                      RedactionRule, SettingsSpec)
-from .adapter import AliasRecorder, BaseAdapter, DeliveryReporter, InboundHandler, SendResult
+from .adapter import AliasRecorder, BaseAdapter, DeliveryReporter, InboundHandler, QueuedEditor, SendResult
 from .background import SessionWork, WorkHandle
 from .chunking import chunk_text, measure
 from .commands import COMMAND_MENU
@@ -54,7 +54,7 @@ __all__ = [
     "CAP_REACTIONS", "CAP_THREADS", "CAP_TYPING", "CAP_WEBHOOK", "COMMAND_MENU", "ChatSendQueue", "DeliveryPlan",
     "DeliveryReporter",
     "HERMES_PLUGIN_API", "INGRESS_SHARED", "INGRESS_SINGLE_RECEIVER", "IdentityAlias", "InboundHandler",
-    "MalformedPayload", "MessageEvent", "field_list", "field_object", "type_name", "OutboundDelivery", "Platform", "PlatformSettings", "RedactionRule",
+    "MalformedPayload", "MessageEvent", "field_list", "field_object", "type_name", "OutboundDelivery", "Platform", "PlatformSettings", "QueuedEditor", "RedactionRule",
     "RetryAfter", "RetryAfterExceeded", "RetryPolicy", "SendError", "SendResult", "SessionContext",
     "SessionSource", "SessionWork", "SettingsSpec", "SourceError", "TESTING_PACKAGE", "WorkHandle",
     "canonical_whatsapp_identifier", "chunk_text", "deliver_plan", "describe_failure", "hookimpl", "measure", "neutralize_untrusted",

@@ -32,7 +32,7 @@ import aiohttp
 import discord
 from tenacity import AsyncRetrying, stop_after_attempt, wait_exponential
 
-from hermes_core.sdk import MessageEvent, SessionSource
+from hermes_core.sdk import MessageEvent, QueuedEditor
 
 from . import payload as p
 from .channels import ChannelInfo
@@ -46,9 +46,6 @@ CHANNEL_CACHE = 1024  # channels resolved over REST (their kind never changes)
 DRAIN_GRACE_S = 10.0  # how long `stop` lets queued messages reach the gateway
 
 Emit = Callable[[MessageEvent], Awaitable[None]]
-# The adapter's `edit_queued` (BaseAdapter): offers an edit to a message still queued in the
-# gateway; True when it changed one (docs/behaviour.md §5 "Edits and deletions").
-EditQueued = Callable[[SessionSource, str, "str | None"], Awaitable[bool]]
 
 
 class _Recent:
@@ -79,10 +76,12 @@ class Receiver:
         settings: the adapter's settings (`allowed_roles`, `edits_as_turns`, `max_emit_attempts`).
         emit: the adapter's `emit` (returns once the gateway durably accepted the event).
         bot_id: callable returning the bot's own user id once known (after login).
+        edit_queued: the adapter's `edit_queued`: an edit of the text is offered to the gateway's
+            queue first (`handle`).
     """
 
     def __init__(self, client: discord.Client, settings: DiscordSettings, emit: Emit,
-                 bot_id: Callable[[], str | None], edit_queued: EditQueued | None = None):
+                 bot_id: Callable[[], str | None], edit_queued: QueuedEditor | None = None):
         self.client = client
         self.settings = settings
         self._emit = emit

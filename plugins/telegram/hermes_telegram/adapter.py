@@ -379,9 +379,9 @@ class TelegramAdapter(BaseAdapter):
         is_edit = kind in EDIT_KINDS
         try:
             # An edit is always mapped: it may change a message still queued (docs/behaviour.md §5);
-            # only then does `edits_as_turns` decide whether it is a turn of its own.
+            # `edits_as_turns` decides below, once the queue did not take it.
             mapped = map_update(update, bot_id=self.bot_id, topic_names=self.settings.topic_names,
-                                edits_as_turns=self.settings.edits_as_turns or is_edit)
+                                edits_as_turns=True)
         except MalformedUpdate as exc:
             log.warning("skipping malformed telegram update: %s", exc)
             return True
