@@ -10,12 +10,15 @@ from __future__ import annotations
 
 import typer
 
+from pathlib import Path
+
 from ..ops.status import read_status
-from .common import load_cli_config_or_exit
+from ..settings import default_home
+from .common import CliError, load_cli_config, warn
 from .output import console, human_time, print_fields, print_json, print_table
 
 EXIT_NOT_RUNNING = 3
-UNCLEAN_STOP = "it did not stop cleanly: the next start recovers its unfinished turns and replies"
+UNCLEAN_STOP = "it did not stop cleanly: the next start recovers any turns and replies it left unfinished"
 
 
 def human_duration(seconds: float | None) -> str:
@@ -31,6 +34,19 @@ def human_duration(seconds: float | None) -> str:
     return " ".join(f"{n}{unit}" for n, unit in ((days, "d"), (hours, "h"), (minutes, "m")) if n) or "0m"
 
 
+def _home() -> Path:
+    """The home to report on: the config's. A config that no longer loads (edited while a gateway
+    runs on the one it loaded at start) must not hide that gateway from the operator, so its
+    error becomes a warning and the default home (`$HERMES_HOME`, else `~/.hermes`) is read
+    (docs/operations.md §2)."""
+    try:
+        return load_cli_config().home
+    except CliError as exc:
+        home = default_home()
+        warn(f"{exc}; showing the status of {home}")
+        return home
+
+
 def status_command(
     as_json: bool = typer.Option(False, "--json", help="Print JSON instead of text."),
 ) -> None:
@@ -38,19 +54,19 @@ def status_command(
 
     Pid, uptime, platforms and their health, busy sessions, queue depth, ledger backlog. Exit code
     3 when none runs."""
-    config = load_cli_config_or_exit(logging_on=False)
-    report = read_status(config.home)
+    home = _home()
+    report = read_status(home)
     if as_json:
         print_json(report)
     elif not report["running"]:
         last = report.get("last") or {}
         when = human_time(last.get("updated_at"))
         seen = (f" (last seen {when}, pid {last['pid']})" if when else f" (pid {last['pid']})") if last else ""
-        console().print(f"no gateway is running on {config.home}{seen}", markup=False, soft_wrap=True)
+        console().print(f"no gateway is running on {home}{seen}", markup=False, soft_wrap=True)
         if report.get("clean_stop") is False:  # a kill or a crash: say so (docs/operations.md §2)
             console().print(UNCLEAN_STOP, markup=False, soft_wrap=True)
     elif report.get("stale"):
-        console().print(f"a gateway is running on {config.home} (pid {report['pid'] or 'unknown'}) but has not "
+        console().print(f"a gateway is running on {home} (pid {report['pid'] or 'unknown'}) but has not "
                         "published a readable status yet", markup=False, soft_wrap=True)
     else:
         print_fields([

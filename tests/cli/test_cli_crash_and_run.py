@@ -72,7 +72,7 @@ async def test_sigkill_mid_turn_then_restart_answers_both_messages_once_in_order
     assert (code, err, report["running"], report["clean_stop"], report["last"]["pid"]) == (3, "", False, False, proc.pid)
     code, out, err = await asyncio.to_thread(run, ["status"], gateway_env(tmp_path), tmp_path)
     assert (code, err) == (3, "")
-    assert out.splitlines()[1:] == ["it did not stop cleanly: the next start recovers its unfinished turns and replies"]
+    assert out.splitlines()[1:] == ["it did not stop cleanly: the next start recovers any turns and replies it left unfinished"]
     assert out.splitlines()[0].endswith(f"pid {proc.pid})")
 
     # Restart on the echo agent: the crash is reported; the interrupted turn is continued

@@ -99,3 +99,22 @@ async def test_a_damaged_status_file_is_reported_in_one_line(tmp_path):
     code, report = await _status(in_the_way, tmp_path)
     assert (code, report) == (3, {"running": False, "pid": None, "home": str(in_the_way), "last": None,
                                   "clean_stop": None})
+
+
+async def test_a_config_that_no_longer_loads_does_not_hide_the_running_gateway(tmp_path):
+    """docs/operations.md §2: `status` needs only the home; a config edited into an invalid one
+    while the gateway runs is named in a warning, and the gateway is still reported."""
+    home = tmp_path / "home"
+    proc = await start_published_chat(home)
+    try:
+        (home / "hermes.toml").write_text('[core]\nbusy_input_mode = "bogus"\n')
+        code, out, err = await asyncio.to_thread(run, ["status", "--json"], gateway_env(home), tmp_path)
+        assert (code, json.loads(out)["running"], json.loads(out)["pid"]) == (0, True, proc.pid)
+        assert err == ("hermes-gateway: WARNING: invalid config value for 'core.busy_input_mode': Input should be "
+                       f"'interrupt', 'queue' or 'steer', got 'bogus' (config file {home / 'hermes.toml'}); "
+                       f"showing the status of {home}\n")
+    finally:
+        proc.stdin.close()
+        assert await asyncio.wait_for(proc.wait(), 60) == 0
+    code, out, _err = await asyncio.to_thread(run, ["status"], gateway_env(home), tmp_path)
+    assert code == 3 and out.startswith(f"no gateway is running on {home} (last seen ")
