@@ -8,9 +8,9 @@ as `systemctl status` uses it).
 
 from __future__ import annotations
 
-import typer
-
 from pathlib import Path
+
+import typer
 
 from ..ops.status import read_status
 from ..settings import default_home
