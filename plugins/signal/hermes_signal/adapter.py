@@ -7,6 +7,10 @@ message the gateway refuses is offered again (`max_emit_attempts`, with a pause)
 dropped with an ERROR log. Number ↔ UUID pairs seen in any payload (senders, sync destinations,
 quote authors, mentions) are remembered, so a later envelope carrying only a number is keyed on
 the UUID. Only one process may read a daemon's stream (`ingress = "single_receiver"`).
+An edit (`editMessage`) or a remote delete of a message is offered to the gateway's queue first
+(`BaseAdapter.edit_queued`): a message still queued takes the new text in place, or is withdrawn
+(docs/behaviour.md §5 "Edits and deletions"). Otherwise a remote delete is nothing more, and an
+edit is a new turn only with `edits_as_turns` on.
 
 Sending (`send`, one chunk per call, the BaseAdapter contract): JSON-RPC `send` with
 `recipient: [<uuid>]` for a DM (Note to Self included: the recipient is the account itself) or
@@ -22,6 +26,7 @@ is remembered, so its Note-to-Self echo (a sync carrying it) is not answered (G-
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections import OrderedDict
 from typing import Any
@@ -31,9 +36,10 @@ from pydantic import BaseModel
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception_type, stop_after_attempt, wait_exponential
 
 from hermes_core.sdk import (CAP_EDIT, CAP_TYPING, INGRESS_SINGLE_RECEIVER, AdapterSpec, BaseAdapter, ChatSendQueue,
-                             IdentityAlias, RetryPolicy, SendResult, SessionSource, chunk_text, measure, send_chunks)
+                             IdentityAlias, MessageEvent, RetryPolicy, SendResult, SessionSource, chunk_text, measure,
+                             send_chunks)
 
-from .mapping import GROUP_PREFIX, MalformedPayload, identity_pairs, map_payload, quote_of, raw_group_id
+from .mapping import GROUP_PREFIX, Change, MalformedPayload, identity_pairs, map_payload, quote_of, raw_group_id
 from .receiver import EventStream
 from .rpc import CHECK_PATH, SignalRpc, SignalRpcError, send_timestamp
 from .settings import SignalSettings
@@ -229,7 +235,6 @@ class SignalAdapter(BaseAdapter):
             return
         try:
             mapped = map_payload(payload, account=self.settings.account, account_uuid=self.account_uuid,
-                                 edits_as_turns=self.settings.edits_as_turns,
                                  ignore_stories=self.settings.ignore_stories,
                                  uuid_for_number=self.uuid_for_number, own_sent=self._sent)
         except MalformedPayload as exc:
@@ -239,10 +244,40 @@ class SignalAdapter(BaseAdapter):
             # A payload shape the mapping did not anticipate: skip it, keep the stream running.
             log.exception("skipping signal payload: it could not be mapped")
             mapped = None
-        event = mapped[1] if mapped is not None else None
+        if isinstance(mapped, Change):
+            event = await self._offer_change(mapped)
+        else:
+            event = mapped[1] if mapped is not None else None
         pairs = await self._learn(payload, event)
         if event is not None and await self._emit_with_retries(event):
             self._remember(pairs)
+
+    async def _offer_change(self, change: Change) -> MessageEvent | None:
+        """Offer an edit or a remote delete to the gateway's queue (docs/behaviour.md §5 "Edits
+        and deletions"). Returns the event to emit as a turn of its own: the edit's, when the
+        original is no longer queued and `edits_as_turns` is on; None otherwise (logged with the
+        original's timestamp only, never text or numbers)."""
+        what = "edit" if change.text is not None else "remote delete"
+        try:
+            if await self.edit_queued(change.source, change.message_id, change.text):
+                return None
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            # Not known whether it reached the queue: making it a turn could answer it twice.
+            log.error("signal %s of message %s not applied to the queue, skipped: %s", what, change.timestamp,
+                      type(exc).__name__)
+            return None
+        if change.text is None:
+            log.info("signal remote delete of message %s: it is not queued (nothing to withdraw)", change.timestamp)
+            return None
+        if not self.settings.edits_as_turns:
+            log.info("signal edit of message %s skipped: it is not queued and edits_as_turns is off",
+                     change.timestamp)
+            return None
+        if change.event is None:
+            log.info("signal edit of message %s skipped: no text or attachments", change.timestamp)
+        return change.event
 
     async def _emit_with_retries(self, event) -> bool:
         """Offer `event` to the gateway up to `max_emit_attempts` times (exponential pauses from

@@ -11,10 +11,12 @@ docs/adapters.md §5.2 is a deterministic fixture test. Three wire wrappers carr
 
 Outcomes of `map_payload`:
 - a `(SessionSource, MessageEvent)` pair: a message for the agent;
+- a `Change`: an edit (`editMessage`) or a remote delete (`dataMessage.remoteDelete`) of an
+  earlier message, described with the SessionSource that message produced; the adapter offers it
+  to the gateway's queue and applies `edits_as_turns` (docs/behaviour.md §5 "Edits and deletions");
 - `None`: a well-formed payload that is not a turn (typing indicators, receipts, calls, stories,
-  syncs of what the owner sent to others, group updates, reactions, remote deletes, empty
-  envelopes, the account's own messages and echoes, edits while `edits_as_turns` is off); the
-  reason is logged at DEBUG/INFO;
+  syncs of what the owner sent to others, group updates, reactions, empty envelopes, the
+  account's own messages and echoes); the reason is logged at DEBUG/INFO;
 - `MalformedPayload`: missing field, wrong type, out-of-range timestamp, invalid Unicode in an
   id; the message names the field. The adapter logs it and skips the payload.
 
@@ -41,7 +43,7 @@ from __future__ import annotations
 import base64
 import binascii
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Callable, Container, Mapping
 
 from hermes_core.sdk import (IdentityAlias, MalformedPayload, MessageEvent, SessionSource, field_list, field_object,
@@ -71,6 +73,32 @@ class Sender:
     def stable_id(self) -> str:
         """The UUID when known, else the number (never empty for a valid envelope)."""
         return self.uuid or self.number or ""
+
+
+@dataclass(frozen=True, slots=True)
+class Change:
+    """An edit or a remote delete of an earlier message (docs/behaviour.md §5 "Edits and deletions").
+
+    Attributes:
+        source: the SessionSource the original message produced (same chat, same user, so the
+            same session key; `message_id` is the original's timestamp).
+        message_id: the original's event message id, `"<timestamp>:<author>"` (what the gateway
+            queued it under).
+        text: the edit's new full text (mentions rendered); None for a remote delete.
+        event: the edit as a turn of its own (message id = the edit's timestamp), for when the
+            original is no longer queued and `edits_as_turns` is on; None for a remote delete
+            or an edit without text or attachments.
+    """
+
+    source: SessionSource
+    message_id: str
+    text: str | None
+    event: MessageEvent | None = None
+
+    @property
+    def timestamp(self) -> str:
+        """The original message's timestamp (safe to log: no text, no number)."""
+        return self.source.message_id or ""
 
 
 # ---- typed field access ---------------------------------------------------------------------
@@ -254,10 +282,10 @@ def _skip(reason: str, *args: Any, level: int = logging.DEBUG) -> None:
 
 
 def map_payload(payload: Any, *, account: str | None = None, account_uuid: str | None = None,
-                edits_as_turns: bool = False, ignore_stories: bool = True,
-                uuid_for_number: Callable[[str], str | None] | None = None,
-                own_sent: Container[int] = ()) -> tuple[SessionSource, MessageEvent] | None:
-    """Map one signal-cli payload to the gateway's `(SessionSource, MessageEvent)`.
+                ignore_stories: bool = True, uuid_for_number: Callable[[str], str | None] | None = None,
+                own_sent: Container[int] = ()) -> tuple[SessionSource, MessageEvent] | Change | None:
+    """Map one signal-cli payload to the gateway's `(SessionSource, MessageEvent)`, or to the
+    `Change` an edit or a remote delete makes to an earlier message.
 
     Args:
         payload: one decoded JSON value: a `receive` notification or the bare
@@ -266,14 +294,14 @@ def map_payload(payload: Any, *, account: str | None = None, account_uuid: str |
         account: the bot's number (E.164); payloads for another account and the account's own
             messages are not turns.
         account_uuid: the bot's own UUID, when known (recognises its own messages).
-        edits_as_turns: an `editMessage` starts a turn (message id = the edit's timestamp).
         ignore_stories: story messages are not turns.
         uuid_for_number: resolves a number to its known UUID (an envelope without `sourceUuid`).
         own_sent: timestamps of messages the bot sent; their Note-to-Self sync echoes are dropped
             (G-T3).
 
     Returns:
-        The pair, or None for a payload that is not a turn (reason logged).
+        The pair; a `Change` for an `editMessage` (whatever `edits_as_turns` says: the adapter
+        decides) or a `remoteDelete`; or None for a payload that is not a turn (reason logged).
 
     Raises:
         MalformedPayload: the payload is broken (the field is named).
@@ -331,11 +359,9 @@ def map_payload(payload: Any, *, account: str | None = None, account_uuid: str |
         _skip("the account's own message")
         return None
 
+    target = None
     if edit is not None:
         target = _int(edit, "targetSentTimestamp", edit_path, required=True)
-        if not edits_as_turns:
-            _skip("edit of message %s (edits_as_turns is off)", target, level=logging.INFO)
-            return None
         data, path = _obj(edit, "dataMessage", edit_path, required=True), f"{edit_path}.dataMessage"
     if data is None:
         if "storyMessage" in envelope:
@@ -364,16 +390,36 @@ def map_payload(payload: Any, *, account: str | None = None, account_uuid: str |
     if _obj(data, "reaction", path) is not None:
         _skip("reaction")
         return None
-    if _obj(data, "remoteDelete", path) is not None:
-        _skip("remote delete")
-        return None
+    deleted = _obj(data, "remoteDelete", path) if target is None else None
+    if deleted is not None:
+        # Never a turn: it withdraws the original if that is still queued (docs/behaviour.md §5).
+        target = _int(deleted, "timestamp", f"{path}.remoteDelete", required=True)
+        assert target is not None
+        source = _source(sender, group_id, group_name, target, uuid_for_number)
+        return Change(source, _event_id(target, source), None)
     body = _str(data, "message", path)
     media = _media(data, path)
-    if not (body and body.strip()) and not media:
+    text = render_mentions(body, _list(data, "mentions", path), f"{path}.mentions") if body else ""
+    source = _source(sender, group_id, group_name, timestamp, uuid_for_number)
+    if target is None and not text.strip() and not media:
         _skip("message %s without text or attachments (profile key or timer update)", timestamp)
         return None
-    text = render_mentions(body, _list(data, "mentions", path), f"{path}.mentions") if body else ""
+    event = MessageEvent(source=source, text=text, message_id=_event_id(timestamp, source),
+                         media=media, raw=payload, **_reply_context(data, path),
+                         aliases=[IdentityAlias(PLATFORM, number, known_uuid, "signal envelope")
+                                  for number, known_uuid in identity_pairs(payload)])
+    if target is not None:
+        # An edit: the original's chat and user are the edit's (only its author can edit it).
+        original = replace(source, message_id=str(target))
+        return Change(original, _event_id(target, original), text,
+                      event if text.strip() or media else None)
+    return source, event
 
+
+def _source(sender: Sender, group_id: str | None, group_name: str | None, timestamp: int,
+            uuid_for_number: Callable[[str], str | None] | None) -> SessionSource:
+    """The SessionSource of a message from `sender` (in group `group_id`, or a DM) sent at
+    `timestamp` (docs/adapters.md §5.1)."""
     uuid = sender.uuid
     if uuid is None and sender.number and uuid_for_number is not None:
         uuid = uuid_for_number(sender.number)
@@ -382,7 +428,7 @@ def map_payload(payload: Any, *, account: str | None = None, account_uuid: str |
     else:
         chat_id, chat_id_alt, chat_type = uuid or sender.number or "", None, "dm"
         chat_name = sender.name or sender.number
-    source = SessionSource(
+    return SessionSource(
         platform=PLATFORM,
         chat_id=chat_id,
         chat_id_alt=chat_id_alt,
@@ -393,11 +439,12 @@ def map_payload(payload: Any, *, account: str | None = None, account_uuid: str |
         user_id_alt=uuid,
         message_id=str(timestamp),
     )
-    event = MessageEvent(source=source, text=text, message_id=f"{timestamp}:{uuid or sender.number}",
-                         media=media, raw=payload, **_reply_context(data, path),
-                         aliases=[IdentityAlias(PLATFORM, number, known_uuid, "signal envelope")
-                                  for number, known_uuid in identity_pairs(payload)])
-    return source, event
+
+
+def _event_id(timestamp: int, source: SessionSource) -> str:
+    """The event message id of the message `source`'s user sent at `timestamp`:
+    `"<timestamp>:<author>"`, the author being the UUID, else the number (module docstring)."""
+    return f"{timestamp}:{source.user_id_alt or source.user_id}"
 
 
 def _reply_context(data: Mapping, path: str) -> dict[str, Any]:

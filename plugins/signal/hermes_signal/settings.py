@@ -21,8 +21,9 @@ _E164 = re.compile(r"^\+[1-9][0-9]{6,14}$")
 
 class SignalSettings(PlatformSettings):
     """Settings of the Signal adapter: the keys every platform table accepts
-    (`PlatformSettings`: `enabled`, access lists, `home_channel`, `edits_as_turns` — an edited
-    message, `editMessage`, starts a new turn only when it is True) plus:
+    (`PlatformSettings`: `enabled`, access lists, `home_channel`, `edits_as_turns` — an edit,
+    `editMessage`, of a message no longer queued starts a new turn only when it is True; an edit
+    of a queued one always replaces its text, docs/behaviour.md §5) plus:
 
     Attributes:
         account: the bot's Signal number in E.164 form (`"+15559990000"`), the account the

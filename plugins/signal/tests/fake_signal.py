@@ -56,6 +56,15 @@ class Call:
     error: int | None = None
 
 
+async def wait_until(predicate: Callable[[], bool], timeout: float = 10.0) -> None:
+    """Poll `predicate()` every 10 ms until it holds (for state of the gateway or the adapter,
+    which `FakeSignalDaemon.wait_for` only looks at when the daemon's own state changes)."""
+    async def poll():
+        while not predicate():
+            await asyncio.sleep(0.01)
+    await asyncio.wait_for(poll(), timeout)
+
+
 def _address(params: dict) -> dict:
     recipient = (params.get("recipient") or [None])[0]
     is_uuid = isinstance(recipient, str) and not recipient.startswith("+")

@@ -374,3 +374,26 @@ async def test_replies_of_draining_turns_still_go_out_after_stop(daemon, make_ad
     assert daemon.sent[-1] == {"account": ACCOUNT, "recipient": [ALICE], "message": "late reply"}
     assert result.message_id == f"{daemon.sent_timestamps[-1]}:{ACCOUNT}"
     await daemon.wait_for(lambda: daemon.open_streams == 0)  # nothing reads the stream any more
+
+
+async def test_an_edit_the_queue_fails_on_is_one_error_line_and_no_turn(daemon, make_adapter, caplog):
+    # docs/behaviour.md §5: whether a failed queue edit changed the queued message is unknown, so
+    # the edit is not made a turn as well (it could be answered twice); the stream keeps serving.
+    offered = []
+
+    async def edit_queued(source, message_id, text):
+        offered.append((source, message_id, text))
+        raise RuntimeError("store is gone")
+
+    inbox = Inbox()
+    adapter = await make_adapter(inbox, edits_as_turns=True)
+    adapter.bind(inbox, edit_queued=edit_queued)
+    await daemon.push(bare("g6_edited_message"), dm(1767226300000, "still here"))
+    await inbox.wait(1)
+    assert inbox.texts == ["still here"]
+    assert offered == [(SessionSource(platform="signal", chat_id=ALICE, chat_name="Alice", chat_type="dm",
+                                      user_id="+15551230001", user_name="Alice", user_id_alt=ALICE,
+                                      message_id="1767225600123"),
+                        "1767225600123:" + ALICE, "what's on my calendar tomorrow?")]
+    errors = [r.getMessage() for r in caplog.records if r.levelname == "ERROR" and r.name.startswith("hermes_signal")]
+    assert errors == ["signal edit of message 1767225600123 not applied to the queue, skipped: RuntimeError"]

@@ -7,15 +7,17 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import sqlite3
 from pathlib import Path
 
 import pytest
 
-from fake_signal import ACCOUNT, ACCOUNT_UUID
+from fake_signal import ACCOUNT, ACCOUNT_UUID, wait_until
 from hermes_core import GatewayConfig
 from hermes_core.agents.echo import EchoAgent
 from hermes_core.app import GatewayApp
+from hermes_core.testing import HeldEchoAgent
 
 FIXTURES = Path(__file__).parent / "fixtures"
 ALICE = "7d1e2c3b-4a59-4687-9a0b-1c2d3e4f5a6b"
@@ -43,8 +45,23 @@ def dm(timestamp: int, text: str, uuid: str | None = ALICE, number: str | None =
 
 
 def in_group(timestamp: int, text: str, **sender) -> dict:
-    return dm(timestamp, text, **sender,
-              groupInfo={"groupId": GROUP_ID, "groupName": "Family", "revision": 5, "type": "DELIVER"})
+    return dm(timestamp, text, **sender, groupInfo=FAMILY)
+
+
+FAMILY = {"groupId": GROUP_ID, "groupName": "Family", "revision": 5, "type": "DELIVER"}
+
+
+def edit_of(target: int, timestamp: int, text: str, **data) -> dict:
+    """Alice's `editMessage` of her message `target` (signal-cli's shape, as G6)."""
+    payload = dm(timestamp, text)
+    envelope = payload["envelope"]
+    envelope["editMessage"] = {"targetSentTimestamp": target, "dataMessage": {**envelope.pop("dataMessage"), **data}}
+    return payload
+
+
+def remote_delete_of(target, timestamp: int, **data) -> dict:
+    """Alice's remote delete of her message `target` (`dataMessage.remoteDelete`, no text)."""
+    return dm(timestamp, None, remoteDelete={"timestamp": target}, **data)
 
 
 @pytest.fixture
@@ -53,12 +70,12 @@ async def gateway(tmp_path, daemon):
     all apps are stopped at teardown."""
     apps = []
 
-    async def start(agent=None, **signal):
+    async def start(agent=None, core=None, **signal):
         table = {"enabled": True, "allow_all": True, "account": ACCOUNT, "base_url": daemon.base_url,
                  "reconnect_initial": 0.05, "reconnect_max": 0.2}
         table.update(signal)
-        app = GatewayApp(GatewayConfig(home=tmp_path / "home", platforms={"signal": table}), watcher=False,
-                         agent=agent)
+        app = GatewayApp(GatewayConfig(home=tmp_path / "home", core=core or {}, platforms={"signal": table}),
+                         watcher=False, agent=agent)
         await app.start()
         apps.append(app)
         return app
@@ -267,3 +284,98 @@ async def test_a_user_allowed_by_number_is_answered_when_the_message_names_them_
         ([CAROL], "echo: hello"), (["9f8e7d6c-5b4a-4f3e-8d2c-1b0a9f8e7d6c"], "This assistant is private."),
         ([CAROL], "echo: number hidden")]
     assert [e.session_key for e in await app.store.list_sessions()] == [f"agent:main:signal:dm:{CAROL}"]
+
+
+# ---- edits and deletions (docs/behaviour.md §5 "Edits and deletions") ----------------------------
+
+ALICE_DM_KEY = f"agent:main:signal:dm:{ALICE}"
+ALICE_IN_FAMILY_KEY = f"agent:main:signal:group:group:{GROUP_ID}:{ALICE}"
+
+
+def assert_logs_name_no_text_or_number(caplog, *texts: str) -> None:
+    logged = "\n".join(r.getMessage() for r in caplog.records if r.name.startswith("hermes_signal"))
+    assert "+15551230001" not in logged
+    for text in texts:
+        assert text not in logged
+
+
+@pytest.mark.parametrize("edits_as_turns", [False, True])
+async def test_an_edit_of_a_queued_message_replaces_its_text_in_place(daemon, gateway, caplog, edits_as_turns):
+    # The edit used to be dropped (edits_as_turns off: the stale text was answered) or to become
+    # a second turn (on: both texts were answered).
+    caplog.set_level(logging.INFO)
+    agent = HeldEchoAgent()
+    app = await gateway(agent=agent, core={"busy_input_mode": "queue"}, edits_as_turns=edits_as_turns)
+    await daemon.push(dm(1767225601100, "first"))
+    await wait_until(lambda: agent.started == ["first"])
+    await daemon.push(dm(1767225601101, "queued original"))
+    await wait_until(lambda: app.runner.queue_depth(ALICE_DM_KEY) == 1)
+    await daemon.push(edit_of(1767225601101, 1767225601102, "queued edited"))
+    await wait_until(lambda: f"queued message 1767225601101:{ALICE} in {ALICE_DM_KEY} edited" in caplog.text)
+    agent.release.set()
+    await daemon.wait_for(lambda: len(daemon.sent) == 2)
+    await app.runner.join()
+    assert replies(daemon) == [(ALICE, "echo: first", 1767225601100, ALICE),
+                               (ALICE, "echo: queued edited", 1767225601101, ALICE)]
+    assert agent.started == ["first", "queued edited"]
+    assert app.runner.queue_depth(ALICE_DM_KEY) == 0
+
+
+async def test_a_remote_delete_withdraws_a_queued_group_message(daemon, gateway):
+    # A remote delete used to be skipped: the deleted message was answered all the same.
+    agent = HeldEchoAgent()
+    app = await gateway(agent=agent, core={"busy_input_mode": "queue"})
+    await daemon.push(in_group(1767225601200, "first"))
+    await wait_until(lambda: agent.started == ["first"])
+    await daemon.push(in_group(1767225601201, "never mind this"))
+    await wait_until(lambda: app.runner.queue_depth(ALICE_IN_FAMILY_KEY) == 1)
+    await daemon.push(remote_delete_of(1767225601201, 1767225601202, groupInfo=FAMILY))
+    await wait_until(lambda: app.runner.queue_depth(ALICE_IN_FAMILY_KEY) == 0)
+    agent.release.set()
+    await daemon.push(in_group(1767225601203, "after the delete"))
+    await daemon.wait_for(lambda: len(daemon.sent) == 2)
+    await app.runner.join()
+    assert [(p["groupId"], p["message"]) for p in daemon.sent] == [
+        (GROUP_ID, "echo: first"), (GROUP_ID, "echo: after the delete")]
+    assert agent.started == ["first", "after the delete"]
+
+
+@pytest.mark.parametrize("edits_as_turns", [False, True])
+async def test_edits_and_deletes_of_an_answered_message(daemon, gateway, tmp_path, caplog, edits_as_turns):
+    # Not queued any more: a delete is nothing; an edit is a new turn only with edits_as_turns.
+    caplog.set_level(logging.INFO)
+    await gateway(core={"busy_input_mode": "queue"}, edits_as_turns=edits_as_turns)
+    await daemon.push(dm(1767225601300, "first"))
+    await settled_ledger(tmp_path / "home", 1)
+    await daemon.push(edit_of(1767225601300, 1767225601301, "first, edited"),
+                      remote_delete_of(1767225601300, 1767225601302), dm(1767225601303, "after"))
+    await daemon.wait_for(lambda: len(daemon.sent) == (3 if edits_as_turns else 2))
+    await daemon.wait_for(lambda: not daemon.pending)
+    expected = ["echo: first", "echo: first, edited", "echo: after"]
+    assert [p["message"] for p in daemon.sent] == (expected if edits_as_turns else expected[::2])
+    assert "signal remote delete of message 1767225601300: it is not queued (nothing to withdraw)" in caplog.text
+    skipped = "signal edit of message 1767225601300 skipped: it is not queued and edits_as_turns is off"
+    assert (skipped in caplog.text) is not edits_as_turns
+    assert_logs_name_no_text_or_number(caplog, "first, edited")
+
+
+async def test_a_malformed_remote_delete_is_one_clear_log_line_and_the_queue_is_untouched(
+        daemon, gateway, caplog):
+    # It used to be skipped at DEBUG as if it were a well-formed remote delete.
+    agent = HeldEchoAgent()
+    app = await gateway(agent=agent, core={"busy_input_mode": "queue"})
+    await daemon.push(dm(1767225601400, "first"))
+    await wait_until(lambda: agent.started == ["first"])
+    await daemon.push(dm(1767225601401, "keep me"))
+    await wait_until(lambda: app.runner.queue_depth(ALICE_DM_KEY) == 1)
+    await daemon.push(remote_delete_of("1767225601401", 1767225601402), dm(1767225601403, "after"))
+    await wait_until(lambda: app.runner.queue_depth(ALICE_DM_KEY) == 2)
+    agent.release.set()
+    await daemon.wait_for(lambda: len(daemon.sent) == 3)
+    await app.runner.join()
+    assert [p["message"] for p in daemon.sent] == ["echo: first", "echo: keep me", "echo: after"]
+    warnings = [r.getMessage() for r in caplog.records if r.name.startswith("hermes_signal")
+                and r.levelno >= logging.WARNING]
+    assert warnings == ["skipping malformed signal payload: malformed payload: "
+                        "envelope.dataMessage.remoteDelete.timestamp must be an integer, got str"]
+    assert_logs_name_no_text_or_number(caplog, "keep me")

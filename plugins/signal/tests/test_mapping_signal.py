@@ -17,6 +17,7 @@ from hermes_core import build_session_key
 from hermes_core.sdk import SessionSource
 from hermes_core.sdk import IdentityAlias, MalformedPayload
 from hermes_signal.mapping import (
+    Change,
     identity_pairs,
     map_payload,
     quote_of,
@@ -61,7 +62,7 @@ SAMPLES = [
      {"platform": "signal", "chat_id": ACCOUNT_UUID, "chat_name": "Me", "chat_type": "dm",
       "user_id": "+15559990000", "user_name": "Me", "user_id_alt": ACCOUNT_UUID, "message_id": "1767225900000"},
      "remind me to call mum", "agent:main:signal:dm:5e4d3c2b-1a09-4f8e-9d7c-6b5a49382716"),
-    ("g6_edited_message", lambda: load("g6_edited_message"), {"edits_as_turns": True},
+    ("g6_edited_message", lambda: load("g6_edited_message"), {},
      {"platform": "signal", "chat_id": ALICE, "chat_name": "Alice", "chat_type": "dm",
       "user_id": "+15551230001", "user_name": "Alice", "user_id_alt": ALICE, "message_id": "1767226200000"},
      "what's on my calendar tomorrow?", "agent:main:signal:dm:7d1e2c3b-4a59-4687-9a0b-1c2d3e4f5a6b"),
@@ -72,6 +73,8 @@ SAMPLES = [
 def test_sample_maps_to_documented_source_and_key(name, payload, options, fields, text, key):
     result = mapped(payload(), **options)
     assert result is not None
+    if isinstance(result, Change):  # G6: the edit as a turn of its own (edits_as_turns)
+        result = result.event.source, result.event
     source, event = result
     # "fields not shown are None / false"
     assert source == SessionSource(**fields)
@@ -122,7 +125,6 @@ def test_envelope_with_only_a_number_is_resolved_to_the_known_uuid():
     ("g4_sync_to_other", lambda: load("g4_sync_to_other")),
     ("g5_typing", lambda: load("g5_typing_and_receipt")[0]),
     ("g5_receipt", lambda: load("g5_typing_and_receipt")[1]),
-    ("g6_edit_with_edits_off", lambda: load("g6_edited_message")),
 ])
 def test_not_a_turn(name, payload, caplog):
     caplog.set_level(logging.DEBUG, logger="hermes_signal.mapping")
@@ -136,10 +138,65 @@ def test_g5_is_a_batch_of_two_notifications():
     assert [mapped(item) for item in batch] == [None, None]
 
 
-def test_g6_edit_is_ignored_and_logged_by_default(caplog):
-    caplog.set_level(logging.INFO, logger="hermes_signal.mapping")
-    assert mapped(load("g6_edited_message")) is None
-    assert "edit of message 1767225600123 (edits_as_turns is off)" in caplog.text
+def test_g6_edit_is_a_change_of_the_original_message():
+    # docs/behaviour.md §5 "Edits and deletions": the edit names the original by the SessionSource
+    # and event message id G1 produced, so the gateway finds it if it is still queued.
+    original_source, original = mapped(load("g1_dm_jsonrpc"))
+    change = mapped(load("g6_edited_message"))
+    assert isinstance(change, Change)
+    assert change.source == original_source
+    assert (change.message_id, change.text) == (original.message_id, "what's on my calendar tomorrow?")
+    assert change.message_id == "1767225600123:" + ALICE
+    assert change.event.message_id == "1767226200000:" + ALICE  # as a turn: the edit's own id
+
+
+def test_an_edit_in_a_group_and_an_edit_of_note_to_self_keep_their_chat():
+    in_group, _ = mapped(group_message())
+    edit = load("g6_edited_message")
+    edit["params"]["envelope"]["editMessage"]["targetSentTimestamp"] = 1767225600123
+    edit["params"]["envelope"]["editMessage"]["dataMessage"]["groupInfo"] = {
+        "groupId": GROUP_ID, "groupName": "Family", "revision": 5, "type": "DELIVER"}
+    change = mapped(edit)
+    assert change.source == in_group and change.message_id == "1767225600123:" + ALICE
+    note, original = mapped(load("g3_note_to_self"))
+    sync = load("g3_note_to_self")
+    sent = sync["envelope"]["syncMessage"]["sentMessage"]
+    sync["envelope"]["syncMessage"]["sentMessage"] = {
+        key: sent[key] for key in ("destination", "destinationNumber", "destinationUuid") if key in sent}
+    sync["envelope"]["syncMessage"]["sentMessage"]["editMessage"] = {
+        "targetSentTimestamp": 1767225900000,
+        "dataMessage": {"timestamp": 1767225999999, "message": "remind me to call dad", "expiresInSeconds": 0}}
+    change = mapped(sync)
+    assert (change.source, change.message_id, change.text) == (note, original.message_id, "remind me to call dad")
+
+
+def test_a_remote_delete_is_a_change_without_text():
+    # docs/behaviour.md §5: a deletion withdraws the original if still queued; never a turn.
+    original_source, original = mapped(load("g1_dm_jsonrpc"))
+    delete = load("g1_dm_jsonrpc")
+    envelope = delete["params"]["envelope"]
+    envelope["timestamp"] = 1767225655555
+    envelope["dataMessage"] = {"timestamp": 1767225655555, "message": None,
+                               "remoteDelete": {"timestamp": 1767225600123}}
+    change = mapped(delete)
+    assert change == Change(original_source, original.message_id, None, None)
+    group_source, group_event = mapped(group_message())
+    envelope["dataMessage"]["groupInfo"] = {"groupId": GROUP_ID, "groupName": "Family", "type": "DELIVER"}
+    change = mapped(delete)
+    assert (change.source, change.message_id, change.text) == (group_source, group_event.message_id, None)
+
+
+@pytest.mark.parametrize("remote_delete,field,problem", [
+    ({}, "envelope.dataMessage.remoteDelete.timestamp", "is missing"),
+    ({"timestamp": "1767225600123"}, "envelope.dataMessage.remoteDelete.timestamp", "must be an integer, got str"),
+    ("1767225600123", "envelope.dataMessage.remoteDelete", "must be an object, got str"),
+])
+def test_a_malformed_remote_delete_names_the_field(remote_delete, field, problem):
+    payload = load("g1_dm_jsonrpc")
+    payload["params"]["envelope"]["dataMessage"].update(message=None, remoteDelete=remote_delete)
+    with pytest.raises(MalformedPayload) as info:
+        mapped(payload)
+    assert (info.value.field, info.value.problem) == (field, problem)
 
 
 def test_note_to_self_echo_of_the_bots_own_reply_is_dropped():
@@ -204,7 +261,6 @@ def test_group_ids_differing_only_in_case_are_different_chats():
      "group update"),
     ({"message": None, "reaction": {"emoji": "👍", "targetAuthorUuid": ALICE, "targetSentTimestamp": 1,
                                     "isRemove": False}}, "reaction"),
-    ({"message": None, "remoteDelete": {"timestamp": 1767225600000}}, "remote delete"),
     ({"message": None}, "without text or attachments"),
     ({"message": "   "}, "without text or attachments"),
 ])
@@ -318,7 +374,7 @@ def test_malformed_edit_and_sync_name_their_fields():
     edit = load("g6_edited_message")
     del edit["params"]["envelope"]["editMessage"]["targetSentTimestamp"]
     with pytest.raises(MalformedPayload) as info:
-        mapped(edit, edits_as_turns=True)
+        mapped(edit)
     assert info.value.field == "envelope.editMessage.targetSentTimestamp"
     sync = load("g3_note_to_self")
     sync["envelope"]["syncMessage"]["sentMessage"]["timestamp"] = -5
