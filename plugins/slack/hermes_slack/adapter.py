@@ -10,7 +10,12 @@ Receiving (`receiver.py` runs the transport): every event envelope goes through
    in the message's thread (`state.ThreadMemory`, a SQLite file in the adapter's data directory);
 2. `mapping.classify` reads the envelope; malformed payloads, non-turn events and messages not
    addressed to the bot (a channel message without a mention, outside free-response channels and
-   the bot's threads) are logged and acknowledged;
+   the bot's threads) are logged and acknowledged. An edit of a message's text
+   (`message_changed`) or a deletion (`message_deleted`) goes to the gateway's queue first
+   (`edit_queued`, docs/behaviour.md §5 "Edits and deletions"), with the SessionSource the
+   original message produced and its `ts`: a message still queued takes the new text in place or
+   is withdrawn. Otherwise a deletion is done with, and an edit is a turn only with
+   `edits_as_turns` on (id `<ts>@<edit ts>`);
 3. the event is emitted to the gateway, which returns once it is durably accepted; only then is
    the envelope acknowledged. A refusal answers 500 / no ack, so Slack redelivers. Redeliveries and
    the `app_mention` + `message` pair of one message (S-T1) carry the same `(channel, ts)` and are
@@ -49,7 +54,7 @@ from hermes_core.sdk import (CAP_EDIT, CAP_THREADS, CAP_TYPING, CAP_WEBHOOK, ING
 
 from .format import escape, to_mrkdwn
 from .lookups import Directory
-from .mapping import Classified, Facts, LookupKeys, classify, lookup_keys
+from .mapping import DELETION, Classified, Facts, LookupKeys, classify, lookup_keys
 from .receiver import SlackReceiver, SlackStartError
 from .settings import SlackSettings
 from .state import FILE_NAME, ThreadMemory
@@ -277,7 +282,9 @@ class SlackAdapter(BaseAdapter):
         event_id = envelope.get("event_id") if isinstance(envelope, dict) else None
         facts = await self._facts(keys)
         try:
-            result = classify(envelope, facts, self.settings)
+            # Edits and deletions are always read: they may change a message still queued
+            # (docs/behaviour.md §5); `edits_as_turns` decides below, once the queue did not take it.
+            result = classify(envelope, facts, self.settings, changes=True)
         except MalformedPayload as exc:
             log.warning("skipping malformed slack event %s: %s", event_id, exc)
             return True
@@ -288,6 +295,10 @@ class SlackAdapter(BaseAdapter):
         if result is None:
             return True
         source = result.source
+        if result.change is not None:
+            done = await self._offer_change(result, event_id)
+            if done is not None:
+                return done
         if result.ignore_reason is not None:
             log.debug("slack message %s in %s is not for the bot: %s", source.message_id, source.chat_id,
                       result.ignore_reason)
@@ -307,6 +318,36 @@ class SlackAdapter(BaseAdapter):
         self._last_error = None
         await self._remember_thread(result)
         return True
+
+    async def _offer_change(self, result: Classified, event_id: Any) -> bool | None:
+        """Offer an edit or a deletion to the gateway's queue (docs/behaviour.md §5 "Edits and
+        deletions"). Returns what `_handle` answers (True: done with, acknowledge; False: the
+        gateway failed, Slack redelivers), or None for an edit to be emitted as a new turn
+        (not queued, `edits_as_turns` on)."""
+        source, change = result.source, result.change
+        message_id = source.message_id or ""
+        try:
+            changed = await self.edit_queued(source, message_id,
+                                             None if change == DELETION else result.event.text)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            self._last_error = f"{type(exc).__name__}: {exc}"
+            log.warning("slack %s of message %s in %s not applied to the gateway's queue (%s); "
+                        "Slack will redeliver it", change, message_id, source.chat_id, self._last_error)
+            return False
+        self._last_error = None
+        if changed:
+            return True
+        if change == DELETION:
+            log.debug("slack event %s: deletion of message %s in %s, which is not queued", event_id,
+                      message_id, source.chat_id)
+            return True
+        if not self.settings.edits_as_turns:
+            log.debug("slack event %s skipped: edit of message %s in %s, which is not queued "
+                      "(edits_as_turns is off)", event_id, message_id, source.chat_id)
+            return True
+        return None
 
     async def _facts(self, keys: LookupKeys) -> Facts:
         """Look up what `classify` needs, within `lookup_timeout` (what is not back by then comes

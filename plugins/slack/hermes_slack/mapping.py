@@ -11,7 +11,10 @@ Outcomes of `classify` (and of `map_event`, which returns the pair only):
   (a channel message that does not mention the bot, …), None when it is addressed to the bot;
 - `None`: a well-formed event that is not a user turn (the bot's own message, a service subtype
   such as `channel_join`, an edit while `edits_as_turns` is off, a deletion, a non-message event
-  kind); the reason is logged at DEBUG;
+  kind); the reason is logged at DEBUG. With `changes=True` an edit (`message_changed` of the
+  text) and a deletion (`message_deleted`) of a user's message are a `Classified` whose `change`
+  says which, so the adapter can offer them to the gateway's queue (docs/behaviour.md §5
+  "Edits and deletions");
 - `MalformedPayload`: the payload is broken (missing field, wrong type, unknown event kind); the
   message names the dotted field. The adapter logs it and acknowledges the event (a redelivery
   would be just as broken).
@@ -53,6 +56,8 @@ OTHER_EVENTS = frozenset({
 # Message subtypes that are user turns (S-T7): everything else is a service message.
 TURN_SUBTYPES = frozenset({None, "thread_broadcast", "file_share", "bot_message", "me_message"})
 EDIT_SUBTYPE = "message_changed"
+DELETE_SUBTYPE = "message_deleted"
+EDIT, DELETION = "edit", "deletion"  # `Classified.change`
 
 _TS = re.compile(r"^[0-9]{1,12}\.[0-9]{1,9}$")
 _ID = re.compile(r"^[A-Za-z0-9]{1,64}$")
@@ -102,18 +107,25 @@ class Facts:
 
 @dataclass(frozen=True, slots=True)
 class Classified:
-    """One user turn read from an envelope.
+    """One user turn read from an envelope (or, with `classify(changes=True)`, an edit or a
+    deletion of one).
 
     Attributes:
-        source / event: what the gateway gets.
+        source / event: what the gateway gets. For an edit or a deletion `source` is the one the
+            original message produced (same chat, thread and user: the same session key) and
+            `source.message_id` the original's `ts`; for an edit `event` is the new turn
+            `edits_as_turns` would make (id `<ts>@<edit ts>`, the new text); for a deletion it
+            is the deleted message as it was, never to be emitted.
         ignore_reason: why the bot stays silent on it (not addressed to the bot), or None.
         in_thread: the message is inside a real Slack thread (`thread_ts` ≠ `ts`).
+        change: None for a new message; `"edit"` or `"deletion"` (docs/behaviour.md §5).
     """
 
     source: SessionSource
     event: MessageEvent
     ignore_reason: str | None
     in_thread: bool
+    change: str | None = None
 
 
 def _type_name(value: Any) -> str:
@@ -196,7 +208,7 @@ def _files(event: Mapping, path: str) -> list[dict[str, Any]]:
 
 
 def classify(envelope: Any, facts: Facts | None = None,
-             settings: SlackSettings | None = None) -> Classified | None:
+             settings: SlackSettings | None = None, *, changes: bool = False) -> Classified | None:
     """Read one Slack event envelope.
 
     Args:
@@ -204,9 +216,13 @@ def classify(envelope: Any, facts: Facts | None = None,
         facts: looked-up facts (bot ids, channel kinds and names, user names, bot threads).
         settings: the plugin settings (`reply_in_thread`, `require_mention`, `channels`,
             `edits_as_turns`, `bang_commands`); defaults when None.
+        changes: also read edits and deletions of user messages (`Classified.change`), whatever
+            `edits_as_turns` says: an edit or a deletion may change a message still queued in
+            the gateway (docs/behaviour.md §5); the caller decides what else they are.
 
     Returns:
-        A `Classified` user turn, or None for an event that is not one (reason logged at DEBUG).
+        A `Classified` user turn (or edit, or deletion), or None for an event that is not one
+        (reason logged at DEBUG).
 
     Raises:
         MalformedPayload: missing field, wrong type or unknown event kind (the field is named).
@@ -237,9 +253,9 @@ def classify(envelope: Any, facts: Facts | None = None,
     if subtype is not None and event_type == "app_mention":
         raise MalformedPayload("event.subtype", "is not expected on an app_mention")
 
-    body, path, edit_ts = event, "event", None
+    body, path, edit_ts, change = event, "event", None, None
     if subtype == EDIT_SUBTYPE:
-        if not settings.edits_as_turns:
+        if not (changes or settings.edits_as_turns):
             log.debug("slack event %s skipped: edit in %s (edits_as_turns is off)", event_id, channel)
             return None
         body = _get(event, "message", "event", dict, required=True)
@@ -255,7 +271,20 @@ def classify(envelope: Any, facts: Facts | None = None,
         if inner_subtype not in TURN_SUBTYPES:
             log.debug("slack event %s skipped: edit of a %r message", event_id, inner_subtype)
             return None
-        subtype = inner_subtype
+        subtype, change = inner_subtype, EDIT
+    elif subtype == DELETE_SUBTYPE and changes:
+        # The deleted message as it was: its author and thread give the session it was queued in.
+        deleted_ts = _ts(event, "deleted_ts", "event", required=True)
+        body = _get(event, "previous_message", "event", dict, required=True)
+        path = "event.previous_message"
+        if _ts(body, "ts", path) not in (None, deleted_ts):
+            raise MalformedPayload("event.deleted_ts", "is not the ts of event.previous_message")
+        body = {**body, "ts": deleted_ts}
+        inner_subtype = _get(body, "subtype", path, str, required=False)
+        if inner_subtype not in TURN_SUBTYPES:
+            log.debug("slack event %s skipped: deletion of a %r message", event_id, inner_subtype)
+            return None
+        subtype, change = inner_subtype, DELETION
     elif subtype not in TURN_SUBTYPES:
         log.debug("slack event %s skipped: %s message in %s is not a user turn", event_id, subtype, channel)
         return None
@@ -332,7 +361,8 @@ def classify(envelope: Any, facts: Facts | None = None,
         return None
 
     reason = _ignore_reason(event_type, text, channel, chat_type, real_thread, facts, settings)
-    return Classified(source=source, event=message, ignore_reason=reason, in_thread=real_thread is not None)
+    return Classified(source=source, event=message, ignore_reason=reason, in_thread=real_thread is not None,
+                      change=change)
 
 
 def _ignore_reason(event_type: str, raw_text: str, channel: str, chat_type: str, real_thread: str | None,
@@ -380,7 +410,9 @@ def lookup_keys(envelope: Any) -> LookupKeys:
     event = envelope.get("event") if isinstance(envelope, dict) else None
     if not isinstance(event, dict):
         return LookupKeys(None, None, None, None)
-    body = event.get("message") if isinstance(event.get("message"), dict) else event
+    # An edit's message is nested in `message`; a deletion's in `previous_message`.
+    nested = "previous_message" if event.get("subtype") == DELETE_SUBTYPE else "message"
+    body = event.get(nested) if isinstance(event.get(nested), dict) else event
 
     def read(data: Mapping, key: str, pattern: re.Pattern) -> str | None:
         value = data.get(key)

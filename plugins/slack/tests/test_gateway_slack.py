@@ -5,19 +5,23 @@ at the fake's `chat.postMessage`.
 
 from __future__ import annotations
 
-import asyncio
 import json
+import logging
 from pathlib import Path
 
 import pytest
 from fake_slack import adapter_settings, post_event
 
 from hermes_core import GatewayConfig
-from hermes_core.agents.echo import EchoAgent
 from hermes_core.app import GatewayApp
+from hermes_core.testing import HeldEchoAgent
 
 FIXTURES = Path(__file__).parent / "fixtures"
 GENERAL_ROOT = "1767225700.000200"  # Alice's top-level mention that sample S2's thread hangs under
+DM_KEY = "agent:main:slack:dm:D0DMALICE1"
+THREAD_KEY = f"agent:main:slack:channel:C0GENERAL1:{GENERAL_ROOT}"
+# The fields of a message event Slack repeats in an edit's `message` and a deletion's `previous_message`.
+MESSAGE_FIELDS = ("type", "user", "text", "ts", "thread_ts", "parent_user_id", "team", "client_msg_id")
 
 
 def load(name: str, event_id: str | None = None, **event_changes) -> dict:
@@ -41,6 +45,37 @@ def starter() -> dict:
     return payload
 
 
+def changed(original: dict, text: str, at: str) -> dict:
+    """Slack's `message_changed` event (sample S7's shape) of the message `original` (an envelope
+    pushed before): its text became `text` at `at`."""
+    old = original["event"]
+    message = {key: old[key] for key in MESSAGE_FIELDS if key in old}
+    payload = load("s7_message_changed", event_id=f"Ev{at.replace('.', '')}", channel=old["channel"],
+                   channel_type=old["channel_type"], ts=at, event_ts=at,
+                   message=dict(message, text=text, edited={"user": old["user"], "ts": at}),
+                   previous_message=message)
+    return payload
+
+
+def deleted(original: dict, at: str) -> dict:
+    """Slack's `message_deleted` event of the message `original` (an envelope pushed before)."""
+    old = original["event"]
+    payload = load("s7_message_changed", event_id=f"Ev{at.replace('.', '')}")
+    payload["event"] = {"type": "message", "subtype": "message_deleted", "channel": old["channel"],
+                        "channel_type": old["channel_type"], "hidden": True, "ts": at, "event_ts": at,
+                        "deleted_ts": old["ts"],
+                        "previous_message": {key: old[key] for key in MESSAGE_FIELDS if key in old}}
+    return payload
+
+
+def slack_log(caplog) -> list[str]:
+    """What the Slack plugin's own code logged (not slack-sdk / slack-bolt, whose loggers it names
+    `hermes_slack.web`, `.bolt` and `.socket_mode`)."""
+    libraries = ("hermes_slack.web", "hermes_slack.bolt", "hermes_slack.socket_mode")
+    return [r.getMessage() for r in caplog.records
+            if r.name.startswith("hermes_slack.") and not r.name.startswith(libraries)]
+
+
 async def settle(app: GatewayApp) -> None:
     """Wait until the app has finished every turn, so the next message is not a busy-input
     follow-up of the previous one (docs/behaviour.md §5)."""
@@ -49,14 +84,15 @@ async def settle(app: GatewayApp) -> None:
 
 @pytest.fixture
 async def gateway(tmp_path, slack):
-    """`await gateway(**slack_settings)` starts a GatewayApp on HERMES_HOME = tmp_path/home with
-    the Slack platform enabled against the fake; all apps are stopped at teardown."""
+    """`await gateway(agent=None, core=None, **slack_settings)` starts a GatewayApp on HERMES_HOME =
+    tmp_path/home with the Slack platform enabled against the fake (and `[core]` settings `core`);
+    all apps are stopped at teardown."""
     apps = []
 
-    async def start(agent=None, **overrides):
+    async def start(agent=None, core=None, **overrides):
         table = dict(adapter_settings(slack, **overrides), enabled=True, allow_all=True)
-        app = GatewayApp(GatewayConfig(home=tmp_path / "home", platforms={"slack": table}), watcher=False,
-                         agent=agent)
+        app = GatewayApp(GatewayConfig(home=tmp_path / "home", core=core or {}, platforms={"slack": table}),
+                         watcher=False, agent=agent)
         await app.start()
         apps.append(app)
         return app
@@ -192,22 +228,10 @@ async def test_the_bots_threads_are_remembered_in_its_data_dir_across_restarts(s
         (GENERAL_ROOT, "echo: [Bob] it's the flaky e2e job again")
 
 
-class HeldEcho(EchoAgent):
-    """The echo agent, answering only once `release` is set (a turn that takes its time)."""
-
-    def __init__(self):
-        super().__init__()
-        self.release = asyncio.Event()
-
-    async def _generate(self, *args, **kwargs):
-        await self.release.wait()
-        return await super()._generate(*args, **kwargs)
-
-
 async def test_the_thread_shows_the_working_status_while_the_turn_runs(slack, gateway):
     # Slack has no typing indicator for bots; in a thread the adapter sets the assistant status
     # (docs/adapters.md §3.3). A DM answered inline shows nothing.
-    agent = HeldEcho()
+    agent = HeldEchoAgent()
     await gateway(agent=agent)
     await slack.push(starter(), load("s1_message_im"))
     await slack.wait_for(lambda: len(slack.statuses) >= 1)
@@ -240,3 +264,126 @@ async def test_only_allowed_users_are_answered_bots_ignored_and_a_channel_refusa
         assert [e.session_key for e in await app.store.list_sessions()] == ["agent:main:slack:dm:D0DMALICE1"]
     finally:
         await app.stop()
+
+
+@pytest.mark.parametrize("edits_as_turns", [False, True])
+async def test_an_edit_of_a_queued_message_replaces_its_text_in_place(slack, gateway, edits_as_turns):
+    # docs/behaviour.md §5 "Edits and deletions": an edit of a message still queued replaces its
+    # queued text in place. A message_changed used to be dropped (edits_as_turns off: the stale
+    # text was answered) or to become a second turn (on: both texts were answered).
+    agent = HeldEchoAgent()
+    app = await gateway(agent=agent, core={"busy_input_mode": "queue"}, edits_as_turns=edits_as_turns)
+    await slack.push(dm("1767227000.000100", "first"))
+    await slack.wait_for(lambda: agent.started == ["first"])
+    queued = dm("1767227000.000200", "queued original")
+    await slack.push(queued)
+    await slack.wait_for(lambda: app.runner.queue_depth(DM_KEY) == 1)
+    ids = await slack.push(changed(queued, "queued edited", "1767227000.000300"))
+    await slack.wait_for(lambda: ids[0] in slack.acks)
+    agent.release.set()
+    await slack.wait_for(lambda: len(slack.posted) == 2)
+    await settle(app)
+    assert [p["text"] for p in slack.posted] == ["echo: first", "echo: queued edited"]
+    assert agent.started == ["first", "queued edited"]
+
+
+async def test_a_deletion_of_a_queued_thread_reply_withdraws_it(slack, gateway):
+    # docs/behaviour.md §5: a deletion withdraws a message still queued. Bob's reply in the thread
+    # of Alice's mention is keyed by the thread root (the session the reply was queued in); it
+    # used to be answered after Bob had deleted it.
+    agent = HeldEchoAgent()
+    app = await gateway(agent=agent, core={"busy_input_mode": "queue"})
+    await slack.push(starter())
+    await slack.wait_for(lambda: len(agent.started) == 1)
+    reply = load("s2_thread_reply")
+    await slack.push(reply)
+    await slack.wait_for(lambda: app.runner.queue_depth(THREAD_KEY) == 1)
+    ids = await slack.push(deleted(reply, "1767225765.000000"))
+    await slack.wait_for(lambda: ids[0] in slack.acks)
+    assert app.runner.queue_depth(THREAD_KEY) == 0
+    agent.release.set()
+    await slack.wait_for(lambda: len(slack.posted) == 1)
+    await settle(app)
+    assert [(p["thread_ts"], p["text"]) for p in slack.posted] == [(GENERAL_ROOT, "echo: [Alice] why is CI red?")]
+    assert not any("flaky" in message for message in agent.started)
+
+
+@pytest.mark.parametrize("edits_as_turns", [False, True])
+async def test_an_edit_or_deletion_of_an_answered_message_is_no_new_turn(slack, gateway, caplog, edits_as_turns):
+    # docs/behaviour.md §5: an edit of a message already processed is not a new turn unless
+    # edits_as_turns (then it is one, with its own id); a deletion never is one.
+    caplog.set_level(logging.DEBUG, logger="hermes_slack")
+    app = await gateway(edits_as_turns=edits_as_turns)
+    first = dm("1767227100.000100", "first")
+    await slack.push(first)
+    await slack.wait_for(lambda: len(slack.posted) == 1)
+    await settle(app)
+    ids = await slack.push(changed(first, "first, edited", "1767227100.000200"),
+                           deleted(first, "1767227100.000300"))
+    await slack.wait_for(lambda: set(ids) <= set(slack.acks))
+    await settle(app)
+    await slack.push(dm("1767227100.000400", "next"))
+    await slack.wait_for(lambda: len(slack.posted) == (3 if edits_as_turns else 2))
+    await settle(app)
+    edit_turn = ["echo: first, edited"] if edits_as_turns else []
+    assert [p["text"] for p in slack.posted] == ["echo: first", *edit_turn, "echo: next"]
+    logged = slack_log(caplog)
+    assert ("slack event Ev1767227100000300: deletion of message 1767227100.000100 in D0DMALICE1, which is "
+            "not queued") in logged
+    skipped = ("slack event Ev1767227100000200 skipped: edit of message 1767227100.000100 in D0DMALICE1, "
+               "which is not queued (edits_as_turns is off)")
+    assert (skipped in logged) is not edits_as_turns
+
+
+def _no_deleted_ts(payload):
+    del payload["event"]["deleted_ts"]
+
+
+def _numeric_deleted_ts(payload):
+    payload["event"]["deleted_ts"] = 1767227200.0002
+
+
+def _no_previous_message(payload):
+    del payload["event"]["previous_message"]
+
+
+def _other_previous_message(payload):
+    payload["event"]["previous_message"]["ts"] = "1767227200.000999"
+
+
+def _edit_without_message(payload):
+    payload["event"].update(subtype="message_changed", message="queued original, edited")
+
+
+@pytest.mark.parametrize("breakage, problem", [
+    (_no_deleted_ts, "event.deleted_ts is missing"),
+    (_numeric_deleted_ts, "event.deleted_ts must be a string, got float"),
+    (_no_previous_message, "event.previous_message is missing"),
+    (_other_previous_message, "event.deleted_ts is not the ts of event.previous_message"),
+    (_edit_without_message, "event.message must be an object, got str"),
+])
+async def test_a_malformed_edit_or_deletion_is_logged_once_and_changes_nothing(slack, gateway, caplog, breakage, problem):
+    # One warning naming the broken field, never the message's text; acknowledged (a redelivery
+    # would be as broken); the queued message is left alone and the adapter keeps serving.
+    caplog.set_level(logging.DEBUG, logger="hermes_slack")
+    agent = HeldEchoAgent()
+    app = await gateway(agent=agent, core={"busy_input_mode": "queue"})
+    await slack.push(dm("1767227200.000100", "first"))
+    await slack.wait_for(lambda: agent.started == ["first"])
+    queued = dm("1767227200.000200", "queued original")
+    await slack.push(queued)
+    await slack.wait_for(lambda: app.runner.queue_depth(DM_KEY) == 1)
+    broken = deleted(queued, "1767227200.000300")
+    breakage(broken)
+    ids = await slack.push(broken)
+    await slack.wait_for(lambda: ids[0] in slack.acks)
+    assert app.runner.queue_depth(DM_KEY) == 1
+    agent.release.set()
+    await slack.wait_for(lambda: len(slack.posted) == 2)
+    await settle(app)
+    assert agent.started == ["first", "queued original"]
+    assert [p["text"] for p in slack.posted] == ["echo: first", "echo: queued original"]
+    logged = slack_log(caplog)
+    assert [m for m in logged if "malformed" in m] == [
+        f"skipping malformed slack event Ev1767227200000300: malformed payload: {problem}"]
+    assert not any("queued original" in m for m in logged)

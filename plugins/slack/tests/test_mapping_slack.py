@@ -127,6 +127,53 @@ def test_link_preview_message_changed_is_not_an_edit():
     assert classify(payload, FACTS, SlackSettings(edits_as_turns=True)) is None
 
 
+def edited_starter() -> dict:
+    """The message S7 edits, as it first arrived: Alice's top-level mention in #general."""
+    payload = load("s2_thread_reply")
+    event = payload["event"]
+    event.update(user="U0ALICE01", text="<@U0BOT0001> why is CI red?", ts="1767225700.000200",
+                 event_ts="1767225700.000200")
+    del event["thread_ts"], event["parent_user_id"]
+    return payload
+
+
+def thread_reply_deleted() -> dict:
+    """Bob deletes his S2 reply (Slack's `message_deleted`: the message as it was in `previous_message`)."""
+    payload = load("s2_thread_reply")
+    reply = payload["event"]
+    payload["event"] = {"type": "message", "subtype": "message_deleted", "channel": "C0GENERAL1",
+                        "channel_type": "channel", "hidden": True, "ts": "1767225765.000000",
+                        "event_ts": "1767225765.000000", "deleted_ts": reply["ts"], "previous_message": reply}
+    return payload
+
+
+def test_with_changes_an_edit_is_read_whatever_edits_as_turns_says():
+    # docs/behaviour.md §5: the adapter offers it to the gateway's queue with the original's
+    # source and ts first.
+    original = map_event(edited_starter(), FACTS, SETTINGS)
+    result = classify(load("s7_message_changed"), FACTS, SETTINGS, changes=True)
+    assert (result.change, result.event.text, result.event.message_id) == \
+        ("edit", "why is CI red??", "1767225700.000200@1767226100.000000")
+    assert result.source == original[0]
+    assert result.source.message_id == "1767225700.000200"
+
+
+def test_with_changes_a_deletion_carries_the_deleted_messages_source():
+    result = classify(thread_reply_deleted(), FACTS, SETTINGS, changes=True)
+    reply_source, _ = map_event(load("s2_thread_reply"), FACTS, SETTINGS)
+    assert result.change == "deletion"
+    assert result.source == reply_source
+    assert build_session_key(result.source) == "agent:main:slack:channel:C0GENERAL1:1767225700.000200"
+    assert classify(thread_reply_deleted(), FACTS, SETTINGS) is None  # without changes: not a turn
+    assert lookup_keys(thread_reply_deleted()) == ("C0GENERAL1", "U0BOB0002", "1767225700.000200", "channel")
+
+
+def test_with_changes_a_deletion_of_the_bots_own_message_is_nothing():
+    payload = thread_reply_deleted()
+    payload["event"]["previous_message"].update(user="U0BOT0001", bot_id="B0HERMES01")
+    assert classify(payload, FACTS, SETTINGS, changes=True) is None
+
+
 def test_event_id_and_thread_parent_are_kept_on_the_event():
     _, reply = map_event(load("s2_thread_reply"), FACTS, SETTINGS)
     assert (reply.platform_update_id, reply.reply_to_message_id, reply.reply_to_author_id,
