@@ -39,7 +39,7 @@ PLATFORM = "discord"
 DEFAULT, REPLY = 0, 19
 TURN_TYPES = frozenset({DEFAULT, REPLY})
 
-__all__ = ["MalformedPayload", "PLATFORM", "TURN_TYPES", "map_message", "strip_bot_mention"]
+__all__ = ["MalformedPayload", "PLATFORM", "TURN_TYPES", "channel_source", "map_message", "strip_bot_mention"]
 
 
 def strip_bot_mention(content: str, bot_id: str | None) -> str:
@@ -122,6 +122,21 @@ def _where(channel_id: str, guild_id: str | None, channel: ChannelInfo | None, p
     return {"chat_type": "group", "chat_id": channel_id,
             "chat_name": f"{guild_prefix}#{channel.name}" if channel.name else None,
             "chat_topic": channel.topic}
+
+
+def channel_source(message_id: str, channel_id: str, guild_id: str | None, *, channel: ChannelInfo | None,
+                   parent: ChannelInfo | None = None, bot_id: str | None = None) -> SessionSource:
+    """The SessionSource a message of this channel produces, short of its author: what a
+    MESSAGE_DELETE (`id`, `channel_id`, `guild_id`, no author) still tells (docs/adapters.md
+    D-T12). Its session key is the message's own for a DM, a thread (unless
+    `thread_sessions_per_user`) and a channel with `group_sessions_per_user = false`; a per-user
+    key needs the author, which only the message itself carried.
+
+    Raises:
+        MalformedPayload: a thread without a parent.
+    """
+    where = _where(channel_id, guild_id, channel, parent, None, {}, bot_id, "d")
+    return SessionSource(platform=PLATFORM, guild_id=guild_id, message_id=message_id, **where)
 
 
 def map_message(data: Any, *, bot_id: str | None, channel: ChannelInfo | None,

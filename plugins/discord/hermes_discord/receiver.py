@@ -8,17 +8,21 @@ dispatch — a private table, which is why the distribution pins discord.py's mi
 
 * every parser is wrapped so a payload discord.py cannot parse is logged with the event name and
   skipped, and the connection keeps running;
-* MESSAGE_CREATE and MESSAGE_UPDATE `d` objects are put, in gateway order, on one queue before
-  discord.py parses them. An edit of the text is offered to the gateway's queue first (a message
-  still queued takes the new text in place, docs/behaviour.md §5); otherwise it is a turn only
-  with `edits_as_turns` on, and only logged at DEBUG with it off;
+* MESSAGE_CREATE, MESSAGE_UPDATE and MESSAGE_DELETE `d` objects are put, in gateway order, on
+  one queue before discord.py parses them. An edit of the text is offered to the gateway's queue
+  first (a message still queued takes the new text in place, docs/behaviour.md §5); otherwise it
+  is a turn only with `edits_as_turns` on, and only logged at DEBUG with it off. A deletion
+  withdraws the message if it is still queued, and is never a turn;
 * one consumer task takes them in order, resolves the channel (discord.py's cache, else
   `GET /channels/{id}`, so a thread is a thread even when uncached), maps the payload with the
   pure `map_message`, and awaits `emit` (retried with backoff: Discord never redelivers a
   gateway event, so giving up would lose the message).
 
 RESUME replays events the bot may already have seen (D-T2): message ids handed to the gateway
-recently are skipped here, and the core's persisted inbound dedupe is the second line.
+recently are skipped here, and the core's persisted inbound dedupe is the second line. The same
+memory keeps each message's SessionSource: a MESSAGE_DELETE names no author, yet a guild
+channel's session is per user (docs/behaviour.md §4), so a deletion is routed with the source its
+message was handed over with (docs/adapters.md D-T12).
 """
 
 from __future__ import annotations
@@ -32,16 +36,16 @@ import aiohttp
 import discord
 from tenacity import AsyncRetrying, stop_after_attempt, wait_exponential
 
-from hermes_core.sdk import MessageEvent, QueuedEditor
+from hermes_core.sdk import MessageEvent, QueuedEditor, SessionSource
 
 from . import payload as p
 from .channels import ChannelInfo
-from .mapping import MalformedPayload, map_message
+from .mapping import MalformedPayload, channel_source, map_message
 from .settings import DiscordSettings
 
 log = logging.getLogger(__name__)
 
-RECENT_IDS = 2048  # message ids remembered against RESUME replays
+RECENT_IDS = 2048  # message ids (and their sources) remembered against RESUME replays, for deletions
 CHANNEL_CACHE = 1024  # channels resolved over REST (their kind never changes)
 DRAIN_GRACE_S = 10.0  # how long `stop` lets queued messages reach the gateway
 
@@ -77,7 +81,7 @@ class Receiver:
         emit: the adapter's `emit` (returns once the gateway durably accepted the event).
         bot_id: callable returning the bot's own user id once known (after login).
         edit_queued: the adapter's `edit_queued`: an edit of the text is offered to the gateway's
-            queue first (`handle`).
+            queue first (`handle`), a deletion withdraws a message still queued (`handle_delete`).
     """
 
     def __init__(self, client: discord.Client, settings: DiscordSettings, emit: Emit,
@@ -101,7 +105,7 @@ class Receiver:
         parsers: dict[str, Callable[[Any], None]] = self.client._connection.parsers
         for name, parse in list(parsers.items()):
             parsers[name] = self._guarded(name, parse)
-        for name, kind in (("MESSAGE_CREATE", "create"), ("MESSAGE_UPDATE", "edit")):
+        for name, kind in (("MESSAGE_CREATE", "create"), ("MESSAGE_UPDATE", "edit"), ("MESSAGE_DELETE", "delete")):
             parsers[name] = self._tapped(kind, parsers[name])
 
     def _guarded(self, name: str, parse: Callable[[Any], None]) -> Callable[[Any], None]:
@@ -116,8 +120,9 @@ class Receiver:
 
     def _tapped(self, kind: str, parse: Callable[[Any], None]) -> Callable[[Any], None]:
         def tapped(data: Any) -> None:
-            # Queued before discord.py parses it: the queue keeps gateway order. An edit is queued
-            # whatever `edits_as_turns` says: it may change a message still queued (`handle`).
+            # Queued before discord.py parses it: the queue keeps gateway order (a deletion comes
+            # after its message was handed over). An edit is queued whatever `edits_as_turns`
+            # says: it may change a message still queued (`handle`).
             self._queue.put_nowait((kind, data))
             parse(data)
         return tapped
@@ -154,7 +159,10 @@ class Receiver:
         while True:
             kind, data = await self._queue.get()
             try:
-                await self.handle(data, edit=kind == "edit")
+                if kind == "delete":
+                    await self.handle_delete(data)
+                else:
+                    await self.handle(data, edit=kind == "edit")
             except asyncio.CancelledError:
                 raise
             except Exception:
@@ -201,8 +209,46 @@ class Receiver:
         if not await self._emit_with_retry(event):
             return False
         if not edit:
-            self._recent.put(message_id)
+            self._recent.put(message_id, source)
         return True
+
+    async def handle_delete(self, data: Any) -> bool:
+        """Offer one MESSAGE_DELETE `d` object (`id`, `channel_id`, `guild_id`) to the gateway's
+        queue: a message still queued is withdrawn (docs/behaviour.md §5); a deletion is never a
+        turn.
+
+        The payload names no author, and a guild channel's session is per user
+        (`group_sessions_per_user`): the deletion is routed with the SessionSource its message was
+        handed to the gateway with (remembered for the last `RECENT_IDS` messages). A message not
+        remembered (handed over before a restart) gets what its channel alone gives
+        (`mapping.channel_source`, from discord.py's cache and ours, never a REST call): exact for
+        a DM, a thread, or a channel without per-user sessions; otherwise it finds nothing and
+        nothing is withdrawn (docs/adapters.md D-T12).
+
+        Returns:
+            True when a queued message was withdrawn; False otherwise (not queued, malformed).
+        """
+        try:
+            if not isinstance(data, dict):
+                raise MalformedPayload("d", f"must be an object, got {type(data).__name__}")
+            message_id = p.snowflake(data, "id", "d")
+            channel_id = p.snowflake(data, "channel_id", "d")
+            guild_id = p.snowflake(data, "guild_id", "d", required=False)
+            source = self._recent.get(message_id)
+            if not isinstance(source, SessionSource):
+                channel = self._cached_channel(channel_id)
+                parent = (self._cached_channel(channel.parent_id)
+                          if channel is not None and channel.is_thread and channel.parent_id else None)
+                source = channel_source(message_id, channel_id, guild_id, channel=channel, parent=parent,
+                                        bot_id=self._bot_id())
+        except MalformedPayload as exc:
+            self.skipped_malformed += 1
+            log.warning("skipping malformed discord MESSAGE_DELETE: %s", exc)
+            return False
+        if self._edit_queued is not None and await self._edit_queued(source, message_id, None):
+            return True
+        log.debug("discord deletion of message %s: not queued, nothing to withdraw", message_id)
+        return False
 
     async def _emit_with_retry(self, event: MessageEvent) -> bool:
         attempts = self.settings.max_emit_attempts
@@ -237,6 +283,11 @@ class Receiver:
         if channel is not None and channel.is_thread and channel.parent_id:
             parent = await self.channel_info(channel.parent_id)
         return channel, parent
+
+    def _cached_channel(self, channel_id: str) -> ChannelInfo | None:
+        """Facts of a channel from discord.py's cache or ours, else None (no REST call)."""
+        cached = self.client.get_channel(int(channel_id))
+        return ChannelInfo.from_library(cached) if cached is not None else self._channels.get(channel_id)
 
     async def channel_info(self, channel_id: str) -> ChannelInfo | None:
         """Facts of a channel: discord.py's cache (filled by READY, GUILD_CREATE, THREAD_CREATE,

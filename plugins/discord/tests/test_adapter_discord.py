@@ -181,6 +181,40 @@ async def test_edits_are_ignored_by_default(fake, make_adapter, caplog):
     assert "discord update of message 1500000000000000004 skipped: edits_as_turns is off" in caplog.text
 
 
+async def test_deletions_are_routed_with_the_source_their_message_had_else_by_their_channel(fake, make_adapter,
+                                                                                            caplog):
+    # docs/adapters.md D-T12: MESSAGE_DELETE carries no author. A message handed to the gateway is
+    # deleted under the source it was handed over with (a guild channel's key is per user); one
+    # not remembered gets what its channel alone gives (a DM's key is exact without the author).
+    # A malformed deletion is one warning naming the field.
+    caplog.set_level(logging.WARNING, logger="hermes_discord")
+    rec = Recorder()
+    adapter = await make_adapter(rec)
+    offered = []
+
+    async def edit_queued(source, message_id, text):
+        offered.append((source, message_id, text))
+        return False
+
+    adapter.bind(rec, edit_queued=edit_queued)
+    await fake.message(sample("d1_guild_text_role"))
+    await wait_until(lambda: len(rec.events) == 1)
+    await fake.push("MESSAGE_DELETE", {"id": "1500000000000000001", "channel_id": GENERAL_ID, "guild_id": GUILD_ID})
+    await fake.push("MESSAGE_DELETE", {"id": 1500000000000000002, "channel_id": GENERAL_ID})
+    await fake.push("MESSAGE_DELETE", {"id": "1500000000000000003", "channel_id": DM_ID})
+    await fake.push("MESSAGE_DELETE", {"id": "1500000000000000009", "channel_id": GENERAL_ID, "guild_id": GUILD_ID})
+    await wait_until(lambda: len(offered) == 3)
+    remembered, dm, channel = offered
+    assert remembered == (rec.events[0].source, "1500000000000000001", None)
+    assert (remembered[0].user_id, remembered[0].chat_id) == (ALICE_ID, GENERAL_ID)
+    assert (dm[0].chat_type, dm[0].chat_id, dm[0].user_id, dm[1]) == ("dm", DM_ID, None, "1500000000000000003")
+    assert (channel[0].chat_type, channel[0].chat_id, channel[0].guild_id, channel[0].user_id) == (
+        "group", GENERAL_ID, GUILD_ID, None)
+    assert [r.getMessage() for r in caplog.records if r.name.startswith("hermes_discord")] == [
+        "skipping malformed discord MESSAGE_DELETE: malformed payload: d.id must be a snowflake string, got int"]
+    assert len(rec.events) == 1  # a deletion is never a turn
+
+
 # ---- reconnects --------------------------------------------------------------------------------
 
 async def test_dropped_connection_resumes_and_loses_nothing(fake, make_adapter):

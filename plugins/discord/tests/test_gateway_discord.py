@@ -216,3 +216,62 @@ async def test_an_edit_of_a_queued_message_replaces_its_text_in_place(fake, tmp_
         assert agent.started == ["can you check my PR?", "queued edited"]
     finally:
         await app.stop()
+
+
+@pytest.mark.parametrize("name,key", [
+    ("d3_dm", "agent:main:discord:dm:1600000000000000001"),
+    ("d1_guild_text_role", "agent:main:discord:group:1100000000000000010:1300000000000000001"),
+])
+async def test_a_deletion_of_a_queued_message_withdraws_it(fake, tmp_path, caplog, name, key):
+    # docs/behaviour.md §5 "Edits and deletions": a deletion withdraws a message still queued. A
+    # MESSAGE_DELETE names no author; a guild channel's key is per user, so it is routed with the
+    # source its message was handed over with (docs/adapters.md D-T12). Deletions used to be
+    # ignored: the deleted text was answered.
+    caplog.set_level(logging.INFO, logger="hermes_core.pipeline.runner")
+    agent = HeldEchoAgent()
+    config = make_config(tmp_path / "home", fake)
+    config = config.model_copy(update={"core": config.core.model_copy(update={"busy_input_mode": "queue"})})
+    app = GatewayApp(config, watcher=False, agent=agent)
+    await app.start()
+    try:
+        first = sample(name)
+        await fake.message(first)
+        await wait_until(lambda: len(agent.started) == 1)
+        deleted = dict(sample(name), id="1500000000000000050", content="oops, not for you")
+        kept = dict(sample(name), id="1500000000000000051", content="queued and kept")
+        await fake.message(deleted)
+        await fake.message(kept)
+        await wait_until(lambda: app.runner.queue_depth(key) == 2)
+        gone = {"id": deleted["id"], "channel_id": deleted["channel_id"]}
+        if "guild_id" in deleted:
+            gone["guild_id"] = deleted["guild_id"]
+        await fake.push("MESSAGE_DELETE", gone)
+        await wait_until(lambda: f"queued message 1500000000000000050 in {key} withdrawn" in caplog.text)
+        assert app.runner.queue_depth(key) == 1
+        agent.release.set()
+        await fake.wait_for(lambda: len(fake.sent) == 2)
+        await app.runner.join()
+        assert agent.started[1:] == ["queued and kept"]
+        assert [s["content"] for s in fake.sent][1:] == ["echo: queued and kept"]
+    finally:
+        await app.stop()
+
+
+async def test_a_deletion_of_an_answered_message_changes_nothing(fake, gateway, caplog):
+    # docs/behaviour.md §5: only a message still queued is withdrawn; an answered one stays in
+    # the transcript and nothing is sent.
+    caplog.set_level(logging.DEBUG, logger="hermes_discord")
+    app = await gateway()
+    await fake.message(sample("d3_dm"))
+    await fake.wait_for(lambda: len(fake.sent) == 1)
+    await app.runner.join()
+    await fake.push("MESSAGE_DELETE", {"id": "1500000000000000004", "channel_id": DM_ID})
+    await wait_until(lambda: "discord deletion of message 1500000000000000004: not queued, nothing to withdraw"
+                     in caplog.text)
+    await fake.message(dict(sample("d3_dm"), id="1500000000000000060", content="still there?"))
+    await fake.wait_for(lambda: len(fake.sent) == 2)
+    await app.runner.join()
+    assert [s["content"] for s in fake.sent] == ["echo: can you check my PR?", "echo: still there?"]
+    [entry] = await app.store.list_sessions()
+    assert [m["content"] for m in await app.store.load_transcript(entry.session_id)] == [
+        "can you check my PR?", "echo: can you check my PR?", "still there?", "echo: still there?"]

@@ -1,12 +1,14 @@
 """`WhatsAppAdapter`: the bridge transport, platform `whatsapp` (docs/adapters.md §4.0–§4.2, §4.5).
 
 Receiving: a long-poll loop on the bridge's `GET /events?after=<seq>`. Each event is mapped
-(`bridge_mapping.map_bridge_event`) and every turn in it handed to the gateway; only once `emit`
-returned for all of them does the cursor move past the event, and the next poll acknowledges it
-to the bridge. A message the gateway refuses leaves the cursor where it was: after a pause the
-same event is polled again (the bridge keeps it), so nothing is lost; a message accepted twice
-is answered once (the core's inbound dedupe). One process may poll a bridge
-(`ingress = "single_receiver"`).
+(`bridge_mapping.map_bridge_event`) and every turn in it handed to the gateway; an edit or a
+deletion of an earlier message is offered to the gateway's queue (`edit_queued`: a message still
+queued takes the new text or is withdrawn, docs/behaviour.md §5), and only an edit it did not take
+becomes a turn, with `edits_as_turns` on. Only once all of them are done does the cursor move past
+the event, and the next poll acknowledges it to the bridge. A message the gateway refuses leaves
+the cursor where it was: after a pause the same event is polled again (the bridge keeps it), so
+nothing is lost; a message accepted twice is answered once (the core's inbound dedupe). One
+process may poll a bridge (`ingress = "single_receiver"`).
 
 Identity (trap W-T1): the `…Alt` fields of each message travel as `MessageEvent.aliases` (the
 core records them before keying); `lid-mapping.update` events and the bridge's
@@ -35,6 +37,7 @@ from hermes_core.sdk import (CAP_TYPING, INGRESS_SINGLE_RECEIVER, AdapterSpec, B
 
 from .bridge import BridgeClient, BridgeError, lid_mappings
 from .bridge_mapping import group_subjects, map_bridge_event, mapping_update
+from .changes import Change, settle
 from .jid import PLATFORM, is_group
 from .settings import WhatsAppSettings
 
@@ -242,16 +245,16 @@ class WhatsAppAdapter(BaseAdapter):
             self._groups[jid] = subject
 
     async def handle_event(self, payload: Any) -> bool:
-        """Handle one bridge event; True when it is done (every turn in it accepted, or nothing
-        to accept), False when the gateway refused a turn or an alias (poll it again later).
+        """Handle one bridge event; True when it is done (every turn in it accepted and every
+        edit or deletion applied, or nothing to do), False when the gateway refused a turn, a
+        change or an alias (poll it again later).
         Never raises for bad input: a malformed event is logged with the field at fault and
         skipped, so one broken event never blocks the ones after it."""
         try:
             alias = mapping_update(payload)
             if alias is None:
                 await self._learn_groups(payload)
-                turns = map_bridge_event(payload, group_names=self._groups.get,
-                                         edits_as_turns=self.settings.edits_as_turns)
+                mapped = map_bridge_event(payload, group_names=self._groups.get)
         except MalformedPayload as exc:
             log.warning("skipping malformed whatsapp bridge event: %s", exc)
             return True
@@ -266,7 +269,20 @@ class WhatsAppAdapter(BaseAdapter):
                             type(exc).__name__, exc)
                 return False
             return True
-        for _, event in turns:
+        for item in mapped:
+            if isinstance(item, Change):
+                # An edit or a deletion is offered to the gateway's queue first (docs/behaviour.md
+                # §5); only an edit the queue did not take may still be a turn (`edits_as_turns`).
+                try:
+                    event = await settle(self, item, label="whatsapp", edits_as_turns=self.settings.edits_as_turns)
+                except Exception as exc:
+                    log.warning("whatsapp %s of message %s not applied to the queue: %s; it stays at the bridge",
+                                item.kind, item.original_id, type(exc).__name__)
+                    return False
+                if event is None:
+                    continue
+            else:
+                event = item[1]
             try:
                 await self.emit(event)
             except Exception as exc:

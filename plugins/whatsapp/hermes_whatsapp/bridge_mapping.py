@@ -1,4 +1,5 @@
-"""Bridge event → (SessionSource, MessageEvent): docs/adapters.md §4.1, §4.2 (W1–W4), seed §1.
+"""Bridge event → (SessionSource, MessageEvent) or `Change`: docs/adapters.md §4.1, §4.2 (W1–W4),
+seed §1.
 
 Pure functions over the JSON a bridge hands over (no network), so every sample is a
 deterministic fixture test. Two event shapes are read:
@@ -16,11 +17,15 @@ JID, W-T6); the key builder canonicalises them. Every LID ↔ phone pair the eve
 (`…Alt` fields) goes on `MessageEvent.aliases`, which the core records before it builds the key,
 so W1 and W2 share one session from the first message (W-T1).
 
+Edits (`editedMessage`, `protocolMessage` type 14 MESSAGE_EDIT) and deletions for everyone
+(`protocolMessage` type 0 REVOKE) become a `Change` naming the original (`protocolMessage.key.id`),
+routed as the original was; the adapter offers it to the gateway's queue (docs/behaviour.md §5).
+
 Not turns (None, reason logged at DEBUG): the bot's own messages (`fromMe`, W-T3), Status
-updates, broadcast lists and channels (W-T4), `append` history syncs, protocol messages
-(deletes, ephemeral settings), reactions, receipts, messages without text or media, and edits
-unless `edits_as_turns`.
-A broken event raises `MalformedPayload` naming the field.
+updates, broadcast lists and channels (W-T4), `append` history syncs, other protocol messages
+(ephemeral settings, history syncs), reactions, receipts, messages without text or media.
+A broken event raises `MalformedPayload` naming the field (an edit or a revoke without the
+original's `key.id` included).
 """
 
 from __future__ import annotations
@@ -28,9 +33,10 @@ from __future__ import annotations
 import logging
 from typing import Any, Callable, Mapping
 
-from hermes_core.sdk import IdentityAlias, MalformedPayload, MessageEvent, SessionSource
+from hermes_core.sdk import IdentityAlias, MalformedPayload, MessageEvent, SessionSource, normalize_whatsapp_id
 
 from . import fields
+from .changes import Change
 from .jid import PLATFORM, alias_pair, is_group, never_a_chat
 
 log = logging.getLogger(__name__)
@@ -94,21 +100,55 @@ def message_content(message: Mapping, path: str) -> tuple[str, list[dict[str, An
     return text, media, context
 
 
-def edited_content(inner: Mapping, path: str) -> tuple[dict, str] | None:
-    """The new content of an edit, or None when `inner` is no edit. Baileys delivers an edit as
-    `editedMessage: {message: {protocolMessage: {type: 14, editedMessage: {...}}}}` or as a bare
-    `protocolMessage` of type 14 (MESSAGE_EDIT)."""
+# `protocolMessage.type` values (WAProto `ProtocolMessage.Type`): numbers from Baileys, names from
+# whatsmeow's protojson.
+REVOKE, MESSAGE_EDIT = "REVOKE", "MESSAGE_EDIT"
+PROTOCOL_TYPES = {0: REVOKE, 14: MESSAGE_EDIT, REVOKE: REVOKE, MESSAGE_EDIT: MESSAGE_EDIT}
+
+
+def _original_key(protocol: Mapping, path: str) -> tuple[str, str | None]:
+    """`(id, participant)` of the message an edit or a revoke names (`protocolMessage.key`:
+    Baileys spells the id `id`, whatsmeow `ID`)."""
+    key = fields.obj(protocol, "key", path, required=True)
+    assert key is not None
+    kpath = f"{path}.key"
+    original_id = fields.ident(key, "id", kpath) or fields.ident(key, "ID", kpath)
+    if original_id is None:
+        raise MalformedPayload(f"{kpath}.id", "is missing")
+    return original_id, fields.ident(key, "participant", kpath)
+
+
+def protocol_change(inner: Mapping, path: str) -> tuple[str, str | None, dict | None, str] | None:
+    """What an edit or a revoke says, or None when `inner` is neither (docs/behaviour.md §5).
+
+    Baileys delivers an edit as `editedMessage: {message: {protocolMessage: {key, type: 14,
+    editedMessage: {...}}}}` or as a bare `protocolMessage` of type 14 (MESSAGE_EDIT), and a
+    deletion for everyone as a `protocolMessage` of type 0 (REVOKE); `key.id` names the original.
+
+    Returns:
+        `(original id, original sender or None, new content or None for a revoke, its path)`.
+
+    Raises:
+        MalformedPayload: an edit or a revoke that does not name its original (`key.id`).
+    """
     outer = fields.obj(inner, "editedMessage", path)
     if outer is not None:
         inner = fields.obj(outer, "message", f"{path}.editedMessage") or {}
         path = f"{path}.editedMessage.message"
+        if "protocolMessage" not in inner:
+            raise MalformedPayload(f"{path}.protocolMessage", "is missing (an edit names its original there)")
     protocol = fields.obj(inner, "protocolMessage", path)
     if protocol is None:
-        return ({}, path) if outer is not None else None
-    edited = fields.obj(protocol, "editedMessage", f"{path}.protocolMessage")
-    if edited is None and outer is None:
         return None
-    return edited or {}, f"{path}.protocolMessage.editedMessage"
+    ppath = f"{path}.protocolMessage"
+    kind = protocol.get("type")
+    kind = None if isinstance(kind, bool) or not isinstance(kind, (int, str)) else PROTOCOL_TYPES.get(kind)
+    edited = fields.obj(protocol, "editedMessage", ppath)
+    if kind == REVOKE and outer is None:
+        return (*_original_key(protocol, ppath), None, ppath)
+    if edited is None and kind != MESSAGE_EDIT and outer is None:
+        return None  # another protocol message (ephemeral setting, history sync, …): not a turn
+    return (*_original_key(protocol, ppath), edited or {}, f"{ppath}.editedMessage")
 
 
 def _reply_context(context: Mapping | None, path: str) -> dict[str, Any]:
@@ -143,10 +183,50 @@ def _source(chat: str, sender: str | None, push_name: str | None, message_id: st
                          user_id=chat, user_name=push_name, message_id=message_id)
 
 
-def map_baileys_message(item: Any, path: str, *, group_names: GroupNames | None = None,
-                        edits_as_turns: bool = False) -> tuple[SessionSource, MessageEvent] | None:
-    """Map one WAMessage of a Baileys `messages.upsert` (W1, W2, W4). An edit is a turn only
-    with `edits_as_turns` (its own `key.id`, the new text)."""
+# What one message maps to: a turn, or a change of an earlier message.
+Mapped = tuple[SessionSource, MessageEvent] | Change
+
+
+def _content(message: Mapping, message_id: str, root: str, *, chat: str, sender: str | None,
+             push_name: str | None, group_names: GroupNames | None, raw: dict,
+             aliases: list[IdentityAlias]) -> Mapped | None:
+    """The turn, or the `Change` (an edit or a revoke), one message object carries."""
+    inner, inner_path = unwrap_message(message, root)
+    change = protocol_change(inner, inner_path)
+    if change is None:
+        for kind in NOT_TURNS:
+            if kind in inner:
+                _skip("%s is a %s", message_id, kind)
+                return None
+        content, content_path = message, root
+    else:
+        original_id, original_sender, content, content_path = change
+        # Routed as the original message was: same chat, same sender. In a group a revoke names
+        # the original's author in `protocolMessage.key.participant`: a group admin's deletion
+        # of someone else's message is tried under the author too.
+        original = _source(chat, sender, push_name, original_id, group_names)
+        alternates = ()
+        if is_group(chat) and original_sender and \
+                normalize_whatsapp_id(original_sender) != normalize_whatsapp_id(sender or ""):
+            alternates = (_source(chat, original_sender, None, original_id, group_names),)
+        if content is None:
+            return Change(original, original_id, None, alternates=alternates)
+    text, media, context = message_content(content, content_path)
+    if not text.strip() and not media:
+        _skip("%s has neither text nor media", message_id)
+        return None
+    source = _source(chat, sender, push_name, message_id, group_names)
+    event = MessageEvent(source=source, text=text, message_id=message_id, media=media, raw=raw,
+                         aliases=aliases, **_reply_context(context, f"{content_path}.contextInfo"))
+    if change is None:
+        return source, event
+    # An edit: offered to the queue first; `event` (its own id) is the turn `edits_as_turns` gives.
+    return Change(original, original_id, text, event, alternates)
+
+
+def map_baileys_message(item: Any, path: str, *, group_names: GroupNames | None = None) -> Mapped | None:
+    """Map one WAMessage of a Baileys `messages.upsert` (W1, W2, W4): a turn, a `Change` (an
+    edit or a deletion of an earlier message), or None when it is neither."""
     if not isinstance(item, dict):
         raise MalformedPayload(path, f"must be an object, got {fields.type_name(item)}")
     key = fields.obj(item, "key", path, required=True)
@@ -165,39 +245,20 @@ def map_baileys_message(item: Any, path: str, *, group_names: GroupNames | None 
     if message is None:
         _skip("%s has no message (a receipt, a stub or an undecryptable message)", message_id)
         return None
-    inner, inner_path = unwrap_message(message, f"{path}.message")
-    edit = edited_content(inner, inner_path)
-    if edit is not None:
-        if not edits_as_turns:
-            _skip("%s is an edit (edits_as_turns is off)", message_id)
-            return None
-        message, message_path = edit
-    else:
-        for kind in NOT_TURNS:
-            if kind in inner:
-                _skip("%s is a %s", message_id, kind)
-                return None
-        message_path = f"{path}.message"
-    text, media, context = message_content(message, message_path)
-    if not text.strip() and not media:
-        _skip("%s has neither text nor media", message_id)
-        return None
     chat_alt = fields.ident(key, "remoteJidAlt", kpath) or fields.ident(key, "senderPn", kpath) \
         or fields.ident(key, "senderLid", kpath)
     participant = fields.ident(key, "participant", kpath)
     participant_alt = fields.ident(key, "participantAlt", kpath) or fields.ident(key, "participantPn", kpath)
     sender = (participant or participant_alt) if is_group(chat) else chat
     fields.timestamp(item, "messageTimestamp", path)
-    source = _source(chat, sender, fields.text(item, "pushName", path) or None, message_id, group_names)
     aliases = _aliases([(chat, chat_alt, "remoteJidAlt"), (participant, participant_alt, "participantAlt")])
-    event = MessageEvent(source=source, text=text, message_id=message_id, media=media, raw=item,
-                         aliases=aliases, **_reply_context(context, f"{message_path}.contextInfo"))
-    return source, event
+    return _content(message, message_id, f"{path}.message", chat=chat, sender=sender,
+                    push_name=fields.text(item, "pushName", path) or None, group_names=group_names, raw=item,
+                    aliases=aliases)
 
 
-def map_whatsmeow_event(payload: Mapping, *, group_names: GroupNames | None = None,
-                        edits_as_turns: bool = False) -> tuple[SessionSource, MessageEvent] | None:
-    """Map one whatsmeow `events.Message` (W3); edits as in `map_baileys_message`."""
+def map_whatsmeow_event(payload: Mapping, *, group_names: GroupNames | None = None) -> Mapped | None:
+    """Map one whatsmeow `events.Message` (W3); edits and revokes as in `map_baileys_message`."""
     info = fields.obj(payload, "Info", "event", required=True)
     assert info is not None
     chat = fields.ident(info, "Chat", "event.Info", required=True)
@@ -214,42 +275,23 @@ def map_whatsmeow_event(payload: Mapping, *, group_names: GroupNames | None = No
     if message is None:
         _skip("%s has no message", message_id)
         return None
-    inner, inner_path = unwrap_message(message, "event.Message")
-    edit = edited_content(inner, inner_path)
-    if edit is not None:
-        if not edits_as_turns:
-            _skip("%s is an edit (edits_as_turns is off)", message_id)
-            return None
-        message, message_path = edit
-    else:
-        for kind in NOT_TURNS:
-            if kind in inner:
-                _skip("%s is a %s", message_id, kind)
-                return None
-        message_path = "event.Message"
-    text, media, context = message_content(message, message_path)
-    if not text.strip() and not media:
-        _skip("%s has neither text nor media", message_id)
-        return None
-    source = _source(chat, sender, fields.text(info, "PushName", "event.Info") or None, message_id, group_names)
     aliases = _aliases([(sender, fields.ident(info, "SenderAlt", "event.Info"), "SenderAlt")])
-    event = MessageEvent(source=source, text=text, message_id=message_id, media=media, raw=dict(payload),
-                         aliases=aliases, **_reply_context(context, f"{message_path}.contextInfo"))
-    return source, event
+    return _content(message, message_id, "event.Message", chat=chat, sender=sender,
+                    push_name=fields.text(info, "PushName", "event.Info") or None, group_names=group_names,
+                    raw=dict(payload), aliases=aliases)
 
 
-def map_bridge_event(payload: Any, *, group_names: GroupNames | None = None,
-                     edits_as_turns: bool = False) -> list[tuple[SessionSource, MessageEvent]]:
-    """Map one bridge event to the turns in it, in order.
+def map_bridge_event(payload: Any, *, group_names: GroupNames | None = None) -> list[Mapped]:
+    """Map one bridge event to the turns and changes in it, in order.
 
     Args:
         payload: a decoded bridge event (Baileys `messages.upsert` or whatsmeow `message`).
         group_names: `group JID -> subject or None` from the adapter's cache (never a fetch).
-        edits_as_turns: an edited message starts a turn (`[platforms.whatsapp] edits_as_turns`).
 
     Returns:
-        The `(SessionSource, MessageEvent)` pairs for the agent; `[]` when nothing in the event
-        is a turn (the reason is logged at DEBUG).
+        `(SessionSource, MessageEvent)` pairs for the agent and `Change`s (edits and deletions
+        of earlier messages, for the adapter to offer to the gateway's queue: docs/behaviour.md
+        §5); `[]` when nothing in the event is either (the reason is logged at DEBUG).
 
     Raises:
         MalformedPayload: the event itself is broken (the field is named). A broken message
@@ -259,7 +301,7 @@ def map_bridge_event(payload: Any, *, group_names: GroupNames | None = None,
         raise MalformedPayload("event", f"must be an object, got {fields.type_name(payload)}")
     kind = fields.text(payload, "type", "event")
     if "Info" in payload:
-        mapped = map_whatsmeow_event(payload, group_names=group_names, edits_as_turns=edits_as_turns)
+        mapped = map_whatsmeow_event(payload, group_names=group_names)
         return [mapped] if mapped else []
     if "messages" not in payload:
         log.debug("whatsapp bridge event of type %r skipped: not a message event", kind)
@@ -268,11 +310,10 @@ def map_bridge_event(payload: Any, *, group_names: GroupNames | None = None,
         # `append` is history the phone synced (our own sends and old chats), not new input.
         log.debug("whatsapp bridge messages.upsert of type %r skipped: not new messages", kind)
         return []
-    out = []
+    out: list[Mapped] = []
     for index, item in enumerate(fields.items(payload, "messages", "event")):
         try:
-            mapped = map_baileys_message(item, f"event.messages[{index}]", group_names=group_names,
-                                         edits_as_turns=edits_as_turns)
+            mapped = map_baileys_message(item, f"event.messages[{index}]", group_names=group_names)
         except MalformedPayload as exc:
             log.warning("skipping malformed whatsapp bridge message: %s", exc)
             continue

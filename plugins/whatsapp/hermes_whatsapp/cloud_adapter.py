@@ -4,8 +4,11 @@
 Receiving: the webhook listener (`webhook.WebhookListener`) verifies the `hub.challenge`
 handshake and every POST's `X-Hub-Signature-256`, then `handle_body` maps the body
 (`cloud_mapping.map_webhook`) and hands each turn to the gateway. The webhook is answered 200
-only once every turn in it was accepted (and every status report applied); otherwise 500, and
-Meta redelivers. Each event is posted once, so any replica may receive (`ingress = "shared"`).
+only once every turn in it was accepted (and every edit, deletion and status report applied);
+otherwise 500, and Meta redelivers. Edits and deletions (`edit` / `revoke` messages) are offered
+to the gateway's queue (`edit_queued`, docs/behaviour.md §5): a message still queued takes the new
+text or is withdrawn; only an edit it did not take becomes a turn, with `edits_as_turns` on.
+Each event is posted once, so any replica may receive (`ingress = "shared"`).
 
 Status callbacks: `delivered` / `read` confirm, `failed` fails the delivery obligation that sent
 the message (`BaseAdapter.report_delivery`), with the WhatsApp error code and its meaning in the
@@ -28,8 +31,9 @@ import httpx
 from pydantic import BaseModel
 
 from hermes_core.sdk import (CAP_TYPING, CAP_WEBHOOK, INGRESS_SHARED, AdapterSpec, BaseAdapter, MalformedPayload,
-                             SendResult, SessionSource, measure)
+                             MessageEvent, SendResult, SessionSource, measure)
 
+from .changes import settle
 from .cloud_mapping import PLATFORM, map_webhook
 from .graph import GraphClient
 from .settings import WhatsAppCloudSettings
@@ -149,9 +153,10 @@ class WhatsAppCloudAdapter(BaseAdapter):
     async def handle_body(self, body: Any) -> bool:
         """Handle one verified webhook body; True when it may be acknowledged (200).
 
-        Turns go to the gateway in order; status reports go to the delivery ledger. False
-        (answer 500: Meta redelivers) when the gateway refused a turn or the ledger could not be
-        written. Malformed messages are logged with the field at fault and skipped.
+        Turns go to the gateway in order, then edits and deletions to its queue; status reports
+        go to the delivery ledger. False (answer 500: Meta redelivers) when the gateway refused a
+        turn or a change, or the ledger could not be written. Malformed messages are logged with
+        the field at fault and skipped.
         """
         try:
             batch = map_webhook(body, phone_number_id=self.settings.phone_number_id)
@@ -167,11 +172,19 @@ class WhatsAppCloudAdapter(BaseAdapter):
             self.malformed += 1
             log.warning("skipping malformed whatsapp_cloud message: malformed payload: %s", line)
         for _, event in batch.turns:
+            if not await self._emit(event):
+                return False
+        for change in batch.changes:
+            # After the turns (an edit never precedes its original): offered to the gateway's
+            # queue first (docs/behaviour.md §5); only an edit it did not take may be a turn.
             try:
-                await self.emit(event)
+                event = await settle(self, change, label="whatsapp_cloud",
+                                     edits_as_turns=self.settings.edits_as_turns)
             except Exception as exc:
-                log.warning("whatsapp_cloud message %s not accepted by the gateway: %s: %s; Meta will redeliver",
-                            event.message_id, type(exc).__name__, exc)
+                log.warning("whatsapp_cloud %s of message %s not applied to the queue: %s; Meta will redeliver",
+                            change.kind, change.original_id, type(exc).__name__)
+                return False
+            if event is not None and not await self._emit(event):
                 return False
         for report in batch.reports:
             if report.status == "failed":
@@ -188,6 +201,16 @@ class WhatsAppCloudAdapter(BaseAdapter):
             if settled is None:
                 log.debug("whatsapp_cloud status %s of %s changed no delivery obligation",
                           report.status, report.message_id)
+        return True
+
+    async def _emit(self, event: MessageEvent) -> bool:
+        """Hand one turn to the gateway; False (logged) when it refused it."""
+        try:
+            await self.emit(event)
+        except Exception as exc:
+            log.warning("whatsapp_cloud message %s not accepted by the gateway: %s: %s; Meta will redeliver",
+                        event.message_id, type(exc).__name__, exc)
+            return False
         return True
 
     # ---- sending -------------------------------------------------------------------------

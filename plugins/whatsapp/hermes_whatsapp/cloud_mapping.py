@@ -17,6 +17,10 @@ Rules (platform `whatsapp_cloud`, docs/adapters.md §0.3 item 13):
 - The phone is an alias of the BSUID (the BSUID is canonical): a later payload that carries only
   the phone keys the same session.
 
+Edits and deletions (`type` `edit` / `revoke`, which Meta documents only for WhatsApp Business
+app numbers onboarded to the Cloud API, "Coexistence") become a `Change` naming
+`original_message_id`, routed by the sender as the original was (docs/behaviour.md §5).
+
 Not turns: statuses (they become `StatusReport`s for the delivery ledger), `errors[]` (logged),
 reactions, `unsupported` and `system` messages, changes other than `messages` (message echoes of
 the business app included), and anything for another business number. A broken message raises
@@ -26,12 +30,13 @@ the business app included), and anything for another business number. A broken m
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Mapping
 
 from hermes_core.sdk import IdentityAlias, MalformedPayload, MessageEvent, SessionSource
 
 from . import fields
+from .changes import Change
 
 log = logging.getLogger(__name__)
 
@@ -63,10 +68,12 @@ class StatusReport:
 
 @dataclass(slots=True)
 class CloudBatch:
-    """Everything one webhook body carries: `turns` in order, `reports` for the ledger, and
-    `malformed` — one `"<field> <problem>"` line per message that could not be read."""
+    """Everything one webhook body carries: `turns` in order, `changes` (edits and deletions of
+    earlier messages, in order), `reports` for the ledger, and `malformed` — one
+    `"<field> <problem>"` line per message that could not be read."""
 
     turns: list[tuple[SessionSource, MessageEvent]] = field(default_factory=list)
+    changes: list[Change] = field(default_factory=list)
     reports: list[StatusReport] = field(default_factory=list)
     malformed: list[str] = field(default_factory=list)
 
@@ -121,12 +128,14 @@ def message_text(message: Mapping, path: str) -> tuple[str, list[dict[str, Any]]
 
 
 def map_message(message: Any, contacts: list, path: str, *, own_number: str | None = None
-                ) -> tuple[SessionSource, MessageEvent] | None:
-    """Map one `messages[]` item (W5, W6, W7); None when it is not a turn (the business
-    number's own messages included: `own_number` is its `display_phone_number`)."""
+                ) -> tuple[SessionSource, MessageEvent] | Change | None:
+    """Map one `messages[]` item (W5, W6, W7): a turn, a `Change` (an `edit` or a `revoke` of an
+    earlier message, docs/behaviour.md §5), or None when it is neither (the business number's
+    own messages included: `own_number` is its `display_phone_number`)."""
     if not isinstance(message, dict):
         raise MalformedPayload(path, f"must be an object, got {fields.type_name(message)}")
     message_id = fields.ident(message, "id", path, required=True)
+    assert message_id is not None
     kind = fields.text(message, "type", path)
     if kind in NOT_TURNS:
         _skip("%s is a %s message", message_id, kind)
@@ -143,10 +152,6 @@ def map_message(message: Any, contacts: list, path: str, *, own_number: str | No
         raise MalformedPayload(f"{path}.from", "is missing (and so is the sender's user_id)")
     profile = fields.obj(contact, "profile", cpath) or {}
     name = fields.text(profile, "name", f"{cpath}.profile") or None
-    text, media = message_text(message, path)
-    if not text.strip() and not media:
-        _skip("%s (%s) has neither text nor media", message_id, kind)
-        return None
     group_id = fields.ident(message, "group_id", path)
     if group_id is not None:
         source = SessionSource(platform=PLATFORM, chat_id=group_id, chat_type="group", user_id=phone or bsuid,
@@ -154,13 +159,38 @@ def map_message(message: Any, contacts: list, path: str, *, own_number: str | No
     else:
         source = SessionSource(platform=PLATFORM, chat_id=bsuid or phone or "", chat_name=name, chat_type="dm",
                                user_id=phone or bsuid, user_name=name, user_id_alt=bsuid, message_id=message_id)
-    context = fields.obj(message, "context", path) or {}
-    reply_to = fields.ident(context, "id", f"{path}.context")
     aliases = [IdentityAlias(PLATFORM, phone, bsuid, "contacts.user_id")] if phone and bsuid and phone != bsuid else []
+    if kind == "revoke":
+        # A deletion names the original (`revoke.original_message_id`); it is never a turn.
+        revoke = fields.obj(message, "revoke", path, required=True)
+        assert revoke is not None
+        original_id = fields.ident(revoke, "original_message_id", f"{path}.revoke", required=True)
+        assert original_id is not None
+        return Change(replace(source, message_id=original_id), original_id, None)
+    original_id = None
+    content, content_path = message, path
+    if kind == "edit":
+        # An edit carries the original's id and the whole new message (`edit.message`).
+        edit = fields.obj(message, "edit", path, required=True)
+        assert edit is not None
+        original_id = fields.ident(edit, "original_message_id", f"{path}.edit", required=True)
+        content = fields.obj(edit, "message", f"{path}.edit", required=True)
+        assert original_id is not None and content is not None
+        content_path = f"{path}.edit.message"
+    text, media = message_text(content, content_path)
+    if not text.strip() and not media:
+        _skip("%s (%s) has neither text nor media", message_id, kind)
+        return None
+    context = fields.obj(content, "context", content_path) or {}
+    reply_to = fields.ident(context, "id", f"{content_path}.context")
     event = MessageEvent(source=source, text=text, message_id=message_id, media=media, raw=message,
                          reply_to_message_id=reply_to,
-                         reply_to_author_id=fields.ident(context, "from", f"{path}.context") if reply_to else None,
+                         reply_to_author_id=(fields.ident(context, "from", f"{content_path}.context")
+                                             if reply_to else None),
                          aliases=aliases)
+    if original_id is not None:
+        # Offered to the queue first; `event` (the edit's own id) is the turn `edits_as_turns` gives.
+        return Change(replace(source, message_id=original_id), original_id, text, event)
     return source, event
 
 
@@ -236,7 +266,9 @@ def map_webhook(body: Any, *, phone_number_id: str | None = None) -> CloudBatch:
                 except MalformedPayload as exc:
                     batch.malformed.append(f"{exc.field} {exc.problem}")
                     continue
-                if mapped is not None:
+                if isinstance(mapped, Change):
+                    batch.changes.append(mapped)
+                elif mapped is not None:
                     batch.turns.append(mapped)
             for s, status in enumerate(fields.items(value, "statuses", vpath)):
                 try:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import sqlite3
 from pathlib import Path
 
@@ -16,6 +17,7 @@ from fake_whatsapp import MetaPoster, bridge_settings, cloud_settings, post_webh
 from hermes_core import GatewayConfig
 from hermes_core.agents.echo import EchoAgent
 from hermes_core.app import GatewayApp
+from hermes_core.testing import HeldEchoAgent
 
 FIXTURES = Path(__file__).parent / "fixtures"
 CAROL_PN = "15551234567@s.whatsapp.net"
@@ -49,6 +51,42 @@ def cloud_dm(text: str, message_id: str, *, phone: str = "16505551234", bsuid: s
     value["contacts"] = [{"profile": {"name": name}, "wa_id": phone, "user_id": bsuid}]
     value["messages"] = [{"from": phone, "from_user_id": bsuid, "id": message_id, "timestamp": "1767225600",
                           "type": "text", "text": {"body": text}}]
+    return body
+
+
+def edit_of(chat: str, original_id: str, text: str, edit_id: str, *, participant: str | None = None) -> dict:
+    """A Baileys edit of `original_id`: `editedMessage` around a `protocolMessage` of type 14."""
+    event = upsert(chat, "", edit_id, participant=participant)
+    event["messages"][0]["message"] = {"editedMessage": {"message": {"protocolMessage": {
+        "key": {"remoteJid": chat, "fromMe": True, "id": original_id}, "type": 14,
+        "editedMessage": {"conversation": text}}}}}
+    return event
+
+
+def revoke_of(chat: str, original_id: str, revoke_id: str, *, participant: str | None = None) -> dict:
+    """A Baileys deletion for everyone of `original_id`: a `protocolMessage` of type 0 (REVOKE)."""
+    event = upsert(chat, "", revoke_id, participant=participant)
+    event["messages"][0]["message"] = {"protocolMessage": {
+        "key": {"remoteJid": chat, "fromMe": True, "id": original_id}, "type": 0}}
+    return event
+
+
+async def wait_until(predicate, timeout: float = 10.0) -> None:
+    async def poll():
+        while not predicate():
+            await asyncio.sleep(0.01)
+    await asyncio.wait_for(poll(), timeout)
+
+
+def cloud_change(kind: str, original_id: str, message_id: str, text: str | None = None) -> dict:
+    """A Cloud API `edit` (new text) or `revoke` of `original_id` by Sheena (Coexistence numbers)."""
+    body = cloud_dm("", message_id)
+    message = body["entry"][0]["changes"][0]["value"]["messages"][0]
+    del message["text"]
+    message["type"] = kind
+    message[kind] = {"original_message_id": original_id}
+    if kind == "edit":
+        message["edit"]["message"] = {"type": "text", "text": {"body": text}}
     return body
 
 
@@ -269,6 +307,97 @@ async def test_with_redaction_no_phone_number_reaches_the_model_input(bridge, ga
         assert secret not in seen
 
 
+@pytest.mark.parametrize("edits_as_turns", [False, True])
+async def test_bridge_edit_of_a_queued_message_replaces_its_text_in_place(bridge, gateway, caplog, edits_as_turns):
+    # docs/behaviour.md §5 "Edits and deletions": an edit of a message still queued replaces its
+    # queued text in place. A Baileys edit used to be dropped (edits_as_turns off: the stale text
+    # was answered) or to become a turn of its own (on: both texts were answered).
+    caplog.set_level(logging.INFO, logger="hermes_core.pipeline.runner")
+    agent = HeldEchoAgent()
+    app = await gateway({"whatsapp": bridge_table(bridge, edits_as_turns=edits_as_turns)}, agent=agent,
+                        core={"busy_input_mode": "queue"})
+    bridge.push(upsert(CAROL_PN, "first", "3EB0Q1"))
+    await wait_until(lambda: agent.started == ["first"])
+    bridge.push(upsert(CAROL_PN, "queued original", "3EB0Q2"))
+    await wait_until(lambda: app.runner.queue_depth("agent:main:whatsapp:dm:15551234567") == 1)
+    seqs = bridge.push(edit_of(CAROL_PN, "3EB0Q2", "queued edited", "3EB0Q2EDIT"))
+    await wait_until(lambda: "queued message 3EB0Q2 in agent:main:whatsapp:dm:15551234567 edited" in caplog.text)
+    agent.release.set()
+    await bridge.wait_for(lambda: len(bridge.sent) == 2)
+    await app.runner.join()
+    await bridge.wait_for(lambda: bridge.acked >= seqs[-1])
+    assert [b["message"] for b in bridge.sent] == ["echo: first", "echo: queued edited"]
+    assert agent.started == ["first", "queued edited"]
+    assert bridge.sent[1]["replyTo"] == "3EB0Q2"
+
+
+async def test_bridge_revoke_of_a_queued_group_message_withdraws_it(bridge, gateway, caplog):
+    # docs/behaviour.md §5: a deletion withdraws a message still queued (a REVOKE used to be
+    # dropped as a protocol message, and the deleted text was answered). In a group the session
+    # is the sender's (group_sessions_per_user), so the revoke is routed by its sender too.
+    caplog.set_level(logging.INFO, logger="hermes_core.pipeline.runner")
+    agent = HeldEchoAgent()
+    app = await gateway({"whatsapp": bridge_table(bridge)}, agent=agent, core={"busy_input_mode": "queue"})
+    dave = "15557654321:3@s.whatsapp.net"
+    key = "agent:main:whatsapp:group:120363025555555555:15557654321"
+    bridge.push(upsert(GROUP, "first", "3EB0G1", participant=dave, name="Dave"))
+    await wait_until(lambda: agent.started == ["first"])
+    bridge.push(upsert(GROUP, "oops, wrong chat", "3EB0G2", participant=dave, name="Dave"),
+                upsert(GROUP, "second", "3EB0G3", participant=dave, name="Dave"))
+    await wait_until(lambda: app.runner.queue_depth(key) == 2)
+    seqs = bridge.push(revoke_of(GROUP, "3EB0G2", "3EB0G2DEL", participant=dave))
+    await wait_until(lambda: f"queued message 3EB0G2 in {key} withdrawn" in caplog.text)
+    assert app.runner.queue_depth(key) == 1
+    agent.release.set()
+    await bridge.wait_for(lambda: len(bridge.sent) == 2)
+    await app.runner.join()
+    await bridge.wait_for(lambda: bridge.acked >= seqs[-1])
+    assert [b["message"] for b in bridge.sent] == ["echo: first", "echo: second"]
+    assert agent.started == ["first", "second"]
+
+
+async def test_bridge_edit_of_an_answered_message_is_no_turn_with_edits_as_turns_off(bridge, gateway, caplog):
+    # docs/behaviour.md §5: an edit of a message already processed is not a new turn unless
+    # edits_as_turns; it is still offered to the queue first (and the queue says it is not there).
+    caplog.set_level(logging.INFO, logger="hermes_whatsapp")
+    app = await gateway({"whatsapp": bridge_table(bridge)})
+    bridge.push(upsert(CAROL_PN, "what's the time?", "3EB0A1"))
+    await bridge.wait_for(lambda: len(bridge.sent) == 1)
+    await app.runner.join()
+    seqs = bridge.push(edit_of(CAROL_PN, "3EB0A1", "what's the date?", "3EB0A1EDIT"),
+                       revoke_of(CAROL_PN, "3EB0A1", "3EB0A1DEL"))
+    await bridge.wait_for(lambda: bridge.acked >= seqs[-1])
+    await app.runner.join()
+    logged = [r.getMessage() for r in caplog.records if r.name.startswith("hermes_whatsapp")]
+    assert ("whatsapp edit of message 3EB0A1 skipped: it is no longer queued and edits_as_turns is off"
+            in logged)
+    assert [b["message"] for b in bridge.sent] == ["echo: what's the time?"]
+    [entry] = await app.store.list_sessions()
+    assert [m["content"] for m in await app.store.load_transcript(entry.session_id)] == [
+        "what's the time?", "echo: what's the time?"]
+
+
+async def test_bridge_malformed_revoke_is_one_clear_warning_and_the_gateway_keeps_serving(bridge, gateway, caplog):
+    # A revoke that does not name its original cannot withdraw anything: one warning naming the
+    # field (never the text or the number), the event is acknowledged, the queued message stays.
+    agent = HeldEchoAgent()
+    app = await gateway({"whatsapp": bridge_table(bridge)}, agent=agent, core={"busy_input_mode": "queue"})
+    bridge.push(upsert(CAROL_PN, "first", "3EB0M1"))
+    await wait_until(lambda: agent.started == ["first"])
+    bridge.push(upsert(CAROL_PN, "keep me", "3EB0M2"))
+    await wait_until(lambda: app.runner.queue_depth("agent:main:whatsapp:dm:15551234567") == 1)
+    broken = revoke_of(CAROL_PN, "3EB0M2", "3EB0M2DEL")
+    del broken["messages"][0]["message"]["protocolMessage"]["key"]["id"]
+    seqs = bridge.push(broken)
+    await bridge.wait_for(lambda: bridge.acked >= seqs[-1])
+    agent.release.set()
+    await bridge.wait_for(lambda: len(bridge.sent) == 2)
+    assert [b["message"] for b in bridge.sent] == ["echo: first", "echo: keep me"]
+    warnings = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING and r.name.startswith("hermes")]
+    assert warnings == ["skipping malformed whatsapp bridge message: malformed payload: "
+                        "event.messages[0].message.protocolMessage.key.id is missing"]
+
+
 # ---- Cloud API ----------------------------------------------------------------------------------
 
 async def test_cloud_dm_group_and_username_user_are_answered_in_place(graph, gateway):
@@ -452,6 +581,31 @@ async def test_bridge_malformed_events_are_skipped_and_the_gateway_keeps_serving
             in logged)
     assert ("skipping malformed whatsapp bridge event: malformed payload: event.lid is not valid Unicode "
             "(lone surrogate)") in logged
+
+
+async def test_cloud_edit_and_revoke_of_queued_messages_change_the_queue(graph, gateway, caplog):
+    # docs/behaviour.md §5: an `edit` webhook replaces a queued message's text in place, a
+    # `revoke` withdraws one; neither is a turn. Both used to be dropped (no text of their own),
+    # and the stale and the deleted texts were answered.
+    caplog.set_level(logging.INFO, logger="hermes_core.pipeline.runner")
+    agent = HeldEchoAgent()
+    app = await gateway({"whatsapp_cloud": cloud_table(graph)}, agent=agent, core={"busy_input_mode": "queue"})
+    url = webhook_url(app)
+    key = "agent:main:whatsapp_cloud:dm:" + BSUID
+    assert (await post_webhook(url, cloud_dm("first", "wamid.C1"))).status_code == 200
+    await wait_until(lambda: agent.started == ["first"])
+    for text, wamid in (("queued one", "wamid.C2"), ("queued two", "wamid.C3")):
+        assert (await post_webhook(url, cloud_dm(text, wamid))).status_code == 200
+    await wait_until(lambda: app.runner.queue_depth(key) == 2)
+    assert (await post_webhook(url, cloud_change("edit", "wamid.C2", "wamid.C2E", "queued one, edited"))).status_code == 200
+    assert (await post_webhook(url, cloud_change("revoke", "wamid.C3", "wamid.C3R"))).status_code == 200
+    assert f"queued message wamid.C2 in {key} edited" in caplog.text
+    assert f"queued message wamid.C3 in {key} withdrawn" in caplog.text
+    agent.release.set()
+    await graph.wait_for(lambda: len(graph.sent) == 2)
+    await app.runner.join()
+    assert [b["text"]["body"] for b in graph.sent] == ["echo: first", "echo: queued one, edited"]
+    assert agent.started == ["first", "queued one, edited"]
 
 
 async def test_cloud_oversized_body_and_wrong_handshake_mode_are_refused(graph, gateway):

@@ -22,6 +22,7 @@ from hermes_core.sdk import IdentityAlias, MalformedPayload, SessionSource
 from hermes_core.store.aliases import AliasMap
 from hermes_whatsapp.bridge import lid_mappings
 from hermes_whatsapp.bridge_mapping import group_subjects, map_bridge_event, mapping_update
+from hermes_whatsapp.changes import Change
 from hermes_whatsapp.cloud_mapping import StatusReport, map_webhook
 from hermes_whatsapp.jid import alias_pair
 
@@ -175,7 +176,7 @@ def test_wrapped_captioned_and_quoted_messages_are_read():
 @pytest.mark.parametrize("payload,why", [
     (_upsert({"remoteJid": "120363111111111111@newsletter"}, {"conversation": "news"}), "channel post"),
     (_upsert({"remoteJid": "15551234567@s.whatsapp.net"}, {"reactionMessage": {"text": "👍"}}), "reactionMessage"),
-    (_upsert({"remoteJid": "15551234567@s.whatsapp.net"}, {"protocolMessage": {"type": 0}}), "protocolMessage"),
+    (_upsert({"remoteJid": "15551234567@s.whatsapp.net"}, {"protocolMessage": {"type": 3}}), "protocolMessage"),
     (_upsert({"remoteJid": "15551234567@s.whatsapp.net"}), "has no message"),
     (_upsert({"remoteJid": "15551234567@s.whatsapp.net"}, {"conversation": "  "}), "neither text nor media"),
     ({**_upsert({"remoteJid": "15551234567@s.whatsapp.net"}, {"conversation": "old"}), "type": "append"},
@@ -340,18 +341,75 @@ def test_malformed_cloud_messages_are_named_and_the_rest_kept():
         map_webhook({"object": "whatsapp_business_account", "entry": {}})
 
 
-def test_edits_are_turns_only_when_configured(caplog):
-    edit = _upsert({"remoteJid": "15551234567@s.whatsapp.net", "id": "3EB0EDIT"}, {"editedMessage": {"message": {
-        "protocolMessage": {"key": {"remoteJid": "15551234567@s.whatsapp.net", "id": "3EB0ORIG"}, "type": 14,
+def test_edits_and_revokes_are_changes_naming_the_original():
+    # docs/behaviour.md §5: an edit or a deletion names the original (`protocolMessage.key.id`),
+    # routed as the original was; the edit also carries itself as a turn (its own id) for
+    # edits_as_turns. Both used to be dropped (or, with edits_as_turns, the edit was a plain turn).
+    dm = "15551234567@s.whatsapp.net"
+    edit = _upsert({"remoteJid": dm, "id": "3EB0EDIT"}, {"editedMessage": {"message": {
+        "protocolMessage": {"key": {"remoteJid": dm, "fromMe": True, "id": "3EB0ORIG"}, "type": 14,
                             "editedMessage": {"conversation": "hello, corrected"}}}}})
-    with caplog.at_level(logging.DEBUG, logger="hermes_whatsapp"):
-        assert map_bridge_event(edit) == []
-    assert "whatsapp bridge message skipped: 3EB0EDIT is an edit (edits_as_turns is off)" in [
-        r.getMessage() for r in caplog.records]
-    [(source, event)] = map_bridge_event(edit, edits_as_turns=True)
-    assert (source.message_id, event.text) == ("3EB0EDIT", "hello, corrected")
-    bare = {"type": "message", "Info": {"Chat": "15551234567@s.whatsapp.net", "Sender": "15551234567@s.whatsapp.net",
-                                        "ID": "3A1EDIT", "PushName": "Carol"},
-            "Message": {"protocolMessage": {"type": 14, "editedMessage": {"conversation": "fixed"}}}}
-    assert map_bridge_event(bare) == []
-    assert [e.text for _, e in map_bridge_event(bare, edits_as_turns=True)] == ["fixed"]
+    [change] = map_bridge_event(edit)
+    assert isinstance(change, Change)
+    assert (change.original_id, change.text, change.kind, change.alternates) == ("3EB0ORIG", "hello, corrected", "edit", ())
+    assert (change.source.chat_id, change.source.chat_type, change.source.user_id, change.source.message_id) == (
+        dm, "dm", dm, "3EB0ORIG")
+    assert (change.event.message_id, change.event.text) == ("3EB0EDIT", "hello, corrected")
+    assert key_of(change.source) == "agent:main:whatsapp:dm:15551234567"
+
+    bare = {"type": "message", "Info": {"Chat": dm, "Sender": dm, "ID": "3A1EDIT", "PushName": "Carol"},
+            "Message": {"protocolMessage": {"key": {"remoteJID": dm, "ID": "3A1ORIG"}, "type": "MESSAGE_EDIT",
+                                            "editedMessage": {"conversation": "fixed"}}}}
+    [change] = map_bridge_event(bare)
+    assert (change.original_id, change.text, change.event.message_id) == ("3A1ORIG", "fixed", "3A1EDIT")
+
+    group, dave, admin = "120363025555555555@g.us", "15557654321:3@s.whatsapp.net", "15559990000@s.whatsapp.net"
+    revoke = _upsert({"remoteJid": group, "id": "3EB0DEL", "participant": dave},
+                     {"protocolMessage": {"key": {"remoteJid": group, "fromMe": True, "id": "3EB0GONE"}, "type": 0}})
+    [change] = map_bridge_event(revoke, group_names=group_names)
+    assert (change.original_id, change.text, change.event, change.kind) == ("3EB0GONE", None, None, "deletion")
+    assert key_of(change.source) == "agent:main:whatsapp:group:120363025555555555:15557654321"
+    assert change.alternates == ()
+    by_admin = {"type": "message", "Info": {"Chat": group, "Sender": admin, "ID": "3A1DEL"},
+                "Message": {"protocolMessage": {"key": {"remoteJID": group, "ID": "3A1GONE", "participant": dave},
+                                                "type": "REVOKE"}}}
+    [change] = map_bridge_event(by_admin)
+    assert [key_of(s) for s in (change.source, *change.alternates)] == [
+        "agent:main:whatsapp:group:120363025555555555:15559990000",
+        "agent:main:whatsapp:group:120363025555555555:15557654321"]
+
+
+@pytest.mark.parametrize("message,field", [
+    ({"protocolMessage": {"type": 0}}, "event.messages[0].message.protocolMessage.key is missing"),
+    ({"protocolMessage": {"type": 0, "key": {"remoteJid": "15551234567@s.whatsapp.net", "id": 7}}},
+     "event.messages[0].message.protocolMessage.key.id must be a string, got int"),
+    ({"protocolMessage": {"type": 14, "key": {}, "editedMessage": {"conversation": "x"}}},
+     "event.messages[0].message.protocolMessage.key.id is missing"),
+    ({"editedMessage": {"message": {"conversation": "x"}}},
+     "event.messages[0].message.editedMessage.message.protocolMessage is missing (an edit names its original there)"),
+])
+def test_an_edit_or_revoke_without_its_original_is_malformed(message, field, caplog):
+    assert map_bridge_event(_upsert({"remoteJid": "15551234567@s.whatsapp.net"}, message)) == []
+    assert [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING] == [
+        f"skipping malformed whatsapp bridge message: malformed payload: {field}"]
+
+
+def test_cloud_edits_and_revokes_are_changes_naming_the_original():
+    # Meta delivers `edit` and `revoke` messages for Coexistence numbers (docs/adapters.md §4.3).
+    contacts = [{"profile": {"name": "Sheena"}, "wa_id": "16505551234", "user_id": "US.13491208655302741918"}]
+    body = _cloud({"contacts": contacts, "messages": [
+        {"from": "16505551234", "id": "wamid.E1", "timestamp": "1767225600", "type": "edit",
+         "edit": {"original_message_id": "wamid.ORIG", "message": {"type": "text", "text": {"body": "fixed"}}}},
+        {"from": "16505551234", "id": "wamid.R1", "timestamp": "1767225601", "type": "revoke",
+         "revoke": {"original_message_id": "wamid.GONE"}},
+        {"from": "16505551234", "id": "wamid.R2", "timestamp": "1767225602", "type": "revoke", "revoke": {}},
+    ]})
+    batch = map_webhook(body)
+    assert batch.turns == []
+    edit, revoke = batch.changes
+    assert (edit.original_id, edit.text, edit.event.message_id, edit.source.message_id) == (
+        "wamid.ORIG", "fixed", "wamid.E1", "wamid.ORIG")
+    assert (revoke.original_id, revoke.text, revoke.event) == ("wamid.GONE", None, None)
+    assert {key_of(edit.source), key_of(revoke.source)} == {"agent:main:whatsapp_cloud:dm:US.13491208655302741918"}
+    assert batch.malformed == [
+        "body.entry[0].changes[0].value.messages[2].revoke.original_message_id is missing"]
