@@ -239,7 +239,7 @@ def test_dotenv_not_utf8_is_named_not_the_config_file(tmp_path):
     work.mkdir()
     (work / ".env").write_bytes(b"FOO=\xff\n")
     home = tmp_path / "home"
-    result = subprocess.run([SCRIPT, "status"], capture_output=True, text=True, timeout=60, cwd=work,
+    result = subprocess.run([SCRIPT, "sessions", "list"], capture_output=True, text=True, timeout=60, cwd=work,
                             env=gateway_env(home))
     line = assert_one_error_line(result)
     assert line == (f"hermes-gateway: error: .env file {work / '.env'} is not valid UTF-8: "
