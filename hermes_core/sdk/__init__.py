@@ -4,6 +4,7 @@ A platform plugin imports from here only (and from `hermes_core.testing` in its 
 
     BaseAdapter, SendResult, InboundHandler    the adapter contract (sdk/adapter.py)
     AliasRecorder, DeliveryReporter            what the gateway binds for `record_alias` / `report_delivery`
+    QueuedEditor                               what the gateway binds for `edit_queued` (docs/behaviour.md §5)
     AdapterSpec, SettingsSpec                  what an adapter / plugin declares (types.py)
     CAP_EDIT … CAP_WEBHOOK, CAPABILITIES       capability names for `AdapterSpec.capabilities`
     INGRESS_SINGLE_RECEIVER, INGRESS_SHARED    values of `AdapterSpec.ingress`
@@ -21,6 +22,9 @@ A platform plugin imports from here only (and from `hermes_core.testing` in its 
     DeliveryPlan, OutboundDelivery, RedactionRule, SessionContext   records some hooks take or return
     neutralize_untrusted                       make user-chosen text (names, topics) safe for a prompt
     normalize_whatsapp_id, canonical_whatsapp_identifier   the key builder's WhatsApp id rule (keys.py)
+    QueuedChange, offer_change                 an edit or deletion of an earlier message, offered to the
+                                               gateway's queue before `edits_as_turns` (sdk/changes.py,
+                                               docs/behaviour.md §5)
     SessionWork, WorkHandle                    background work and wake-ups bound to a session
                                                (`app.background`; sdk/background.py, docs/behaviour.md §10)
     COMMAND_MENU                               the commands a platform's command menu advertises (sdk/commands.py)
@@ -38,6 +42,7 @@ from ..types import (CAP_EDIT, CAP_MEDIA, CAP_REACTIONS, CAP_THREADS, CAP_TYPING
                      RedactionRule, SettingsSpec)
 from .adapter import AliasRecorder, BaseAdapter, DeliveryReporter, InboundHandler, QueuedEditor, SendResult
 from .background import SessionWork, WorkHandle
+from .changes import QueuedChange, offer_change
 from .chunking import chunk_text, measure
 from .commands import COMMAND_MENU
 from .errors import MalformedPayload, RetryAfter, RetryAfterExceeded, SendError, describe_failure
@@ -54,9 +59,9 @@ __all__ = [
     "CAP_REACTIONS", "CAP_THREADS", "CAP_TYPING", "CAP_WEBHOOK", "COMMAND_MENU", "ChatSendQueue", "DeliveryPlan",
     "DeliveryReporter",
     "HERMES_PLUGIN_API", "INGRESS_SHARED", "INGRESS_SINGLE_RECEIVER", "IdentityAlias", "InboundHandler",
-    "MalformedPayload", "MessageEvent", "field_list", "field_object", "type_name", "OutboundDelivery", "Platform", "PlatformSettings", "QueuedEditor", "RedactionRule",
+    "MalformedPayload", "MessageEvent", "field_list", "field_object", "type_name", "OutboundDelivery", "Platform", "PlatformSettings", "QueuedChange", "QueuedEditor", "RedactionRule",
     "RetryAfter", "RetryAfterExceeded", "RetryPolicy", "SendError", "SendResult", "SessionContext",
     "SessionSource", "SessionWork", "SettingsSpec", "SourceError", "TESTING_PACKAGE", "WorkHandle",
     "canonical_whatsapp_identifier", "chunk_text", "deliver_plan", "describe_failure", "hookimpl", "measure", "neutralize_untrusted",
-    "normalize_whatsapp_id", "send_chunks", "send_with_retry",
+    "normalize_whatsapp_id", "offer_change", "send_chunks", "send_with_retry",
 ]

@@ -13,7 +13,8 @@ PLUGIN_NAMES = [
     "BaseAdapter", "AdapterSpec", "SendResult", "SessionSource", "MessageEvent", "hookimpl", "SettingsSpec",
     "PlatformSettings", "IdentityAlias", "chunk_text", "measure", "ChatSendQueue", "send_chunks",
     "send_with_retry", "RetryPolicy", "RetryAfter", "RetryAfterExceeded", "SendError", "MalformedPayload",
-    "CAP_EDIT", "CAP_THREADS", "CAP_TYPING", "CAP_MEDIA", "CAP_REACTIONS", "CAP_WEBHOOK",
+    "CAP_EDIT", "CAP_THREADS", "CAP_TYPING", "CAP_MEDIA", "CAP_REACTIONS", "CAP_WEBHOOK", "QueuedChange",
+    "offer_change",
 ]
 
 

@@ -8,7 +8,7 @@ allow-list), so every sample of docs/adapters.md §2.1 is a deterministic fixtur
 Three outcomes:
 - a `(SessionSource, MessageEvent)` pair: a message for the agent;
 - `None`: a well-formed message that is not for the agent (the bot's own, a system message, an
-  empty one, an edit while `edits_as_turns` is off); the reason is logged at DEBUG;
+  empty one, an update that is no edit of the text); the reason is logged at DEBUG;
 - `MalformedPayload`: the payload is broken; the message names the field.
 
 Rules (docs/adapters.md §2.0): DM (1) → `dm` keyed on the DM *channel* id; group DM (3) →

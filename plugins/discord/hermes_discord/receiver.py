@@ -10,9 +10,9 @@ dispatch — a private table, which is why the distribution pins discord.py's mi
   skipped, and the connection keeps running;
 * MESSAGE_CREATE, MESSAGE_UPDATE and MESSAGE_DELETE `d` objects are put, in gateway order, on
   one queue before discord.py parses them. An edit of the text is offered to the gateway's queue
-  first (a message still queued takes the new text in place, docs/behaviour.md §5); otherwise it
-  is a turn only with `edits_as_turns` on, and only logged at DEBUG with it off. A deletion
-  withdraws the message if it is still queued, and is never a turn;
+  first (`offer_change`: a message still queued takes the new text in place, docs/behaviour.md
+  §5); otherwise it is a turn only with `edits_as_turns` on, and only logged with it off. A
+  deletion withdraws the message if it is still queued, and is never a turn;
 * one consumer task takes them in order, resolves the channel (discord.py's cache, else
   `GET /channels/{id}`, so a thread is a thread even when uncached), maps the payload with the
   pure `map_message`, and awaits `emit` (retried with backoff: Discord never redelivers a
@@ -36,7 +36,7 @@ import aiohttp
 import discord
 from tenacity import AsyncRetrying, stop_after_attempt, wait_exponential
 
-from hermes_core.sdk import MessageEvent, QueuedEditor, SessionSource
+from hermes_core.sdk import MessageEvent, QueuedChange, QueuedEditor, SessionSource, offer_change
 
 from . import payload as p
 from .channels import ChannelInfo
@@ -50,6 +50,11 @@ CHANNEL_CACHE = 1024  # channels resolved over REST (their kind never changes)
 DRAIN_GRACE_S = 10.0  # how long `stop` lets queued messages reach the gateway
 
 Emit = Callable[[MessageEvent], Awaitable[None]]
+
+
+async def _nothing_queued(source: SessionSource, message_id: str, text: str | None) -> bool:
+    """The queue editor of a receiver without a gateway: nothing is ever queued."""
+    return False
 
 
 class _Recent:
@@ -89,7 +94,7 @@ class Receiver:
         self.client = client
         self.settings = settings
         self._emit = emit
-        self._edit_queued = edit_queued
+        self._edit_queued: QueuedEditor = edit_queued or _nothing_queued
         self._bot_id = bot_id
         self._queue: asyncio.Queue[tuple[str, Any]] = asyncio.Queue()
         self._consumer: asyncio.Task | None = None
@@ -176,7 +181,8 @@ class Receiver:
 
         Returns:
             True when the gateway accepted an event for it; False when it was not for the agent,
-            malformed (logged with the field), a replay, or refused by the gateway every time.
+            malformed (logged with the field), a replay, refused by the gateway every time, or an
+            edit that is no turn (the queue took it, or `edits_as_turns` is off).
         """
         event_name = "MESSAGE_UPDATE" if edit else "MESSAGE_CREATE"
         try:
@@ -201,10 +207,10 @@ class Receiver:
         if edit:
             # Offered to the gateway's queue first (docs/behaviour.md §5): a message still queued
             # takes the new text in place; only otherwise does `edits_as_turns` decide.
-            if self._edit_queued is not None and await self._edit_queued(source, message_id, event.text):
-                return True
-            if not self.settings.edits_as_turns:
-                log.debug("discord update of message %s skipped: edits_as_turns is off", message_id)
+            turn = await offer_change(self._edit_queued, QueuedChange(source, message_id, event.text, event),
+                                      edits_as_turns=self.settings.edits_as_turns,
+                                      label=f"discord update of message {message_id}", logger=log)
+            if turn is None:
                 return False
         if not await self._emit_with_retry(event):
             return False
@@ -212,7 +218,7 @@ class Receiver:
             self._recent.put(message_id, source)
         return True
 
-    async def handle_delete(self, data: Any) -> bool:
+    async def handle_delete(self, data: Any) -> None:
         """Offer one MESSAGE_DELETE `d` object (`id`, `channel_id`, `guild_id`) to the gateway's
         queue: a message still queued is withdrawn (docs/behaviour.md §5); a deletion is never a
         turn.
@@ -223,10 +229,8 @@ class Receiver:
         remembered (handed over before a restart) gets what its channel alone gives
         (`mapping.channel_source`, from discord.py's cache and ours, never a REST call): exact for
         a DM, a thread, or a channel without per-user sessions; otherwise it finds nothing and
-        nothing is withdrawn (docs/adapters.md D-T12).
-
-        Returns:
-            True when a queued message was withdrawn; False otherwise (not queued, malformed).
+        nothing is withdrawn (docs/adapters.md D-T12). A malformed one is one warning naming the
+        field.
         """
         try:
             if not isinstance(data, dict):
@@ -244,11 +248,9 @@ class Receiver:
         except MalformedPayload as exc:
             self.skipped_malformed += 1
             log.warning("skipping malformed discord MESSAGE_DELETE: %s", exc)
-            return False
-        if self._edit_queued is not None and await self._edit_queued(source, message_id, None):
-            return True
-        log.debug("discord deletion of message %s: not queued, nothing to withdraw", message_id)
-        return False
+            return
+        await offer_change(self._edit_queued, QueuedChange(source, message_id, None), edits_as_turns=False,
+                           label=f"discord deletion of message {message_id}", logger=log)
 
     async def _emit_with_retry(self, event: MessageEvent) -> bool:
         attempts = self.settings.max_emit_attempts

@@ -178,7 +178,8 @@ async def test_edits_are_ignored_by_default(fake, make_adapter, caplog):
     await fake.message(dict(sample("d3_dm"), id="1500000000000000010", content="next"))
     await wait_until(lambda: len(rec.events) == 1)
     assert rec.events[0].text == "next"
-    assert "discord update of message 1500000000000000004 skipped: edits_as_turns is off" in caplog.text
+    assert ("discord update of message 1500000000000000004 skipped: it is not queued and edits_as_turns is off"
+            in caplog.text)
 
 
 async def test_deletions_are_routed_with_the_source_their_message_had_else_by_their_channel(fake, make_adapter,

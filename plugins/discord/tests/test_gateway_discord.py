@@ -266,8 +266,8 @@ async def test_a_deletion_of_an_answered_message_changes_nothing(fake, gateway, 
     await fake.wait_for(lambda: len(fake.sent) == 1)
     await app.runner.join()
     await fake.push("MESSAGE_DELETE", {"id": "1500000000000000004", "channel_id": DM_ID})
-    await wait_until(lambda: "discord deletion of message 1500000000000000004: not queued, nothing to withdraw"
-                     in caplog.text)
+    await wait_until(lambda: "discord deletion of message 1500000000000000004: it is not queued (nothing to "
+                     "withdraw)" in caplog.text)
     await fake.message(dict(sample("d3_dm"), id="1500000000000000060", content="still there?"))
     await fake.wait_for(lambda: len(fake.sent) == 2)
     await app.runner.join()

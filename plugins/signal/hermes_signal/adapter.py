@@ -36,10 +36,10 @@ from pydantic import BaseModel
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception_type, stop_after_attempt, wait_exponential
 
 from hermes_core.sdk import (CAP_EDIT, CAP_TYPING, INGRESS_SINGLE_RECEIVER, AdapterSpec, BaseAdapter, ChatSendQueue,
-                             IdentityAlias, MessageEvent, RetryPolicy, SendResult, SessionSource, chunk_text, measure,
-                             send_chunks)
+                             IdentityAlias, MessageEvent, QueuedChange, RetryPolicy, SendResult, SessionSource,
+                             chunk_text, measure, offer_change, send_chunks)
 
-from .mapping import GROUP_PREFIX, Change, MalformedPayload, identity_pairs, map_payload, quote_of, raw_group_id
+from .mapping import GROUP_PREFIX, MalformedPayload, identity_pairs, map_payload, quote_of, raw_group_id
 from .receiver import EventStream
 from .rpc import CHECK_PATH, SignalRpc, SignalRpcError, send_timestamp
 from .settings import SignalSettings
@@ -244,7 +244,7 @@ class SignalAdapter(BaseAdapter):
             # A payload shape the mapping did not anticipate: skip it, keep the stream running.
             log.exception("skipping signal payload: it could not be mapped")
             mapped = None
-        if isinstance(mapped, Change):
+        if isinstance(mapped, QueuedChange):
             event = await self._offer_change(mapped)
         else:
             event = mapped[1] if mapped is not None else None
@@ -252,32 +252,23 @@ class SignalAdapter(BaseAdapter):
         if event is not None and await self._emit_with_retries(event):
             self._remember(pairs)
 
-    async def _offer_change(self, change: Change) -> MessageEvent | None:
-        """Offer an edit or a remote delete to the gateway's queue (docs/behaviour.md §5 "Edits
-        and deletions"). Returns the event to emit as a turn of its own: the edit's, when the
-        original is no longer queued and `edits_as_turns` is on; None otherwise (logged with the
-        original's timestamp only, never text or numbers)."""
+    async def _offer_change(self, change: QueuedChange) -> MessageEvent | None:
+        """Offer an edit or a remote delete to the gateway's queue (`offer_change`,
+        docs/behaviour.md §5 "Edits and deletions"). Returns the event to emit as a turn of its
+        own: the edit's, when the original is no longer queued and `edits_as_turns` is on; None
+        otherwise. A queue failure is one error line and no turn. Logged with the original's
+        timestamp only, never text or numbers."""
         what = "edit" if change.text is not None else "remote delete"
+        label = f"signal {what} of message {change.source.message_id}"
         try:
-            if await self.edit_queued(change.source, change.message_id, change.text):
-                return None
+            return await offer_change(self.edit_queued, change, edits_as_turns=self.settings.edits_as_turns,
+                                      label=label, logger=log)
         except asyncio.CancelledError:
             raise
         except Exception as exc:
             # Not known whether it reached the queue: making it a turn could answer it twice.
-            log.error("signal %s of message %s not applied to the queue, skipped: %s", what, change.timestamp,
-                      type(exc).__name__)
+            log.error("%s not applied to the queue, skipped: %s", label, type(exc).__name__)
             return None
-        if change.text is None:
-            log.info("signal remote delete of message %s: it is not queued (nothing to withdraw)", change.timestamp)
-            return None
-        if not self.settings.edits_as_turns:
-            log.info("signal edit of message %s skipped: it is not queued and edits_as_turns is off",
-                     change.timestamp)
-            return None
-        if change.event is None:
-            log.info("signal edit of message %s skipped: no text or attachments", change.timestamp)
-        return change.event
 
     async def _emit_with_retries(self, event) -> bool:
         """Offer `event` to the gateway up to `max_emit_attempts` times (exponential pauses from

@@ -11,9 +11,12 @@ docs/adapters.md §5.2 is a deterministic fixture test. Three wire wrappers carr
 
 Outcomes of `map_payload`:
 - a `(SessionSource, MessageEvent)` pair: a message for the agent;
-- a `Change`: an edit (`editMessage`) or a remote delete (`dataMessage.remoteDelete`) of an
-  earlier message, described with the SessionSource that message produced; the adapter offers it
-  to the gateway's queue and applies `edits_as_turns` (docs/behaviour.md §5 "Edits and deletions");
+- a `QueuedChange` (the SDK's): an edit (`editMessage`) or a remote delete
+  (`dataMessage.remoteDelete`) of an earlier message, described with the SessionSource that
+  message produced (its `message_id` the original's timestamp) and the original's event id
+  `"<timestamp>:<author>"`; an edit's `event` is the edit as a turn of its own (id = the edit's
+  timestamp), None when it has no text or attachments. The adapter offers it to the gateway's
+  queue and applies `edits_as_turns` (`offer_change`, docs/behaviour.md §5 "Edits and deletions");
 - `None`: a well-formed payload that is not a turn (typing indicators, receipts, calls, stories,
   syncs of what the owner sent to others, group updates, reactions, empty envelopes, the
   account's own messages and echoes); the reason is logged at DEBUG/INFO;
@@ -46,8 +49,8 @@ import logging
 from dataclasses import dataclass, replace
 from typing import Any, Callable, Container, Mapping
 
-from hermes_core.sdk import (IdentityAlias, MalformedPayload, MessageEvent, SessionSource, field_list, field_object,
-                             type_name)
+from hermes_core.sdk import (IdentityAlias, MalformedPayload, MessageEvent, QueuedChange, SessionSource, field_list,
+                             field_object, type_name)
 
 log = logging.getLogger(__name__)
 
@@ -73,32 +76,6 @@ class Sender:
     def stable_id(self) -> str:
         """The UUID when known, else the number (never empty for a valid envelope)."""
         return self.uuid or self.number or ""
-
-
-@dataclass(frozen=True, slots=True)
-class Change:
-    """An edit or a remote delete of an earlier message (docs/behaviour.md §5 "Edits and deletions").
-
-    Attributes:
-        source: the SessionSource the original message produced (same chat, same user, so the
-            same session key; `message_id` is the original's timestamp).
-        message_id: the original's event message id, `"<timestamp>:<author>"` (what the gateway
-            queued it under).
-        text: the edit's new full text (mentions rendered); None for a remote delete.
-        event: the edit as a turn of its own (message id = the edit's timestamp), for when the
-            original is no longer queued and `edits_as_turns` is on; None for a remote delete
-            or an edit without text or attachments.
-    """
-
-    source: SessionSource
-    message_id: str
-    text: str | None
-    event: MessageEvent | None = None
-
-    @property
-    def timestamp(self) -> str:
-        """The original message's timestamp (safe to log: no text, no number)."""
-        return self.source.message_id or ""
 
 
 # ---- typed field access ---------------------------------------------------------------------
@@ -283,9 +260,9 @@ def _skip(reason: str, *args: Any, level: int = logging.DEBUG) -> None:
 
 def map_payload(payload: Any, *, account: str | None = None, account_uuid: str | None = None,
                 ignore_stories: bool = True, uuid_for_number: Callable[[str], str | None] | None = None,
-                own_sent: Container[int] = ()) -> tuple[SessionSource, MessageEvent] | Change | None:
+                own_sent: Container[int] = ()) -> tuple[SessionSource, MessageEvent] | QueuedChange | None:
     """Map one signal-cli payload to the gateway's `(SessionSource, MessageEvent)`, or to the
-    `Change` an edit or a remote delete makes to an earlier message.
+    `QueuedChange` an edit or a remote delete makes to an earlier message.
 
     Args:
         payload: one decoded JSON value: a `receive` notification or the bare
@@ -300,7 +277,7 @@ def map_payload(payload: Any, *, account: str | None = None, account_uuid: str |
             (G-T3).
 
     Returns:
-        The pair; a `Change` for an `editMessage` (whatever `edits_as_turns` says: the adapter
+        The pair; a `QueuedChange` for an `editMessage` (whatever `edits_as_turns` says: the adapter
         decides) or a `remoteDelete`; or None for a payload that is not a turn (reason logged).
 
     Raises:
@@ -396,7 +373,7 @@ def map_payload(payload: Any, *, account: str | None = None, account_uuid: str |
         target = _int(deleted, "timestamp", f"{path}.remoteDelete", required=True)
         assert target is not None
         source = _source(sender, group_id, group_name, target, uuid_for_number)
-        return Change(source, _event_id(target, source), None)
+        return QueuedChange(source, _event_id(target, source), None)
     body = _str(data, "message", path)
     media = _media(data, path)
     text = render_mentions(body, _list(data, "mentions", path), f"{path}.mentions") if body else ""
@@ -411,7 +388,7 @@ def map_payload(payload: Any, *, account: str | None = None, account_uuid: str |
     if target is not None:
         # An edit: the original's chat and user are the edit's (only its author can edit it).
         original = replace(source, message_id=str(target))
-        return Change(original, _event_id(target, original), text,
+        return QueuedChange(original, _event_id(target, original), text,
                       event if text.strip() or media else None)
     return source, event
 

@@ -15,9 +15,8 @@ import pytest
 
 from hermes_core import build_session_key
 from hermes_core.sdk import SessionSource
-from hermes_core.sdk import IdentityAlias, MalformedPayload
+from hermes_core.sdk import IdentityAlias, MalformedPayload, QueuedChange
 from hermes_signal.mapping import (
-    Change,
     identity_pairs,
     map_payload,
     quote_of,
@@ -73,7 +72,7 @@ SAMPLES = [
 def test_sample_maps_to_documented_source_and_key(name, payload, options, fields, text, key):
     result = mapped(payload(), **options)
     assert result is not None
-    if isinstance(result, Change):  # G6: the edit as a turn of its own (edits_as_turns)
+    if isinstance(result, QueuedChange):  # G6: the edit as a turn of its own (edits_as_turns)
         result = result.event.source, result.event
     source, event = result
     # "fields not shown are None / false"
@@ -143,7 +142,7 @@ def test_g6_edit_is_a_change_of_the_original_message():
     # and event message id G1 produced, so the gateway finds it if it is still queued.
     original_source, original = mapped(load("g1_dm_jsonrpc"))
     change = mapped(load("g6_edited_message"))
-    assert isinstance(change, Change)
+    assert isinstance(change, QueuedChange)
     assert change.source == original_source
     assert (change.message_id, change.text) == (original.message_id, "what's on my calendar tomorrow?")
     assert change.message_id == "1767225600123:" + ALICE
@@ -179,7 +178,7 @@ def test_a_remote_delete_is_a_change_without_text():
     envelope["dataMessage"] = {"timestamp": 1767225655555, "message": None,
                                "remoteDelete": {"timestamp": 1767225600123}}
     change = mapped(delete)
-    assert change == Change(original_source, original.message_id, None, None)
+    assert change == QueuedChange(original_source, original.message_id, None, None)
     group_source, group_event = mapped(group_message())
     envelope["dataMessage"]["groupInfo"] = {"groupId": GROUP_ID, "groupName": "Family", "type": "DELIVER"}
     change = mapped(delete)

@@ -12,7 +12,7 @@ Receiving (`receiver.py` runs the transport): every event envelope goes through
    addressed to the bot (a channel message without a mention, outside free-response channels and
    the bot's threads) are logged and acknowledged. An edit of a message's text
    (`message_changed`) or a deletion (`message_deleted`) goes to the gateway's queue first
-   (`edit_queued`, docs/behaviour.md §5 "Edits and deletions"), with the SessionSource the
+   (`offer_change`, docs/behaviour.md §5 "Edits and deletions"), with the SessionSource the
    original message produced and its `ts`: a message still queued takes the new text in place or
    is withdrawn. Otherwise a deletion is done with, and an edit is a turn only with
    `edits_as_turns` on (id `<ts>@<edit ts>`);
@@ -50,7 +50,8 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from hermes_core.sdk import (CAP_EDIT, CAP_THREADS, CAP_TYPING, CAP_WEBHOOK, INGRESS_SHARED, AdapterSpec,
                              BaseAdapter, ChatSendQueue, MalformedPayload, RetryAfter, RetryPolicy, SendError,
-                             SendResult, SessionSource, chunk_text, describe_failure, send_chunks)
+                             QueuedChange, SendResult, SessionSource, chunk_text, describe_failure, offer_change,
+                             send_chunks)
 
 from .format import escape, to_mrkdwn
 from .lookups import Directory
@@ -320,34 +321,27 @@ class SlackAdapter(BaseAdapter):
         return True
 
     async def _offer_change(self, result: Classified, event_id: Any) -> bool | None:
-        """Offer an edit or a deletion to the gateway's queue (docs/behaviour.md §5 "Edits and
-        deletions"). Returns what `_handle` answers (True: done with, acknowledge; False: the
-        gateway failed, Slack redelivers), or None for an edit to be emitted as a new turn
-        (not queued, `edits_as_turns` on)."""
-        source, change = result.source, result.change
+        """Offer an edit or a deletion to the gateway's queue (`offer_change`, docs/behaviour.md
+        §5 "Edits and deletions"). Returns what `_handle` answers (True: done with, acknowledge;
+        False: the gateway failed, Slack redelivers), or None for an edit to be emitted as a new
+        turn (not queued, `edits_as_turns` on)."""
+        source, edit = result.source, result.change != DELETION
         message_id = source.message_id or ""
+        change = QueuedChange(source, message_id, result.event.text if edit else None,
+                              result.event if edit else None)
+        label = f"slack {change.kind} of message {message_id} in {source.chat_id} (event {event_id})"
         try:
-            changed = await self.edit_queued(source, message_id,
-                                             None if change == DELETION else result.event.text)
+            event = await offer_change(self.edit_queued, change, edits_as_turns=self.settings.edits_as_turns,
+                                       label=label, logger=log)
         except asyncio.CancelledError:
             raise
         except Exception as exc:
             self._last_error = f"{type(exc).__name__}: {exc}"
-            log.warning("slack %s of message %s in %s not applied to the gateway's queue (%s); "
-                        "Slack will redeliver it", change, message_id, source.chat_id, self._last_error)
+            log.warning("%s not applied to the gateway's queue (%s); Slack will redeliver it", label,
+                        self._last_error)
             return False
         self._last_error = None
-        if changed:
-            return True
-        if change == DELETION:
-            log.debug("slack event %s: deletion of message %s in %s, which is not queued", event_id,
-                      message_id, source.chat_id)
-            return True
-        if not self.settings.edits_as_turns:
-            log.debug("slack event %s skipped: edit of message %s in %s, which is not queued "
-                      "(edits_as_turns is off)", event_id, message_id, source.chat_id)
-            return True
-        return None
+        return True if event is None else None
 
     async def _facts(self, keys: LookupKeys) -> Facts:
         """Look up what `classify` needs, within `lookup_timeout` (what is not back by then comes

@@ -328,10 +328,10 @@ async def test_an_edit_or_deletion_of_an_answered_message_is_no_new_turn(slack, 
     edit_turn = ["echo: first, edited"] if edits_as_turns else []
     assert [p["text"] for p in slack.posted] == ["echo: first", *edit_turn, "echo: next"]
     logged = slack_log(caplog)
-    assert ("slack event Ev1767227100000300: deletion of message 1767227100.000100 in D0DMALICE1, which is "
-            "not queued") in logged
-    skipped = ("slack event Ev1767227100000200 skipped: edit of message 1767227100.000100 in D0DMALICE1, "
-               "which is not queued (edits_as_turns is off)")
+    assert ("slack deletion of message 1767227100.000100 in D0DMALICE1 (event Ev1767227100000300): it is not "
+            "queued (nothing to withdraw)") in logged
+    skipped = ("slack edit of message 1767227100.000100 in D0DMALICE1 (event Ev1767227100000200) skipped: it is "
+               "not queued and edits_as_turns is off")
     assert (skipped in logged) is not edits_as_turns
 
 

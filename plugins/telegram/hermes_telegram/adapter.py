@@ -45,8 +45,8 @@ from telegram.ext import Application, ApplicationBuilder
 from telegram.warnings import PTBDeprecationWarning, PTBUserWarning
 
 from hermes_core.sdk import (CAP_EDIT, CAP_MEDIA, CAP_THREADS, CAP_TYPING, CAP_WEBHOOK, COMMAND_MENU, AdapterSpec,
-                             BaseAdapter, ChatSendQueue, RetryAfter, RetryPolicy, SendResult, SessionSource, chunk_text,
-                             describe_failure, send_chunks)
+                             BaseAdapter, ChatSendQueue, QueuedChange, RetryAfter, RetryPolicy, SendResult,
+                             SessionSource, chunk_text, describe_failure, offer_change, send_chunks)
 
 from .aliases import IMPORTED_SUFFIX, LEGACY_FILE_NAME, ChatMigrations, read_legacy_file
 from .format import to_markdown_v2
@@ -395,19 +395,21 @@ class TelegramAdapter(BaseAdapter):
         source, event = mapped
         update_id = update["update_id"]
         if is_edit:
+            # Offered to the gateway's queue first (`offer_change`); the edit is a turn of its own
+            # only when the queue did not take it and `edits_as_turns` is on.
+            change = QueuedChange(source, source.message_id or "", event.text, event)
             try:
-                edited = await self.edit_queued(source, source.message_id or "", event.text)
+                turn = await offer_change(
+                    self.edit_queued, change, edits_as_turns=self.settings.edits_as_turns, logger=log,
+                    label=f"telegram {kind} of message {source.message_id} in chat {source.chat_id} "
+                          f"(update {update_id})")
             except asyncio.CancelledError:
                 raise
             except Exception as exc:  # offered again, like a refused emit
                 log.error("telegram edit of message %s not applied to the queue: %s: %s",
                           source.message_id, type(exc).__name__, self._scrub(exc))
                 return False
-            if edited:
-                return True
-            if not self.settings.edits_as_turns:
-                log.info("telegram update %s skipped: %s of message %s in chat %s (edits_as_turns is off)",
-                         update_id, kind, source.message_id, source.chat_id)
+            if turn is None:
                 return True
         try:
             await self.emit(event)

@@ -2,7 +2,7 @@
 
 Receiving: a long-poll loop on the bridge's `GET /events?after=<seq>`. Each event is mapped
 (`bridge_mapping.map_bridge_event`) and every turn in it handed to the gateway; an edit or a
-deletion of an earlier message is offered to the gateway's queue (`edit_queued`: a message still
+deletion of an earlier message is offered to the gateway's queue (`offer_change`: a message still
 queued takes the new text or is withdrawn, docs/behaviour.md §5), and only an edit it did not take
 becomes a turn, with `edits_as_turns` on. Only once all of them are done does the cursor move past
 the event, and the next poll acknowledges it to the bridge. A message the gateway refuses leaves
@@ -33,11 +33,10 @@ from cachetools import TTLCache
 from pydantic import BaseModel
 
 from hermes_core.sdk import (CAP_TYPING, INGRESS_SINGLE_RECEIVER, AdapterSpec, BaseAdapter, MalformedPayload,
-                             RetryAfter, SendResult, SessionSource, measure)
+                             QueuedChange, RetryAfter, SendResult, SessionSource, measure, offer_change)
 
 from .bridge import BridgeClient, BridgeError, lid_mappings
 from .bridge_mapping import group_subjects, map_bridge_event, mapping_update
-from .changes import Change, settle
 from .jid import PLATFORM, is_group
 from .settings import WhatsAppSettings
 
@@ -270,14 +269,15 @@ class WhatsAppAdapter(BaseAdapter):
                 return False
             return True
         for item in mapped:
-            if isinstance(item, Change):
+            if isinstance(item, QueuedChange):
                 # An edit or a deletion is offered to the gateway's queue first (docs/behaviour.md
                 # §5); only an edit the queue did not take may still be a turn (`edits_as_turns`).
+                label = f"whatsapp {item.kind} of message {item.message_id}"
                 try:
-                    event = await settle(self, item, label="whatsapp", edits_as_turns=self.settings.edits_as_turns)
+                    event = await offer_change(self.edit_queued, item, label=label, logger=log,
+                                               edits_as_turns=self.settings.edits_as_turns)
                 except Exception as exc:
-                    log.warning("whatsapp %s of message %s not applied to the queue: %s; it stays at the bridge",
-                                item.kind, item.original_id, type(exc).__name__)
+                    log.warning("%s not applied to the queue: %s; it stays at the bridge", label, type(exc).__name__)
                     return False
                 if event is None:
                     continue

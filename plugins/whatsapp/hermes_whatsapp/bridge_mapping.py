@@ -1,5 +1,5 @@
-"""Bridge event → (SessionSource, MessageEvent) or `Change`: docs/adapters.md §4.1, §4.2 (W1–W4),
-seed §1.
+"""Bridge event → (SessionSource, MessageEvent) or `QueuedChange` (the SDK's): docs/adapters.md
+§4.1, §4.2 (W1–W4), seed §1.
 
 Pure functions over the JSON a bridge hands over (no network), so every sample is a
 deterministic fixture test. Two event shapes are read:
@@ -18,8 +18,9 @@ JID, W-T6); the key builder canonicalises them. Every LID ↔ phone pair the eve
 so W1 and W2 share one session from the first message (W-T1).
 
 Edits (`editedMessage`, `protocolMessage` type 14 MESSAGE_EDIT) and deletions for everyone
-(`protocolMessage` type 0 REVOKE) become a `Change` naming the original (`protocolMessage.key.id`),
-routed as the original was; the adapter offers it to the gateway's queue (docs/behaviour.md §5).
+(`protocolMessage` type 0 REVOKE) become a `QueuedChange` naming the original
+(`protocolMessage.key.id`), routed as the original was; the adapter offers it to the gateway's
+queue (`offer_change`, docs/behaviour.md §5).
 
 Not turns (None, reason logged at DEBUG): the bot's own messages (`fromMe`, W-T3), Status
 updates, broadcast lists and channels (W-T4), `append` history syncs, other protocol messages
@@ -33,10 +34,10 @@ from __future__ import annotations
 import logging
 from typing import Any, Callable, Mapping
 
-from hermes_core.sdk import IdentityAlias, MalformedPayload, MessageEvent, SessionSource, normalize_whatsapp_id
+from hermes_core.sdk import (IdentityAlias, MalformedPayload, MessageEvent, QueuedChange, SessionSource,
+                             normalize_whatsapp_id)
 
 from . import fields
-from .changes import Change
 from .jid import PLATFORM, alias_pair, is_group, never_a_chat
 
 log = logging.getLogger(__name__)
@@ -184,13 +185,13 @@ def _source(chat: str, sender: str | None, push_name: str | None, message_id: st
 
 
 # What one message maps to: a turn, or a change of an earlier message.
-Mapped = tuple[SessionSource, MessageEvent] | Change
+Mapped = tuple[SessionSource, MessageEvent] | QueuedChange
 
 
 def _content(message: Mapping, message_id: str, root: str, *, chat: str, sender: str | None,
              push_name: str | None, group_names: GroupNames | None, raw: dict,
              aliases: list[IdentityAlias]) -> Mapped | None:
-    """The turn, or the `Change` (an edit or a revoke), one message object carries."""
+    """The turn, or the `QueuedChange` (an edit or a revoke), one message object carries."""
     inner, inner_path = unwrap_message(message, root)
     change = protocol_change(inner, inner_path)
     if change is None:
@@ -210,7 +211,7 @@ def _content(message: Mapping, message_id: str, root: str, *, chat: str, sender:
                 normalize_whatsapp_id(original_sender) != normalize_whatsapp_id(sender or ""):
             alternates = (_source(chat, original_sender, None, original_id, group_names),)
         if content is None:
-            return Change(original, original_id, None, alternates=alternates)
+            return QueuedChange(original, original_id, None, alternates=alternates)
     text, media, context = message_content(content, content_path)
     if not text.strip() and not media:
         _skip("%s has neither text nor media", message_id)
@@ -221,12 +222,12 @@ def _content(message: Mapping, message_id: str, root: str, *, chat: str, sender:
     if change is None:
         return source, event
     # An edit: offered to the queue first; `event` (its own id) is the turn `edits_as_turns` gives.
-    return Change(original, original_id, text, event, alternates)
+    return QueuedChange(original, original_id, text, event, alternates)
 
 
 def map_baileys_message(item: Any, path: str, *, group_names: GroupNames | None = None) -> Mapped | None:
-    """Map one WAMessage of a Baileys `messages.upsert` (W1, W2, W4): a turn, a `Change` (an
-    edit or a deletion of an earlier message), or None when it is neither."""
+    """Map one WAMessage of a Baileys `messages.upsert` (W1, W2, W4): a turn, a `QueuedChange`
+    (an edit or a deletion of an earlier message), or None when it is neither."""
     if not isinstance(item, dict):
         raise MalformedPayload(path, f"must be an object, got {fields.type_name(item)}")
     key = fields.obj(item, "key", path, required=True)
@@ -289,9 +290,9 @@ def map_bridge_event(payload: Any, *, group_names: GroupNames | None = None) -> 
         group_names: `group JID -> subject or None` from the adapter's cache (never a fetch).
 
     Returns:
-        `(SessionSource, MessageEvent)` pairs for the agent and `Change`s (edits and deletions
-        of earlier messages, for the adapter to offer to the gateway's queue: docs/behaviour.md
-        §5); `[]` when nothing in the event is either (the reason is logged at DEBUG).
+        `(SessionSource, MessageEvent)` pairs for the agent and `QueuedChange`s (edits and
+        deletions of earlier messages, for the adapter to offer to the gateway's queue:
+        docs/behaviour.md §5); `[]` when nothing in the event is either (the reason is logged at DEBUG).
 
     Raises:
         MalformedPayload: the event itself is broken (the field is named). A broken message

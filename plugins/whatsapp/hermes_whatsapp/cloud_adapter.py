@@ -6,7 +6,7 @@ handshake and every POST's `X-Hub-Signature-256`, then `handle_body` maps the bo
 (`cloud_mapping.map_webhook`) and hands each turn to the gateway. The webhook is answered 200
 only once every turn in it was accepted (and every edit, deletion and status report applied);
 otherwise 500, and Meta redelivers. Edits and deletions (`edit` / `revoke` messages) are offered
-to the gateway's queue (`edit_queued`, docs/behaviour.md §5): a message still queued takes the new
+to the gateway's queue (`offer_change`, docs/behaviour.md §5): a message still queued takes the new
 text or is withdrawn; only an edit it did not take becomes a turn, with `edits_as_turns` on.
 Each event is posted once, so any replica may receive (`ingress = "shared"`).
 
@@ -31,9 +31,8 @@ import httpx
 from pydantic import BaseModel
 
 from hermes_core.sdk import (CAP_TYPING, CAP_WEBHOOK, INGRESS_SHARED, AdapterSpec, BaseAdapter, MalformedPayload,
-                             MessageEvent, SendResult, SessionSource, measure)
+                             MessageEvent, SendResult, SessionSource, measure, offer_change)
 
-from .changes import settle
 from .cloud_mapping import PLATFORM, map_webhook
 from .graph import GraphClient
 from .settings import WhatsAppCloudSettings
@@ -177,12 +176,12 @@ class WhatsAppCloudAdapter(BaseAdapter):
         for change in batch.changes:
             # After the turns (an edit never precedes its original): offered to the gateway's
             # queue first (docs/behaviour.md §5); only an edit it did not take may be a turn.
+            label = f"whatsapp_cloud {change.kind} of message {change.message_id}"
             try:
-                event = await settle(self, change, label="whatsapp_cloud",
-                                     edits_as_turns=self.settings.edits_as_turns)
+                event = await offer_change(self.edit_queued, change, label=label, logger=log,
+                                           edits_as_turns=self.settings.edits_as_turns)
             except Exception as exc:
-                log.warning("whatsapp_cloud %s of message %s not applied to the queue: %s; Meta will redeliver",
-                            change.kind, change.original_id, type(exc).__name__)
+                log.warning("%s not applied to the queue: %s; Meta will redeliver", label, type(exc).__name__)
                 return False
             if event is not None and not await self._emit(event):
                 return False

@@ -18,8 +18,8 @@ Rules (platform `whatsapp_cloud`, docs/adapters.md §0.3 item 13):
   the phone keys the same session.
 
 Edits and deletions (`type` `edit` / `revoke`, which Meta documents only for WhatsApp Business
-app numbers onboarded to the Cloud API, "Coexistence") become a `Change` naming
-`original_message_id`, routed by the sender as the original was (docs/behaviour.md §5).
+app numbers onboarded to the Cloud API, "Coexistence") become a `QueuedChange` (the SDK's)
+naming `original_message_id`, routed by the sender as the original was (docs/behaviour.md §5).
 
 Not turns: statuses (they become `StatusReport`s for the delivery ledger), `errors[]` (logged),
 reactions, `unsupported` and `system` messages, changes other than `messages` (message echoes of
@@ -33,10 +33,9 @@ import logging
 from dataclasses import dataclass, field, replace
 from typing import Any, Mapping
 
-from hermes_core.sdk import IdentityAlias, MalformedPayload, MessageEvent, SessionSource
+from hermes_core.sdk import IdentityAlias, MalformedPayload, MessageEvent, QueuedChange, SessionSource
 
 from . import fields
-from .changes import Change
 
 log = logging.getLogger(__name__)
 
@@ -73,7 +72,7 @@ class CloudBatch:
     `"<field> <problem>"` line per message that could not be read."""
 
     turns: list[tuple[SessionSource, MessageEvent]] = field(default_factory=list)
-    changes: list[Change] = field(default_factory=list)
+    changes: list[QueuedChange] = field(default_factory=list)
     reports: list[StatusReport] = field(default_factory=list)
     malformed: list[str] = field(default_factory=list)
 
@@ -128,9 +127,9 @@ def message_text(message: Mapping, path: str) -> tuple[str, list[dict[str, Any]]
 
 
 def map_message(message: Any, contacts: list, path: str, *, own_number: str | None = None
-                ) -> tuple[SessionSource, MessageEvent] | Change | None:
-    """Map one `messages[]` item (W5, W6, W7): a turn, a `Change` (an `edit` or a `revoke` of an
-    earlier message, docs/behaviour.md §5), or None when it is neither (the business number's
+                ) -> tuple[SessionSource, MessageEvent] | QueuedChange | None:
+    """Map one `messages[]` item (W5, W6, W7): a turn, a `QueuedChange` (an `edit` or a `revoke`
+    of an earlier message, docs/behaviour.md §5), or None when it is neither (the business number's
     own messages included: `own_number` is its `display_phone_number`)."""
     if not isinstance(message, dict):
         raise MalformedPayload(path, f"must be an object, got {fields.type_name(message)}")
@@ -166,7 +165,7 @@ def map_message(message: Any, contacts: list, path: str, *, own_number: str | No
         assert revoke is not None
         original_id = fields.ident(revoke, "original_message_id", f"{path}.revoke", required=True)
         assert original_id is not None
-        return Change(replace(source, message_id=original_id), original_id, None)
+        return QueuedChange(replace(source, message_id=original_id), original_id, None)
     original_id = None
     content, content_path = message, path
     if kind == "edit":
@@ -190,7 +189,7 @@ def map_message(message: Any, contacts: list, path: str, *, own_number: str | No
                          aliases=aliases)
     if original_id is not None:
         # Offered to the queue first; `event` (the edit's own id) is the turn `edits_as_turns` gives.
-        return Change(replace(source, message_id=original_id), original_id, text, event)
+        return QueuedChange(replace(source, message_id=original_id), original_id, text, event)
     return source, event
 
 
@@ -266,7 +265,7 @@ def map_webhook(body: Any, *, phone_number_id: str | None = None) -> CloudBatch:
                 except MalformedPayload as exc:
                     batch.malformed.append(f"{exc.field} {exc.problem}")
                     continue
-                if isinstance(mapped, Change):
+                if isinstance(mapped, QueuedChange):
                     batch.changes.append(mapped)
                 elif mapped is not None:
                     batch.turns.append(mapped)

@@ -369,7 +369,7 @@ async def test_bridge_edit_of_an_answered_message_is_no_turn_with_edits_as_turns
     await bridge.wait_for(lambda: bridge.acked >= seqs[-1])
     await app.runner.join()
     logged = [r.getMessage() for r in caplog.records if r.name.startswith("hermes_whatsapp")]
-    assert ("whatsapp edit of message 3EB0A1 skipped: it is no longer queued and edits_as_turns is off"
+    assert ("whatsapp edit of message 3EB0A1 skipped: it is not queued and edits_as_turns is off"
             in logged)
     assert [b["message"] for b in bridge.sent] == ["echo: what's the time?"]
     [entry] = await app.store.list_sessions()

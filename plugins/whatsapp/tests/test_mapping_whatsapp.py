@@ -18,11 +18,10 @@ import pytest
 
 from hermes_core import build_session_key
 from hermes_core.keys import canonical_with_aliases
-from hermes_core.sdk import IdentityAlias, MalformedPayload, SessionSource
+from hermes_core.sdk import IdentityAlias, MalformedPayload, QueuedChange, SessionSource
 from hermes_core.store.aliases import AliasMap
 from hermes_whatsapp.bridge import lid_mappings
 from hermes_whatsapp.bridge_mapping import group_subjects, map_bridge_event, mapping_update
-from hermes_whatsapp.changes import Change
 from hermes_whatsapp.cloud_mapping import StatusReport, map_webhook
 from hermes_whatsapp.jid import alias_pair
 
@@ -350,8 +349,8 @@ def test_edits_and_revokes_are_changes_naming_the_original():
         "protocolMessage": {"key": {"remoteJid": dm, "fromMe": True, "id": "3EB0ORIG"}, "type": 14,
                             "editedMessage": {"conversation": "hello, corrected"}}}}})
     [change] = map_bridge_event(edit)
-    assert isinstance(change, Change)
-    assert (change.original_id, change.text, change.kind, change.alternates) == ("3EB0ORIG", "hello, corrected", "edit", ())
+    assert isinstance(change, QueuedChange)
+    assert (change.message_id, change.text, change.kind, change.alternates) == ("3EB0ORIG", "hello, corrected", "edit", ())
     assert (change.source.chat_id, change.source.chat_type, change.source.user_id, change.source.message_id) == (
         dm, "dm", dm, "3EB0ORIG")
     assert (change.event.message_id, change.event.text) == ("3EB0EDIT", "hello, corrected")
@@ -361,13 +360,13 @@ def test_edits_and_revokes_are_changes_naming_the_original():
             "Message": {"protocolMessage": {"key": {"remoteJID": dm, "ID": "3A1ORIG"}, "type": "MESSAGE_EDIT",
                                             "editedMessage": {"conversation": "fixed"}}}}
     [change] = map_bridge_event(bare)
-    assert (change.original_id, change.text, change.event.message_id) == ("3A1ORIG", "fixed", "3A1EDIT")
+    assert (change.message_id, change.text, change.event.message_id) == ("3A1ORIG", "fixed", "3A1EDIT")
 
     group, dave, admin = "120363025555555555@g.us", "15557654321:3@s.whatsapp.net", "15559990000@s.whatsapp.net"
     revoke = _upsert({"remoteJid": group, "id": "3EB0DEL", "participant": dave},
                      {"protocolMessage": {"key": {"remoteJid": group, "fromMe": True, "id": "3EB0GONE"}, "type": 0}})
     [change] = map_bridge_event(revoke, group_names=group_names)
-    assert (change.original_id, change.text, change.event, change.kind) == ("3EB0GONE", None, None, "deletion")
+    assert (change.message_id, change.text, change.event, change.kind) == ("3EB0GONE", None, None, "deletion")
     assert key_of(change.source) == "agent:main:whatsapp:group:120363025555555555:15557654321"
     assert change.alternates == ()
     by_admin = {"type": "message", "Info": {"Chat": group, "Sender": admin, "ID": "3A1DEL"},
@@ -407,9 +406,9 @@ def test_cloud_edits_and_revokes_are_changes_naming_the_original():
     batch = map_webhook(body)
     assert batch.turns == []
     edit, revoke = batch.changes
-    assert (edit.original_id, edit.text, edit.event.message_id, edit.source.message_id) == (
+    assert (edit.message_id, edit.text, edit.event.message_id, edit.source.message_id) == (
         "wamid.ORIG", "fixed", "wamid.E1", "wamid.ORIG")
-    assert (revoke.original_id, revoke.text, revoke.event) == ("wamid.GONE", None, None)
+    assert (revoke.message_id, revoke.text, revoke.event) == ("wamid.GONE", None, None)
     assert {key_of(edit.source), key_of(revoke.source)} == {"agent:main:whatsapp_cloud:dm:US.13491208655302741918"}
     assert batch.malformed == [
         "body.entry[0].changes[0].value.messages[2].revoke.original_message_id is missing"]
