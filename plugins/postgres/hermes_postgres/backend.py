@@ -104,6 +104,10 @@ def default_replica_id() -> str:
     return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
 
 
+# What `PostgresBackend.where` is for a DSN libpq cannot parse.
+UNPARSABLE_DSN = "(unparsable dsn)"
+
+
 class PostgresBackend:
     """Routes, sessions, transcripts, intake, ledger and leases in one PostgreSQL database.
 
@@ -138,8 +142,8 @@ class PostgresBackend:
         """host:port/dbname of the DSN, never its password (log lines and errors name this)."""
         try:
             info = psycopg.conninfo.conninfo_to_dict(dsn)
-        except psycopg.ProgrammingError:
-            return "(unparsable dsn)"
+        except (psycopg.ProgrammingError, UnicodeError):
+            return UNPARSABLE_DSN
         return f"{info.get('host', 'localhost')}:{info.get('port', 5432)}/{info.get('dbname', '')}"
 
     # ---- lifecycle ------------------------------------------------------------------------
@@ -151,6 +155,11 @@ class PostgresBackend:
             StoreError: the server cannot be reached or a migration failed (one line naming
                 host, port and database, never the password); SchemaTooNewError.
         """
+        if self.where == UNPARSABLE_DSN:
+            # libpq's parse error quotes the DSN around the fault, so it may quote the password
+            # (docs/configuration.md §2: the dsn is never logged): only the setting is named.
+            raise StoreError("[store] dsn cannot be parsed: expected a libpq connection string "
+                             "(host=… dbname=…) or a postgresql:// URI")
         try:
             # One direct attempt first: it fails at once with the server's own reason (no such
             # database, authentication), where the pool would retry until its timeout.

@@ -58,3 +58,15 @@ async def test_an_unknown_backend_names_the_installed_ones(tmp_path):
     store = SessionStore(tmp_path / "home" / "sessions", GatewayConfig(home=tmp_path / "h", store={"backend": "mongo"}))
     with pytest.raises(StoreError, match=r"\[store\] backend = 'mongo' is not installed \(known: postgres, sqlite\)"):
         await store.open()
+
+
+@pytest.mark.parametrize("dsn", ["postgresql://hermes:s3cret-pw@[::1/hermes",  # libpq quotes the whole URI
+                                 "password=s3cret-pw host",  # ... or the word around the fault
+                                 "host=127.0.0.1 password=s3cret-pw\udcff"])  # undecodable bytes from the environment
+async def test_an_unparsable_dsn_fails_the_start_naming_the_setting_never_the_password(tmp_path, dsn):
+    store = SessionStore(tmp_path / "home" / "sessions", config(tmp_path, dsn=dsn))
+    with pytest.raises(StoreError) as caught:
+        await store.open()
+    assert str(caught.value) == ("[store] dsn cannot be parsed: expected a libpq connection string "
+                                 "(host=… dbname=…) or a postgresql:// URI")
+    assert store.is_open is False
