@@ -28,6 +28,7 @@ from ..model.text import escape_controls
 
 from ..model import SessionEntry, format_timestamp
 from ..store import HomeLockedError, SessionStore, StoreError, TranscriptReadError
+from ..store.backends import BUILTIN_BACKEND
 from ..store.files import CLEAN_SHUTDOWN, write_atomic
 from ..store.home_lock import home_is_locked
 from .common import (HELP_MARKUP, CliError, choice_parser, fail, load_cli_config_or_exit, quiet_terminal_logging,
@@ -56,12 +57,14 @@ def _run(work: Callable[[SessionStore], Awaitable[Any]], *, write: bool = False,
     close. Every failure is the CLI's one error line and exit 2.
 
     With `need_state` (every command but `import`) a home without `state.db` is refused before
-    anything is opened: a mistyped HERMES_HOME must not get an empty store created in it.
+    anything is opened: a mistyped HERMES_HOME must not get an empty store created in it. A
+    server store (`[store] backend`, docs/architecture.md §7) keeps no state.db: its database is
+    the state, so the commands open it (docs/operations.md §5).
     Without it, a home this command gives its first gateway state is left with the
     `.clean_shutdown` marker a clean stop leaves (`_mark_never_ran`)."""
     # No stderr logging set-up: the commands print their own report (skipped entries included).
     config = load_cli_config_or_exit(logging_on=False)
-    if need_state and not config.db_path.is_file():
+    if need_state and config.store.backend == BUILTIN_BACKEND and not config.db_path.is_file():
         raise fail(f"no gateway state at {config.home} (state.db not found at {config.db_path})")
     creates_state = not need_state and not _has_gateway_state(config.db_path, config.sessions_dir)
     # The commands print their own report: warnings go to gateway.log (writes) or nowhere

@@ -90,7 +90,9 @@ class ErasureOps:
             `current`: the session is its key's current one), and the number of sessions.
         """
         await self._flush_touched()
-        db = self._b().db
+        db = getattr(self._b(), "db", None)
+        if db is None:  # a server engine ([store] backend): not built there yet
+            raise StoreError("listing every stored session (--all) is built for the SQLite store (state.db) only")
         total = int(await db.fetchval("SELECT count(*) FROM sessions") or 0)
         rows = await db.fetchall(
             f"SELECT {', '.join('s.' + c for c in _LIST_COLUMNS)}, r.session_key IS NOT NULL "

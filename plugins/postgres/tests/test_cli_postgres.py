@@ -1,0 +1,48 @@
+"""The admin commands on a home whose store is PostgreSQL (docs/operations.md §5): there is no
+state.db there, the database `[store] dsn` names is the state."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+GATEWAY = str(Path(sys.executable).with_name("hermes-gateway"))
+
+
+def gateway(args: list[str], home: Path, dsn: str, stdin: str | None = None) -> tuple[int, str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.upper().startswith("HERMES_")}
+    env.update(HERMES_HOME=str(home), HERMES_STORE__BACKEND="postgres", HERMES_STORE__DSN=dsn)
+    done = subprocess.run([GATEWAY, *args], env=env, input=stdin, capture_output=True, text=True, timeout=60,
+                          stdin=None if stdin is not None else subprocess.DEVNULL)
+    return done.returncode, done.stdout, done.stderr
+
+
+def test_sessions_commands_read_the_postgres_store(tmp_path, pg_dsn):
+    home = tmp_path / "home"
+    code, out, err = gateway(["chat"], home, pg_dsn, stdin="hello there\n")
+    assert (code, out) == (0, "echo: hello there\n"), err
+    assert not (home / "state.db").exists()
+    code, out, err = gateway(["sessions", "list", "--json"], home, pg_dsn)
+    assert code == 0, err
+    [row] = json.loads(out)
+    assert row["session_key"] == "agent:main:local:dm:terminal"
+    code, out, err = gateway(["sessions", "show", row["session_id"], "--json"], home, pg_dsn)
+    assert code == 0, err
+    assert [(m["role"], m["content"]) for m in json.loads(out)["messages"]] == [
+        ("user", "hello there"), ("assistant", "echo: hello there")]
+    code, out, err = gateway(["sessions", "search", "hello", "--json"], home, pg_dsn)
+    assert (code, [h["session_id"] for h in json.loads(out)]) == (0, [row["session_id"]] * 2), err
+    code, out, err = gateway(["sessions", "export", row["session_id"]], home, pg_dsn)
+    assert (code, [json.loads(line)["content"] for line in out.splitlines()]) == (
+        0, ["hello there", "echo: hello there"]), err
+
+
+def test_what_is_built_for_state_db_only_says_so_in_one_line(tmp_path, pg_dsn):
+    home = tmp_path / "home"
+    assert gateway(["chat"], home, pg_dsn, stdin="hello\n")[0] == 0
+    code, out, err = gateway(["sessions", "list", "--all"], home, pg_dsn)
+    assert (code, out, err) == (2, "", "hermes-gateway: error: listing every stored session (--all) is built for "
+                                      "the SQLite store (state.db) only\n")
