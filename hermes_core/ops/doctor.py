@@ -25,6 +25,7 @@ from typing import Any
 
 from ..sdk.errors import describe_failure
 from ..dirs import nearest_existing, why_dir_uncreatable, why_dir_unwritable
+from ..store.backends import BUILTIN_BACKEND
 from ..store.home_lock import home_is_locked
 
 OK, WARN, FAIL, FIXED = "ok", "warn", "fail", "fixed"
@@ -210,6 +211,32 @@ def _empty_database(path: Path, mirror: Path) -> Check | None:
                                    "(docs/operations.md §1), which would begin without those transcripts")
 
 
+async def check_store(config: Any) -> Check:
+    """`store`: a server store (`[store] backend`, docs/architecture.md §7) opens as `run` opens
+    it — which creates or upgrades its schema, as `run` would — within `ONLINE_TIMEOUT_S`. Such
+    a home has no state.db and no degraded files, so those checks are not made; a failure is
+    the one line `run` would stop with, naming host, port and database, never the password."""
+    from ..store.backends import create_store_backend
+    from ..store.db import StoreError
+
+    name = config.store.backend
+    backend = None
+    try:
+        backend = create_store_backend(config)
+        await asyncio.wait_for(backend.open(), ONLINE_TIMEOUT_S)
+    except StoreError as exc:
+        return Check("store", FAIL, " ".join(str(exc).split()))
+    except asyncio.TimeoutError:
+        return Check("store", FAIL, f"[store] backend {name!r} did not open within {ONLINE_TIMEOUT_S:.0f} s")
+    finally:
+        if backend is not None:
+            try:
+                await backend.close()
+            except Exception:  # a half-open engine: the finding above is what matters
+                pass
+    return Check("store", OK, f"{name}: {getattr(backend, 'where', 'opened')}")
+
+
 def check_database(config: Any) -> list[Check]:
     """`state.db`: opens, passes SQLite's integrity check, schema not newer than this gateway,
     every table, index and trigger of its schema version present, full-text index consistent
@@ -368,7 +395,9 @@ async def run_doctor(config: Any, *, fix: bool = False, online: bool = False) ->
         checks += check_access(config, settings)
         if online:
             checks += await check_online(config, settings)
-    if Path(config.home).is_dir():
+    if config.store.backend != BUILTIN_BACKEND:
+        checks.append(await check_store(config))
+    elif Path(config.home).is_dir():
         checks += check_database(config)
         checks += check_leftovers(config)
     checks.append(check_disk(config))

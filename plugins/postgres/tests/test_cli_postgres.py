@@ -46,3 +46,33 @@ def test_what_is_built_for_state_db_only_says_so_in_one_line(tmp_path, pg_dsn):
     code, out, err = gateway(["sessions", "list", "--all"], home, pg_dsn)
     assert (code, out, err) == (2, "", "hermes-gateway: error: listing every stored session (--all) is built for "
                                       "the SQLite store (state.db) only\n")
+
+
+def _doctor(home: Path, dsn: str) -> tuple[int, dict[str, dict]]:
+    code, out, err = gateway(["doctor", "--json"], home, dsn)
+    assert err == ""
+    return code, {row["check"]: row for row in json.loads(out)}
+
+
+def test_doctor_opens_the_postgres_store_instead_of_looking_for_state_db(tmp_path, pg_dsn, pg_cluster):
+    home = tmp_path / "home"
+    assert gateway(["chat"], home, pg_dsn, stdin="hello\n")[0] == 0
+    code, checks = _doctor(home, pg_dsn)
+    database = pg_dsn.split("dbname=")[1].split()[0]
+    assert code == 0
+    assert checks["store"] == {"check": "store", "status": "ok",
+                               "detail": f"postgres: 127.0.0.1:{pg_cluster.port}/{database}"}
+    assert "state.db" not in checks and "leftovers" not in checks
+
+
+def test_doctor_fails_on_an_unreachable_postgres_store_naming_it(tmp_path, pg_cluster):
+    home = tmp_path / "home"
+    home.mkdir()
+    dsn = f"postgresql://postgres:s3cret-pw@127.0.0.1:{pg_cluster.port}/absent_db?connect_timeout=2"
+    code, checks = _doctor(home, dsn)
+    assert code == 1
+    assert checks["store"]["status"] == "fail"
+    assert checks["store"]["detail"].startswith(f"PostgreSQL store 127.0.0.1:{pg_cluster.port}/absent_db cannot "
+                                                "be reached: ")
+    assert "s3cret-pw" not in checks["store"]["detail"]
+    assert "state.db" not in checks
