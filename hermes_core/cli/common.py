@@ -107,6 +107,10 @@ class PrivateRotatingFileHandler(RotatingFileHandler):
 
     _size = 0
     _regular = True
+    # A write failed (a full disk, a file-size limit): said once on stderr, then silent until a
+    # line is written again. Logging's own handler of errors printed a traceback of several
+    # dozen lines per record, where every stderr record is one line (docs/operations.md §4).
+    _failing = False
 
     def _open(self):  # noqa: D401 - logging's hook for (re)opening the file
         fd = os.open(self.baseFilename, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
@@ -128,10 +132,31 @@ class PrivateRotatingFileHandler(RotatingFileHandler):
             self.stream.write(line)
             self.stream.flush()
             self._size += len(line)
+            self._failing = False
         except RecursionError:
             raise
+        except OSError as exc:
+            self._write_failed(exc)
         except Exception:
             self.handleError(record)
+
+    def _write_failed(self, exc: OSError) -> None:
+        """Drop the stream (and the line it could not write); the next record reopens the file.
+        The first failure of a run of them is one stderr line naming the file and the reason."""
+        stream, self.stream = self.stream, None
+        if stream is not None:
+            try:
+                stream.close()
+            except OSError:
+                pass
+        if not self._failing:
+            self._failing = True
+            try:
+                sys.stderr.write(f"hermes-gateway: WARNING: {self.baseFilename} cannot be written "
+                                 f"({exc.strerror or exc}): log lines are lost until it can be\n")
+                sys.stderr.flush()
+            except (OSError, ValueError):
+                pass
 
 
 class _OneLineFormatter(logging.Formatter):

@@ -101,6 +101,54 @@ def test_gateway_log_rotates_at_its_size_with_owner_only_files(tmp_path):
     assert path.read_text() == ("y" * 99 + "\n") * 2
 
 
+class _FullDisk:
+    """A log stream on a full disk: the line is buffered, its flush fails with ENOSPC."""
+
+    def write(self, text):
+        return len(text)
+
+    def flush(self):
+        import errno
+
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    def close(self):
+        self.flush()
+
+
+def test_a_full_disk_under_gateway_log_is_one_stderr_line_not_a_traceback_per_record(tmp_path, capsys):
+    """docs/operations.md §4: every stderr record is one line. A gateway.log that cannot be
+    written is said once (naming the file and the reason), then again only after it could be
+    written meanwhile."""
+    from hermes_core.cli.common import PrivateRotatingFileHandler
+
+    path = tmp_path / "gateway.log"
+    handler = PrivateRotatingFileHandler(path, maxBytes=5_000_000, backupCount=3, encoding="utf-8")
+    handler.setFormatter(logging.Formatter("%(message)s"))
+
+    def record(text):
+        return logging.makeLogRecord({"msg": text, "levelno": logging.INFO, "levelname": "INFO"})
+
+    try:
+        handler.emit(record("before"))
+        handler.stream.close()
+        handler.stream = _FullDisk()
+        handler.emit(record("lost 1"))
+        handler.stream = _FullDisk()  # still full when the file is reopened
+        handler.emit(record("lost 2"))
+        warned = (f"hermes-gateway: WARNING: {path} cannot be written (No space left on device): "
+                  "log lines are lost until it can be\n")
+        assert capsys.readouterr().err == warned
+        handler.emit(record("after"))  # room again: written, and a new failure is said again
+        handler.stream.flush()
+        handler.stream = _FullDisk()
+        handler.emit(record("lost 3"))
+        assert capsys.readouterr().err == warned
+    finally:
+        handler.close()
+    assert path.read_text() == "before\nafter\n"
+
+
 def _failed(message: str, exc: BaseException) -> logging.LogRecord:
     try:
         raise exc
