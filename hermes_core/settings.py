@@ -130,6 +130,9 @@ class StorageSettings(_Section):
     entry_cache_size: int = Field(16384, ge=0, description="session entries the store keeps in memory (LRU)")
 
 
+ONE_YEAR_S = 365 * 86400
+
+
 class StoreSettings(_Section):
     """`[store]`: which engine holds routes, sessions and transcripts (docs/architecture.md §7).
 
@@ -139,11 +142,11 @@ class StoreSettings(_Section):
 
     backend: str = Field("sqlite", min_length=1, description="store engine: sqlite or an installed backend")
     dsn: SecretStr | None = Field(None, description="connection string of a server store backend")
-    lease_ttl_s: float = Field(30.0, gt=0, description="seconds a session lease lasts unless renewed")
+    # 1 s to a year: the lease's end is `now() + ttl` on the database's clock, and a ttl of
+    # 1e308 overflowed PostgreSQL's interval at every sweep (nothing was ever answered); one
+    # of milliseconds ran out before the write that took it (docs/configuration.md §2).
+    lease_ttl_s: float = Field(30.0, ge=1, le=ONE_YEAR_S, description="seconds a session lease lasts unless renewed")
     poll_interval_s: float = Field(1.0, gt=0, description="seconds between polls for work of other replicas")
-
-
-ONE_YEAR_S = 365 * 86400
 
 
 class SchedulerSettings(_Section):

@@ -230,6 +230,18 @@ def test_scheduler_intervals_past_a_year_name_the_key(home, key):
     assert getattr(load_config().scheduler, key) == 31536000
 
 
+@pytest.mark.parametrize("value, bound", [("1e308", "less than or equal to 31536000, got 1e+308"),
+                                          ("0.001", "greater than or equal to 1, got 0.001")])
+def test_a_store_lease_outside_a_second_to_a_year_names_the_key(home, value, bound):
+    """`[store] lease_ttl_s = 1e308` overflowed PostgreSQL's interval at every replica sweep
+    (nothing was answered); 0.001 ran out before the write that took the lease."""
+    (home / "hermes.toml").write_text(f"[store]\nlease_ttl_s = {value}\n")
+    assert _error() == (f"invalid config value for 'store.lease_ttl_s': Input should be {bound} "
+                        f"(config file {home / 'hermes.toml'})")
+    (home / "hermes.toml").write_text("[store]\nlease_ttl_s = 31536000\n")
+    assert load_config().store.lease_ttl_s == 31536000
+
+
 def test_a_plugin_platform_setting_refuses_an_endless_number():
     from pydantic import ValidationError
 
