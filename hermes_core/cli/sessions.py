@@ -24,7 +24,7 @@ from typing import Any, Awaitable, Callable
 
 import typer
 
-from ..model.text import escape_controls
+from ..model.text import clean_text, escape_controls
 
 from ..model import SessionEntry, format_timestamp
 from ..store import HomeLockedError, SessionStore, StoreError, TranscriptReadError
@@ -44,6 +44,15 @@ sessions_app = typer.Typer(help="Inspect and manage stored sessions.", no_args_i
 EXIT_NOTHING_FOUND = 1
 
 _EXPECTED = (StoreError, HomeLockedError, TranscriptReadError, sqlite3.Error, OSError, ValueError)
+
+
+def _stored_form(value: str) -> str:
+    """A key, id, platform or query typed on the command line, as the store holds such text:
+    undecodable bytes (lone surrogates from the terminal) become U+FFFD as they did when the
+    text was stored (`clean_text`, docs/behaviour.md §7). Passed on raw, they failed the command
+    with "'utf-8' codec can't encode character '\\udcff' …", naming neither the argument nor
+    the problem; now `show` answers "no session with key or id '…'" like any unknown key."""
+    return clean_text(value)
 
 
 class ExportFormat(str, Enum):
@@ -217,7 +226,7 @@ _TIME_FIELDS = {"created_at", "updated_at", "last_resume_marked_at"}
 
 @sessions_app.command("show")
 def show_cmd(
-    key_or_id: str = typer.Argument(..., help="a session key or a session id"),
+    key_or_id: str = typer.Argument(..., help="a session key or a session id", callback=_stored_form),
     as_json: bool = typer.Option(False, "--json", help="machine-readable output"),
 ) -> None:
     """Show one session entry and its transcript."""
@@ -249,7 +258,7 @@ def show_cmd(
 
 @sessions_app.command("search")
 def search_cmd(
-    query: str = typer.Argument(..., help="words to find (all must match)"),
+    query: str = typer.Argument(..., help="words to find (all must match)", callback=_stored_form),
     limit: int = typer.Option(20, "--limit", min=1),
     as_json: bool = typer.Option(False, "--json", help="machine-readable output"),
 ) -> None:
@@ -279,7 +288,7 @@ def _markdown(session_id: str, messages: list[dict[str, Any]]) -> str:
 
 @sessions_app.command("export")
 def export_cmd(
-    session_id: str = typer.Argument(..., help="the session id"),
+    session_id: str = typer.Argument(..., help="the session id", callback=_stored_form),
     fmt: ExportFormat = typer.Option(ExportFormat.jsonl, "--format", help="jsonl or md",
                                      parser=choice_parser(ExportFormat)),
     output: Path = typer.Option(None, "--output", "-o", help="write to this file instead of stdout"),
@@ -356,7 +365,7 @@ def _removal_report(report: Any, as_json: bool, *, subject: str, **fields: Any) 
 
 @sessions_app.command("delete")
 def delete_cmd(
-    session_id: str = typer.Argument(..., help="the session id"),
+    session_id: str = typer.Argument(..., help="the session id", callback=_stored_form),
     dry_run: bool = typer.Option(False, "--dry-run", help="count what would be removed; change nothing"),
     yes: bool = typer.Option(False, "--yes", "-y", help="do not ask for confirmation"),
     as_json: bool = typer.Option(False, "--json", help="machine-readable output"),
@@ -378,8 +387,9 @@ def delete_cmd(
 
 @sessions_app.command("erase-user")
 def erase_user_cmd(
-    platform: str = typer.Argument(..., help="the platform id, e.g. telegram"),
-    user_id: str = typer.Argument(..., help="the person's user id on that platform (any of their aliases)"),
+    platform: str = typer.Argument(..., help="the platform id, e.g. telegram", callback=_stored_form),
+    user_id: str = typer.Argument(..., help="the person's user id on that platform (any of their aliases)",
+                                   callback=_stored_form),
     dry_run: bool = typer.Option(False, "--dry-run", help="count what would be removed; change nothing"),
     yes: bool = typer.Option(False, "--yes", "-y", help="do not ask for confirmation"),
     as_json: bool = typer.Option(False, "--json", help="machine-readable output"),

@@ -67,3 +67,22 @@ def test_export_names_a_format_that_is_not_one_of_the_choices(tmp_path):
     assert (code, out) == (2, "")
     assert err.splitlines()[3] == "│ Invalid value for '--format': 'xml' is not one of 'jsonl', 'md'.             │"
     assert "Value error" not in err
+
+
+def test_undecodable_bytes_in_a_key_or_id_find_nothing_instead_of_an_encoding_error(tmp_path):
+    """Bytes that are not UTF-8 (Latin-1 typed into a UTF-8 terminal) reach the command as lone
+    surrogates; the store holds such text with U+FFFD in their place (docs/behaviour.md §7), so
+    the commands look that up and answer as for any unknown key or id."""
+    home = tmp_path / "home"
+    env = gateway_env(home)
+    assert run(["chat"], env, tmp_path, stdin="hello\n")[0] == 0
+    undecodable = b"caf\xe9".decode("utf-8", "surrogateescape")  # the argument's bytes: c a f 0xE9
+    assert run(["sessions", "show", undecodable], env, tmp_path) == (
+        2, "", "hermes-gateway: error: no session with key or id 'caf\ufffd'\n")
+    assert run(["sessions", "export", undecodable], env, tmp_path) == (
+        2, "", "hermes-gateway: error: no session with id 'caf\ufffd'\n")
+    assert run(["sessions", "delete", undecodable, "--dry-run"], env, tmp_path) == (
+        2, "", "hermes-gateway: error: no session with id 'caf\ufffd'\n")
+    assert run(["sessions", "erase-user", "telegram", undecodable, "--dry-run"], env, tmp_path) == (
+        1, "", "hermes-gateway: nothing of telegram user 'caf\ufffd' is stored (no session, message, intake row "
+               "or alias of theirs): nothing to erase\n")
