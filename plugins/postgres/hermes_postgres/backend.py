@@ -170,6 +170,11 @@ class PostgresBackend:
             raise StoreError(f"PostgreSQL store {self.where} cannot be reached: {reason}") from None
         try:
             await migrate(conn, self.where)
+        except psycopg.Error as exc:  # e.g. a role without rights on the schema: still one line naming the store
+            # The server's primary message only: the full text adds the statement and a caret line.
+            reason = (getattr(exc.diag, "message_primary", None) or " ".join(str(exc).split())
+                      or type(exc).__name__)
+            raise StoreError(f"PostgreSQL store {self.where} cannot be used: {reason}") from None
         finally:
             await conn.close()
         pool = AsyncConnectionPool(self._dsn, min_size=1, max_size=self._pool_size, open=False,

@@ -70,3 +70,25 @@ async def test_an_unparsable_dsn_fails_the_start_naming_the_setting_never_the_pa
     assert str(caught.value) == ("[store] dsn cannot be parsed: expected a libpq connection string "
                                  "(host=… dbname=…) or a postgresql:// URI")
     assert store.is_open is False
+
+
+async def test_a_role_without_rights_on_the_schema_fails_the_start_naming_the_store(tmp_path, pg_cluster, pg_dsn):
+    import psycopg
+
+    async with SessionStore(tmp_path / "first" / "sessions", config(tmp_path, dsn=pg_dsn)):
+        pass  # the schema exists, owned by the superuser
+    with psycopg.connect(pg_cluster.dsn(), autocommit=True) as conn:
+        conn.execute("DROP ROLE IF EXISTS hermes_reader")
+        conn.execute("CREATE ROLE hermes_reader LOGIN")
+    database = pg_dsn.split("dbname=")[1].split()[0]
+    dsn = pg_dsn.replace("user=postgres", "user=hermes_reader")
+    store = SessionStore(tmp_path / "home" / "sessions", config(tmp_path, dsn=dsn))
+    try:
+        with pytest.raises(StoreError) as caught:
+            await store.open()
+    finally:
+        with psycopg.connect(pg_cluster.dsn(), autocommit=True) as conn:
+            conn.execute(f'REVOKE ALL ON DATABASE "{database}" FROM hermes_reader')
+    assert str(caught.value) == (f"PostgreSQL store 127.0.0.1:{pg_cluster.port}/{database} cannot be used: "
+                                 "permission denied for schema public")
+    assert store.is_open is False
