@@ -325,8 +325,11 @@ def _add_file_handler(root_logger: logging.Logger, home: Path, fmt: str = "text"
         return
     try:
         ensure_private_dir(home)  # first run on a fresh machine: an owner-only home
+        # backslashreplace: a path that is not UTF-8 (a HERMES_HOME named in Latin-1) reaches log
+        # lines as lone surrogates; written strictly, every such line failed with a traceback on
+        # stderr (docs/operations.md §4: one line per record) and never reached the file.
         handler = PrivateRotatingFileHandler(home / "gateway.log", maxBytes=5_000_000, backupCount=3,
-                                             encoding="utf-8")
+                                             encoding="utf-8", errors="backslashreplace")
         handler.setFormatter(JsonLineFormatter() if fmt == "json" else
                              logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
         handler.addFilter(ClientNoiseFilter())

@@ -101,6 +101,16 @@ def test_gateway_log_rotates_at_its_size_with_owner_only_files(tmp_path):
     assert path.read_text() == ("y" * 99 + "\n") * 2
 
 
+def test_a_home_whose_path_is_not_utf8_is_logged_escaped_without_tracebacks(tmp_path):
+    """A HERMES_HOME named in Latin-1 (`café` as the bytes c a f 0xE9): the chat answers, stderr
+    stays empty and gateway.log names the path with the byte escaped (docs/operations.md §4)."""
+    home = tmp_path / b"caf\xe9".decode("utf-8", "surrogateescape")
+    code, out, err = run(["chat"], gateway_env(home), tmp_path, stdin="hello\n")
+    assert (code, out, err) == (0, "echo: hello\n", "")
+    log = (home / "gateway.log").read_text(encoding="utf-8")
+    assert f"state.db {tmp_path}/caf\\udce9/state.db: applying migration 0001_initial.sql" in log
+
+
 class _FullDisk:
     """A log stream on a full disk: the line is buffered, its flush fails with ENOSPC."""
 
