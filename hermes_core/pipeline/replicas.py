@@ -57,6 +57,9 @@ class ReplicaCoordinator:
         # ingress lease; `receiving` are those started now.
         self.receivers = dict(receivers or {})
         self.receiving: set[str] = set()
+        # Single-receiver platforms another replica receives for, said once each (a replica
+        # waiting there, e.g. a second `chat` whose terminal reads nothing yet, is never silent).
+        self.standby: set[str] = set()
         self.takeovers = 0
         self._task: asyncio.Task | None = None
         # One claim of a session at a time here: a message admitted while the sweep takes its
@@ -94,7 +97,12 @@ class ReplicaCoordinator:
             elif await self.store.claim_ingress(platform):
                 await adapter.start()
                 self.receiving.add(platform)
+                self.standby.discard(platform)
                 log.warning("this replica now receives for %s (its ingress lease)", platform)
+            elif platform not in self.standby:
+                self.standby.add(platform)
+                log.warning("another replica receives for %s; this replica starts receiving for it when that one "
+                            "stops (its ingress lease runs out)", platform)
 
     async def _may_take(self, key: str, platform: str | None = None) -> bool:
         """A session of a single-receiver platform is taken over only by that platform's

@@ -76,3 +76,34 @@ def test_doctor_fails_on_an_unreachable_postgres_store_naming_it(tmp_path, pg_cl
                                                 "be reached: ")
     assert "s3cret-pw" not in checks["store"]["detail"]
     assert "state.db" not in checks
+
+
+async def test_a_second_chat_on_the_store_says_it_waits_for_the_terminal_another_replica_holds(tmp_path, pg_dsn):
+    """The terminal is a single-receiver platform (docs/adapters.md §6): a second `chat` on the
+    same database reads nothing while another replica receives for it. It says so on its first
+    sweep, instead of sitting silent, and answers once the first one has stopped."""
+    import asyncio
+
+    def start(home: Path) -> "asyncio.Future":
+        env = {k: v for k, v in os.environ.items() if not k.upper().startswith("HERMES_")}
+        env.update(HERMES_HOME=str(home), HERMES_STORE__BACKEND="postgres", HERMES_STORE__DSN=pg_dsn)
+        return asyncio.create_subprocess_exec(GATEWAY, "chat", env=env, stdin=asyncio.subprocess.PIPE,
+                                              stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+
+    first = await start(tmp_path / "a")
+    first.stdin.write(b"hello\n")
+    await first.stdin.drain()
+    assert await asyncio.wait_for(first.stdout.readline(), 60) == b"echo: hello\n"
+    second = await start(tmp_path / "b")
+    second.stdin.write(b"hi\n")
+    await second.stdin.drain()
+    try:
+        assert await asyncio.wait_for(second.stderr.readline(), 30) == (
+            b"hermes-gateway: WARNING: another replica receives for local; this replica starts receiving for it "
+            b"when that one stops (its ingress lease runs out)\n")
+    finally:
+        first.stdin.close()
+        await asyncio.wait_for(first.wait(), 60)
+    assert await asyncio.wait_for(second.stdout.readline(), 60) == b"echo: hi\n"
+    second.stdin.close()
+    assert await asyncio.wait_for(second.wait(), 60) == 0
