@@ -14,11 +14,16 @@ import typer
 
 from ..ops.status import read_status
 from ..settings import default_home
+from ..store.backends import BUILTIN_BACKEND
 from .common import CliError, load_cli_config, warn
 from .output import console, human_time, print_fields, print_json, print_table
 
 EXIT_NOT_RUNNING = 3
 UNCLEAN_STOP = "it did not stop cleanly: the next start recovers any turns and replies it left unfinished"
+# On a server store the start runs no recovery: a replica takes the sessions over once their
+# leases run out, with their recovery (docs/architecture.md §7) — maybe another replica, sooner.
+UNCLEAN_STOP_REPLICA = ("it did not stop cleanly: whichever replica of its store takes its sessions over (once "
+                        "their leases run out) recovers any turns and replies it left unfinished")
 
 
 def human_duration(seconds: float | None) -> str:
@@ -34,17 +39,19 @@ def human_duration(seconds: float | None) -> str:
     return " ".join(f"{n}{unit}" for n, unit in ((days, "d"), (hours, "h"), (minutes, "m")) if n) or "0m"
 
 
-def _home() -> Path:
-    """The home to report on: the config's. A config that no longer loads (edited while a gateway
+def _home() -> tuple[Path, bool]:
+    """The home to report on: the config's, and whether its store is shared by replicas
+    (`[store] backend` other than sqlite). A config that no longer loads (edited while a gateway
     runs on the one it loaded at start) must not hide that gateway from the operator, so its
     error becomes a warning and the default home (`$HERMES_HOME`, else `~/.hermes`) is read
     (docs/operations.md §2)."""
     try:
-        return load_cli_config().home
+        config = load_cli_config()
+        return config.home, config.store.backend != BUILTIN_BACKEND
     except CliError as exc:
         home = default_home()
         warn(f"{exc}; showing the status of {home}")
-        return home
+        return home, False
 
 
 def status_command(
@@ -54,7 +61,7 @@ def status_command(
 
     Pid, uptime, platforms and their health, busy sessions, queue depth, ledger backlog. Exit code
     3 when none runs."""
-    home = _home()
+    home, shared_store = _home()
     report = read_status(home)
     if as_json:
         print_json(report)
@@ -64,7 +71,7 @@ def status_command(
         seen = (f" (last seen {when}, pid {last['pid']})" if when else f" (pid {last['pid']})") if last else ""
         console().print(f"no gateway is running on {home}{seen}", markup=False, soft_wrap=True)
         if report.get("clean_stop") is False:  # a kill or a crash: say so (docs/operations.md §2)
-            console().print(UNCLEAN_STOP, markup=False, soft_wrap=True)
+            console().print(UNCLEAN_STOP_REPLICA if shared_store else UNCLEAN_STOP, markup=False, soft_wrap=True)
     elif report.get("stale"):
         console().print(f"a gateway is running on {home} (pid {report['pid'] or 'unknown'}) but has not "
                         "published a readable status yet", markup=False, soft_wrap=True)

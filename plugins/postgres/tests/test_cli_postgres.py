@@ -107,3 +107,29 @@ async def test_a_second_chat_on_the_store_says_it_waits_for_the_terminal_another
     assert await asyncio.wait_for(second.stdout.readline(), 60) == b"echo: hi\n"
     second.stdin.close()
     assert await asyncio.wait_for(second.wait(), 60) == 0
+
+
+async def test_status_after_a_sigkill_says_a_replica_takes_the_sessions_over(tmp_path, pg_dsn):
+    """docs/operations.md §2: on a server store the start runs no recovery of its own; the
+    replica that takes the killed one's sessions over (once their leases run out) does."""
+    import asyncio
+    import signal
+
+    home = tmp_path / "home"
+    env = {k: v for k, v in os.environ.items() if not k.upper().startswith("HERMES_")}
+    env.update(HERMES_HOME=str(home), HERMES_STORE__BACKEND="postgres", HERMES_STORE__DSN=pg_dsn)
+    chat = await asyncio.create_subprocess_exec(GATEWAY, "chat", env=env, stdin=asyncio.subprocess.PIPE,
+                                                stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+    chat.stdin.write(b"hello\n")
+    await chat.stdin.drain()
+    assert await asyncio.wait_for(chat.stdout.readline(), 60) == b"echo: hello\n"
+    for _ in range(600):  # its first status snapshot
+        if (home / "status.json").exists():
+            break
+        await asyncio.sleep(0.05)
+    chat.send_signal(signal.SIGKILL)
+    await chat.wait()
+    code, out, err = gateway(["status"], home, pg_dsn)
+    assert (code, err) == (3, "")
+    assert out.splitlines()[1:] == ["it did not stop cleanly: whichever replica of its store takes its sessions over "
+                                    "(once their leases run out) recovers any turns and replies it left unfinished"]
