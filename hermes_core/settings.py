@@ -611,6 +611,18 @@ def load_config(**overrides: Any) -> GatewayConfig:
     return config
 
 
+def unused_setting_warnings(config: GatewayConfig) -> list[str]:
+    """Warning lines for settings that load but do nothing: a `[store] dsn` while `[store]
+    backend` is `sqlite` (a replica set configured with only `HERMES_STORE__DSN` would run each
+    replica on its own state.db, the conversations forked, docs/configuration.md §2). The CLI
+    prints them when it loads the config (`cli.common.load_cli_config`)."""
+    dsn = config.store.dsn
+    if config.store.backend == "sqlite" and dsn is not None and dsn.get_secret_value().strip():
+        return ['[store] dsn is set but [store] backend is "sqlite": the dsn is not used and this gateway keeps '
+                'its own state.db (set [store] backend = "postgres" to share a PostgreSQL store)']
+    return []
+
+
 def unknown_env_section_warnings() -> list[str]:
     """One warning line per `HERMES_<NAME>__…` variable (environment or `.env`) whose `<NAME>` is
     no setting: pydantic-settings reads only the names it knows, so a typo in a section

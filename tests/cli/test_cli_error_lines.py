@@ -143,3 +143,21 @@ def test_output_that_cannot_be_written_is_one_line(tmp_path, args):
     assert (proc.returncode, proc.stderr.splitlines()[-1:]) == (
         2, ["hermes-gateway: error: cannot write output: No space left on device"])
     assert "Traceback" not in proc.stderr
+
+
+def test_a_dsn_without_a_server_backend_is_one_warning_naming_both_settings(tmp_path):
+    """docs/configuration.md §2: `[store] dsn` is used only by a server store. A replica set
+    given only HERMES_STORE__DSN would run each replica on its own state.db (conversations
+    forked); every command that loads the config says so once, never showing the DSN."""
+    from cli_helpers import run
+
+    env = gateway_env(tmp_path / "home", HERMES_STORE__DSN="postgresql://hermes:s3cret-pw@db.internal/hermes")
+    warning = ('hermes-gateway: WARNING: [store] dsn is set but [store] backend is "sqlite": the dsn is not used '
+               'and this gateway keeps its own state.db (set [store] backend = "postgres" to share a PostgreSQL '
+               'store)\n')
+    assert run(["chat"], env, tmp_path, stdin="hi\n") == (0, "echo: hi\n", warning)
+    code, _out, err = run(["status"], env, tmp_path)
+    assert (code, err) == (3, warning)
+    env["HERMES_STORE__BACKEND"] = "sqlite"
+    env["HERMES_STORE__DSN"] = " "
+    assert run(["chat"], env, tmp_path, stdin="hi\n") == (0, "echo: hi\n", "")
