@@ -117,7 +117,7 @@ async def _input_finished(gateway: GatewayApp, adapter: LocalAdapter) -> None:
     """The input ended: piped lines already read are answered first (a script), unless nobody
     reads the answers any more (`chat | head`): then the stop's drain finishes the running turn
     and the rest stays in the intake for the next start."""
-    await adapter.wait_closed()
+    await adapter.wait_input_ended()  # not a pause: a replica's terminal may stop and go on (docs/adapters.md §6)
     if not adapter.output_closed:
         await gateway.runner.join()
 

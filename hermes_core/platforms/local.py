@@ -134,7 +134,11 @@ class LocalAdapter(BaseAdapter):
         self._terminal_modes = _terminal_modes(self.stdin) if self._readline is not None else None
         self._reader: asyncio.Task | None = None
         self._closed = asyncio.Event()
-        self._started = False
+        # The input ended for good (end of file, /quit, output closed): what `chat` waits for.
+        # A stop without it (a replica losing the terminal's ingress lease, docs/adapters.md §6)
+        # only pauses reading: `start` goes on with the same lines, none skipped.
+        self._input_ended = asyncio.Event()
+        self._lines: asyncio.Queue | None = None  # filled by the stdin thread, started once
         self._output_gone = False
 
     @property
@@ -161,10 +165,11 @@ class LocalAdapter(BaseAdapter):
         return self._stdout if self._stdout is not None else sys.stdout
 
     async def start(self) -> None:
-        """Start reading lines. Idempotent."""
-        if self._started:
+        """Start reading lines, or go on reading after a `stop` (lines typed meanwhile are read
+        then). Idempotent; nothing once the input has ended."""
+        if self._input_ended.is_set() or (self._reader is not None and not self._reader.done()):
             return
-        self._started = True
+        self._closed.clear()
         self._reader = asyncio.create_task(self._read_loop(), name="local-adapter-reader")
         # However reading ends (even cancelled before it began), the input is closed.
         self._reader.add_done_callback(lambda _task: self._closed.set())
@@ -187,8 +192,14 @@ class LocalAdapter(BaseAdapter):
                 pass
 
     async def wait_closed(self) -> None:
-        """Wait until the input ended (end of file, `/quit`) and every line read was accepted."""
+        """Wait until reading stopped: the input ended (end of file, `/quit`) and every line read
+        was accepted, or `stop` was called."""
         await self._closed.wait()
+
+    async def wait_input_ended(self) -> None:
+        """Wait until the input ended for good (end of file, `/quit`, the output closed) and
+        every line read was accepted; a `stop` that only pauses reading does not count."""
+        await self._input_ended.wait()
 
     async def send(self, target: SessionSource, text: str, *, reply_to: str | None = None,
                    metadata: dict[str, Any] | None = None) -> SendResult:
@@ -238,6 +249,7 @@ class LocalAdapter(BaseAdapter):
                 os.close(devnull)
             except (OSError, ValueError):
                 pass
+        self._input_ended.set()
         if self._reader is not None and not self._reader.done():
             self._reader.cancel()
 
@@ -253,10 +265,41 @@ class LocalAdapter(BaseAdapter):
             self.stdout.flush()
 
     async def _read_loop(self) -> None:
+        self.write_prompt()
+        if self._lines is None:
+            self._lines = self._start_stdin_thread()
+        lines = self._lines
+        try:
+            while True:
+                line = await lines.get()
+                if line is _EOF:
+                    break
+                text = line.rstrip("\r\n")
+                if text.strip() in QUIT_WORDS:
+                    break
+                if not text.strip():  # ignored by the gateway: just ask again
+                    self.write_prompt()
+                    continue
+                try:
+                    await self.emit(MessageEvent(source=self.source, text=text))
+                except Exception as exc:  # keep reading: one bad line must not end the chat
+                    # Nothing redelivers a terminal line: the user is told, in the configured
+                    # words, and the operator finds the error in the log (docs/behaviour.md §0).
+                    log.exception("line not accepted by the gateway")
+                    await self.send(self.source, self.failure_notice(self.source, exc))
+            self._input_ended.set()  # not when cancelled: a stop only pauses reading
+        finally:
+            if self.prompt is not None and not self._closed.is_set() and not self._output_gone:
+                self.stdout.write("\n")  # end the prompt line on Ctrl-D / /quit
+                self.stdout.flush()
+            self._closed.set()
+
+    def _start_stdin_thread(self) -> asyncio.Queue:
+        """The queue of lines a daemon thread reads from stdin (`_EOF` last), for the adapter's
+        life: a stopped and started adapter reads on from the same queue."""
         loop = asyncio.get_running_loop()
         lines: asyncio.Queue = asyncio.Queue()
         stdin = self.stdin
-        self.write_prompt()
 
         plain_line = _line_reader(stdin)
 
@@ -290,26 +333,4 @@ class LocalAdapter(BaseAdapter):
                     pass
 
         threading.Thread(target=reader, name="local-stdin", daemon=True).start()
-        try:
-            while True:
-                line = await lines.get()
-                if line is _EOF:
-                    break
-                text = line.rstrip("\r\n")
-                if text.strip() in QUIT_WORDS:
-                    break
-                if not text.strip():  # ignored by the gateway: just ask again
-                    self.write_prompt()
-                    continue
-                try:
-                    await self.emit(MessageEvent(source=self.source, text=text))
-                except Exception as exc:  # keep reading: one bad line must not end the chat
-                    # Nothing redelivers a terminal line: the user is told, in the configured
-                    # words, and the operator finds the error in the log (docs/behaviour.md §0).
-                    log.exception("line not accepted by the gateway")
-                    await self.send(self.source, self.failure_notice(self.source, exc))
-        finally:
-            if self.prompt is not None and not self._closed.is_set() and not self._output_gone:
-                self.stdout.write("\n")  # end the prompt line on Ctrl-D / /quit
-                self.stdout.flush()
-            self._closed.set()
+        return lines

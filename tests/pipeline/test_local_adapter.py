@@ -140,3 +140,45 @@ async def test_a_closed_output_ends_the_chat_and_later_sends_write_nothing(caplo
     finally:
         await adapter.stop()
         os.close(write_end)
+
+
+async def test_a_stop_and_start_pause_reading_without_ending_the_input_or_skipping_a_line():
+    """A replica that loses the terminal's ingress lease stops the adapter and starts it again
+    once it holds the lease (docs/adapters.md §6): the chat must go on, with every line typed
+    meanwhile read then, in order; only the end of the input ends it."""
+    events = []
+
+    async def on_message(event):
+        events.append(event.text)
+
+    read_fd, write_fd = os.pipe()
+    stdin = os.fdopen(read_fd, "r")
+    adapter = LocalAdapter(stdin=stdin, stdout=io.StringIO(), user="alice", on_message=on_message)
+    try:
+        await adapter.start()
+        os.write(write_fd, b"one\n")
+        for _ in range(200):
+            if events:
+                break
+            await asyncio.sleep(0.01)
+        await adapter.stop()
+        os.write(write_fd, b"two\nthree\n")  # typed while this replica does not receive
+        await asyncio.sleep(0.2)
+        assert events == ["one"]
+        await adapter.start()
+        for _ in range(200):
+            if len(events) == 3:
+                break
+            await asyncio.sleep(0.01)
+        assert events == ["one", "two", "three"]
+        ended = asyncio.ensure_future(adapter.wait_input_ended())
+        await asyncio.sleep(0.05)
+        assert not ended.done()  # paused and resumed: the input goes on
+        os.close(write_fd)
+        write_fd = None
+        await asyncio.wait_for(ended, 10)
+    finally:
+        if write_fd is not None:
+            os.close(write_fd)
+        await adapter.stop()
+        stdin.close()

@@ -133,3 +133,38 @@ async def test_status_after_a_sigkill_says_a_replica_takes_the_sessions_over(tmp
     assert (code, err) == (3, "")
     assert out.splitlines()[1:] == ["it did not stop cleanly: whichever replica of its store takes its sessions over "
                                     "(once their leases run out) recovers any turns and replies it left unfinished"]
+
+
+async def test_a_chat_that_loses_the_terminals_ingress_lease_goes_on_once_it_holds_it_again(tmp_path, pg_dsn):
+    """A database blip or a pause past the lease makes the replica lose `ingress:local`; it stops
+    reading the terminal (docs/adapters.md §6) and starts again once it holds the lease again.
+    The chat used to end there, exit code 0, with the lines typed next never read."""
+    import asyncio
+
+    import psycopg
+
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / "hermes.toml").write_text('[store]\nbackend = "postgres"\nlease_ttl_s = 2\npoll_interval_s = 0.2\n')
+    env = {k: v for k, v in os.environ.items() if not k.upper().startswith("HERMES_")}
+    env.update(HERMES_HOME=str(home), HERMES_STORE__DSN=pg_dsn)
+    chat = await asyncio.create_subprocess_exec(GATEWAY, "chat", env=env, stdin=asyncio.subprocess.PIPE,
+                                                stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+    chat.stdin.write(b"one\n")
+    await chat.stdin.drain()
+    assert await asyncio.wait_for(chat.stdout.readline(), 60) == b"echo: one\n"
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:  # another holder, for 2 s
+        conn.execute("UPDATE session_leases SET holder = 'elsewhere', token = token + 1, "
+                     "expires_at = now() + interval '2 seconds' WHERE session_key = 'ingress:local'")
+    lost = b"hermes-gateway: ERROR: lost the ingress lease of local; this replica stops receiving for it\n"
+    back = b"hermes-gateway: WARNING: this replica now receives for local (its ingress lease)\n"
+    seen = []
+    while back not in seen or lost not in seen:
+        seen.append(await asyncio.wait_for(chat.stderr.readline(), 30))
+        assert seen[-1], (chat.returncode, seen)
+    assert chat.returncode is None  # still running
+    chat.stdin.write(b"two\n")
+    await chat.stdin.drain()
+    assert await asyncio.wait_for(chat.stdout.readline(), 30) == b"echo: two\n"
+    chat.stdin.close()
+    assert await asyncio.wait_for(chat.wait(), 60) == 0
