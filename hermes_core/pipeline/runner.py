@@ -725,7 +725,15 @@ class GatewayRunner:
         return True
 
     async def _notify(self, key: str, event: MessageEvent, text: str) -> None:
-        entry = await maybe_await(self.deps.store.get_entry(key))
+        # The session id only labels the notice's delivery; a store that fails here (often why a
+        # job failed: a server store out of reach) must not cost the notice, nor — raised from the
+        # worker's error handling — the worker and the jobs queued behind (docs/behaviour.md §5).
+        try:
+            entry = await maybe_await(self.deps.store.get_entry(key))
+        except Exception as exc:
+            log.warning("notice to %s sent without its session id: the store failed (%s)", key,
+                        " ".join(str(exc).split()) or type(exc).__name__)
+            entry = None
         await self._send_notice(key, event, text, session_id=getattr(entry, "session_id", None))
 
     async def _send_notice(self, key: str, event: MessageEvent, text: str, *, session_id: str | None) -> None:

@@ -182,6 +182,39 @@ async def test_one_turn_at_a_time_per_session_sessions_concurrent(tmp_path):
         await app.stop()
 
 
+async def test_a_store_failing_while_a_failed_job_is_reported_keeps_the_sessions_queue_going(tmp_path):
+    """A job fails and the store fails too as the chat is told (a server store out of reach):
+    the notice is still sent, and the message queued behind it in the same session still runs.
+    The failure escaped the worker's error handling, which ended the worker with the queue."""
+    from hermes_core.store import StoreError
+
+    agent = GatedAgent()
+    app, adapter = await make_app(tmp_path, agent=agent, core={"busy_input_mode": "queue"})
+    real_get_entry = app.store.get_entry
+    outage = {"on": False}
+
+    async def get_entry(key):
+        if outage["on"]:
+            outage["on"] = False  # one failed read: the store is back for the next job
+            raise StoreError("PostgreSQL store db:5432/hermes cannot be reached")
+        return await real_get_entry(key)
+
+    try:
+        await app.runner.handle(MessageEvent(source=dm("1", "u1"), text="explode"))
+        await app.runner.handle(MessageEvent(source=dm("1", "u1"), text="fine"))
+        await until(lambda: agent.started == ["explode"])
+        app.store.get_entry = get_entry
+        outage["on"] = True
+        agent.gate("explode").set()
+        agent.gate("fine").set()
+        await until(lambda: len(adapter.texts("1")) == 2)
+        assert adapter.texts("1") == ["Sorry, this message could not be processed. Please try again later.",
+                                      "ok fine"]
+    finally:
+        app.store.get_entry = real_get_entry
+        await app.stop()
+
+
 async def test_failing_session_does_not_stop_others(tmp_path):
     agent = GatedAgent()
     app, adapter = await make_app(tmp_path, agent=agent)
