@@ -102,6 +102,14 @@ class CoreSettings(_Section):
     max_input_chars: int = Field(32000, ge=1, description="longest accepted user message, in characters")
     busy_input_mode: Literal["interrupt", "queue", "steer"] = "interrupt"
     db_path: Path | None = Field(None, description="default: $HERMES_HOME/state.db")
+
+    @field_validator("db_path", mode="before")
+    @classmethod
+    def _blank_db_path_is_unset(cls, value: Any) -> Any:
+        # As for HERMES_HOME: `HERMES_CORE__DB_PATH=` means the default, not Path("") — the
+        # current directory, which SQLite cannot open, so every start ran degraded
+        # (docs/configuration.md §2).
+        return None if isinstance(value, str) and not value.strip() else value
     # What a chat is told when its message could not be answered; the detail goes to the log only
     # (users never see internal errors, URLs or exception names). Hook `hermes_failure_notice`
     # may word it per case.

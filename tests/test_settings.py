@@ -230,6 +230,17 @@ def test_scheduler_intervals_past_a_year_name_the_key(home, key):
     assert getattr(load_config().scheduler, key) == 31536000
 
 
+@pytest.mark.parametrize("where", ["env", "file"])
+def test_an_empty_db_path_is_the_default_not_the_current_directory(home, monkeypatch, where):
+    """`HERMES_CORE__DB_PATH=` became Path(""), the current directory: SQLite cannot open it,
+    so every start ran degraded ("state.db . cannot be opened")."""
+    if where == "env":
+        monkeypatch.setenv("HERMES_CORE__DB_PATH", "")
+    else:
+        (home / "hermes.toml").write_text('[core]\ndb_path = " "\n')
+    assert load_config().db_path == home / "state.db"
+
+
 @pytest.mark.parametrize("value, bound", [("1e308", "less than or equal to 31536000, got 1e+308"),
                                           ("0.001", "greater than or equal to 1, got 0.001")])
 def test_a_store_lease_outside_a_second_to_a_year_names_the_key(home, value, bound):
