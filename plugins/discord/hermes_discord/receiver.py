@@ -8,8 +8,8 @@ dispatch — a private table, which is why the distribution pins discord.py's mi
 
 * every parser is wrapped so a payload discord.py cannot parse is logged with the event name and
   skipped, and the connection keeps running;
-* MESSAGE_CREATE, MESSAGE_UPDATE and MESSAGE_DELETE `d` objects are put, in gateway order, on
-  one queue before discord.py parses them. An edit of the text is offered to the gateway's queue
+* MESSAGE_CREATE, MESSAGE_UPDATE, MESSAGE_DELETE and MESSAGE_DELETE_BULK `d` objects are put, in
+  gateway order, on one queue before discord.py parses them. An edit of the text is offered to the gateway's queue
   first (`offer_change`: a message still queued takes the new text in place, docs/behaviour.md
   §5); otherwise it is a turn only with `edits_as_turns` on, and only logged with it off. A
   deletion withdraws the message if it is still queued, and is never a turn;
@@ -110,7 +110,8 @@ class Receiver:
         parsers: dict[str, Callable[[Any], None]] = self.client._connection.parsers
         for name, parse in list(parsers.items()):
             parsers[name] = self._guarded(name, parse)
-        for name, kind in (("MESSAGE_CREATE", "create"), ("MESSAGE_UPDATE", "edit"), ("MESSAGE_DELETE", "delete")):
+        for name, kind in (("MESSAGE_CREATE", "create"), ("MESSAGE_UPDATE", "edit"), ("MESSAGE_DELETE", "delete"),
+                           ("MESSAGE_DELETE_BULK", "delete_bulk")):
             parsers[name] = self._tapped(kind, parsers[name])
 
     def _guarded(self, name: str, parse: Callable[[Any], None]) -> Callable[[Any], None]:
@@ -166,6 +167,8 @@ class Receiver:
             try:
                 if kind == "delete":
                     await self.handle_delete(data)
+                elif kind == "delete_bulk":
+                    await self.handle_delete_bulk(data)
                 else:
                     await self.handle(data, edit=kind == "edit")
             except asyncio.CancelledError:
@@ -251,6 +254,23 @@ class Receiver:
             return
         await offer_change(self._edit_queued, QueuedChange(source, message_id, None), edits_as_turns=False,
                            label=f"discord deletion of message {message_id}", logger=log)
+
+    async def handle_delete_bulk(self, data: Any) -> None:
+        """Offer one MESSAGE_DELETE_BULK `d` object (`ids`, `channel_id`, `guild_id`: a moderator's
+        purge) to the gateway's queue: each id as one MESSAGE_DELETE (`handle_delete`), in the
+        order given. A malformed one is one warning naming the field."""
+        try:
+            if not isinstance(data, dict):
+                raise MalformedPayload("d", f"must be an object, got {type(data).__name__}")
+            if not isinstance(data.get("ids"), list):
+                raise MalformedPayload("d.ids", f"must be a list, got {type(data.get('ids')).__name__}")
+        except MalformedPayload as exc:
+            self.skipped_malformed += 1
+            log.warning("skipping malformed discord MESSAGE_DELETE_BULK: %s", exc)
+            return
+        one = {k: data[k] for k in ("channel_id", "guild_id") if k in data}
+        for message_id in data["ids"]:
+            await self.handle_delete({**one, "id": message_id})
 
     async def _emit_with_retry(self, event: MessageEvent) -> bool:
         attempts = self.settings.max_emit_attempts

@@ -257,6 +257,39 @@ async def test_a_deletion_of_a_queued_message_withdraws_it(fake, tmp_path, caplo
         await app.stop()
 
 
+async def test_a_bulk_deletion_withdraws_each_queued_message_it_names(fake, tmp_path, caplog):
+    # docs/behaviour.md §5: a moderator's purge (MESSAGE_DELETE_BULK: `ids`, `channel_id`,
+    # `guild_id`) withdraws every message of it still queued, as one MESSAGE_DELETE per id; a
+    # malformed one is one warning naming the field. Purges used to be ignored.
+    caplog.set_level(logging.INFO)
+    key = "agent:main:discord:dm:1600000000000000001"
+    agent = HeldEchoAgent()
+    config = make_config(tmp_path / "home", fake)
+    config = config.model_copy(update={"core": config.core.model_copy(update={"busy_input_mode": "queue"})})
+    app = GatewayApp(config, watcher=False, agent=agent)
+    await app.start()
+    try:
+        await fake.message(sample("d3_dm"))
+        await wait_until(lambda: len(agent.started) == 1)
+        for number, text in ((70, "purged one"), (71, "purged two"), (72, "queued and kept")):
+            await fake.message(dict(sample("d3_dm"), id=f"15000000000000000{number}", content=text))
+        await wait_until(lambda: app.runner.queue_depth(key) == 3)
+        await fake.push("MESSAGE_DELETE_BULK", {"ids": "1500000000000000070", "channel_id": DM_ID})
+        await fake.push("MESSAGE_DELETE_BULK", {"ids": ["1500000000000000070", "1500000000000000071"],
+                                                "channel_id": DM_ID})
+        await wait_until(lambda: f"queued message 1500000000000000071 in {key} withdrawn" in caplog.text)
+        assert app.runner.queue_depth(key) == 1
+        assert [r.getMessage() for r in caplog.records if "MESSAGE_DELETE_BULK" in r.getMessage()] == [
+            "skipping malformed discord MESSAGE_DELETE_BULK: malformed payload: d.ids must be a list, got str"]
+        agent.release.set()
+        await fake.wait_for(lambda: len(fake.sent) == 2)
+        await app.runner.join()
+        assert agent.started[1:] == ["queued and kept"]
+        assert [s["content"] for s in fake.sent][1:] == ["echo: queued and kept"]
+    finally:
+        await app.stop()
+
+
 async def test_a_deletion_of_an_answered_message_changes_nothing(fake, gateway, caplog):
     # docs/behaviour.md §5: only a message still queued is withdrawn; an answered one stays in
     # the transcript and nothing is sent.
