@@ -207,6 +207,12 @@ def _files(event: Mapping, path: str) -> list[dict[str, Any]]:
     return media
 
 
+def _is_tombstone(event: dict) -> bool:
+    """True for a message_changed whose message became a thread's tombstone (docs/adapters.md S-T11)."""
+    message = event.get("message")
+    return isinstance(message, dict) and message.get("subtype") == "tombstone"
+
+
 def classify(envelope: Any, facts: Facts | None = None,
              settings: SlackSettings | None = None, *, changes: bool = False) -> Classified | None:
     """Read one Slack event envelope.
@@ -254,6 +260,11 @@ def classify(envelope: Any, facts: Facts | None = None,
         raise MalformedPayload("event.subtype", "is not expected on an app_mention")
 
     body, path, edit_ts, change = event, "event", None, None
+    if subtype == EDIT_SUBTYPE and changes and _is_tombstone(event):
+        # A thread's parent deleted while it has replies: Slack leaves a tombstone in its place,
+        # sent as a message_changed, and no message_deleted. It is the parent's deletion.
+        subtype = DELETE_SUBTYPE
+        event = {**event, "deleted_ts": event["message"].get("ts")}
     if subtype == EDIT_SUBTYPE:
         if not (changes or settings.edits_as_turns):
             log.debug("slack event %s skipped: edit in %s (edits_as_turns is off)", event_id, channel)
@@ -275,6 +286,12 @@ def classify(envelope: Any, facts: Facts | None = None,
     elif subtype == DELETE_SUBTYPE and changes:
         # The deleted message as it was: its author and thread give the session it was queued in.
         deleted_ts = _ts(event, "deleted_ts", "event", required=True)
+        if not isinstance(event.get("previous_message"), dict) or not event["previous_message"]:
+            # Slack's own reference shows the event without it, and sends `[]` for a message of a
+            # thread whose parent is a tombstone: nothing says whose session the message was in.
+            log.debug("slack event %s skipped: deletion of %s without the message as it was", event_id,
+                      deleted_ts)
+            return None
         body = _get(event, "previous_message", "event", dict, required=True)
         path = "event.previous_message"
         if _ts(body, "ts", path) not in (None, deleted_ts):
@@ -410,8 +427,8 @@ def lookup_keys(envelope: Any) -> LookupKeys:
     event = envelope.get("event") if isinstance(envelope, dict) else None
     if not isinstance(event, dict):
         return LookupKeys(None, None, None, None)
-    # An edit's message is nested in `message`; a deletion's in `previous_message`.
-    nested = "previous_message" if event.get("subtype") == DELETE_SUBTYPE else "message"
+    # An edit's message is nested in `message`; a deletion's (a tombstone's too) in `previous_message`.
+    nested = "previous_message" if event.get("subtype") == DELETE_SUBTYPE or _is_tombstone(event) else "message"
     body = event.get(nested) if isinstance(event.get(nested), dict) else event
 
     def read(data: Mapping, key: str, pattern: re.Pattern) -> str | None:

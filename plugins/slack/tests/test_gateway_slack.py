@@ -308,6 +308,62 @@ async def test_a_deletion_of_a_queued_thread_reply_withdraws_it(slack, gateway):
     assert not any("flaky" in message for message in agent.started)
 
 
+async def test_a_thread_parent_deleted_as_a_tombstone_is_withdrawn(slack, gateway):
+    # docs/adapters.md S-T11: a thread's parent deleted while it has replies comes as a
+    # message_changed whose message is a tombstone, not as a message_deleted; it withdraws the
+    # parent if it is still queued. It used to be skipped as no text edit, and answered.
+    agent = HeldEchoAgent()
+    app = await gateway(agent=agent, core={"busy_input_mode": "queue"})
+    await slack.push(dm("1767227300.000100", "first"))
+    await slack.wait_for(lambda: agent.started == ["first"])
+    parent = dm("1767227300.000200", "a parent with replies")
+    await slack.push(parent)
+    await slack.wait_for(lambda: app.runner.queue_depth(DM_KEY) == 1)
+    tombstone = changed(parent, "This message was deleted.", "1767227300.000300")
+    tombstone["event"]["message"] = dict(tombstone["event"]["message"], subtype="tombstone", user="USLACKBOT",
+                                         thread_ts=parent["event"]["ts"], reply_count=1)
+    del tombstone["event"]["message"]["edited"]
+    ids = await slack.push(tombstone)
+    await slack.wait_for(lambda: ids[0] in slack.acks)
+    assert app.runner.queue_depth(DM_KEY) == 0
+    agent.release.set()
+    await slack.wait_for(lambda: len(slack.posted) == 1)
+    await settle(app)
+    assert agent.started == ["first"]
+    assert [p["text"] for p in slack.posted] == ["echo: first"]
+
+
+@pytest.mark.parametrize("previous", ["absent", [], {}])
+async def test_a_deletion_without_the_message_as_it_was_changes_nothing_quietly(slack, gateway, caplog, previous):
+    # docs/adapters.md S-T11: Slack's reference shows message_deleted without previous_message,
+    # and Slack sends `[]` for a reply of a thread whose parent is a tombstone. Such a deletion
+    # names no session: nothing is withdrawn, and it is no malformed payload (a DEBUG line).
+    caplog.set_level(logging.DEBUG, logger="hermes_slack")
+    agent = HeldEchoAgent()
+    app = await gateway(agent=agent, core={"busy_input_mode": "queue"})
+    await slack.push(dm("1767227400.000100", "first"))
+    await slack.wait_for(lambda: agent.started == ["first"])
+    queued = dm("1767227400.000200", "still queued")
+    await slack.push(queued)
+    await slack.wait_for(lambda: app.runner.queue_depth(DM_KEY) == 1)
+    gone = deleted(queued, "1767227400.000300")
+    if previous == "absent":
+        del gone["event"]["previous_message"]
+    else:
+        gone["event"]["previous_message"] = previous
+    ids = await slack.push(gone)
+    await slack.wait_for(lambda: ids[0] in slack.acks)
+    assert app.runner.queue_depth(DM_KEY) == 1
+    agent.release.set()
+    await slack.wait_for(lambda: len(slack.posted) == 2)
+    await settle(app)
+    assert [p["text"] for p in slack.posted] == ["echo: first", "echo: still queued"]
+    logged = slack_log(caplog)
+    assert not any("malformed" in m for m in logged)
+    assert ("slack event Ev1767227400000300 skipped: deletion of 1767227400.000200 without the message as it was"
+            in logged)
+
+
 @pytest.mark.parametrize("edits_as_turns", [False, True])
 async def test_an_edit_or_deletion_of_an_answered_message_is_no_new_turn(slack, gateway, caplog, edits_as_turns):
     # docs/behaviour.md §5: an edit of a message already processed is not a new turn unless
@@ -343,10 +399,6 @@ def _numeric_deleted_ts(payload):
     payload["event"]["deleted_ts"] = 1767227200.0002
 
 
-def _no_previous_message(payload):
-    del payload["event"]["previous_message"]
-
-
 def _other_previous_message(payload):
     payload["event"]["previous_message"]["ts"] = "1767227200.000999"
 
@@ -358,7 +410,6 @@ def _edit_without_message(payload):
 @pytest.mark.parametrize("breakage, problem", [
     (_no_deleted_ts, "event.deleted_ts is missing"),
     (_numeric_deleted_ts, "event.deleted_ts must be a string, got float"),
-    (_no_previous_message, "event.previous_message is missing"),
     (_other_previous_message, "event.deleted_ts is not the ts of event.previous_message"),
     (_edit_without_message, "event.message must be an object, got str"),
 ])
