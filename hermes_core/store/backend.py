@@ -20,8 +20,8 @@ from typing import Iterable, Iterator, Protocol, Sequence, runtime_checkable
 
 from ..model import SessionEntry, TokenUsage
 from .db import StoreError
-from .records import (AliasRow, IntakeRow, MessageRow, NewIntake, NewObligation, Obligation, SearchHit, SessionRow,
-                      SessionSummary, StoredMessage, TurnMarker)
+from .records import (AliasRow, IntakeRow, MessageRow, NewIntake, NewObligation, Obligation, RemovalPlan, SearchHit,
+                      SessionRow, SessionSummary, StoredMessage, TurnMarker)
 
 
 class StoreBackend(Protocol):
@@ -220,6 +220,52 @@ class StoreBackend(Protocol):
                            now_iso: str) -> None:
         """Insert the alias, or point an existing `(platform, alias_id)` at `canonical_id` (source
         replaced, `last_seen` = now, `first_seen` kept)."""
+
+
+# ---- admin removals (`sessions list --all`, `delete`, `erase-user`) ---------------------------
+
+
+@runtime_checkable
+class RemovalBackend(Protocol):
+    """What an engine adds for listing every session, deleting one and erasing a person
+    (docs/operations.md §5). The core's `erasure.ErasureOps` decides what goes (one engine of
+    rules for every store); the engine only reads the rows it asks for and removes a
+    `RemovalPlan` in one transaction. An engine without these methods refuses the three
+    commands in one line."""
+
+    async def all_sessions(self, limit: int, offset: int) -> tuple[list[tuple], int]:
+        """Every session row, most recently updated first (then by id): at most `limit` tuples
+        of `records.ALL_SESSION_COLUMNS` plus `current` (bool) from `offset`, and the total."""
+
+    async def session_stored(self, session_id: str) -> bool:
+        """True when a session row or any transcript row of `session_id` exists."""
+
+    async def platform_sessions(self, platform: str) -> list[tuple[str, str | None, str | None]]:
+        """`(session_id, origin JSON text, participant_id)` of every session of `platform`."""
+
+    async def route_keys(self, session_ids: list[str]) -> list[str]:
+        """The keys of the routes pointing at any of `session_ids`."""
+
+    async def alias_ids(self, platform: str, canonical_id: str) -> list[str]:
+        """The alias ids folded into `canonical_id` on `platform`."""
+
+    async def intake_payloads(self, platform: str) -> list[tuple[int, str | None, str]]:
+        """`(id, session_key, payload)` of every intake row of `platform` still holding a payload."""
+
+    async def transcript_roles(self, session_id: str) -> list[tuple[int, str, str | None]]:
+        """`(id, role, content)` of every transcript row of the session (rewound ones too), by id."""
+
+    async def session_obligations(self, session_id: str) -> list[tuple[int, int | None, str | None]]:
+        """`(id, message_id, origin JSON text)` of every delivery obligation of the session."""
+
+    async def count_removal(self, plan: RemovalPlan) -> dict[str, int]:
+        """The rows `plan` would remove per kind (`RemovalPlan.deletions` kinds and `aliases`),
+        nothing changed."""
+
+    async def apply_removal(self, plan: RemovalPlan) -> dict[str, int]:
+        """Remove everything `plan` names and scrub its origins in one transaction, durable when
+        it returns, leaving none of the removed text searchable; the rows removed per kind.
+        Raises when the transaction fails (then nothing is removed)."""
 
 
 # ---- leases (engines shared by several gateway replicas) --------------------------------------

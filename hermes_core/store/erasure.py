@@ -1,8 +1,11 @@
 """Listing every session, deleting one, and erasing one person's data (docs/operations.md §5).
 
 Mixed into `SessionStore`; these are admin operations run by the CLI with the home lock held
-(never beside a running gateway) on a healthy `state.db` (refused in degraded mode: the journal
-would have to carry the deletions too).
+(never beside a running gateway) on a healthy store (refused in degraded mode: the journal would
+have to carry the deletions too). What goes is decided here, for every engine; the engine
+(`backend.RemovalBackend`: `state.db`, or a server store such as PostgreSQL, docs/architecture.md
+§7) reads the rows asked for and removes the plan in one transaction — on a store shared by
+replicas, only sessions no running replica holds (their leases).
 
 Erasing a person (`erase_user(platform, user_id)`): the person is the canonical user id and
 every alias folded into it (docs/behaviour.md §4). Sessions that are theirs alone (a DM, or a
@@ -14,7 +17,7 @@ message carrying their sender prefix (`[name] `, docs/behaviour.md §7 — the n
 origins, intake payloads and ids stored for them) and the assistant and tool rows answering
 it, up to the next user message. Their identity aliases go too, and the session keys that
 named them are dropped from `restart_counts.json` (by the CLI, which owns that file's module);
-`sessions.json` is rewritten from SQLite.
+`sessions.json` is rewritten from the store.
 """
 
 from __future__ import annotations
@@ -26,14 +29,12 @@ from typing import Any
 
 from ..model import SessionSource, validate_session_id
 from ..model.text import sender_label
-from . import fts
+from .backend import RemovalBackend
 from .db import StoreError
 from .entries import origin_or_none
+from .records import ALL_SESSION_COLUMNS, RemovalPlan
 
 log = logging.getLogger(__name__)
-
-_LIST_COLUMNS = ("session_id", "session_key", "title", "platform", "chat_type", "display_name", "created_at",
-                 "updated_at", "ended_at", "end_reason", "total_tokens")
 
 
 @dataclass
@@ -56,49 +57,30 @@ class ErasureReport:
                 "trimmed_sessions": list(self.trimmed_sessions), "counts": dict(sorted(self.counts.items()))}
 
 
-@dataclass
-class _Plan:
-    """The rows one removal deletes, found before the one write transaction."""
-
-    sessions: list[str] = field(default_factory=list)
-    keys: list[str] = field(default_factory=list)
-    messages: list[int] = field(default_factory=list)
-    intake: list[int] = field(default_factory=list)
-    obligations: list[int] = field(default_factory=list)
-    # Shared sessions whose stored origin (the first sender) is the person: `{session_id: origin}`
-    # with the sender's ids and name removed, the chat kept.
-    scrub: dict[str, SessionSource] = field(default_factory=dict)
-    aliases: tuple[str, set[str]] | None = None
-
-
 class ErasureOps:
     """`SessionStore` mixin (module docstring)."""
 
-    def _healthy_db(self):
+    def _removal_backend(self, what: str) -> RemovalBackend:
         backend = self._b()
         if backend.degraded:
             raise StoreError(self.degraded_reason or "state.db cannot be opened; the store is degraded")
-        if getattr(backend, "db", None) is None:  # a server engine ([store] backend): not built there yet
-            raise StoreError("erasing and deleting are built for the SQLite store (state.db) only")
-        return backend.db
+        if not isinstance(backend, RemovalBackend):  # an engine without the admin removals
+            raise StoreError(f"{what} built for the SQLite store (state.db) only")
+        return backend
 
     async def list_all_sessions(self, *, limit: int, offset: int = 0) -> tuple[list[dict[str, Any]], int]:
         """Every stored session (ended ones included), most recently updated first.
 
         Returns:
-            `(rows, total)`: at most `limit` rows from `offset` (dicts of `_LIST_COLUMNS` plus
-            `current`: the session is its key's current one), and the number of sessions.
+            `(rows, total)`: at most `limit` rows from `offset` (dicts of `ALL_SESSION_COLUMNS`
+            plus `current`: the session is its key's current one), and the number of sessions.
         """
         await self._flush_touched()
-        db = getattr(self._b(), "db", None)
-        if db is None:  # a server engine ([store] backend): not built there yet
+        backend = self._b()
+        if not isinstance(backend, RemovalBackend):
             raise StoreError("listing every stored session (--all) is built for the SQLite store (state.db) only")
-        total = int(await db.fetchval("SELECT count(*) FROM sessions") or 0)
-        rows = await db.fetchall(
-            f"SELECT {', '.join('s.' + c for c in _LIST_COLUMNS)}, r.session_key IS NOT NULL "
-            "FROM sessions s LEFT JOIN routes r ON r.session_id = s.session_id "
-            "ORDER BY s.updated_at DESC, s.session_id LIMIT ? OFFSET ?", (limit, offset))
-        return [dict(zip(_LIST_COLUMNS + ("current",), (*r[:-1], bool(r[-1])))) for r in rows], total
+        rows, total = await backend.all_sessions(limit, offset)
+        return [dict(zip(ALL_SESSION_COLUMNS + ("current",), row)) for row in rows], total
 
     async def delete_session(self, session_id: str, *, dry_run: bool = False) -> ErasureReport | None:
         """Delete one session: its row, transcript (and index), obligations, its `.jsonl` file,
@@ -109,152 +91,90 @@ class ErasureOps:
             ValueError: `session_id` is not path-safe. StoreError: the store is degraded.
         """
         validate_session_id(session_id)
-        db = self._healthy_db()
-        if (await db.fetchone("SELECT 1 FROM sessions WHERE session_id = ?", (session_id,)) is None
-                and await db.fetchone("SELECT 1 FROM messages WHERE session_id = ?", (session_id,)) is None):
+        backend = self._removal_backend("erasing and deleting are")
+        if not await backend.session_stored(session_id):
             return None
-        plan = _Plan(sessions=[session_id])
-        plan.keys = await self._keys_of(plan.sessions)
-        return await self._apply(plan, ErasureReport(dry_run=dry_run, sessions=[session_id]))
+        plan = RemovalPlan(sessions=[session_id])
+        plan.keys = await backend.route_keys(plan.sessions)
+        return await self._apply(backend, plan, ErasureReport(dry_run=dry_run, sessions=[session_id]))
 
     async def erase_user(self, platform: str, user_id: str, *, dry_run: bool = False) -> ErasureReport:
         """Erase one person's data (module docstring); with `dry_run`, only count it.
 
         Raises:
-            StoreError: the store is degraded. sqlite3.Error: a failed write (nothing is removed:
-            one transaction).
+            StoreError: the store is degraded (a server engine: a session of theirs is leased by
+            a running replica). sqlite3.Error / the engine's error: a failed write (nothing is
+            removed: one transaction).
         """
-        db = self._healthy_db()
-        ids = await self._person_ids(platform, user_id)
-        plan = _Plan(aliases=(platform, ids))
+        backend = self._removal_backend("erasing and deleting are")
+        ids = await self._person_ids(backend, platform, user_id)
+        plan = RemovalPlan(aliases=(platform, ids))
         shared = []
-        for sid, origin_text, participant in await db.fetchall(
-                "SELECT session_id, origin, participant_id FROM sessions WHERE platform = ?", (platform,)):
+        for sid, origin_text, participant in await backend.platform_sessions(platform):
             origin = origin_or_none(origin_text)
             theirs = origin is not None and bool({origin.user_id, origin.user_id_alt} & ids)
             if origin is not None and self._shared(origin):
                 shared.append(sid)
                 if theirs or participant in ids:
-                    plan.scrub[sid] = replace(origin, user_id=None, user_id_alt=None, user_name=None)
+                    scrubbed = replace(origin, user_id=None, user_id_alt=None, user_name=None)
+                    plan.scrub[sid] = json.dumps(scrubbed.to_dict(), ensure_ascii=False)
             elif participant in ids or (origin is not None and {origin.user_id, origin.user_id_alt} & ids):
                 plan.sessions.append(sid)
-        plan.keys = await self._keys_of(plan.sessions)
-        prefixes = await self._sender_prefixes(platform, ids)
+        plan.keys = await backend.route_keys(plan.sessions)
+        prefixes = await self._sender_prefixes(backend, platform, ids)
         trimmed = []
         for sid in shared:
-            rows = await self._their_turns(sid, prefixes)
+            rows = _their_turns(await backend.transcript_roles(sid), prefixes)
             if rows:
                 trimmed.append(sid)
                 plan.messages += rows
         doomed_messages = set(plan.messages)
         for sid in shared:
-            for ident, message_id, origin_text in await db.fetchall(
-                    "SELECT id, message_id, origin FROM delivery_obligations WHERE session_id = ?", (sid,)):
+            for ident, message_id, origin_text in await backend.session_obligations(sid):
                 origin = origin_or_none(origin_text)
                 if message_id in doomed_messages or (origin is not None and {origin.user_id, origin.user_id_alt} & ids):
                     plan.obligations.append(ident)
-        for ident, key, payload in await db.fetchall(
-                "SELECT id, session_key, payload FROM inbound WHERE platform = ? AND payload IS NOT NULL", (platform,)):
+        for ident, key, payload in await backend.intake_payloads(platform):
             if key not in plan.keys and _payload_sender(payload) & ids:
                 plan.intake.append(ident)  # still waiting (in a shared chat): it must not run after the erase
         report = ErasureReport(dry_run=dry_run, sessions=list(plan.sessions), trimmed_sessions=trimmed)
-        return await self._apply(plan, report)
+        return await self._apply(backend, plan, report)
 
     # ---- helpers ---------------------------------------------------------------------------
 
-    async def _keys_of(self, session_ids: list[str]) -> list[str]:
-        if not session_ids:
-            return []
-        rows = await self._b().db.fetchall(
-            f"SELECT session_key FROM routes WHERE session_id IN ({','.join('?' * len(session_ids))})", session_ids)
-        return [r[0] for r in rows]
-
-    async def _person_ids(self, platform: str, user_id: str) -> set[str]:
+    async def _person_ids(self, backend: RemovalBackend, platform: str, user_id: str) -> set[str]:
         """`user_id`, its canonical id and every alias folded into that canonical id."""
         canonical = self.canonical_id(platform, "user", user_id) or user_id
-        ids = {user_id, canonical}
-        for (alias,) in await self._b().db.fetchall(
-                "SELECT alias_id FROM identity_aliases WHERE platform = ? AND canonical_id = ?", (platform, canonical)):
-            ids.add(alias)
-        return ids
+        return {user_id, canonical, *await backend.alias_ids(platform, canonical)}
 
-    async def _sender_prefixes(self, platform: str, ids: set[str]) -> set[str]:
+    async def _sender_prefixes(self, backend: RemovalBackend, platform: str, ids: set[str]) -> set[str]:
         """Every sender prefix their messages can carry: their ids and the display names the
         stored origins and waiting intake payloads give them."""
-        db = self._b().db
         names = set(ids)
-        for (text,) in await db.fetchall("SELECT origin FROM sessions WHERE platform = ?", (platform,)):
+        for _sid, text, _participant in await backend.platform_sessions(platform):
             origin = origin_or_none(text)
             if origin is not None and origin.user_name and {origin.user_id, origin.user_id_alt} & ids:
                 names.add(origin.user_name)
-        for (payload,) in await db.fetchall(
-                "SELECT payload FROM inbound WHERE platform = ? AND payload IS NOT NULL", (platform,)):
+        for _ident, _key, payload in await backend.intake_payloads(platform):
             source = _payload_source(payload)
             if source is not None and source.user_name and {source.user_id, source.user_id_alt} & ids:
                 names.add(source.user_name)
         return {sender_label(name) for name in names}
 
-    async def _their_turns(self, session_id: str, prefixes: set[str]) -> list[int]:
-        """Ids of the rows of `session_id` that are their turns: each user message starting
-        with one of `prefixes`, and the rows after it up to the next user message."""
-        rows = await self._b().db.fetchall(
-            "SELECT id, role, content FROM messages WHERE session_id = ? ORDER BY id", (session_id,))
-        doomed, theirs = [], False
-        for ident, role, content in rows:
-            if role == "user":
-                theirs = any((content or "").startswith(p) for p in prefixes)
-            if theirs:
-                doomed.append(ident)
-        return doomed
-
-    async def _apply(self, plan: _Plan, report: ErasureReport) -> ErasureReport:
-        """Count (dry run) or delete everything `plan` names in one transaction, then the files,
-        caches, stuck-loop counts and sessions.json."""
-        db = self._b().db
-
-        def where(column: str, values: list) -> tuple[str, list]:
-            return f"{column} IN ({','.join('?' * len(values)) or 'NULL'})", list(values)
-
-        statements = [
-            ("messages", "messages", *where("session_id", plan.sessions)),
-            ("messages", "messages", *where("id", plan.messages)),
-            ("obligations", "delivery_obligations", *where("session_id", plan.sessions)),
-            ("obligations", "delivery_obligations", *where("id", plan.obligations)),
-            ("sessions", "sessions", *where("session_id", plan.sessions)),
-            ("routes", "routes", *where("session_key", plan.keys)),
-            ("intake", "inbound", *where("session_key", plan.keys)),
-            ("intake", "inbound", *where("id", plan.intake)),
-        ]
-        if plan.aliases is not None:
-            platform, ids = plan.aliases
-            alias_where, params = where("alias_id", sorted(ids))
-            canon_where, more = where("canonical_id", sorted(ids))
-            statements.append(("aliases", "identity_aliases",
-                               f"platform = ? AND ({alias_where} OR {canon_where})", [platform, *params, *more]))
+    async def _apply(self, backend: RemovalBackend, plan: RemovalPlan, report: ErasureReport) -> ErasureReport:
+        """Count (dry run) or remove everything `plan` names (the engine's one transaction),
+        then the files, caches, stuck-loop counts and sessions.json."""
         files = [self.sessions_dir / f"{sid}.jsonl" for sid in plan.sessions]
         report.keys = list(plan.keys)
         if report.dry_run:
-            for kind, table, condition, params in statements:
-                report.add(kind, int(await db.fetchval(f"SELECT count(*) FROM {table} WHERE {condition}", params) or 0))
+            for kind, n in (await backend.count_removal(plan)).items():
+                report.add(kind, n)
             report.add("origins", len(plan.scrub))
             report.add("files", sum(1 for f in files if f.exists()))
             return report
-        async with db.write() as conn:
-            for kind, table, condition, params in statements:
-                cur = await conn.execute(f"DELETE FROM {table} WHERE {condition}", params)
-                report.add(kind, max(cur.rowcount, 0))
-            for sid, origin in plan.scrub.items():
-                text = json.dumps(origin.to_dict(), ensure_ascii=False)
-                await conn.execute("UPDATE sessions SET origin = ?, participant_id = NULL WHERE session_id = ?",
-                                   (text, sid))
-                await conn.execute("UPDATE routes SET entry = json_set(entry, '$.origin', json(?)) "
-                                   "WHERE session_id = ?", (text, sid))
-            report.add("origins", len(plan.scrub))
-            # Deleted index entries linger in older FTS segments until they are merged; merging
-            # now (secure_delete is on) leaves none of the removed words in the file. The
-            # messages still waiting to be indexed are indexed first, so the index left is whole.
-            await fts.catch_up_async(conn)
-            await conn.execute("INSERT INTO messages_fts(messages_fts) VALUES ('optimize')")
+        for kind, n in (await backend.apply_removal(plan)).items():
+            report.add(kind, n)
+        report.add("origins", len(plan.scrub))
         # Counts only: the log must not name whom the data was about.
         log.info("data removal: %s", ", ".join(f"{k} {v}" for k, v in sorted(report.counts.items())))
         removed = 0
@@ -275,6 +195,17 @@ class ErasureOps:
             self._mirror.mark_dirty()
             await self._mirror.flush()
 
+
+def _their_turns(rows: list[tuple[int, str, str | None]], prefixes: set[str]) -> list[int]:
+    """Ids of the transcript `rows` that are their turns: each user message starting with one
+    of `prefixes`, and the rows after it up to the next user message."""
+    doomed, theirs = [], False
+    for ident, role, content in rows:
+        if role == "user":
+            theirs = any((content or "").startswith(p) for p in prefixes)
+        if theirs:
+            doomed.append(ident)
+    return doomed
 
 
 def _payload_source(payload: str | None) -> SessionSource | None:

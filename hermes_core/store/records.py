@@ -7,7 +7,7 @@ shape its callers and the admin CLI's `--json` output use.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 
@@ -192,3 +192,46 @@ class SessionRow:
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+
+# The columns of `RemovalBackend.all_sessions` rows, in order (`sessions list --all`), then
+# `current` (a route points at the session).
+ALL_SESSION_COLUMNS = ("session_id", "session_key", "title", "platform", "chat_type", "display_name", "created_at",
+                       "updated_at", "ended_at", "end_reason", "total_tokens")
+
+
+@dataclass
+class RemovalPlan:
+    """The rows one deletion or erasure removes (docs/operations.md §5), found by the core's
+    `erasure.ErasureOps` before the engine removes them in one transaction
+    (`RemovalBackend.apply_removal`).
+
+    `sessions` are deleted whole (rows, transcripts, obligations); `keys` are the routes (and
+    their intake rows and turn markers) that go with them; `messages`, `intake` and
+    `obligations` are single rows by id (a person's turns in a shared session); `scrub` maps a
+    shared session to its stored origin with the person's ids and name removed (JSON text),
+    written to the session row (`participant_id` cleared) and its route's entry; `aliases`
+    is `(platform, ids)`: every identity alias naming one of `ids`, as alias or canonical id.
+    """
+
+    sessions: list[str] = field(default_factory=list)
+    keys: list[str] = field(default_factory=list)
+    messages: list[int] = field(default_factory=list)
+    intake: list[int] = field(default_factory=list)
+    obligations: list[int] = field(default_factory=list)
+    scrub: dict[str, str] = field(default_factory=dict)
+    aliases: tuple[str, set[str]] | None = None
+
+    def deletions(self) -> list[tuple[str, str, str, list]]:
+        """`(kind, table, column, values)`: each DELETE of the plan is `column IN values` (the
+        aliases' apart), in the order both engines run them; `kind` is the report's count."""
+        return [
+            ("messages", "messages", "session_id", list(self.sessions)),
+            ("messages", "messages", "id", list(self.messages)),
+            ("obligations", "delivery_obligations", "session_id", list(self.sessions)),
+            ("obligations", "delivery_obligations", "id", list(self.obligations)),
+            ("sessions", "sessions", "session_id", list(self.sessions)),
+            ("routes", "routes", "session_key", list(self.keys)),
+            ("intake", "inbound", "session_key", list(self.keys)),
+            ("intake", "inbound", "id", list(self.intake)),
+        ]

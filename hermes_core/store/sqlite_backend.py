@@ -21,8 +21,8 @@ from . import fts
 from .cpu import in_thread
 from .db import Database, StoreError, migrated_schema, schema_version
 from .mirror import render_from_json_texts
-from .records import (AliasRow, IntakeRow, MessageRow, NewIntake, NewObligation, Obligation, SearchHit, SessionRow, SessionSummary,
-                      StoredMessage, TurnMarker)
+from .records import (ALL_SESSION_COLUMNS, AliasRow, IntakeRow, MessageRow, NewIntake, NewObligation, Obligation,
+                      RemovalPlan, SearchHit, SessionRow, SessionSummary, StoredMessage, TurnMarker)
 from .rows import MESSAGE_COLUMNS, TranscriptReadError, messages_from_values
 
 log = logging.getLogger(__name__)
@@ -569,3 +569,88 @@ class SqliteBackend:
             "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT(platform, alias_id) DO UPDATE SET "
             "canonical_id = excluded.canonical_id, source = excluded.source, last_seen = excluded.last_seen",
             (platform, alias_id, canonical_id, source, now_iso, now_iso))
+
+    # ---- admin removals (RemovalBackend, docs/operations.md §5) ---------------------------------
+
+    async def all_sessions(self, limit: int, offset: int) -> tuple[list[tuple], int]:
+        total = int(await self.db.fetchval("SELECT count(*) FROM sessions") or 0)
+        rows = await self.db.fetchall(
+            f"SELECT {', '.join('s.' + c for c in ALL_SESSION_COLUMNS)}, r.session_key IS NOT NULL "
+            "FROM sessions s LEFT JOIN routes r ON r.session_id = s.session_id "
+            "ORDER BY s.updated_at DESC, s.session_id LIMIT ? OFFSET ?", (limit, offset))
+        return [(*r[:-1], bool(r[-1])) for r in rows], total
+
+    async def session_stored(self, session_id: str) -> bool:
+        return (await self.db.fetchone("SELECT 1 FROM sessions WHERE session_id = ?", (session_id,)) is not None
+                or await self.db.fetchone("SELECT 1 FROM messages WHERE session_id = ?", (session_id,)) is not None)
+
+    async def platform_sessions(self, platform: str) -> list[tuple[str, str | None, str | None]]:
+        rows = await self.db.fetchall(
+            "SELECT session_id, origin, participant_id FROM sessions WHERE platform = ?", (platform,))
+        return [tuple(r) for r in rows]
+
+    async def route_keys(self, session_ids: list[str]) -> list[str]:
+        if not session_ids:
+            return []
+        rows = await self.db.fetchall(
+            f"SELECT session_key FROM routes WHERE session_id IN ({','.join('?' * len(session_ids))})", session_ids)
+        return [r[0] for r in rows]
+
+    async def alias_ids(self, platform: str, canonical_id: str) -> list[str]:
+        rows = await self.db.fetchall(
+            "SELECT alias_id FROM identity_aliases WHERE platform = ? AND canonical_id = ?", (platform, canonical_id))
+        return [r[0] for r in rows]
+
+    async def intake_payloads(self, platform: str) -> list[tuple[int, str | None, str]]:
+        rows = await self.db.fetchall(
+            "SELECT id, session_key, payload FROM inbound WHERE platform = ? AND payload IS NOT NULL", (platform,))
+        return [tuple(r) for r in rows]
+
+    async def transcript_roles(self, session_id: str) -> list[tuple[int, str, str | None]]:
+        rows = await self.db.fetchall(
+            "SELECT id, role, content FROM messages WHERE session_id = ? ORDER BY id", (session_id,))
+        return [tuple(r) for r in rows]
+
+    async def session_obligations(self, session_id: str) -> list[tuple[int, int | None, str | None]]:
+        rows = await self.db.fetchall(
+            "SELECT id, message_id, origin FROM delivery_obligations WHERE session_id = ?", (session_id,))
+        return [tuple(r) for r in rows]
+
+    @staticmethod
+    def _removal_statements(plan: RemovalPlan) -> list[tuple[str, str, str, list]]:
+        def where(column: str, values: list) -> tuple[str, list]:
+            return f"{column} IN ({','.join('?' * len(values)) or 'NULL'})", list(values)
+
+        statements = [(kind, table, *where(column, values)) for kind, table, column, values in plan.deletions()]
+        if plan.aliases is not None:
+            platform, ids = plan.aliases
+            alias_where, params = where("alias_id", sorted(ids))
+            canon_where, more = where("canonical_id", sorted(ids))
+            statements.append(("aliases", "identity_aliases",
+                               f"platform = ? AND ({alias_where} OR {canon_where})", [platform, *params, *more]))
+        return statements
+
+    async def count_removal(self, plan: RemovalPlan) -> dict[str, int]:
+        counts: dict[str, int] = {}
+        for kind, table, condition, params in self._removal_statements(plan):
+            n = int(await self.db.fetchval(f"SELECT count(*) FROM {table} WHERE {condition}", params) or 0)
+            counts[kind] = counts.get(kind, 0) + n
+        return counts
+
+    async def apply_removal(self, plan: RemovalPlan) -> dict[str, int]:
+        counts: dict[str, int] = {}
+        async with self.db.write() as conn:
+            for kind, table, condition, params in self._removal_statements(plan):
+                cur = await conn.execute(f"DELETE FROM {table} WHERE {condition}", params)
+                counts[kind] = counts.get(kind, 0) + max(cur.rowcount, 0)
+            for sid, text in plan.scrub.items():
+                await conn.execute("UPDATE sessions SET origin = ?, participant_id = NULL WHERE session_id = ?",
+                                   (text, sid))
+                await conn.execute("UPDATE routes SET entry = json_set(entry, '$.origin', json(?)) "
+                                   "WHERE session_id = ?", (text, sid))
+            # Deleted index entries linger in older FTS segments until they are merged; merging
+            # now (secure_delete is on) leaves none of the removed words in the file. The
+            # messages still waiting to be indexed are indexed first, so the index left is whole.
+            await fts.catch_up_async(conn)
+            await conn.execute("INSERT INTO messages_fts(messages_fts) VALUES ('optimize')")
+        return counts

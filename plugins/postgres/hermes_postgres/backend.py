@@ -32,8 +32,9 @@ from hermes_core.model import SessionEntry, TokenUsage, format_timestamp
 from hermes_core.store.backend import LeaseGrant
 from hermes_core.store.db import StoreError
 from hermes_core.store.mirror import render_from_json_texts
-from hermes_core.store.records import (AliasRow, IntakeRow, MessageRow, NewIntake, NewObligation, Obligation, SearchHit,
-                                       SessionRow, SessionSummary, StoredMessage, TurnMarker)
+from hermes_core.store.records import (ALL_SESSION_COLUMNS, AliasRow, IntakeRow, MessageRow, NewIntake, NewObligation,
+                                       Obligation, RemovalPlan, SearchHit, SessionRow, SessionSummary, StoredMessage,
+                                       TurnMarker)
 from hermes_core.store.rows import TranscriptReadError, row_to_message
 from hermes_core.store.sqlite_backend import entry_json, session_params
 
@@ -714,6 +715,113 @@ class PostgresBackend:
                 "VALUES (%s, %s, %s, %s, %s, %s) ON CONFLICT (platform, alias_id) DO UPDATE SET "
                 "canonical_id = excluded.canonical_id, source = excluded.source, last_seen = excluded.last_seen",
                 (platform, alias_id, canonical_id, source, now_iso, now_iso))
+
+
+    # ---- admin removals (RemovalBackend, docs/operations.md §5) ---------------------------------
+    # What goes is the core's decision (`hermes_core.store.erasure`); this reads the rows it asks
+    # for and removes its plan in one transaction.
+
+    async def all_sessions(self, limit: int, offset: int) -> tuple[list[tuple], int]:
+        total = int((await self._one("SELECT count(*) FROM sessions"))[0])
+        rows = await self._fetch(
+            f"SELECT {', '.join('s.' + c for c in ALL_SESSION_COLUMNS)}, r.session_key IS NOT NULL "
+            "FROM sessions s LEFT JOIN routes r ON r.session_id = s.session_id "
+            "ORDER BY s.updated_at DESC, s.session_id LIMIT %s OFFSET %s", (limit, offset))
+        return [tuple(r) for r in rows], total
+
+    async def session_stored(self, session_id: str) -> bool:
+        row = await self._one("SELECT EXISTS (SELECT 1 FROM sessions WHERE session_id = %s) "
+                              "OR EXISTS (SELECT 1 FROM messages WHERE session_id = %s)", (session_id, session_id))
+        return bool(row[0])
+
+    async def platform_sessions(self, platform: str) -> list[tuple[str, str | None, str | None]]:
+        rows = await self._fetch("SELECT session_id, origin, participant_id FROM sessions WHERE platform = %s",
+                                 (platform,))
+        return [tuple(r) for r in rows]
+
+    async def route_keys(self, session_ids: list[str]) -> list[str]:
+        if not session_ids:
+            return []
+        rows = await self._fetch("SELECT session_key FROM routes WHERE session_id = ANY(%s::text[])",
+                                 (list(session_ids),))
+        return [r[0] for r in rows]
+
+    async def alias_ids(self, platform: str, canonical_id: str) -> list[str]:
+        rows = await self._fetch("SELECT alias_id FROM identity_aliases WHERE platform = %s AND canonical_id = %s",
+                                 (platform, canonical_id))
+        return [r[0] for r in rows]
+
+    async def intake_payloads(self, platform: str) -> list[tuple[int, str | None, str]]:
+        rows = await self._fetch("SELECT id, session_key, payload FROM inbound WHERE platform = %s "
+                                 "AND payload IS NOT NULL", (platform,))
+        return [tuple(r) for r in rows]
+
+    async def transcript_roles(self, session_id: str) -> list[tuple[int, str, str | None]]:
+        rows = await self._fetch("SELECT id, role, content FROM messages WHERE session_id = %s ORDER BY id",
+                                 (session_id,))
+        return [tuple(r) for r in rows]
+
+    async def session_obligations(self, session_id: str) -> list[tuple[int, int | None, str | None]]:
+        rows = await self._fetch("SELECT id, message_id, origin FROM delivery_obligations WHERE session_id = %s",
+                                 (session_id,))
+        return [tuple(r) for r in rows]
+
+    @staticmethod
+    def _removal_statements(plan: RemovalPlan) -> list[tuple[str, str, str, tuple]]:
+        statements = [(kind, table, f"{column} = ANY(%s::{'bigint' if column == 'id' else 'text'}[])",
+                       (list(values),)) for kind, table, column, values in plan.deletions()]
+        if plan.aliases is not None:
+            platform, ids = plan.aliases
+            statements.append(("aliases", "identity_aliases",
+                               "platform = %s AND (alias_id = ANY(%s::text[]) OR canonical_id = ANY(%s::text[]))",
+                               (platform, sorted(ids), sorted(ids))))
+        return statements
+
+    async def count_removal(self, plan: RemovalPlan) -> dict[str, int]:
+        counts: dict[str, int] = {}
+        async with self._p().connection() as conn:
+            async with conn.transaction():  # one snapshot for every count
+                for kind, table, condition, params in self._removal_statements(plan):
+                    cur = await conn.execute(f"SELECT count(*) FROM {table} WHERE {condition}", params)
+                    counts[kind] = counts.get(kind, 0) + int((await cur.fetchone())[0])
+        return counts
+
+    async def apply_removal(self, plan: RemovalPlan) -> dict[str, int]:
+        """One transaction (durable at commit): first the lease rows of every session key the
+        plan writes for are locked, refused when a running replica holds one
+        (`Leases.hold_off`, docs/architecture.md §7), then the deletions and the origin scrubs.
+        The full-text vector is a generated column: it goes with its row. Afterwards the
+        tables are vacuumed, so the removed rows' versions and index entries do not linger as
+        dead tuples (best effort: a role that may not vacuum leaves that to autovacuum)."""
+        counts: dict[str, int] = {}
+        sids = sorted({*plan.sessions, *plan.scrub})
+        async with self._p().connection() as conn:
+            async with conn.transaction():
+                cur = await conn.execute(
+                    "SELECT session_key FROM sessions WHERE session_id = ANY(%(sids)s::text[]) "
+                    "OR session_id IN (SELECT session_id FROM messages WHERE id = ANY(%(messages)s::bigint[])) "
+                    "UNION SELECT session_key FROM routes WHERE session_id = ANY(%(sids)s::text[]) "
+                    "UNION SELECT unnest(%(keys)s::text[]) "
+                    "UNION SELECT session_key FROM inbound WHERE id = ANY(%(intake)s::bigint[]) "
+                    "UNION SELECT session_key FROM delivery_obligations WHERE id = ANY(%(obligations)s::bigint[])",
+                    {"sids": sids, "messages": list(plan.messages), "keys": list(plan.keys),
+                     "intake": list(plan.intake), "obligations": list(plan.obligations)})
+                keys = [r[0] for r in await cur.fetchall() if r[0] is not None]
+                await self.leases.hold_off(conn, keys)
+                for kind, table, condition, params in self._removal_statements(plan):
+                    cur = await conn.execute(f"DELETE FROM {table} WHERE {condition}", params)
+                    counts[kind] = counts.get(kind, 0) + max(cur.rowcount, 0)
+                for sid, text in plan.scrub.items():
+                    await conn.execute("UPDATE sessions SET origin = %s, participant_id = NULL WHERE session_id = %s",
+                                       (text, sid))
+                    await conn.execute("UPDATE routes SET entry = jsonb_set(entry::jsonb, '{origin}', %s::jsonb)::text "
+                                       "WHERE session_id = %s", (text, sid))
+            try:
+                await conn.execute("VACUUM messages, sessions, routes, inbound, delivery_obligations, identity_aliases")
+            except psycopg.Error as exc:
+                log.warning("vacuum after a data removal failed (autovacuum reclaims the rows later): %s",
+                            " ".join(str(exc).split()))
+        return counts
 
 
 def create_backend(config: Any) -> PostgresBackend:

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Any
+from typing import Any, Iterable
 
 import psycopg
 from hermes_core.store.backend import LeaseGrant, LeaseLostError, scope_tokens
@@ -128,6 +128,30 @@ class Leases:
                                       f"is no longer held by replica {self.replica_id}")
         self._used[key] = asyncio.get_running_loop().time()
         return None
+
+    async def hold_off(self, conn: psycopg.AsyncConnection, keys: Iterable[str]) -> None:
+        """For an admin removal (`sessions delete`, `erase-user`, docs/operations.md §5), inside
+        its transaction: lock the lease row of each key, so no replica is granted, takes over or
+        extends one of them until the removal commits, and refuse when another replica holds one
+        live (it is working on that session: its next write must not meet rows removed under
+        it). A key never leased gets a released row (holder NULL, token 0: the next grant takes
+        1) to lock. No lease is granted here: an expired, unreleased lease stays as it is, so
+        the replica that takes it over still runs that session's crash recovery.
+
+        Raises:
+            LeaseLostError: another replica holds one of the keys live; nothing may be removed.
+        """
+        for key in sorted(set(keys)):  # one order for every removal: no deadlock between two
+            await conn.execute("INSERT INTO session_leases (session_key, holder, token, expires_at) "
+                               "VALUES (%(key)s, NULL, 0, now()) ON CONFLICT (session_key) DO NOTHING",
+                               self._params(key))
+            cur = await conn.execute("SELECT holder, expires_at > now() FROM session_leases "
+                                     "WHERE session_key = %(key)s FOR UPDATE", self._params(key))
+            holder, live = await cur.fetchone()
+            if live and holder is not None and holder != self.replica_id:
+                raise LeaseLostError(key, f"session {key} is leased by replica {holder}, which is working on it; "
+                                          "nothing was removed: try again once that replica stops or its lease "
+                                          "runs out")
 
     def lost(self, key: str, token: int) -> None:
         """Forget a lease found lost (refused write or failed renewal), loudly."""

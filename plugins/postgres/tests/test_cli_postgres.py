@@ -40,12 +40,213 @@ def test_sessions_commands_read_the_postgres_store(tmp_path, pg_dsn):
         0, ["hello there", "echo: hello there"]), err
 
 
-def test_what_is_built_for_state_db_only_says_so_in_one_line(tmp_path, pg_dsn):
+# The person and the chats of the erasure tests: the same cast as the SQLite store's
+# (tests/pipeline/test_erase_user.py), driven through a gateway on the PostgreSQL store.
+ALICE, ALICE_OLD, ALICE_NAME = "u-alice-7731", "u-alice-old-7731", "Alicia Zed"
+BOB, BOB_NAME = "u-bob-5150", "Bobby Quux"
+ALICE_WORDS = ("pelican", "marzipan", "zeppelin")
+ALICE_TRACES = (ALICE, ALICE_OLD, ALICE_NAME, *ALICE_WORDS)
+
+
+def _dm(user, name, chat):
+    from hermes_core.model import SessionSource
+
+    return SessionSource("fake", chat, chat_type="dm", user_id=user, user_name=name)
+
+
+def _group(user, name):
+    from hermes_core.model import SessionSource
+
+    return SessionSource("fake", "-900", chat_type="group", user_id=user, user_name=name, chat_name="Book club")
+
+
+async def _populate(home: Path, dsn: str) -> dict:
+    """Real turns through a gateway on the PostgreSQL store: Alice's DM (two sessions: /new), a
+    shared group where Alice (under two ids) and Bob talk, Bob's DM; then a message of hers
+    accepted but not yet run, a stuck-loop count and a transcript file of her ended session."""
+    from hermes_core.agents import EchoAgent
+    from hermes_core.app import GatewayApp
+    from hermes_core.model import IdentityAlias, MessageEvent
+    from hermes_core.model.events import event_to_dict
+    from hermes_core.recovery import save_restart_counts
+    from hermes_core.settings import GatewayConfig
+    from hermes_core.store import SessionStore
+    from hermes_core.testing.fakes import CapturingAdapter
+
+    home.mkdir()
+    (home / "hermes.toml").write_text("group_sessions_per_user = false\n")  # the group is one shared session
+    config = GatewayConfig(home=home, group_sessions_per_user=False, platforms={"fake": {"allow_all": True}},
+                           store={"backend": "postgres", "dsn": dsn})
+    app = GatewayApp(config, adapters={"fake": CapturingAdapter()}, agent=EchoAgent(), watcher=False)
+    await app.start()
+
+    async def say(source, text, message_id):
+        await app.runner.handle(MessageEvent(source=source, text=text, message_id=message_id))
+        await app.runner.join()
+
+    try:
+        await app.store.record_aliases([IdentityAlias("fake", ALICE_OLD, ALICE, "migration")])
+        await say(_dm(ALICE, ALICE_NAME, "100"), "my pelican lives in marzipan", "a1")
+        await say(_dm(ALICE, ALICE_NAME, "100"), "/new", "a2")
+        await say(_dm(ALICE, ALICE_NAME, "100"), "the zeppelin again", "a3")
+        await say(_group(ALICE, ALICE_NAME), "pelican news for the club", "g1")
+        await say(_group(BOB, BOB_NAME), "bob likes herons", "g2")
+        await say(_group(ALICE_OLD, ALICE_NAME), "zeppelin from my old id", "g3")
+        await say(_dm(BOB, BOB_NAME, "200"), "bob's own dm about otters", "b1")
+        alice_key = app.store.session_key(_dm(ALICE, ALICE_NAME, "100"))
+        group_key = app.store.session_key(_group(BOB, BOB_NAME))
+    finally:
+        await app.stop()
+    async with SessionStore(config.sessions_dir, config) as store:
+        event = MessageEvent(source=_dm(ALICE, ALICE_NAME, "100"), text="pending pelican", message_id="a9")
+        assert await store.accept_inbound_event(alice_key, event_to_dict(event)) is not None
+    save_restart_counts(home, {alice_key: 2, group_key: 1})
+    rows = _rows(dsn, "SELECT session_id, EXISTS (SELECT 1 FROM routes r WHERE r.session_id = s.session_id) "
+                      "FROM sessions s WHERE session_key = %s", (alice_key,))
+    old_sid = next(sid for sid, current in rows if not current)
+    config.sessions_dir.mkdir(parents=True, exist_ok=True)
+    (config.sessions_dir / f"{old_sid}.jsonl").write_text('{"role": "user", "content": "pelican"}\n')
+    return {"alice_key": alice_key, "group_key": group_key, "alice_sids": sorted(r[0] for r in rows),
+            "old_sid": old_sid}
+
+
+def _rows(dsn: str, sql: str, params=()) -> list[tuple]:
+    import psycopg
+
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        return conn.execute(sql, params).fetchall()
+
+
+def _every_row(dsn: str) -> list[tuple[str, str]]:
+    """(table, row as text) of every row of every table of the store."""
+    tables = [r[0] for r in _rows(dsn, "SELECT tablename FROM pg_tables WHERE schemaname = 'public' ORDER BY 1")]
+    return [(table, text) for table in tables for (text,) in _rows(dsn, f'SELECT t::text FROM "{table}" t ORDER BY 1')]
+
+
+async def test_list_all_and_delete_on_the_postgres_store(tmp_path, pg_dsn):
+    """docs/operations.md §5: `list --all` and `delete` on a server store, with the SQLite
+    store's output (tests/pipeline/test_erase_user.py expects the same)."""
     home = tmp_path / "home"
-    assert gateway(["chat"], home, pg_dsn, stdin="hello\n")[0] == 0
-    code, out, err = gateway(["sessions", "list", "--all"], home, pg_dsn)
-    assert (code, out, err) == (2, "", "hermes-gateway: error: listing every stored session (--all) is built for "
-                                      "the SQLite store (state.db) only\n")
+    facts = await _populate(home, pg_dsn)
+    code, out, err = gateway(["sessions", "list", "--all", "--json"], home, pg_dsn)
+    rows = json.loads(out)
+    assert len(rows) == 4 and (code, err) == (0, "")  # her two DM sessions (one ended by /new), the group, Bob's DM
+    old = facts["old_sid"]
+    assert {r["session_id"]: r["current"] for r in rows}[old] is False
+    assert {r["session_id"]: r["end_reason"] for r in rows}[old] == "reset"
+    code, out, err = gateway(["sessions", "list", "--all", "--limit", "3"], home, pg_dsn)
+    assert code == 0 and err == "showing sessions 1-3 of 4; use --limit / --offset for more\n"
+    code, out, err = gateway(["sessions", "list", "--all", "--limit", "3", "--offset", "3", "--json"], home, pg_dsn)
+    assert len(json.loads(out)) == 1 and err == ""
+
+    code, out, err = gateway(["sessions", "delete", old, "--dry-run"], home, pg_dsn)
+    assert (code, err) == (0, "")
+    assert out.splitlines()[-1] == (f"session {old}: would remove 1 session(s) whole, trimmed 0 shared session(s), "
+                                    "5 row(s) and file(s) in all (dry run: nothing changed)")
+    code, out, err = gateway(["sessions", "delete", old], home, pg_dsn)
+    assert code == 2 and "pass --yes" in err and out == ""  # no terminal: a script must confirm
+    code, out, err = gateway(["sessions", "delete", old, "--yes", "--json"], home, pg_dsn)
+    assert (code, err) == (0, "")
+    assert json.loads(out)["counts"] == {"files": 1, "intake": 0, "messages": 2, "obligations": 1,
+                                         "origins": 0, "routes": 0, "sessions": 1}
+    code, out, _ = gateway(["sessions", "search", "marzipan", "--json"], home, pg_dsn)
+    assert json.loads(out) == []
+    code, out, _ = gateway(["sessions", "search", "zeppelin", "--json"], home, pg_dsn)
+    assert len(json.loads(out)) == 4  # the current DM session and the group keep theirs
+    assert not (home / "sessions" / f"{old}.jsonl").exists()
+    assert gateway(["sessions", "delete", old, "--yes"], home, pg_dsn) == (
+        2, "", f"hermes-gateway: error: no session with id {old!r}\n")
+
+
+async def test_erase_user_on_the_postgres_store_leaves_nothing_of_theirs(tmp_path, pg_dsn):
+    """docs/operations.md §5, docs/behaviour.md §4: an operator honours an erasure request on a
+    deployment of replicas; no row of any table names her or repeats her words afterwards."""
+    home = tmp_path / "home"
+    facts = await _populate(home, pg_dsn)
+    before = _every_row(pg_dsn)
+    assert any(ALICE in text for _, text in before) and any("pelican" in text for _, text in before)
+
+    code, out, err = gateway(["sessions", "erase-user", "fake", ALICE_OLD, "--dry-run", "--json"], home, pg_dsn)
+    assert (code, err) == (0, "")
+    preview = json.loads(out)
+    assert preview["found"] is True and preview["dry_run"] is True
+    assert sorted(preview["sessions"]) == facts["alice_sids"]
+    assert _every_row(pg_dsn) == before  # a dry run changes nothing
+
+    code, out, err = gateway(["sessions", "erase-user", "fake", ALICE_OLD], home, pg_dsn)
+    assert code == 2 and "pass --yes" in err
+    code, out, err = gateway(["sessions", "erase-user", "fake", ALICE_OLD, "--yes", "--json"], home, pg_dsn)
+    assert (code, err) == (0, "")
+    report = json.loads(out)
+    assert report["found"] is True and report["counts"] == preview["counts"], (report["counts"], preview["counts"])
+    assert report["counts"]["sessions"] == 2 and report["counts"]["aliases"] == 1
+    assert report["counts"]["files"] == 1 and report["counts"]["intake"] >= 4
+    # Two DM turns and her two group turns, each a question and its echo.
+    assert len(report["trimmed_sessions"]) == 1 and report["counts"]["messages"] == 8
+
+    leftovers = [(t, text) for t, text in _every_row(pg_dsn) if any(trace in text for trace in ALICE_TRACES)]
+    assert leftovers == []
+    for word in ALICE_WORDS:
+        assert _rows(pg_dsn, "SELECT id FROM messages WHERE search @@ plainto_tsquery('simple', %s)", (word,)) == []
+    group = _rows(pg_dsn, "SELECT content FROM messages WHERE session_id = (SELECT session_id FROM routes "
+                          "WHERE session_key = %s) ORDER BY id", (facts["group_key"],))
+    assert [r[0] for r in group] == [f"[{BOB_NAME}] bob likes herons", f"echo: [{BOB_NAME}] bob likes herons"]
+    code, out, _ = gateway(["sessions", "search", "pelican", "--json"], home, pg_dsn)
+    assert (code, json.loads(out)) == (0, [])
+    code, out, _ = gateway(["sessions", "search", "otters", "--json"], home, pg_dsn)
+    # Bob's DM is whole (the order of equal ranks is the engine's).
+    assert sorted(r["snippet"] for r in json.loads(out)) == ["bob's own dm about [otters]",
+                                                            "echo: bob's own dm about [otters]"]
+    from hermes_core.recovery import load_restart_counts
+
+    assert load_restart_counts(home) == {facts["group_key"]: 1}
+    for path in home.rglob("*"):
+        if path.is_file():
+            assert not any(trace in path.read_bytes().decode("utf-8", "replace") for trace in ALICE_TRACES), path
+    # Erased once: asked again, nothing of hers is stored.
+    assert gateway(["sessions", "erase-user", "fake", ALICE, "--yes"], home, pg_dsn) == (
+        1, "", f"hermes-gateway: nothing of fake user '{ALICE}' is stored (no session, message, intake row "
+               "or alias of theirs): nothing to erase\n")
+
+
+async def test_erase_user_says_so_when_nothing_of_them_is_on_the_postgres_store(tmp_path, pg_dsn):
+    home = tmp_path / "home"
+    await _populate(home, pg_dsn)
+    before = _every_row(pg_dsn)
+    zero = {"aliases": 0, "files": 0, "intake": 0, "messages": 0, "obligations": 0, "origins": 0, "routes": 0,
+            "sessions": 0}
+    for platform, user in (("fake", "u-nobody-404"), ("discord", ALICE)):
+        for extra in ([], ["--dry-run"], ["--yes"]):
+            assert gateway(["sessions", "erase-user", platform, user, *extra], home, pg_dsn) == (
+                1, "", f"hermes-gateway: nothing of {platform} user '{user}' is stored (no session, message, "
+                       "intake row or alias of theirs): nothing to erase\n"), (platform, extra)
+            code, out, err = gateway(["sessions", "erase-user", platform, user, *extra, "--json"], home, pg_dsn)
+            assert (code, err) == (1, "")
+            assert json.loads(out) == {"dry_run": extra == ["--dry-run"], "sessions": [], "session_keys": [],
+                                       "trimmed_sessions": [], "counts": zero, "found": False}
+    assert _every_row(pg_dsn) == before
+
+
+async def test_erase_user_is_refused_while_a_replica_holds_one_of_the_sessions(tmp_path, pg_dsn):
+    """docs/architecture.md §7: a replica working on a session of hers (its lease live) would
+    write on after the removal; the erasure is refused in one line and removes nothing (one
+    transaction), and goes through once that lease is released."""
+    home = tmp_path / "home"
+    facts = await _populate(home, pg_dsn)
+    _rows(pg_dsn, "UPDATE session_leases SET holder = 'replica-b', token = token + 1, "
+                  "expires_at = now() + interval '1 hour' WHERE session_key = %s RETURNING 1", (facts["group_key"],))
+    before = _every_row(pg_dsn)
+    code, out, err = gateway(["sessions", "erase-user", "fake", ALICE, "--yes"], home, pg_dsn)
+    assert (code, out, err) == (2, "", f"hermes-gateway: error: session {facts['group_key']} is leased by replica "
+                                       "replica-b, which is working on it; nothing was removed: try again once "
+                                       "that replica stops or its lease runs out\n")
+    assert _every_row(pg_dsn) == before
+    _rows(pg_dsn, "UPDATE session_leases SET holder = NULL, expires_at = now() WHERE session_key = %s "
+                  "RETURNING 1", (facts["group_key"],))
+    code, out, err = gateway(["sessions", "erase-user", "fake", ALICE, "--yes"], home, pg_dsn)
+    assert (code, err) == (0, "")
+    assert out.splitlines()[-1].startswith(f"fake user {ALICE}: removed 2 session(s) whole, trimmed 1 shared "
+                                           "session(s), ")
 
 
 def _doctor(home: Path, dsn: str) -> tuple[int, dict[str, dict]]:
