@@ -26,7 +26,7 @@ from pydantic import BaseModel, ConfigDict
 
 from ..model.timeutil import format_timestamp, parse_timestamp, utc_now
 from ..sdk.errors import describe_failure
-from ..store.files import CLEAN_SHUTDOWN, says_clean, write_atomic
+from ..store.files import CLEAN_SHUTDOWN, WriteFailures, says_clean, write_atomic
 from ..store.home_lock import home_is_locked
 
 log = logging.getLogger(__name__)
@@ -96,16 +96,22 @@ class StatusPublisher:
         self._task: asyncio.Task | None = None
         self._refreshes_end = asyncio.Event()
         self._stopping_snapshot: asyncio.Task | None = None  # writes the `stopping` snapshot
+        # A full disk fails every refresh: one warning per run of failures, one INFO line when a
+        # snapshot is written again (docs/operations.md §2, §4).
+        self.failures = WriteFailures(log, "status:", self.path,
+                                      "'hermes-gateway status' shows the last snapshot written until it can be")
 
     async def publish(self, state: str) -> dict[str, Any]:
         """Collect, write and publish one snapshot now; returns it. Never raises for a write
-        failure (logged once per call)."""
+        failure (logged once per run of failures, `self.failures`)."""
         snapshot = await collect(self.app, state=state)
         self.app.metrics.publish(snapshot)
         try:
             await asyncio.to_thread(write_atomic, self.path, json.dumps(snapshot, indent=2) + "\n")
         except OSError as exc:
-            log.warning("status: %s could not be written (%s)", self.path, exc.strerror or exc)
+            self.failures.failed(exc)
+        else:
+            self.failures.succeeded()
         return snapshot
 
     def start(self) -> None:

@@ -54,6 +54,54 @@ def write_atomic(path: Path, text: str, mode: int = 0o600) -> None:
         os.close(dir_fd)
 
 
+class WriteFailures:
+    """A file rewritten again and again (the sessions.json mirror, status.json) meets a run of
+    failed writes (a full disk, a file-size limit): the first failure of the run is one WARNING
+    naming the file and the reason, the rest are silent, and the first write that succeeds again
+    is one INFO line (docs/operations.md §4), as `gateway.log` itself does on stderr. What a
+    failed write costs (retried later, shown stale) is the caller's `consequence`.
+
+    Args:
+        logger: the caller's logger.
+        what: the words before the path in the lines (`"sessions.json mirror"`, `"status:"`).
+        path: the file.
+        consequence: the end of the warning, after the reason.
+    """
+
+    def __init__(self, logger: logging.Logger, what: str, path: Path, consequence: str) -> None:
+        self._log = logger
+        self._what = what
+        self._path = path
+        self._consequence = consequence
+        self.failing = False
+        self.failed_attempts = 0  # failed writes of the current (or last) run
+
+    def failed(self, exc: BaseException) -> None:
+        """A write failed: said once per run of failures."""
+        self.failed_attempts += 1
+        if self.failing:
+            return
+        self.failing = True
+        self._log.warning("%s %s cannot be written (%s): %s", self._what, self._path,
+                          _reason(exc), self._consequence)
+
+    def succeeded(self) -> None:
+        """A write succeeded: ends a run of failures with one INFO line."""
+        if not self.failing:
+            return
+        self.failing = False
+        self._log.info("%s %s written again after %d failed attempt(s)", self._what, self._path,
+                       self.failed_attempts)
+        self.failed_attempts = 0
+
+
+def _reason(exc: BaseException) -> str:
+    """`No space left on device` rather than `[Errno 28] No space left on device: '/…/.x.tmp'`."""
+    if isinstance(exc, OSError) and exc.strerror:
+        return exc.strerror
+    return str(exc) or type(exc).__name__
+
+
 def says_clean(marker_text: str) -> bool:
     """True when the text of a `.clean_shutdown` marker says the last run stopped cleanly: empty,
     as `GatewayApp.stop` and upstream write it, or a timestamp, as older builds wrote. Anything

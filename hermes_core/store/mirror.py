@@ -19,7 +19,7 @@ from typing import Any, Awaitable, Callable
 
 from ..model import SessionEntry, validate_session_id
 from . import cpu
-from .files import write_atomic
+from .files import WriteFailures, write_atomic
 
 log = logging.getLogger(__name__)
 
@@ -186,6 +186,10 @@ class MirrorWriter:
         self.writes = 0
         # size:mtime_ns of the file right after our last write (None: not written this run).
         self.last_signature: str | None = None
+        # A full disk fails every retry: one warning per run of failures, one INFO line when a
+        # rewrite succeeds again; the file stays dirty, so it catches up then (docs/behaviour.md §3).
+        self.failures = WriteFailures(log, "sessions.json mirror", self.path,
+                                      "retrying; state.db has every change")
 
     def start(self) -> None:
         """Start the background rewrite task on the running loop (idempotent)."""
@@ -214,7 +218,7 @@ class MirrorWriter:
             except asyncio.CancelledError:
                 raise
             except Exception as exc:  # a full disk must not kill the gateway; retry later
-                log.warning("sessions.json mirror %s not written: %s", self.path, exc)
+                self.failures.failed(exc)
                 await asyncio.sleep(max(1.0, self._debounce_s))
 
     async def flush(self) -> None:
@@ -241,6 +245,7 @@ class MirrorWriter:
             self._last_end = asyncio.get_running_loop().time()
             self.writes += 1
             self.last_signature = file_signature(self.path)
+            self.failures.succeeded()
 
     async def close(self) -> None:
         """Stop the background task and write the final state."""

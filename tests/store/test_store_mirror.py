@@ -206,3 +206,55 @@ async def test_a_touch_its_turn_saves_costs_no_write_and_an_old_one_is_written_b
         assert db.writes - writes == 2
     data = json.loads((config.sessions_dir / "sessions.json").read_text())
     assert data["agent:main:telegram:dm:12345"]["updated_at"] == "2026-03-01T12:02:00.030000+00:00"
+
+
+async def test_a_full_disk_is_one_warning_per_run_of_failures_and_the_mirror_catches_up(tmp_path, caplog,
+                                                                                     monkeypatch):
+    # docs/behaviour.md §3 and docs/operations.md §4: the mirror stays dirty and is retried until
+    # it is written (then it holds the latest state); the retries are said once, not per attempt.
+    import errno
+    import logging
+
+    from hermes_core.store import mirror
+
+    full = {"on": True, "attempts": 0}
+    real_write = mirror.write_atomic
+
+    def write(path, text):
+        full["attempts"] += 1
+        if full["on"]:
+            raise OSError(errno.ENOSPC, "No space left on device", f"{path.parent}/.sessions.json.x.tmp")
+        real_write(path, text)
+    monkeypatch.setattr(mirror, "write_atomic", write)
+    state = {"text": '{"_README": "first"}\n'}
+
+    async def render() -> str:
+        return state["text"]
+    path = tmp_path / "sessions.json"
+    writer = mirror.MirrorWriter(path, render, debounce_s=0.0)
+    caplog.set_level(logging.INFO, logger="hermes_core.store.mirror")
+    writer.start()
+    try:
+        writer.mark_dirty()
+        while full["attempts"] < 3:  # three failed rewrites (one a second)
+            await asyncio.sleep(0.05)
+        state["text"] = '{"_README": "latest"}\n'  # changed while the disk was full
+        full["on"] = False
+        while writer.writes < 1:
+            await asyncio.sleep(0.05)
+        assert path.read_text() == '{"_README": "latest"}\n'
+        full["on"] = True  # full again: a new run of failures is said again
+        writer.mark_dirty()
+        while full["attempts"] < 5:
+            await asyncio.sleep(0.05)
+    finally:
+        full["on"] = False
+        await writer.close()
+    assert [(r.levelname, r.getMessage()) for r in caplog.records] == [
+        ("WARNING", f"sessions.json mirror {path} cannot be written (No space left on device): "
+                    "retrying; state.db has every change"),
+        ("INFO", f"sessions.json mirror {path} written again after 3 failed attempt(s)"),
+        ("WARNING", f"sessions.json mirror {path} cannot be written (No space left on device): "
+                    "retrying; state.db has every change"),
+        ("INFO", f"sessions.json mirror {path} written again after 1 failed attempt(s)"),
+    ]
