@@ -23,7 +23,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator, model_validator
+from pydantic import (BaseModel, ConfigDict, Field, PrivateAttr, SecretStr, ValidationError, field_validator,
+                      model_validator)
 from pydantic_settings import (
     BaseSettings,
     PydanticBaseSettingsSource,
@@ -272,21 +273,24 @@ class GatewayConfig(NoBoolNumbers, BaseSettings):
     platforms: dict[str, dict[str, Any]] = Field(
         default_factory=lambda: {"local": {"enabled": True}}, repr=False)
 
-    @model_validator(mode="before")
+    # The legacy session-reset timer settings the loaded config named and this gateway ignores
+    # (`legacy_setting_warnings`); kept on the config rather than logged while it loads, so the
+    # CLI prints them once, as its other config warnings (docs/configuration.md §1).
+    _ignored_legacy: tuple[str, ...] = PrivateAttr(default=())
+
+    @model_validator(mode="wrap")
     @classmethod
-    def _ignore_legacy_timer_keys(cls, data: Any) -> Any:
-        if not isinstance(data, Mapping):
-            return data
-        found = [key for key in data if key in LEGACY_TIMER_KEYS]
+    def _ignore_legacy_timer_keys(cls, data: Any, handler: Any) -> Any:
+        found = [key for key in data if key in LEGACY_TIMER_KEYS] if isinstance(data, Mapping) else []
         if not found:
-            return data
+            return handler(data)
         names = []
         for key in found:
             value = data[key]
             names += [f"{key}.{sub}" for sub in value] if isinstance(value, Mapping) and value else [key]
-        log.warning("ignored legacy session-reset timer setting(s) %s: no timer ends a conversation here, "
-                    "/new and /reset do (docs/behaviour.md §8)", ", ".join(sorted(names)))
-        return {key: value for key, value in data.items() if key not in found}
+        config = handler({key: value for key, value in data.items() if key not in found})
+        config._ignored_legacy = tuple(sorted(names))
+        return config
 
     @field_validator("home", mode="after")
     @classmethod
@@ -629,6 +633,17 @@ def unused_setting_warnings(config: GatewayConfig) -> list[str]:
         return ['[store] dsn is set but [store] backend is "sqlite": the dsn is not used and this gateway keeps '
                 'its own state.db (set [store] backend = "postgres" to share a PostgreSQL store)']
     return []
+
+
+def legacy_setting_warnings(config: GatewayConfig) -> list[str]:
+    """The warning line for the session-reset timer settings of upstream gateways the config
+    holds (`session_reset`, `default_reset_policy`, `reset_by_type`, `reset_by_platform`): they
+    load and are ignored, since no timer ends a conversation here (docs/configuration.md §1,
+    docs/behaviour.md §8). The CLI prints it when it loads the config (`cli.common.load_cli_config`)."""
+    if not config._ignored_legacy:
+        return []
+    return [f"ignored legacy session-reset timer setting(s) {', '.join(config._ignored_legacy)}: no timer ends a "
+            "conversation here, /new and /reset do (docs/behaviour.md §8)"]
 
 
 def unknown_env_section_warnings() -> list[str]:

@@ -27,7 +27,7 @@ import typer
 
 from ..sdk.errors import describe_failure
 from ..dirs import ensure_private_dir
-from ..settings import ConfigError, unknown_env_section_warnings, unused_setting_warnings
+from ..settings import ConfigError, legacy_setting_warnings, unknown_env_section_warnings, unused_setting_warnings
 
 EXIT_ERROR = 2
 ERROR_PREFIX = "hermes-gateway: error: "
@@ -353,7 +353,8 @@ def load_cli_config() -> Any:
         # HERMES_DEBUG=1 shows the traceback of what really failed (e.g. the TOML parser's
         # error), not only of the one-line wrapper.
         raise CliError(one_line(exc)) from (root_cause(exc) if os.environ.get("HERMES_DEBUG") else None)
-    for line in unknown_env_section_warnings() + unused_setting_warnings(config):  # before any logging: to stderr
+    # Before any logging: to stderr, once per command.
+    for line in legacy_setting_warnings(config) + unknown_env_section_warnings() + unused_setting_warnings(config):
         warn(line)
     return config
 

@@ -161,3 +161,26 @@ def test_a_dsn_without_a_server_backend_is_one_warning_naming_both_settings(tmp_
     env["HERMES_STORE__BACKEND"] = "sqlite"
     env["HERMES_STORE__DSN"] = " "
     assert run(["chat"], env, tmp_path, stdin="hi\n") == (0, "echo: hi\n", "")
+
+
+def test_legacy_session_reset_settings_are_one_cli_warning_on_every_command_that_loads_the_config(tmp_path):
+    """docs/configuration.md §1: upstream's session-reset timers load, are ignored and named in
+    one warning; every command that loads the config prints it once, as its other config
+    warnings (`hermes-gateway: WARNING: …`), before anything else it prints on stderr."""
+    from cli_helpers import run
+
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / "hermes.toml").write_text('[session_reset]\nmode = "idle"\nidle_minutes = 1440\n'
+                                      '[reset_by_type.dm]\nmode = "daily"\n')
+    env = gateway_env(home, XDG_CACHE_HOME=str(tmp_path / "cache"))
+    warning = ("hermes-gateway: WARNING: ignored legacy session-reset timer setting(s) reset_by_type.dm, "
+               "session_reset.idle_minutes, session_reset.mode: no timer ends a conversation here, /new and "
+               "/reset do (docs/behaviour.md §8)\n")
+    assert run(["chat"], env, tmp_path, stdin="hi\n") == (0, "echo: hi\n", warning)
+    for args, exit_code in ((["status"], 3), (["status", "--json"], 3), (["sessions", "list"], 0),
+                            (["plugins"], 0), (["doctor", "--json"], 0)):
+        code, _out, err = run(args, env, tmp_path)
+        assert (args, code, err) == (args, exit_code, warning)
+    code, _out, err = run(["restart"], env, tmp_path)
+    assert (code, err) == (2, f"{warning}hermes-gateway: error: no gateway is running on HERMES_HOME {home}\n")
