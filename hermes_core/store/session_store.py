@@ -111,6 +111,8 @@ class SessionStore(TurnOps, TranscriptOps, AliasOps, ErasureOps, ClaimOps):
         self._home_lock = HomeLock(config.home)
         self._backend: StoreBackend | None = None
         self._mirror: MirrorWriter | None = None
+        # size:mtime_ns of a sessions.json found current at open (see _withdraw_mirror_signature).
+        self._mirror_verified: str | None = None
         self._cache: OrderedDict[str, SessionEntry] = OrderedDict()
         # Entries whose only change is an `updated_at` bump from get_or_create_session, with the
         # time the key's first unwritten bump was made: written behind. The turn that follows
@@ -182,8 +184,11 @@ class SessionStore(TurnOps, TranscriptOps, AliasOps, ErasureOps, ClaimOps):
             # sessions): the file's size and mtime must equal the signature recorded at the last
             # clean close. A store opened without the home lock (the admin CLI reading beside a
             # gateway) leaves the file alone.
+            self._mirror_verified = None
             if self._lock_home and (merged or backend.degraded or await self._mirror_stale(backend)):
                 self._mirror.mark_dirty()
+            elif self._lock_home:
+                await self._withdraw_mirror_signature(backend)
             self._mirror.start()
         except BaseException:
             self._home_lock.release()
@@ -276,8 +281,9 @@ class SessionStore(TurnOps, TranscriptOps, AliasOps, ErasureOps, ClaimOps):
                 # The backend is still open here; _backend is None so no new work starts.
                 try:
                     await mirror.close()
-                    # Vouch only for a file we wrote and nobody touched since.
-                    signature = mirror.last_signature
+                    # Vouch only for a file we wrote, or found current at open and never had to
+                    # rewrite, and nobody touched since (docs/behaviour.md §3).
+                    signature = mirror.last_signature or self._mirror_verified
                     if self._lock_home and signature and signature == file_signature(self.sessions_file):
                         await backend.set_meta("mirror_signature", signature)
                 except Exception as exc:  # SQLite has everything; the next start rewrites it
@@ -305,6 +311,22 @@ class SessionStore(TurnOps, TranscriptOps, AliasOps, ErasureOps, ClaimOps):
     async def _mirror_stale(self, backend) -> bool:
         current = file_signature(self.sessions_file)
         return current is None or current != await backend.get_meta("mirror_signature")
+
+    async def _withdraw_mirror_signature(self, backend) -> None:
+        """The file is current at open; the recorded signature vouches for it only until this run
+        changes a route. It is withdrawn now and recorded again at a clean close that wrote the
+        file (or found it untouched), so a run whose rewrites all failed (a full disk, at close
+        too) or that never closed leaves a file the next start knows is stale and rewrites
+        (docs/behaviour.md §3): a later degraded start reads sessions.json."""
+        signature = file_signature(self.sessions_file)
+        try:
+            await backend.set_meta("mirror_signature", "")
+        except Exception as exc:  # cannot withdraw it: rewrite now rather than vouch blindly
+            log.warning("sessions.json: its recorded signature cannot be cleared in the store (%s); "
+                        "rewriting the file", exc)
+            self._mirror.mark_dirty()
+            return
+        self._mirror_verified = signature
 
     async def _flush_touched(self, backend=None) -> None:
         """Write the pending touch times. Holds every key: a flush interleaved with a transition

@@ -258,3 +258,70 @@ async def test_a_full_disk_is_one_warning_per_run_of_failures_and_the_mirror_cat
                     "retrying; state.db has every change"),
         ("INFO", f"sessions.json mirror {path} written again after 1 failed attempt(s)"),
     ]
+
+
+async def test_a_mirror_no_write_of_a_run_reached_is_rebuilt_at_the_next_start(config, clock, dm, monkeypatch,
+                                                                               caplog):
+    # docs/behaviour.md §3: a file left behind by a run whose rewrites all failed (full disk, at
+    # close too) is stale, though its size and mtime are those of the last clean close; the next
+    # healthy start rewrites it, so a later degraded start reads every route.
+    import errno
+    import logging
+
+    from hermes_core import SessionSource
+    from hermes_core.store import mirror
+
+    path = config.sessions_dir / "sessions.json"
+    async with SessionStore(config.sessions_dir, config, clock=clock) as store:
+        await store.get_or_create_session(dm)
+    assert list(json.loads(path.read_text())) == ["_README", "agent:main:telegram:dm:12345"]
+
+    real_write = mirror.write_atomic
+
+    def full_disk(target, text):
+        raise OSError(errno.ENOSPC, "No space left on device")
+    monkeypatch.setattr(mirror, "write_atomic", full_disk)
+    other = SessionSource(platform="telegram", chat_id="777", chat_type="dm", user_id="7", user_name="Bob")
+    with caplog.at_level(logging.WARNING, logger="hermes_core.store.session_store"):
+        async with SessionStore(config.sessions_dir, config, clock=clock) as store:
+            await store.get_or_create_session(other)
+    assert [r.getMessage() for r in caplog.records if r.name == "hermes_core.store.session_store"] == [
+        "sessions.json not written at close: [Errno 28] No space left on device"]
+    assert list(json.loads(path.read_text())) == ["_README", "agent:main:telegram:dm:12345"]
+
+    monkeypatch.setattr(mirror, "write_atomic", real_write)
+    async with SessionStore(config.sessions_dir, config, clock=clock) as store:
+        await store.flush_mirror()
+        assert store._mirror.writes == 1
+    assert list(json.loads(path.read_text())) == [
+        "_README", "agent:main:telegram:dm:12345", "agent:main:telegram:dm:777"]
+    # written and vouched for at that clean close: the next start leaves it alone
+    async with SessionStore(config.sessions_dir, config, clock=clock) as store:
+        await store.flush_mirror()
+        assert store._mirror.writes == 0
+
+
+async def test_a_mirror_left_by_a_crashed_run_is_rebuilt_at_the_next_start(config, clock, dm):
+    # docs/behaviour.md §3: a run that ended without a clean close (killed before its debounced
+    # rewrite) vouches for nothing, so the next start rewrites the file.
+    from hermes_core import SessionSource
+
+    path = config.sessions_dir / "sessions.json"
+    config.storage.mirror_debounce_s = 3600
+    async with SessionStore(config.sessions_dir, config, clock=clock) as store:
+        await store.get_or_create_session(dm)
+    store = SessionStore(config.sessions_dir, config, clock=clock)
+    await store.open()
+    other = SessionSource(platform="telegram", chat_id="777", chat_type="dm", user_id="7", user_name="Bob")
+    await store.get_or_create_session(other)
+    # a crash: the process dies before the rewrite; nothing of close() runs (the test only
+    # releases what the process held)
+    store._mirror._task.cancel()
+    await store._backend.close()
+    store._home_lock.release()
+    assert list(json.loads(path.read_text())) == ["_README", "agent:main:telegram:dm:12345"]
+    config.storage.mirror_debounce_s = 0.0
+    async with SessionStore(config.sessions_dir, config, clock=clock) as store:
+        await store.flush_mirror()
+    assert list(json.loads(path.read_text())) == [
+        "_README", "agent:main:telegram:dm:12345", "agent:main:telegram:dm:777"]
