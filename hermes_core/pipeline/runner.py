@@ -595,10 +595,11 @@ class GatewayRunner:
     def _not_accepted(key: str, job: Job, exc: BaseException) -> bool:
         """When `job`'s message was never stored (its folded acceptance did not commit), make
         `handle` raise `exc` — the adapter does not acknowledge, the platform delivers it again —
-        and return True: nothing is told to the chat and no intake row is left to finish."""
+        and return True: nothing is told to the chat and no intake row is left to finish. Not
+        logged here: `handle` raises `exc` to the adapter, which reports the refusal in one line,
+        as for a message whose own acceptance write failed (docs/operations.md §4)."""
         if job.acceptance is None or not job.acceptance.pending:
             return False
-        log.warning("message in %s not accepted: %s", key, " ".join(str(exc).split()) or type(exc).__name__)
         job.acceptance.failed(exc)
         return True
 

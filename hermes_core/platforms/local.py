@@ -33,6 +33,7 @@ from ..model.events import MessageEvent
 from ..model.source import SessionSource
 from ..sdk.adapter import BaseAdapter, SendResult
 from ..sdk.errors import SendError, describe_failure
+from ..store.db import is_disk_full
 from ..types import AdapterSpec
 
 log = logging.getLogger(__name__)
@@ -285,7 +286,12 @@ class LocalAdapter(BaseAdapter):
                 except Exception as exc:  # keep reading: one bad line must not end the chat
                     # Nothing redelivers a terminal line: the user is told, in the configured
                     # words, and the operator finds the error in the log (docs/behaviour.md §0).
-                    log.exception("line not accepted by the gateway")
+                    # A full disk is expected (docs/behaviour.md §12): one line naming what
+                    # failed, no traceback and no class name (docs/operations.md §4).
+                    if is_disk_full(exc):
+                        log.error("line not accepted by the gateway: disk full (%s)", describe_failure(exc))
+                    else:
+                        log.exception("line not accepted by the gateway")
                     await self.send(self.source, self.failure_notice(self.source, exc))
             self._input_ended.set()  # not when cancelled: a stop only pauses reading
         finally:

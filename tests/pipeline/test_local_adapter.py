@@ -182,3 +182,29 @@ async def test_a_stop_and_start_pause_reading_without_ending_the_input_or_skippi
             os.close(write_fd)
         await adapter.stop()
         stdin.close()
+
+
+async def test_a_line_refused_because_the_disk_is_full_is_one_error_line_without_a_class_name(caplog):
+    """docs/operations.md §4 and docs/behaviour.md §12: a full disk is an expected failure: one
+    line naming what failed, no traceback and no `hermes_core.store.db.CommitError`."""
+    import sqlite3
+
+    from hermes_core.cli.common import _OneLineFormatter
+    from hermes_core.store.db import CommitError
+
+    async def refuse(event):
+        cause = sqlite3.OperationalError("database or disk is full")
+        raise CommitError("commit of 1 write(s) to state.db /srv/hermes/state.db failed: database or disk is full",
+                          cause) from cause
+
+    out = io.StringIO()
+    adapter = LocalAdapter(stdin=io.StringIO("hello\n"), stdout=out, user="alice", on_message=refuse)
+    await adapter.start()
+    await asyncio.wait_for(adapter.wait_closed(), 10)
+    await adapter.stop()
+    assert out.getvalue() == "Sorry, this message could not be processed. Please try again later.\n"
+    formatter = _OneLineFormatter("hermes-gateway: %(levelname)s: %(message)s")
+    assert [formatter.format(r) for r in caplog.records if r.name == "hermes_core.platforms.local"] == [
+        "hermes-gateway: ERROR: line not accepted by the gateway: disk full (commit of 1 write(s) to state.db "
+        "/srv/hermes/state.db failed: database or disk is full)"]
+    assert [r for r in caplog.records if r.exc_info] == []

@@ -8,6 +8,8 @@ full"), exactly as a full file system does."""
 
 import logging
 
+import pytest
+
 from hermes_core.agents.echo import EchoAgent
 
 from pipeline_helpers import KEY, RecordingAdapter, dm, start_app, until
@@ -109,3 +111,52 @@ def _event(text, message_id):
     from hermes_core.model import MessageEvent
 
     return MessageEvent(source=dm(), text=text, message_id=message_id)
+
+
+def _terminal_lines(caplog):
+    """The records as the terminal shows them (WARNING and up, one line each; docs/operations.md §4)."""
+    from hermes_core.cli.common import _OneLineFormatter
+
+    formatter = _OneLineFormatter("hermes-gateway: %(levelname)s: %(message)s")
+    return [formatter.format(r) for r in caplog.records if r.levelno >= logging.WARNING]
+
+
+@pytest.mark.parametrize("earlier", [[], ["hello"]], ids=["new session", "running session"])
+async def test_a_terminal_line_refused_on_a_full_disk_is_one_line_naming_what_failed(tmp_path, caplog, earlier):
+    # docs/operations.md §4: one line per record on stderr, no exception class names for an
+    # expected failure; docs/behaviour.md §0: the chat gets the configured notice only. The
+    # refusal is said once, by the adapter that could not accept the line (docs/behaviour.md §12).
+    import asyncio
+    import io
+    import os
+
+    from hermes_core import GatewayConfig
+    from hermes_core.app import GatewayApp
+    from hermes_core.platforms.local import LocalAdapter
+
+    read_end, write_end = os.pipe()
+    stdin = os.fdopen(read_end, "r")
+    out = io.StringIO()
+    config = GatewayConfig(home=tmp_path, platforms={"local": {"allow_all": True}})
+    app = GatewayApp(config, adapters={"local": LocalAdapter(stdin=stdin, stdout=out, user="alice")},
+                     agent=EchoAgent(), watcher=False)
+    await app.start()
+    try:
+        for line in earlier:
+            os.write(write_end, f"{line}\n".encode())
+            await until(lambda: f"echo: {line}\n" in out.getvalue())
+            await app.runner.join()
+        await _set_max_pages(app.store, None)
+        caplog.clear()
+        os.write(write_end, f"{LONG}\n".encode())
+        notice = "Sorry, this message could not be processed. Please try again later.\n"
+        await until(lambda: out.getvalue().endswith(notice))
+        await app.runner.join()
+    finally:
+        await _set_max_pages(app.store, UNLIMITED)
+        os.close(write_end)
+        await app.stop()
+        stdin.close()
+    assert _terminal_lines(caplog) == [
+        "hermes-gateway: ERROR: line not accepted by the gateway: disk full (database or disk is full)"]
+    assert _tracebacks(caplog) == []
