@@ -232,12 +232,17 @@ class MirrorWriter:
                 return
             self._dirty.clear()
             started = time.perf_counter()
+            meter = None
             try:
                 with cpu.measure() as meter:
                     text = await self._render()
                     await cpu.in_thread(write_atomic, self.path, text)
             except BaseException:
                 self._dirty.set()
+                if meter is not None:
+                    # A failed rewrite (a full disk) cost its render too: the retry keeps to the
+                    # same cost bound as a rewrite that succeeded (docs/behaviour.md §3).
+                    self.last_cpu, self._last_end = meter.seconds, asyncio.get_running_loop().time()
                 raise
             self.last_cpu = meter.seconds
             self.last_duration = time.perf_counter() - started

@@ -7,6 +7,8 @@ import json
 import os
 import stat
 
+import pytest
+
 from hermes_core.store import SessionStore
 
 
@@ -165,6 +167,37 @@ async def test_the_gap_grows_with_cpu_spent_not_with_time_spent_waiting(tmp_path
     await writer.flush()
     assert writer.last_cpu >= 0.05
     assert writer._delay(now=writer._last_end) >= 0.5  # 10 × the CPU spent
+
+
+async def test_a_failed_rewrite_keeps_to_the_cost_bound_too(tmp_path, monkeypatch):
+    # docs/behaviour.md §3: on a full disk every rewrite fails after rendering the whole file;
+    # the retry waits for the same gap (10 × the CPU spent) as after a rewrite that succeeded,
+    # where it used to come every second whatever the render cost.
+    import errno
+    import time
+
+    from hermes_core.store import cpu, mirror
+
+    def compute() -> str:
+        started = time.thread_time()
+        while time.thread_time() - started < 0.05:  # 50 ms of this thread's own CPU
+            pass
+        return '{"_README": "computed"}\n'
+
+    async def render() -> str:
+        return await cpu.in_thread(compute)
+
+    def full_disk(path, text, mode=0o600):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(mirror, "write_atomic", full_disk)
+    writer = mirror.MirrorWriter(tmp_path / "sessions.json", render, debounce_s=0.25)
+    writer.mark_dirty()
+    with pytest.raises(OSError) as raised:
+        await writer.flush()
+    assert raised.value.errno == errno.ENOSPC
+    assert writer.last_cpu >= 0.05
+    assert writer._delay(now=writer._last_end) >= 0.5  # 10 × the CPU spent, not the debounce
 
 
 async def test_a_touch_its_turn_saves_costs_no_write_and_an_old_one_is_written_by_a_scheduled_rewrite(
