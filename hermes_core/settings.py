@@ -620,7 +620,6 @@ def load_config(**overrides: Any) -> GatewayConfig:
         raise ConfigError(_describe_validation_error(exc, overrides, path)) from exc
     except SettingsError as exc:
         raise ConfigError(_describe_settings_error(exc)) from exc
-    return config
 
 
 def unused_setting_warnings(config: GatewayConfig) -> list[str]:

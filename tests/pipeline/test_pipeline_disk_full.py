@@ -126,7 +126,6 @@ async def test_a_terminal_line_refused_on_a_full_disk_is_one_line_naming_what_fa
     # docs/operations.md §4: one line per record on stderr, no exception class names for an
     # expected failure; docs/behaviour.md §0: the chat gets the configured notice only. The
     # refusal is said once, by the adapter that could not accept the line (docs/behaviour.md §12).
-    import asyncio
     import io
     import os
 
