@@ -11,7 +11,6 @@ adapter. A closed-loop session sends its next message when the previous one was 
 from __future__ import annotations
 
 import asyncio
-import gc
 import tempfile
 import time
 from contextlib import asynccontextmanager
@@ -21,7 +20,7 @@ from typing import AsyncIterator, Awaitable, Callable
 
 from hermes_core.agents import EchoAgent
 from hermes_core.model import MessageEvent, SessionSource
-from hermes_core.ops.gc_tuning import tune_gc
+from hermes_core.ops.gc_tuning import restore_gc, tune_gc
 from hermes_core.pipeline.deps import PipelineDeps
 from hermes_core.pipeline.runner import GatewayRunner
 from hermes_core.plugin_system.manager import create_plugin_manager
@@ -90,7 +89,7 @@ async def open_pipeline(root: Path, store_class: type[SessionStore] = SessionSto
         finally:
             await runner.drain(5)
             await store.close()
-            gc.set_threshold(*gc_before)
+            restore_gc(gc_before)
 
 
 async def one_message(pipe: Pipeline, src: SessionSource, number: int) -> None:

@@ -28,7 +28,6 @@ Every start-up failure raises `StartupError` whose text is one line naming what 
 from __future__ import annotations
 
 import asyncio
-import gc
 import logging
 import time
 from collections.abc import Mapping
@@ -37,7 +36,7 @@ from typing import Any, Callable
 
 from .agents import create_agent
 from .model.timeutil import Clock, utc_now
-from .ops.gc_tuning import tune_gc
+from .ops.gc_tuning import restore_gc, tune_gc
 from .ops.metrics import NULL_METRICS, create_metrics
 from .ops.status import StatusPublisher
 from .pipeline.access import AccessGate, refusing_platforms
@@ -457,7 +456,7 @@ class GatewayApp:
     async def _teardown(self) -> None:
         self.ready = False
         if self._gc_before is not None:  # first: a later step that raises must not leave it tuned
-            gc.set_threshold(*self._gc_before)
+            restore_gc(self._gc_before)
             self._gc_before = None
         if self._status is not None:
             await self._status.stop()  # the last snapshot, while the store is still open

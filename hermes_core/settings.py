@@ -124,8 +124,9 @@ class CoreSettings(_Section):
     # again and again (docs/behaviour.md §12 "Garbage collection").
     # le: gc.set_threshold takes a C int; a larger value failed at start naming no key.
     gc_young_threshold: int = Field(200_000, ge=0, le=2**31 - 1,
-                                    description="net allocations between two young garbage collections; "
-                                    "0 keeps the interpreter's (700)")
+                                    description="the least net allocations between two young garbage collections "
+                                    "(the threshold follows the live heap above it); 0 keeps the "
+                                    "interpreter's (700), fixed")
 
 
 class StorageSettings(_Section):

@@ -158,6 +158,7 @@ async def test_the_gateway_raises_the_young_gc_threshold_while_it_runs_and_resto
     before = gc.get_threshold()
     gc.set_threshold(700, 10, 10)
     try:
+        gc.collect()  # a young collection during the turn finds the middle generation empty
         app = await _one_turn(tmp_path)
         assert gc.get_threshold() == (200000, 10, 10)
         await app.stop()
@@ -166,15 +167,55 @@ async def test_the_gateway_raises_the_young_gc_threshold_while_it_runs_and_resto
         gc.set_threshold(*before)
 
 
+def test_the_young_gc_threshold_follows_the_objects_that_survive_young_collections():
+    """docs/behaviour.md §12 "Garbage collection": after each young collection the threshold is
+    twice the objects still alive that survived young collections (the middle generation), never
+    below `gc_young_threshold`; when they are gone it falls back to it; `restore_gc` fixes the
+    previous thresholds again."""
+    import gc
+
+    from hermes_core.ops.gc_tuning import restore_gc, tune_gc
+    before = gc.get_threshold()
+    gc.set_threshold(700, 10, 10)
+    try:
+        gc.collect()  # nothing in the middle generation to start with
+        assert tune_gc(200_000) == (700, 10, 10)
+        live = [[n] for n in range(300_000)]  # 300,001 container objects that outlive a collection
+        gc.collect(0)
+        survivors = len(gc.get_objects(generation=1))
+        assert survivors >= 300_001
+        assert gc.get_threshold() == (2 * survivors, 10, 10)
+        del live
+        gc.collect()  # a full collection: the middle generation is empty, the threshold is kept
+        assert gc.get_threshold() == (2 * survivors, 10, 10)
+        gc.collect(0)  # a young collection that keeps (almost) nothing: back to the floor
+        assert gc.get_threshold() == (200_000, 10, 10)
+        # Nested (a benchmark tunes the process, then each pipeline it opens): the inner one
+        # follows the heap from its own floor, and undoing it gives the outer one back.
+        assert tune_gc(500_000) == (200_000, 10, 10)
+        gc.collect(0)
+        assert gc.get_threshold() == (500_000, 10, 10)
+        restore_gc((200_000, 10, 10))
+        gc.collect(0)
+        assert gc.get_threshold() == (200_000, 10, 10)
+        restore_gc((700, 10, 10))
+        gc.collect(0)
+        assert gc.get_threshold() == (700, 10, 10)  # no longer followed
+    finally:
+        gc.set_threshold(*before)
+
+
 def test_gc_young_threshold_zero_keeps_the_interpreters_and_negative_is_refused():
     import gc
 
-    from hermes_core.ops.gc_tuning import tune_gc
+    from hermes_core.ops.gc_tuning import restore_gc, tune_gc
     before = gc.get_threshold()
     gc.set_threshold(700, 10, 10)
     try:
         assert tune_gc(0) == (700, 10, 10)
-        assert gc.get_threshold() == (700, 10, 10)
+        gc.collect(0)
+        assert gc.get_threshold() == (700, 10, 10)  # fixed: not followed
+        restore_gc((700, 10, 10))
         with pytest.raises(ValueError, match="core.gc_young_threshold must be >= 0; got -1"):
             tune_gc(-1)
         with pytest.raises(ValueError, match="gc_young_threshold"):
