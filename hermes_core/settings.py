@@ -143,6 +143,9 @@ class StorageSettings(_Section):
 ONE_YEAR_S = 365 * 86400
 
 
+BUILTIN_STORE = "sqlite"  # `[store] backend` of the engine built into the core
+
+
 class StoreSettings(_Section):
     """`[store]`: which engine holds routes, sessions and transcripts (docs/architecture.md §7).
 
@@ -150,13 +153,19 @@ class StoreSettings(_Section):
     in the `hermes_core.store_backends` entry-point group (e.g. `postgres`, from
     hermes-gateway-postgres)."""
 
-    backend: str = Field("sqlite", min_length=1, description="store engine: sqlite or an installed backend")
+    backend: str = Field(BUILTIN_STORE, min_length=1, description="store engine: sqlite or an installed backend")
     dsn: SecretStr | None = Field(None, description="connection string of a server store backend")
     # 1 s to a year: the lease's end is `now() + ttl` on the database's clock, and a ttl of
     # 1e308 overflowed PostgreSQL's interval at every sweep (nothing was ever answered); one
     # of milliseconds ran out before the write that took it (docs/configuration.md §2).
     lease_ttl_s: float = Field(30.0, ge=1, le=ONE_YEAR_S, description="seconds a session lease lasts unless renewed")
     poll_interval_s: float = Field(1.0, gt=0, description="seconds between polls for work of other replicas")
+
+    @property
+    def builtin(self) -> bool:
+        """True for the built-in engine (`state.db`, with the degraded fallback); False for one
+        from an entry point: a server store, which several replicas may share."""
+        return self.backend == BUILTIN_STORE
 
 
 class SchedulerSettings(_Section):
@@ -629,7 +638,7 @@ def unused_setting_warnings(config: GatewayConfig) -> list[str]:
     replica on its own state.db, the conversations forked, docs/configuration.md §2). The CLI
     prints them when it loads the config (`cli.common.load_cli_config`)."""
     dsn = config.store.dsn
-    if config.store.backend == "sqlite" and dsn is not None and dsn.get_secret_value().strip():
+    if config.store.builtin and dsn is not None and dsn.get_secret_value().strip():
         return ['[store] dsn is set but [store] backend is "sqlite": the dsn is not used and this gateway keeps '
                 'its own state.db (set [store] backend = "postgres" to share a PostgreSQL store)']
     return []

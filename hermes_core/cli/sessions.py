@@ -28,7 +28,6 @@ from ..model.text import clean_text, escape_controls
 
 from ..model import SessionEntry, format_timestamp
 from ..store import HomeLockedError, SessionStore, StoreError, TranscriptReadError
-from ..store.backends import BUILTIN_BACKEND
 from ..store.files import CLEAN_SHUTDOWN, write_atomic
 from ..store.home_lock import home_is_locked
 from .common import (HELP_MARKUP, CliError, choice_parser, fail, load_cli_config_or_exit, quiet_terminal_logging,
@@ -73,7 +72,7 @@ def _run(work: Callable[[SessionStore], Awaitable[Any]], *, write: bool = False,
     `.clean_shutdown` marker a clean stop leaves (`_mark_never_ran`)."""
     # No stderr logging set-up: the commands print their own report (skipped entries included).
     config = load_cli_config_or_exit(logging_on=False)
-    if need_state and config.store.backend == BUILTIN_BACKEND and not config.db_path.is_file():
+    if need_state and config.store.builtin and not config.db_path.is_file():
         raise fail(f"no gateway state at {config.home} (state.db not found at {config.db_path})")
     creates_state = not need_state and not _has_gateway_state(config.db_path, config.sessions_dir)
     # The commands print their own report: warnings go to gateway.log (writes) or nowhere

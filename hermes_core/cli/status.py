@@ -14,7 +14,6 @@ import typer
 
 from ..ops.status import read_status
 from ..settings import default_home
-from ..store.backends import BUILTIN_BACKEND
 from .common import CliError, load_cli_config, warn
 from .output import console, human_time, print_fields, print_json, print_table
 
@@ -47,7 +46,7 @@ def _home() -> tuple[Path, bool]:
     (docs/operations.md §2)."""
     try:
         config = load_cli_config()
-        return config.home, config.store.backend != BUILTIN_BACKEND
+        return config.home, not config.store.builtin
     except CliError as exc:
         home = default_home()
         warn(f"{exc}; showing the status of {home}")

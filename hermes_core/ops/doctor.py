@@ -25,7 +25,6 @@ from typing import Any
 
 from ..sdk.errors import describe_failure
 from ..dirs import nearest_existing, why_dir_uncreatable, why_dir_unwritable
-from ..store.backends import BUILTIN_BACKEND
 from ..store.home_lock import home_is_locked
 
 OK, WARN, FAIL, FIXED = "ok", "warn", "fail", "fixed"
@@ -395,7 +394,7 @@ async def run_doctor(config: Any, *, fix: bool = False, online: bool = False) ->
         checks += check_access(config, settings)
         if online:
             checks += await check_online(config, settings)
-    if config.store.backend != BUILTIN_BACKEND:
+    if not config.store.builtin:
         checks.append(await check_store(config))
     elif Path(config.home).is_dir():
         checks += check_database(config)

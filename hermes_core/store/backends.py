@@ -12,11 +12,11 @@ from __future__ import annotations
 import importlib.metadata
 from typing import Any
 
+from ..settings import BUILTIN_STORE
 from .backend import StoreBackend
 from .db import StoreError
 
 STORE_BACKENDS_GROUP = "hermes_core.store_backends"
-BUILTIN_BACKEND = "sqlite"
 
 
 def _entry_points() -> list[importlib.metadata.EntryPoint]:
@@ -25,7 +25,7 @@ def _entry_points() -> list[importlib.metadata.EntryPoint]:
 
 def store_backend_names() -> list[str]:
     """The selectable `[store] backend` names: `sqlite` and the installed entry points, sorted."""
-    return sorted({BUILTIN_BACKEND, *(ep.name for ep in _entry_points())})
+    return sorted({BUILTIN_STORE, *(ep.name for ep in _entry_points())})
 
 
 def create_store_backend(config: Any) -> StoreBackend:
@@ -38,7 +38,7 @@ def create_store_backend(config: Any) -> StoreBackend:
             it, or its factory failed to import or to build the engine; one line naming it.
     """
     name = config.store.backend
-    if name == BUILTIN_BACKEND:
+    if config.store.builtin:
         raise StoreError("the sqlite store is built in; SessionStore opens it itself")
     found = [ep for ep in _entry_points() if ep.name == name]
     if not found:

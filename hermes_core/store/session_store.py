@@ -33,7 +33,7 @@ from ..dirs import ensure_private_dir
 from ..settings import GatewayConfig
 from .aliases import AliasMap, AliasOps
 from .backend import StoreBackend
-from .backends import BUILTIN_BACKEND, create_store_backend
+from .backends import create_store_backend
 from .claims import ClaimOps
 from .db import Database, SchemaTooNewError, StoreError
 from .home_lock import HomeLock
@@ -160,7 +160,7 @@ class SessionStore(TurnOps, TranscriptOps, AliasOps, ErasureOps, ClaimOps):
             self._home_lock.acquire()
         try:
             ensure_private_dir(self.sessions_dir)  # sessions.json, and the journal when degraded
-            if self.config.store.backend == BUILTIN_BACKEND:
+            if self.config.store.builtin:
                 backend = await self._open_sqlite()
             else:
                 # A server engine: no degraded fallback (a private copy would fork the

@@ -6,12 +6,10 @@ gateway end-to-end tests are in `test_gateway_slack.py`.
 from __future__ import annotations
 
 import asyncio
-import copy
 import json
 import logging
 from pathlib import Path
 
-import aiohttp
 import pytest
 from fake_slack import APP_TOKEN, BOT_TOKEN, SIGNING_SECRET, post_event
 
