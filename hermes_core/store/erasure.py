@@ -60,9 +60,11 @@ class ErasureReport:
 class ErasureOps:
     """`SessionStore` mixin (module docstring)."""
 
-    def _removal_backend(self, what: str) -> RemovalBackend:
+    def _removal_backend(self, what: str, *, degraded_ok: bool = False) -> RemovalBackend:
+        """The open engine as a `RemovalBackend`. Raises StoreError naming `what` when it has no
+        admin removals, or when the store is degraded (unless `degraded_ok`: a read only)."""
         backend = self._b()
-        if backend.degraded:
+        if backend.degraded and not degraded_ok:
             raise StoreError(self.degraded_reason or "state.db cannot be opened; the store is degraded")
         if not isinstance(backend, RemovalBackend):  # an engine without the admin removals
             raise StoreError(f"{what} built for the SQLite store (state.db) only")
@@ -76,9 +78,7 @@ class ErasureOps:
             plus `current`: the session is its key's current one), and the number of sessions.
         """
         await self._flush_touched()
-        backend = self._b()
-        if not isinstance(backend, RemovalBackend):
-            raise StoreError("listing every stored session (--all) is built for the SQLite store (state.db) only")
+        backend = self._removal_backend("listing every stored session (--all) is", degraded_ok=True)
         rows, total = await backend.all_sessions(limit, offset)
         return [dict(zip(ALL_SESSION_COLUMNS + ("current",), row)) for row in rows], total
 

@@ -58,7 +58,8 @@ async def _nothing_queued(source: SessionSource, message_id: str, text: str | No
 
 
 class _Recent:
-    """A bounded, insertion-ordered map: the oldest entries fall out first."""
+    """A bounded, insertion-ordered map: the oldest entries fall out first. Holds each message
+    id's SessionSource (`Receiver._recent`) and each channel's `ChannelInfo` (`_channels`)."""
 
     def __init__(self, size: int):
         self.size = size
@@ -67,7 +68,7 @@ class _Recent:
     def get(self, key: str) -> Any:
         return self._items.get(key)
 
-    def put(self, key: str, value: Any = True) -> None:
+    def put(self, key: str, value: Any) -> None:
         self._items[key] = value
         self._items.move_to_end(key)
         while len(self._items) > self.size:
@@ -242,7 +243,7 @@ class Receiver:
             channel_id = p.snowflake(data, "channel_id", "d")
             guild_id = p.snowflake(data, "guild_id", "d", required=False)
             source = self._recent.get(message_id)
-            if not isinstance(source, SessionSource):
+            if source is None:
                 channel = self._cached_channel(channel_id)
                 parent = (self._cached_channel(channel.parent_id)
                           if channel is not None and channel.is_thread and channel.parent_id else None)
