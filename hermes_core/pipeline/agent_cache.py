@@ -56,6 +56,12 @@ INSERT_PROBE_HEADROOM = 0.1
 # benchmarks/bench_memory.py). 2 % (6 MiB of 300) is twenty 16 KiB-tool-output transcripts; the
 # budget stays a ceiling (docs/behaviour.md §8).
 RELIEF_HEADROOM = 0.02
+# Seconds (cache clock) between two memory-pressure log lines. Near the budget every insert may
+# run a pass: one line per pass was 268 warnings in 4 s of benchmarks/bench_memory.py part 1. The
+# first pass of an episode is told at once; the passes that follow are summed into the next
+# line, and the eviction counter (`hermes_agent_cache_evictions{reason="pressure"}`) has every
+# one (docs/behaviour.md §8).
+PRESSURE_LOG_INTERVAL_S = 60.0
 
 MAX_SIZE = 128  # seed `_AGENT_CACHE_MAX_SIZE`
 
@@ -115,6 +121,43 @@ class CacheStats:
         self.evictions[reason] = self.evictions.get(reason, 0) + n
 
 
+class _PressureLog:
+    """The memory-pressure log lines (`PRESSURE_LOG_INTERVAL_S`): a pass is told at once when
+    no line was told in the interval before it; otherwise it is summed and told, with the
+    others since the last line, at the first pass or check (`due`) after the interval. A warning
+    when entries were released, info when every candidate was busy or unsaved."""
+
+    def __init__(self) -> None:
+        self.last_told = float("-inf")  # cache clock of the last line
+        self.passes = self.released = self.skipped = 0
+        self.last: tuple[MemoryReading, str] | None = None  # the last pass's reading and where it was
+
+    def record(self, now: float, reading: MemoryReading, where: str, released: int, skipped: int) -> None:
+        """Sum one pass (`where`: "over" or "still within 2 % of" the budget), then `due`."""
+        self.passes += 1
+        self.released += released
+        self.skipped, self.last = skipped, (reading, where)
+        self.due(now)
+
+    def due(self, now: float) -> None:
+        """Tell the passes summed since the last line once `PRESSURE_LOG_INTERVAL_S` has passed."""
+        if self.last is None or not self.passes or now - self.last_told < PRESSURE_LOG_INTERVAL_S:
+            return
+        reading, where = self.last
+        state = (f"{(reading.used_bytes or 0) // 2**20} MiB anonymous ({reading.signal_source}) {where} the "
+                 f"{reading.budget_bytes // 2**20} MiB budget ({reading.budget_source})")
+        level = log.warning if self.released else log.info
+        if self.last_told == float("-inf"):
+            level("memory pressure: %s; released %d cached transcript(s), skipped %d busy or unsaved",
+                  state, self.released, self.skipped)
+        else:
+            level("memory pressure: released %d cached transcript(s) in %d pass(es) in the %.0f s since the "
+                  "last such line (one per %.0f s); the last pass found %s and skipped %d busy or unsaved",
+                  self.released, self.passes, now - self.last_told, PRESSURE_LOG_INTERVAL_S, state, self.skipped)
+        self.last_told = now
+        self.passes = self.released = 0
+
+
 Loader = Callable[[str], Awaitable[list[dict[str, Any]]]]
 
 
@@ -157,6 +200,7 @@ class AgentCache:
         self._idle: OrderedDict[str, CachedSession] = OrderedDict()
         self._by_session: dict[str, set[str]] = {}
         self._insert_probe_due = float("-inf")  # cache clock: the next insert that reads memory
+        self._pressure_log = _PressureLog()
         self._lock = threading.Lock()  # seed `_agent_cache_lock`: the sweep may run off-loop
 
     @classmethod
@@ -378,6 +422,7 @@ class AgentCache:
             return PressureReport(reading=None)
         reading = self.probe.read(self.memory_high_mb)
         if reading is None or not reading.exceeds(share):
+            self._pressure_log.due(self.clock())
             return PressureReport(reading=reading)
         evicted: list[str] = []
         skipped: list[str] = []
@@ -394,12 +439,8 @@ class AgentCache:
                 self._remove_locked(key, "pressure")
                 evicted.append(key)
         trimmed = bool(self.trim()) if evicted else False
-        # Loud when something was released; every tick while all entries are protected is routine.
         where = "over" if share >= 1 else f"still within {1 - share:.0%} of"
-        (log.warning if evicted else log.info)(
-            "memory pressure: %d MiB anonymous (%s) %s the %d MiB budget (%s); released %d cached transcript(s), "
-            "skipped %d busy or unsaved", (reading.used_bytes or 0) // 2**20, reading.signal_source, where,
-            reading.budget_bytes // 2**20, reading.budget_source, len(evicted), len(skipped))
+        self._pressure_log.record(self.clock(), reading, where, len(evicted), len(skipped))
         return PressureReport(reading=reading, evicted=tuple(evicted), skipped=tuple(skipped), trimmed=trimmed)
 
     # ---- internals ----------------------------------------------------------------------------
