@@ -67,7 +67,9 @@ class ErasureOps:
         if backend.degraded and not degraded_ok:
             raise StoreError(self.degraded_reason or "state.db cannot be opened; the store is degraded")
         if not isinstance(backend, RemovalBackend):  # an engine without the admin removals
-            raise StoreError(f"{what} built for the SQLite store (state.db) only")
+            # Both built-in engines have them; a third-party engine may not (docs/architecture.md).
+            raise StoreError(f"{what} not available with [store] backend = {self.config.store.backend!r}: "
+                             f"its engine has no admin removals")
         return backend
 
     async def list_all_sessions(self, *, limit: int, offset: int = 0) -> tuple[list[dict[str, Any]], int]:

@@ -222,6 +222,33 @@ async def test_delete_one_session_and_list_all(tmp_path, monkeypatch):
     assert (code, err) == (2, f"hermes-gateway: error: no session with id {old!r}\n")
 
 
+async def test_an_engine_without_admin_removals_is_refused_naming_the_backend(tmp_path):
+    """docs/architecture.md "Store engines": the removals need an engine that implements
+    `RemovalBackend`; on one that does not, each is refused in one line that names `[store]
+    backend`, before anything is read or removed."""
+    from types import SimpleNamespace
+
+    from hermes_core.settings import GatewayConfig
+    from hermes_core.store import SessionStore, StoreError
+
+    config = GatewayConfig(home=tmp_path / "home")
+    store = SessionStore(config.sessions_dir, config)
+    await store.open()
+    engine = store._backend
+    try:
+        config.store.backend = "acme"  # a third-party engine with none of the removals
+        store._backend = SimpleNamespace(degraded=False)
+        with pytest.raises(StoreError) as deleting:
+            await store.delete_session("20260101_000000_abcdef12")
+        with pytest.raises(StoreError) as erasing:
+            await store.erase_user("testchat", ALICE)
+        assert str(deleting.value) == str(erasing.value) == (
+            "erasing and deleting are not available with [store] backend = 'acme': its engine has no admin removals")
+    finally:
+        store._backend = engine
+        await store.close()
+
+
 async def test_prune_dry_run_lists_and_changes_nothing(tmp_path, monkeypatch):
     home = tmp_path / "home"
     home.mkdir()
