@@ -435,6 +435,7 @@ class GatewayApp:
                     unmarked = True
                     log.error("could not mark %s for resumption (%s); the next start recovers it as "
                               "after a crash", key, " ".join(str(exc).split()))
+            self.runner.deps.agent_cache.log_pending_pressure()
             if self.started:
                 # docs/behaviour.md §6: {key: old + 1} for the sessions the drain interrupted, others dropped.
                 save_restart_counts(self.home, {k: self.restart_counts.get(k, 0) + 1 for k in interrupted})

@@ -58,9 +58,8 @@ INSERT_PROBE_HEADROOM = 0.1
 RELIEF_HEADROOM = 0.02
 # Seconds (cache clock) between two memory-pressure log lines. Near the budget every insert may
 # run a pass: one line per pass was 268 warnings in 4 s of benchmarks/bench_memory.py part 1. The
-# first pass of an episode is told at once; the passes that follow are summed into the next
-# line, and the eviction counter (`hermes_agent_cache_evictions{reason="pressure"}`) has every
-# one (docs/behaviour.md §8).
+# passes in between are summed into the next line (`_PressureLog`), and the eviction counter
+# (`hermes_agent_cache_evictions{reason="pressure"}`) has every one (docs/behaviour.md §8).
 PRESSURE_LOG_INTERVAL_S = 60.0
 
 MAX_SIZE = 128  # seed `_AGENT_CACHE_MAX_SIZE`
@@ -122,40 +121,46 @@ class CacheStats:
 
 
 class _PressureLog:
-    """The memory-pressure log lines (`PRESSURE_LOG_INTERVAL_S`): a pass is told at once when
-    no line was told in the interval before it; otherwise it is summed and told, with the
-    others since the last line, at the first pass or check (`due`) after the interval. A warning
-    when entries were released, info when every candidate was busy or unsaved."""
+    """The memory-pressure log lines (`PRESSURE_LOG_INTERVAL_S`). The passes are summed; a line
+    tells the sum when the interval has passed since the last one (at the next pass or memory
+    check), at once when a pass released entries and the last line did not (the first eviction
+    of an episode is never held back), and at a stop (`tell`). A warning when entries were
+    released, info when every candidate was busy or unsaved."""
 
     def __init__(self) -> None:
         self.last_told = float("-inf")  # cache clock of the last line
-        self.passes = self.released = self.skipped = 0
-        self.last: tuple[MemoryReading, str] | None = None  # the last pass's reading and where it was
+        self.warned = False  # the last line told released entries
+        self.released = self.skipped = 0
+        self.last: MemoryReading | None = None  # the reading of the last pass not yet told
 
-    def record(self, now: float, reading: MemoryReading, where: str, released: int, skipped: int) -> None:
-        """Sum one pass (`where`: "over" or "still within 2 % of" the budget), then `due`."""
-        self.passes += 1
+    def record(self, now: float, reading: MemoryReading, released: int, skipped: int) -> None:
+        """Sum one pass, then tell the sum if it is due."""
         self.released += released
-        self.skipped, self.last = skipped, (reading, where)
-        self.due(now)
+        self.skipped, self.last = skipped, reading
+        if released and not self.warned:
+            self.tell(now)
+        else:
+            self.due(now)
 
     def due(self, now: float) -> None:
         """Tell the passes summed since the last line once `PRESSURE_LOG_INTERVAL_S` has passed."""
-        if self.last is None or not self.passes or now - self.last_told < PRESSURE_LOG_INTERVAL_S:
+        if now - self.last_told >= PRESSURE_LOG_INTERVAL_S:
+            self.tell(now)
+
+    def tell(self, now: float) -> None:
+        """Tell the passes summed since the last line, if any."""
+        reading = self.last
+        if reading is None:
             return
-        reading, where = self.last
-        state = (f"{(reading.used_bytes or 0) // 2**20} MiB anonymous ({reading.signal_source}) {where} the "
-                 f"{reading.budget_bytes // 2**20} MiB budget ({reading.budget_source})")
-        level = log.warning if self.released else log.info
-        if self.last_told == float("-inf"):
-            level("memory pressure: %s; released %d cached transcript(s), skipped %d busy or unsaved",
-                  state, self.released, self.skipped)
-        else:
-            level("memory pressure: released %d cached transcript(s) in %d pass(es) in the %.0f s since the "
-                  "last such line (one per %.0f s); the last pass found %s and skipped %d busy or unsaved",
-                  self.released, self.passes, now - self.last_told, PRESSURE_LOG_INTERVAL_S, state, self.skipped)
-        self.last_told = now
-        self.passes = self.released = 0
+        where = "over" if reading.exceeds(1.0) else f"still within {RELIEF_HEADROOM:.0%} of"
+        since = ("" if self.last_told == float("-inf")
+                 else f" in the {round(now - self.last_told, 1):g} s since the last such line")
+        (log.warning if self.released else log.info)(
+            "memory pressure: %d MiB anonymous (%s) %s the %d MiB budget (%s); released %d cached transcript(s)%s, "
+            "skipped %d busy or unsaved", (reading.used_bytes or 0) // 2**20, reading.signal_source, where,
+            reading.budget_bytes // 2**20, reading.budget_source, self.released, since, self.skipped)
+        self.last_told, self.warned = now, bool(self.released)
+        self.released, self.last = 0, None
 
 
 Loader = Callable[[str], Awaitable[list[dict[str, Any]]]]
@@ -403,6 +408,11 @@ class AgentCache:
                 and reading.used_bytes <= reading.budget_bytes * (1 - INSERT_PROBE_HEADROOM))
         self._insert_probe_due = now + INSERT_PROBE_INTERVAL_S if calm else float("-inf")
 
+    def log_pending_pressure(self) -> None:
+        """Log the memory-pressure passes not told yet (`PRESSURE_LOG_INTERVAL_S`): called at a
+        stop, after which no later pass or check would tell them."""
+        self._pressure_log.tell(self.clock())
+
     def sweep_under_pressure(self, *, spare: str | None = None) -> PressureReport:
         """Seed `_sweep_agent_cache_under_pressure()`: when anonymous memory exceeds the budget,
         release up to `max_evictions_per_pass` LRU entries — never the `protect_recent` most
@@ -439,8 +449,7 @@ class AgentCache:
                 self._remove_locked(key, "pressure")
                 evicted.append(key)
         trimmed = bool(self.trim()) if evicted else False
-        where = "over" if share >= 1 else f"still within {1 - share:.0%} of"
-        self._pressure_log.record(self.clock(), reading, where, len(evicted), len(skipped))
+        self._pressure_log.record(self.clock(), reading, len(evicted), len(skipped))
         return PressureReport(reading=reading, evicted=tuple(evicted), skipped=tuple(skipped), trimmed=trimmed)
 
     # ---- internals ----------------------------------------------------------------------------

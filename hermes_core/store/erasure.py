@@ -69,7 +69,7 @@ class ErasureOps:
         if not isinstance(backend, RemovalBackend):  # an engine without the admin removals
             # Both built-in engines have them; a third-party engine may not (docs/architecture.md).
             raise StoreError(f"{what} not available with [store] backend = {self.config.store.backend!r}: "
-                             f"its engine has no admin removals")
+                             f"its engine does not implement the admin operations (RemovalBackend)")
         return backend
 
     async def list_all_sessions(self, *, limit: int, offset: int = 0) -> tuple[list[dict[str, Any]], int]:

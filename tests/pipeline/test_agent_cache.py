@@ -412,10 +412,15 @@ def test_relief_keeps_memory_2_percent_under_the_budget():
     assert len(cache) == 9
 
 
+def _pressure_lines(caplog):
+    return [(r.levelname, r.getMessage()) for r in caplog.records if r.getMessage().startswith("memory pressure")]
+
+
 def test_pressure_passes_are_told_once_then_summed_into_one_line_a_minute(caplog):
-    """docs/behaviour.md §8: near the budget every insert may run a pass; the first is told at
-    once, the next ones are summed into one line once 60 s have passed since the last line (at a
-    pass, or at a check that finds memory back under the line); the counter has every eviction."""
+    """docs/behaviour.md §8: near the budget every insert may run a pass; the first eviction is
+    told at once, the next ones are summed into one line once 60 s have passed since the last
+    line (at a pass, or at a check that finds memory back under the line); the counter has every
+    eviction."""
     from hermes_core.pipeline.agent_cache import PRESSURE_LOG_INTERVAL_S
 
     assert PRESSURE_LOG_INTERVAL_S == 60.0
@@ -428,34 +433,60 @@ def test_pressure_passes_are_told_once_then_summed_into_one_line_a_minute(caplog
         cache.put(f"k{i}", f"s{i}", msgs(f"m{i}"))
     cache.memory_high_mb = 100
     caplog.set_level("INFO", logger="hermes_core.pipeline.agent_cache")
-
-    def told():
-        return [(r.levelname, r.getMessage()) for r in caplog.records if r.getMessage().startswith("memory pressure")]
-
     for t in (0, 30, 59):  # 140, 130, 120 MiB: one entry per pass
         clock.t = t
         assert len(cache.sweep_under_pressure().evicted) == 1
-    assert told() == [("WARNING", "memory pressure: 140 MiB anonymous (test signal) over the 100 MiB budget "
-                                  "(test budget); released 1 cached transcript(s), skipped 0 busy or unsaved")]
+    assert _pressure_lines(caplog) == [
+        ("WARNING", "memory pressure: 140 MiB anonymous (test signal) over the 100 MiB budget (test budget); "
+                    "released 1 cached transcript(s), skipped 0 busy or unsaved")]
     clock.t = 60  # 110 MiB: the passes at 30, 59 and 60 s in one line
     assert cache.sweep_under_pressure().evicted == ("k3",)
-    assert told()[1:] == [("WARNING", "memory pressure: released 3 cached transcript(s) in 3 pass(es) in the "
-                                      "60 s since the last such line (one per 60 s); the last pass found 110 MiB "
-                                      "anonymous (test signal) over the 100 MiB budget (test budget) and skipped 0 "
-                                      "busy or unsaved")]
+    assert _pressure_lines(caplog)[1:] == [
+        ("WARNING", "memory pressure: 110 MiB anonymous (test signal) over the 100 MiB budget (test budget); "
+                    "released 3 cached transcript(s) in the 60 s since the last such line, skipped 0 busy or unsaved")]
     clock.t = 70  # 100 MiB: relief releases k4 (within 2 %), then 90 MiB ends it; nothing told yet
     assert cache.relieve_pressure().evicted == ("k4",)
-    assert len(told()) == 2
+    assert len(_pressure_lines(caplog)) == 2
     clock.t = 125  # a check under the line, 65 s after the last line: the pass at 70 s is told
     assert cache.sweep_under_pressure().evicted == ()
-    assert told()[2:] == [("WARNING", "memory pressure: released 1 cached transcript(s) in 1 pass(es) in the "
-                                      "65 s since the last such line (one per 60 s); the last pass found 100 MiB "
-                                      "anonymous (test signal) still within 2% of the 100 MiB budget (test budget) "
-                                      "and skipped 0 busy or unsaved")]
+    assert _pressure_lines(caplog)[2:] == [
+        ("WARNING", "memory pressure: 100 MiB anonymous (test signal) still within 2% of the 100 MiB budget "
+                    "(test budget); released 1 cached transcript(s) in the 65 s since the last such line, "
+                    "skipped 0 busy or unsaved")]
     clock.t = 500
     cache.sweep_under_pressure()
-    assert len(told()) == 3  # nothing pending, nothing told
+    cache.log_pending_pressure()
+    assert len(_pressure_lines(caplog)) == 3  # nothing pending, nothing told
     assert cache.stats.evictions == {"pressure": 5}
+
+
+def test_a_first_eviction_is_told_at_once_after_a_pass_that_released_nothing_and_a_stop_tells_the_rest(caplog):
+    """docs/behaviour.md §8: a pass that could release nothing (every entry protected) is told at
+    info level; an eviction after it is told at once, not a minute later; what is summed when the
+    gateway stops is told then (`log_pending_pressure`, called by `GatewayApp.stop`)."""
+    clock = SecondsClock()
+    probe = EntriesProbe(budget_mib=100)
+    cache = AgentCache(max_size=1000, protect_recent=12, max_evictions_per_pass=1, clock=clock, probe=probe,
+                       trim=Trim(), memory_high_mb="off")
+    probe.cache = cache
+    for i in range(12):
+        cache.put(f"k{i}", f"s{i}", msgs(f"m{i}"))
+    cache.memory_high_mb = 100
+    caplog.set_level("INFO", logger="hermes_core.pipeline.agent_cache")
+    assert cache.sweep_under_pressure().evicted == ()  # 120 MiB, all 12 protected
+    clock.t = 5
+    cache.protect_recent = 10
+    assert cache.sweep_under_pressure().evicted == ("k0",)  # 5 s later, told at once
+    clock.t = 6
+    assert cache.sweep_under_pressure().evicted == ("k1",)  # summed
+    cache.log_pending_pressure()  # the stop
+    assert _pressure_lines(caplog) == [
+        ("INFO", "memory pressure: 120 MiB anonymous (test signal) over the 100 MiB budget (test budget); "
+                 "released 0 cached transcript(s), skipped 0 busy or unsaved"),
+        ("WARNING", "memory pressure: 120 MiB anonymous (test signal) over the 100 MiB budget (test budget); "
+                    "released 1 cached transcript(s) in the 5 s since the last such line, skipped 0 busy or unsaved"),
+        ("WARNING", "memory pressure: 110 MiB anonymous (test signal) over the 100 MiB budget (test budget); "
+                    "released 1 cached transcript(s) in the 1 s since the last such line, skipped 0 busy or unsaved")]
 
 
 def test_an_insert_over_budget_releases_others_but_never_the_new_entry():

@@ -243,7 +243,8 @@ async def test_an_engine_without_admin_removals_is_refused_naming_the_backend(tm
         with pytest.raises(StoreError) as erasing:
             await store.erase_user("testchat", ALICE)
         assert str(deleting.value) == str(erasing.value) == (
-            "erasing and deleting are not available with [store] backend = 'acme': its engine has no admin removals")
+            "erasing and deleting are not available with [store] backend = 'acme': its engine does not implement "
+            "the admin operations (RemovalBackend)")
     finally:
         store._backend = engine
         await store.close()
