@@ -123,8 +123,9 @@ class CacheStats:
 class _PressureLog:
     """The memory-pressure log lines (`PRESSURE_LOG_INTERVAL_S`). The passes are summed; a line
     tells the sum when the interval has passed since the last one (at the next pass or memory
-    check), at once when a pass released entries and the last line did not (the first eviction
-    of an episode is never held back), and at a stop (`tell`). A warning when entries were
+    check), at once when a pass released entries and the last line did not (so the first eviction
+    of an episode waits only when a warning was told in the minute before it, not behind a pass
+    that released nothing), and at a stop (`tell`). A warning when entries were
     released, info when every candidate was busy or unsaved."""
 
     def __init__(self) -> None:
@@ -154,7 +155,7 @@ class _PressureLog:
             return
         where = "over" if reading.exceeds(1.0) else f"still within {RELIEF_HEADROOM:.0%} of"
         since = ("" if self.last_told == float("-inf")
-                 else f" in the {round(now - self.last_told, 1):g} s since the last such line")
+                 else f" since the last such line {round(now - self.last_told, 2):g} s ago")
         (log.warning if self.released else log.info)(
             "memory pressure: %d MiB anonymous (%s) %s the %d MiB budget (%s); released %d cached transcript(s)%s, "
             "skipped %d busy or unsaved", (reading.used_bytes or 0) // 2**20, reading.signal_source, where,

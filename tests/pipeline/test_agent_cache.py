@@ -443,7 +443,7 @@ def test_pressure_passes_are_told_once_then_summed_into_one_line_a_minute(caplog
     assert cache.sweep_under_pressure().evicted == ("k3",)
     assert _pressure_lines(caplog)[1:] == [
         ("WARNING", "memory pressure: 110 MiB anonymous (test signal) over the 100 MiB budget (test budget); "
-                    "released 3 cached transcript(s) in the 60 s since the last such line, skipped 0 busy or unsaved")]
+                    "released 3 cached transcript(s) since the last such line 60 s ago, skipped 0 busy or unsaved")]
     clock.t = 70  # 100 MiB: relief releases k4 (within 2 %), then 90 MiB ends it; nothing told yet
     assert cache.relieve_pressure().evicted == ("k4",)
     assert len(_pressure_lines(caplog)) == 2
@@ -451,7 +451,7 @@ def test_pressure_passes_are_told_once_then_summed_into_one_line_a_minute(caplog
     assert cache.sweep_under_pressure().evicted == ()
     assert _pressure_lines(caplog)[2:] == [
         ("WARNING", "memory pressure: 100 MiB anonymous (test signal) still within 2% of the 100 MiB budget "
-                    "(test budget); released 1 cached transcript(s) in the 65 s since the last such line, "
+                    "(test budget); released 1 cached transcript(s) since the last such line 65 s ago, "
                     "skipped 0 busy or unsaved")]
     clock.t = 500
     cache.sweep_under_pressure()
@@ -484,9 +484,9 @@ def test_a_first_eviction_is_told_at_once_after_a_pass_that_released_nothing_and
         ("INFO", "memory pressure: 120 MiB anonymous (test signal) over the 100 MiB budget (test budget); "
                  "released 0 cached transcript(s), skipped 0 busy or unsaved"),
         ("WARNING", "memory pressure: 120 MiB anonymous (test signal) over the 100 MiB budget (test budget); "
-                    "released 1 cached transcript(s) in the 5 s since the last such line, skipped 0 busy or unsaved"),
+                    "released 1 cached transcript(s) since the last such line 5 s ago, skipped 0 busy or unsaved"),
         ("WARNING", "memory pressure: 110 MiB anonymous (test signal) over the 100 MiB budget (test budget); "
-                    "released 1 cached transcript(s) in the 1 s since the last such line, skipped 0 busy or unsaved")]
+                    "released 1 cached transcript(s) since the last such line 1 s ago, skipped 0 busy or unsaved")]
 
 
 def test_an_insert_over_budget_releases_others_but_never_the_new_entry():
