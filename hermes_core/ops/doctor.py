@@ -199,7 +199,7 @@ def check_lock(config: Any) -> tuple[Check, int | None]:
 def _empty_database(path: Path, mirror: Path) -> Check | None:
     """A warning when `state.db` holds no schema (a 0-byte or new file) while the sessions.json
     mirror still lists sessions: the database was replaced or truncated, and the next start
-    would begin without those transcripts (and rebuild the mirror from the empty database)."""
+    would take the routes sessions.json lists but not their transcripts."""
     from ..store.mirror import load_sessions_json
 
     listed = len(load_sessions_json(mirror)[0])
@@ -207,7 +207,8 @@ def _empty_database(path: Path, mirror: Path) -> Check | None:
         return None
     return Check("state.db", WARN, f"{path} is empty (schema 0) but {mirror} lists {listed} session(s): state.db "
                                    "was replaced or truncated; restore it from a backup before the next start "
-                                   "(docs/operations.md §1), which would begin without those transcripts")
+                                   "(docs/operations.md §1), which would take those routes but not their "
+                                   "transcripts")
 
 
 async def check_store(config: Any) -> Check:

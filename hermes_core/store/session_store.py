@@ -37,6 +37,7 @@ from .backends import create_store_backend
 from .claims import ClaimOps
 from .db import Database, SchemaTooNewError, StoreError
 from .home_lock import HomeLock
+from .importer import import_sessions_json
 from .keylocks import KeyedLocks
 from .journal import JOURNAL_FILE_NAME, JournaledDatabase
 from .merge import merge_journal
@@ -179,13 +180,15 @@ class SessionStore(TurnOps, TranscriptOps, AliasOps, ErasureOps, ClaimOps):
             self._backend = backend
             self._mirror = MirrorWriter(self.sessions_file, lambda: self._render_mirror(backend),
                                         self.config.storage.mirror_debounce_s)
+            adopted = (self._lock_home and isinstance(backend, SqliteBackend) and not backend.degraded
+                       and await self._adopt_sessions_json(backend))
             # A deleted, corrupt or foreign sessions.json is rebuilt from the canonical store soon
             # after start. It is recognised without parsing it (open stays O(1) in the number of
             # sessions): the file's size and mtime must equal the signature recorded at the last
             # clean close. A store opened without the home lock (the admin CLI reading beside a
             # gateway) leaves the file alone.
             self._mirror_verified = None
-            if self._lock_home and (merged or backend.degraded or await self._mirror_stale(backend)):
+            if self._lock_home and (merged or adopted or backend.degraded or await self._mirror_stale(backend)):
                 self._mirror.mark_dirty()
             elif self._lock_home:
                 await self._withdraw_mirror_signature(backend)
@@ -230,6 +233,26 @@ class SessionStore(TurnOps, TranscriptOps, AliasOps, ErasureOps, ClaimOps):
             await backend.close()
             raise
         return backend
+
+    async def _adopt_sessions_json(self, backend: SqliteBackend) -> bool:
+        """A state.db with no session while sessions.json lists some (a new state.db beside an
+        older gateway's sessions folder, or one truncated or replaced since the last run) takes
+        the routes it lists, and the legacy `.jsonl` transcripts beside it, as `sessions import`
+        does (docs/operations.md §1): otherwise the mirror would be rewritten from the empty
+        database and the last record of those chats would go. Said in one warning. Returns True
+        when something was taken."""
+        if await backend.has_any_sessions() or not load_sessions_json(self.sessions_file)[0]:
+            return False
+        report = await import_sessions_json(self, self.sessions_file)
+        if not report.imported:
+            return False
+        legacy = (f" and {report.messages} message(s) from {report.transcripts} .jsonl transcript(s)"
+                  if report.transcripts else "")
+        log.warning("state.db %s held no session while %s lists %d: took their routes%s from it, as `sessions "
+                    "import` does; if state.db was truncated or replaced, stop the gateway and restore it from a "
+                    "backup (docs/operations.md §1)", self.config.db_path, self.sessions_file, report.imported,
+                    legacy)
+        return True
 
     def _warn_old_degraded_files(self) -> None:
         """A degraded run of a gateway before docs/behaviour.md §12 left its own files (marked by

@@ -230,11 +230,11 @@ def test_a_directory_in_place_of_sessions_json_is_named_and_fix_leaves_it(tmp_pa
 def test_an_emptied_state_db_beside_a_mirror_that_lists_sessions_is_a_warning(tmp_path):
     """A 0-byte state.db is a valid empty database (schema 0), but with sessions.json still
     listing a session it was replaced or truncated: doctor says so before the next start
-    begins without those transcripts."""
+    would take those routes but not their transcripts."""
     home = _home_with_a_chat(tmp_path)
     (home / "state.db").write_bytes(b"")
     code, checks = _doctor(home, tmp_path)
     assert (code, checks["state.db"]["status"], checks["state.db"]["detail"]) == (
         0, "warn", f"{home / 'state.db'} is empty (schema 0) but {home / 'sessions' / 'sessions.json'} lists 1 "
                    "session(s): state.db was replaced or truncated; restore it from a backup before the next start "
-                   "(docs/operations.md §1), which would begin without those transcripts")
+                   "(docs/operations.md §1), which would take those routes but not their transcripts")

@@ -230,3 +230,50 @@ def test_legacy_transcript_of_a_kept_route_is_not_imported(home, seed_dir):
             "old question", "old answer"]
         assert [m["content"] for m in await store.load_transcript(mine.session_id)] == ["our question"]
     _store_call(home, check_replaced)
+
+
+def test_an_older_gateways_sessions_folder_is_taken_in_at_the_first_open(home, seed_dir, caplog):
+    """docs/behaviour.md §3: a new state.db beside an older gateway's sessions folder (its
+    sessions.json and legacy .jsonl transcripts) takes them at the first open that holds the home
+    lock, as `sessions import` would, with one warning; the mirror keeps listing those chats."""
+    home.mkdir()
+    sessions = home / "sessions"
+    seed_dir.rename(sessions)
+    caplog.set_level("WARNING", logger="hermes_core.store.session_store")
+
+    async def check(store):
+        entry = await store.get_entry("agent:main:telegram:dm:12345")
+        assert entry.session_id == "20250101_101010_abcdef12"
+        assert [m["content"] for m in await store.load_transcript(entry.session_id)] == ["old question", "old answer"]
+        assert (await store.get_entry("agent:main:discord:group:77:u1")).session_id == "20250103_000000_00000001"
+    _store_call(home, check)
+    assert [r.getMessage() for r in caplog.records if r.name == "hermes_core.store.session_store"] == [
+        f"state.db {home / 'state.db'} held no session while {sessions / 'sessions.json'} lists 2: took their "
+        "routes and 2 message(s) from 1 .jsonl transcript(s) from it, as `sessions import` does; if state.db was "
+        "truncated or replaced, stop the gateway and restore it from a backup (docs/operations.md §1)"]
+    listed = json.loads((sessions / "sessions.json").read_text())
+    assert sorted(k for k in listed if not k.startswith("_")) == [
+        "agent:main:discord:group:77:u1", "agent:main:telegram:dm:12345"]
+    caplog.clear()
+    _store_call(home, check)  # the next open finds sessions: nothing taken twice, nothing said
+    assert [r for r in caplog.records if r.name == "hermes_core.store.session_store"] == []
+
+
+def test_a_truncated_state_db_keeps_the_routes_sessions_json_lists(home, caplog):
+    """doctor's warning case (docs/operations.md §1): state.db truncated to 0 bytes while
+    sessions.json lists the chats. The next open takes the routes back from sessions.json
+    (the transcripts were in state.db and are gone), rather than rewriting sessions.json from the
+    empty database."""
+    entry = _populate(home)
+    (home / "state.db").write_bytes(b"")
+    caplog.set_level("WARNING", logger="hermes_core.store.session_store")
+
+    async def check(store):
+        again = await store.get_entry(entry.session_key)
+        return again.session_id, await store.load_transcript(again.session_id)
+    assert _store_call(home, check) == (entry.session_id, [])
+    assert [r.getMessage() for r in caplog.records if r.name == "hermes_core.store.session_store"] == [
+        f"state.db {home / 'state.db'} held no session while {home / 'sessions' / 'sessions.json'} lists 1: took "
+        "their routes from it, as `sessions import` does; if state.db was truncated or replaced, stop the gateway "
+        "and restore it from a backup (docs/operations.md §1)"]
+    assert entry.session_key in json.loads((home / "sessions" / "sessions.json").read_text())
