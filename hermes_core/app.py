@@ -141,6 +141,8 @@ class GatewayApp:
         self.recovery: RecoveryReport | None = None
         self.restart_counts: dict[str, int] = {}
         self._crash_interrupted: dict[str, float] = {}
+        # This start consumed the marker of a clean stop and no job has run since (`_abort`).
+        self._clean_marker_owed = False
         self._undo_log_redaction = None
         self._gc_before: tuple[int, int, int] | None = None
         self._stopped = False
@@ -265,6 +267,7 @@ class GatewayApp:
                 continue  # started by the coordinator while this replica holds its ingress lease
             await adapter.start()
             log.info("platform %s started", name)
+        self._clean_marker_owed = False  # jobs may run from here on
         self.runner.release()
         if self.coordinator is not None:
             self.coordinator.start()
@@ -310,6 +313,7 @@ class GatewayApp:
 
     async def _check_clean_shutdown(self) -> None:
         clean = self._consume_clean_marker()
+        self._clean_marker_owed = clean
         if self.store.leased:
             return  # each session's takeover runs its own crash recovery (docs/architecture.md §7)
         if clean:
@@ -496,6 +500,11 @@ class GatewayApp:
                 await adapter.stop()
             except Exception:
                 log.exception("platform failed to stop")
+        if self._clean_marker_owed:
+            # The last run stopped cleanly and this start ran nothing before it failed (a bad
+            # platform table, an unreachable platform): put the marker back, or the next start
+            # and `status` would report a crash that never happened (docs/behaviour.md §6).
+            self._write_clean_shutdown()
         await self._teardown()
 
     async def __aenter__(self) -> "GatewayApp":

@@ -120,6 +120,29 @@ async def test_start_failure_is_one_startup_error_and_releases_everything(tmp_pa
     await fixed.stop()
 
 
+async def test_a_start_that_fails_before_any_job_ran_keeps_the_clean_stop_marker(tmp_path):
+    """docs/behaviour.md §6: the start consumes the marker of the last clean stop; when it then
+    fails before any job ran (here a platform that cannot start), the marker is put back, so the
+    next start (and `status`) does not report a crash that never happened."""
+    app = await _one_turn(tmp_path)
+    await app.stop()
+    failing, adapter = _app(tmp_path)
+
+    async def unreachable():
+        raise ConnectionError("the platform cannot be reached")
+    adapter.start = unreachable
+    with pytest.raises(StartupError) as info:
+        await failing.start()
+    assert str(info.value) == "cannot start: the platform cannot be reached"
+    assert (tmp_path / ".clean_shutdown").read_bytes() == b""
+    again, _ = _app(tmp_path)
+    await again.start()
+    try:
+        assert again.unclean_start is False
+    finally:
+        await again.stop()
+
+
 async def test_unknown_enabled_platform_is_a_startup_error(tmp_path):
     app = GatewayApp(GatewayConfig(home=tmp_path, platforms={"nosuch": {"enabled": True}}),
                      agent=EchoAgent(), watcher=False)
