@@ -27,7 +27,7 @@ import typer
 from ..model.text import clean_text, escape_controls
 
 from ..model import SessionEntry, format_timestamp
-from ..store import HomeLockedError, SessionStore, StoreError, TranscriptReadError
+from ..store import HomeLockedError, SessionStore, StoreError, TranscriptReadError, is_damaged
 from ..store.files import CLEAN_SHUTDOWN, write_atomic
 from ..store.home_lock import home_is_locked
 from .common import (HELP_MARKUP, CliError, choice_parser, fail, load_cli_config_or_exit, quiet_terminal_logging,
@@ -94,6 +94,13 @@ def _run(work: Callable[[SessionStore], Awaitable[Any]], *, write: bool = False,
         await store.open()
         try:
             return await work(store)
+        except Exception as exc:
+            if not is_damaged(exc):
+                raise
+            # Name the file and what to do: SQLite's words ("database disk image is malformed",
+            # also wrapped in a transcript read's error) name neither.
+            raise StoreError(f"state.db {config.db_path} is damaged: `hermes-gateway doctor` names the damage; "
+                             "restore it from a backup (docs/operations.md §1)") from exc
         finally:
             await store.close()
             if creates_state:

@@ -57,7 +57,7 @@ from typing import Any, Awaitable, Callable, Iterable
 
 from ..model.events import INTERNAL as INTERNAL_KIND
 from ..model.events import MessageEvent, event_from_dict, event_to_dict
-from ..store import StoreError, is_disk_full
+from ..store import StoreError, is_damaged, is_disk_full
 from ..store.backend import LeaseLostError, lease_scope
 from . import commands
 from .busy import COMMAND, CONTROL, INTERNAL, STEERED_TEXT, TURN, Acceptance, Job, SessionQueue
@@ -562,6 +562,10 @@ class GatewayRunner:
                         continue
                     if is_disk_full(exc):  # one line, not a traceback per message (docs/behaviour.md §12)
                         log.error("job failed in %s: disk full (%s)", key, " ".join(str(exc).split()))
+                    elif is_damaged(exc):  # what to do, not a traceback: it fails every message alike
+                        log.error("job failed in %s: state.db is damaged (%s): `hermes-gateway doctor` names the "
+                                  "damage; stop the gateway and restore state.db from a backup (docs/operations.md "
+                                  "§1)", key, " ".join(str(exc).split()))
                     else:
                         log.exception("job failed in %s", key)
                     if job.event is not None:

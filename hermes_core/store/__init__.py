@@ -4,9 +4,10 @@ SQLite (`state.db`, WAL, FTS5) is canonical; `sessions.json` is its atomic mirro
 cannot be opened the store runs degraded on sessions.json + `{session_id}.jsonl`.
 """
 
-from .db import SchemaTooNewError, StoreError, is_disk_full
+from .db import SchemaTooNewError, StoreError, is_damaged, is_disk_full
 from .home_lock import HomeLockedError
 from .rows import TranscriptReadError
 from .session_store import SessionStore
 
-__all__ = ["HomeLockedError", "SchemaTooNewError", "SessionStore", "StoreError", "TranscriptReadError", "is_disk_full"]
+__all__ = ["HomeLockedError", "SchemaTooNewError", "SessionStore", "StoreError", "TranscriptReadError", "is_damaged",
+           "is_disk_full"]

@@ -184,3 +184,24 @@ def test_legacy_session_reset_settings_are_one_cli_warning_on_every_command_that
         assert (args, code, err) == (args, exit_code, warning)
     code, _out, err = run(["restart"], env, tmp_path)
     assert (code, err) == (2, f"{warning}hermes-gateway: error: no gateway is running on HERMES_HOME {home}\n")
+
+
+def test_a_damaged_state_db_is_named_with_what_to_do(tmp_path):
+    """docs/operations.md §1: pages of state.db overwritten (its header intact, so it opens):
+    the message that hits the damage gets the failure notice and the log one line saying state.db
+    is damaged and what to do; the `sessions` commands say so in one line (exit 2), naming the
+    file, where SQLite's own words ("database disk image is malformed") name neither."""
+    code, out, _err = _run(tmp_path, ["chat"], stdin="alpha\n")
+    assert code == 0 and "alpha" in out
+    db = tmp_path / "home" / "state.db"
+    with db.open("r+b") as file:
+        file.seek(4096)
+        file.write(b"\xa5" * 8192)  # pages 2 and 3
+    code, out, err = _run(tmp_path, ["chat"], stdin="delta\n")
+    assert (code, out) == (0, "Sorry, this message could not be processed. Please try again later.\n")
+    assert err == ("hermes-gateway: ERROR: job failed in agent:main:local:dm:terminal: state.db is damaged "
+                   "(database disk image is malformed): `hermes-gateway doctor` names the damage; stop the gateway "
+                   "and restore state.db from a backup (docs/operations.md §1)\n")
+    code, out, err = _run(tmp_path, ["sessions", "list"])
+    assert (code, out, err) == (2, "", f"hermes-gateway: error: state.db {db} is damaged: `hermes-gateway doctor` "
+                                       "names the damage; restore it from a backup (docs/operations.md §1)\n")
