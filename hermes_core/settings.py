@@ -436,6 +436,17 @@ def _env_variable_for(path: list[str], environ: Mapping[str, str | None]) -> str
     return None
 
 
+def _bom_note(path: Path) -> str:
+    """What to add to a TOML error when the file starts with a UTF-8 byte order mark, which
+    TOML does not allow and some editors write; the parser's own words point at column 1 only."""
+    try:
+        with path.open("rb") as fh:
+            bom = fh.read(3) == b"\xef\xbb\xbf"
+    except OSError:
+        return ""
+    return "; the file starts with a UTF-8 byte order mark (BOM): save it as UTF-8 without one" if bom else ""
+
+
 def _is_utf8(path: Path) -> bool:
     """True when `path` is missing, unreadable (reported otherwise) or decodes as UTF-8."""
     try:
@@ -618,7 +629,7 @@ def load_config(**overrides: Any) -> GatewayConfig:
     # `from exc`: the one-line message is complete on its own; the chained cause is what a
     # debug traceback (HERMES_DEBUG=1) shows.
     except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"config file {path} is not valid TOML: {exc}") from exc
+        raise ConfigError(f"config file {path} is not valid TOML: {exc}{_bom_note(path)}") from exc
     except OSError as exc:
         raise ConfigError(f"config file {path} cannot be read: {exc.strerror or exc}") from exc
     except UnicodeDecodeError as exc:

@@ -122,6 +122,17 @@ def test_directory_named_hermes_toml_is_refused(home):
     assert _error() == f"config file {home / 'hermes.toml'} cannot be read: it is not a regular file"
 
 
+def test_a_byte_order_mark_is_named_in_the_toml_error(home):
+    """TOML forbids a BOM, and the parser's words point at line 1, column 1 only: the error says
+    what is there and what to do."""
+    (home / "hermes.toml").write_bytes(b"\xef\xbb\xbf[core]\nmax_input_chars = 100\n")
+    assert _error() == (f"config file {home / 'hermes.toml'} is not valid TOML: Invalid statement (at line 1, "
+                        "column 1); the file starts with a UTF-8 byte order mark (BOM): save it as UTF-8 without one")
+    (home / "hermes.toml").write_bytes(b"[core]\nmax_input_chars = \n")  # no BOM: the parser's words alone
+    assert _error() == (f"config file {home / 'hermes.toml'} is not valid TOML: Invalid value (at line 2, "
+                        "column 19)")
+
+
 def test_one_line_even_with_several_bad_keys(home, monkeypatch):
     monkeypatch.setenv("HERMES_AGENT__GATEWAY_TIMEOUT", "abc")
     monkeypatch.setenv("HERMES_CORE__MAX_INPUT_CHARS", "many")

@@ -118,3 +118,12 @@ async def test_a_config_that_no_longer_loads_does_not_hide_the_running_gateway(t
         assert await asyncio.wait_for(proc.wait(), 60) == 0
     code, out, _err = await asyncio.to_thread(run, ["status"], gateway_env(home), tmp_path)
     assert code == 3 and out.startswith(f"no gateway is running on {home} (last seen ")
+
+
+def test_a_home_that_is_a_file_is_said_to_be_one(tmp_path):
+    """`status` on a HERMES_HOME that is a regular file: not running (exit 3, as `--json` says),
+    and the text says why none can run there."""
+    home = tmp_path / "afile"
+    home.write_text("not a folder")
+    assert run(["status"], gateway_env(home), tmp_path) == (
+        3, f"no gateway is running on {home}: it is a file, not a directory (HERMES_HOME)\n", "")
