@@ -29,6 +29,7 @@ from ..model.text import clean_text, escape_controls
 from ..model import SessionEntry, format_timestamp
 from ..store import HomeLockedError, SessionStore, StoreError, TranscriptReadError, is_damaged
 from ..store.files import CLEAN_SHUTDOWN, write_atomic
+from ..store.fts import match_expression
 from ..store.home_lock import home_is_locked
 from .common import (HELP_MARKUP, CliError, choice_parser, fail, load_cli_config_or_exit, quiet_terminal_logging,
                      run_async, setup_logging)
@@ -270,6 +271,9 @@ def search_cmd(
 ) -> None:
     """Full-text search over every transcript."""
     limit = _sql_count(limit)
+    if match_expression(query) is None:  # an empty result would read as "not found"
+        raise fail(f"nothing to search for: {query!r} has no word (letters or digits); quotes and operators "
+                   "such as * are not search syntax here")
     results = _run(lambda s: s.search_transcripts(query, limit=limit))
     if as_json:
         print_json(results)

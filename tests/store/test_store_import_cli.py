@@ -153,6 +153,10 @@ def test_list_show_search_export(home, tmp_path):
     code, out = run("search", "lighthouse", "--json")
     assert json.loads(out) == [{"session_id": entry.session_id, "message_id": 1,
                                 "snippet": "where is the [lighthouse]"}]
+    for nothing in ("", '"', "* -"):  # no word at all: said so, not an empty result that reads "not found"
+        assert run("search", nothing) == (2, f"hermes-gateway: error: nothing to search for: {nothing!r} has no "
+                                             "word (letters or digits); quotes and operators such as * are not "
+                                             "search syntax here\n")
 
     code, out = run("export", entry.session_id, "--format", "jsonl")
     assert [json.loads(line) for line in out.splitlines()] == [
