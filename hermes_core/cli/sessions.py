@@ -91,7 +91,8 @@ def _run(work: Callable[[SessionStore], Awaitable[Any]], *, write: bool = False,
     async def main() -> Any:
         # No degraded fallback: its copy holds no transcripts, so a listing or an export would
         # come out empty, and a write would land in its journal instead of state.db.
-        store = SessionStore(config.sessions_dir, config, lock_home=write, degraded_fallback=False)
+        store = SessionStore(config.sessions_dir, config, lock_home=write, degraded_fallback=False,
+                             adopt_sessions_json=need_state)  # `import` imports and reports itself
         await store.open()
         try:
             return await work(store)

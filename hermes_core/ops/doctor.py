@@ -197,15 +197,16 @@ def check_lock(config: Any) -> tuple[Check, int | None]:
 
 
 def _empty_database(path: Path, mirror: Path) -> Check | None:
-    """A warning when `state.db` holds no schema (a 0-byte or new file) while the sessions.json
-    mirror still lists sessions: the database was replaced or truncated, and the next start
-    would take the routes sessions.json lists but not their transcripts."""
+    """A warning when `state.db` holds no session (a 0-byte or new file, or one a read-only
+    command has since given its schema) while the sessions.json mirror still lists sessions: the
+    database was replaced or truncated, and the next start would take the routes sessions.json
+    lists but not their transcripts (docs/behaviour.md §3)."""
     from ..store.mirror import load_sessions_json
 
     listed = len(load_sessions_json(mirror)[0])
     if not listed:
         return None
-    return Check("state.db", WARN, f"{path} is empty (schema 0) but {mirror} lists {listed} session(s): state.db "
+    return Check("state.db", WARN, f"{path} holds no session but {mirror} lists {listed} session(s): state.db "
                                    "was replaced or truncated; restore it from a backup before the next start "
                                    "(docs/operations.md §1), which would take those routes but not their "
                                    "transcripts")
@@ -273,8 +274,11 @@ def check_database(config: Any) -> list[Check]:
                                             "--fix does not re-create what is missing: restore state.db from "
                                             "a backup (docs/operations.md §1)")]
         ok = Check("state.db", OK, f"integrity ok, schema {version}")
-        if version == 0:
-            return [_empty_database(path, Path(config.sessions_dir) / SESSIONS_FILE_NAME) or ok]
+        if version == 0 or not conn.execute("SELECT EXISTS (SELECT 1 FROM sessions) OR EXISTS "
+                                            "(SELECT 1 FROM routes)").fetchone()[0]:
+            empty = _empty_database(path, Path(config.sessions_dir) / SESSIONS_FILE_NAME)
+            if empty is not None or version == 0:
+                return [empty or ok]
         checks = [ok]
         try:
             # From schema 7 the messages still waiting to be indexed are indexed first (the check

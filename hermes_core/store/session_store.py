@@ -81,6 +81,9 @@ class SessionStore(TurnOps, TranscriptOps, AliasOps, ErasureOps, ClaimOps):
         degraded_fallback: when state.db cannot be opened, run degraded (True, a gateway) or
             raise StoreError naming why (False: the admin commands, which must not answer from,
             or write to, a copy that holds no transcripts).
+        adopt_sessions_json: an open with the home lock on a state.db that holds no session
+            takes the routes sessions.json lists (`_adopt_sessions_json`); False for `sessions
+            import`, which imports them itself and reports what it did.
 
     Use `await store.open()` / `await store.close()` or `async with store:`.
 
@@ -96,9 +99,10 @@ class SessionStore(TurnOps, TranscriptOps, AliasOps, ErasureOps, ClaimOps):
                  shared_fn: Callable[[SessionSource], bool] | None = None,
                  canonical_fn: Canonicalizer | None = None,
                  clock: Callable[[], datetime] = utc_now, lock_home: bool = True,
-                 degraded_fallback: bool = True) -> None:
+                 degraded_fallback: bool = True, adopt_sessions_json: bool = True) -> None:
         self.sessions_dir = Path(sessions_dir)
         self._degraded_fallback = degraded_fallback
+        self._adopt = adopt_sessions_json
         self.config = config
         self.has_active_processes_fn = has_active_processes_fn
         self._key_fn = key_fn
@@ -180,8 +184,8 @@ class SessionStore(TurnOps, TranscriptOps, AliasOps, ErasureOps, ClaimOps):
             self._backend = backend
             self._mirror = MirrorWriter(self.sessions_file, lambda: self._render_mirror(backend),
                                         self.config.storage.mirror_debounce_s)
-            adopted = (self._lock_home and isinstance(backend, SqliteBackend) and not backend.degraded
-                       and await self._adopt_sessions_json(backend))
+            adopted = (self._lock_home and self._adopt and isinstance(backend, SqliteBackend)
+                       and not backend.degraded and await self._adopt_sessions_json(backend))
             # A deleted, corrupt or foreign sessions.json is rebuilt from the canonical store soon
             # after start. It is recognised without parsing it (open stays O(1) in the number of
             # sessions): the file's size and mtime must equal the signature recorded at the last
@@ -238,12 +242,25 @@ class SessionStore(TurnOps, TranscriptOps, AliasOps, ErasureOps, ClaimOps):
         """A state.db with no session while sessions.json lists some (a new state.db beside an
         older gateway's sessions folder, or one truncated or replaced since the last run) takes
         the routes it lists, and the legacy `.jsonl` transcripts beside it, as `sessions import`
-        does (docs/operations.md §1): otherwise the mirror would be rewritten from the empty
-        database and the last record of those chats would go. Said in one warning. Returns True
-        when something was taken."""
-        if await backend.has_any_sessions() or not load_sessions_json(self.sessions_file)[0]:
+        does (docs/behaviour.md §3): otherwise the mirror would be rewritten from the empty
+        database and the last record of those chats would go. Not while a degraded journal
+        waits to be merged (its merge failed just now): the journal holds those routes itself,
+        and its own `.jsonl` transcripts beside sessions.json would be imported once here and
+        once more by the merge. Said in one warning. Returns True when something was taken.
+
+        Raises:
+            what a write raises (the routes go in one transaction: all or none).
+        """
+        if (not self.sessions_file.is_file() or (self.sessions_dir / JOURNAL_FILE_NAME).exists()
+                or await backend.has_any_sessions()):
             return False
-        report = await import_sessions_json(self, self.sessions_file)
+        log.info("state.db %s holds no session: taking the routes %s lists", self.config.db_path,
+                 self.sessions_file)
+        try:
+            report = await import_sessions_json(self, self.sessions_file)
+        except (OSError, ValueError) as exc:  # unreadable, not JSON: the mirror rewrite replaces it
+            log.warning("%s; nothing taken from it", exc)
+            return False
         if not report.imported:
             return False
         legacy = (f" and {report.messages} message(s) from {report.transcripts} .jsonl transcript(s)"

@@ -235,6 +235,12 @@ def test_an_emptied_state_db_beside_a_mirror_that_lists_sessions_is_a_warning(tm
     (home / "state.db").write_bytes(b"")
     code, checks = _doctor(home, tmp_path)
     assert (code, checks["state.db"]["status"], checks["state.db"]["detail"]) == (
-        0, "warn", f"{home / 'state.db'} is empty (schema 0) but {home / 'sessions' / 'sessions.json'} lists 1 "
+        0, "warn", f"{home / 'state.db'} holds no session but {home / 'sessions' / 'sessions.json'} lists 1 "
                    "session(s): state.db was replaced or truncated; restore it from a backup before the next start "
                    "(docs/operations.md §1), which would take those routes but not their transcripts")
+    # A read-only command on it gives the file its schema; it still holds no session, and doctor
+    # still says so (it looks at the sessions, not at the schema version).
+    assert run(["sessions", "list"], gateway_env(home), tmp_path) == (0, "(none)\n", "")
+    assert sqlite3.connect(home / "state.db").execute("PRAGMA user_version").fetchone()[0] > 0
+    code, again = _doctor(home, tmp_path)
+    assert again["state.db"] == checks["state.db"]

@@ -281,3 +281,42 @@ def test_a_truncated_state_db_keeps_the_routes_sessions_json_lists(home, caplog)
         "their routes from it, as `sessions import` does; if state.db was truncated or replaced, stop the gateway "
         "and restore it from a backup (docs/operations.md §1)"]
     assert entry.session_key in json.loads((home / "sessions" / "sessions.json").read_text())
+
+
+def test_nothing_is_taken_from_sessions_json_while_a_degraded_journal_waits_to_be_merged(home, monkeypatch):
+    """docs/behaviour.md §3: when the merge of a degraded run's journal fails (a full disk), the
+    emptied state.db does not take sessions.json's routes and the run's own `.jsonl` files: the
+    journal holds them, and the next start's merge would store those messages a second time."""
+    import hermes_core.store.session_store as session_store
+
+    home.mkdir()
+    (home / "state.db").write_text("not a database")  # the store runs degraded
+
+    async def degraded_chat(store):
+        assert store.degraded
+        entry = await store.get_or_create_session(SessionSource(platform="telegram", chat_id="5", user_id="5"))
+        for text in ("first while degraded", "second while degraded"):
+            await store.append_to_transcript(entry.session_id, {"role": "user", "content": text})
+        return entry
+    entry = _store_call(home, degraded_chat)
+    (home / "state.db").write_bytes(b"")  # emptied, not restored
+
+    async def full_disk(*args, **kwargs):
+        raise OSError(28, "No space left on device")
+    with monkeypatch.context() as patch:
+        patch.setattr(session_store, "merge_journal", full_disk)
+        assert _store_call(home, lambda store: store.has_any_sessions()) is False
+
+    async def transcript(store):
+        return [m["content"] for m in await store.load_transcript(entry.session_id)]
+    assert _store_call(home, transcript) == ["first while degraded", "second while degraded"]
+
+
+def test_importing_the_homes_own_folder_into_an_emptied_state_db_reports_what_it_took(home):
+    """`sessions import` does the taking itself (its open does not), so its report counts the
+    routes it took rather than "kept 1 existing"."""
+    entry = _populate(home)
+    (home / "state.db").write_bytes(b"")
+    code, out = run("import", str(home / "sessions"), "--json")
+    assert (code, json.loads(out)["imported"], json.loads(out)["skipped_existing"]) == (0, 1, 0)
+    assert _store_call(home, lambda store: store.get_entry(entry.session_key)).session_id == entry.session_id
