@@ -254,8 +254,6 @@ class SessionStore(TurnOps, TranscriptOps, AliasOps, ErasureOps, ClaimOps):
         if (not self.sessions_file.is_file() or (self.sessions_dir / JOURNAL_FILE_NAME).exists()
                 or await backend.has_any_sessions()):
             return False
-        log.info("state.db %s holds no session: taking the routes %s lists", self.config.db_path,
-                 self.sessions_file)
         try:
             report = await import_sessions_json(self, self.sessions_file)
         except (OSError, ValueError) as exc:  # unreadable, not JSON: the mirror rewrite replaces it

@@ -412,6 +412,22 @@ def test_relief_keeps_memory_2_percent_under_the_budget():
     assert len(cache) == 9
 
 
+def _over_budget(entries, caplog, *, protect_recent=0):
+    """A cache of `entries` entries of 10 MiB each (`EntriesProbe`) against a 100 MiB budget, one
+    eviction per pass, filled with the budget off; its log read from INFO up. Returns it and its
+    clock."""
+    clock = SecondsClock()
+    probe = EntriesProbe(budget_mib=100)
+    cache = AgentCache(max_size=1000, protect_recent=protect_recent, max_evictions_per_pass=1, clock=clock,
+                       probe=probe, trim=Trim(), memory_high_mb="off")
+    probe.cache = cache
+    for i in range(entries):
+        cache.put(f"k{i}", f"s{i}", msgs(f"m{i}"))
+    cache.memory_high_mb = 100
+    caplog.set_level("INFO", logger="hermes_core.pipeline.agent_cache")
+    return cache, clock
+
+
 def _pressure_lines(caplog):
     return [(r.levelname, r.getMessage()) for r in caplog.records if r.getMessage().startswith("memory pressure")]
 
@@ -424,15 +440,7 @@ def test_pressure_passes_are_told_once_then_summed_into_one_line_a_minute(caplog
     from hermes_core.pipeline.agent_cache import PRESSURE_LOG_INTERVAL_S
 
     assert PRESSURE_LOG_INTERVAL_S == 60.0
-    clock = SecondsClock()
-    probe = EntriesProbe(budget_mib=100)
-    cache = AgentCache(max_size=1000, protect_recent=0, max_evictions_per_pass=1, clock=clock, probe=probe,
-                       trim=Trim(), memory_high_mb="off")
-    probe.cache = cache
-    for i in range(14):
-        cache.put(f"k{i}", f"s{i}", msgs(f"m{i}"))
-    cache.memory_high_mb = 100
-    caplog.set_level("INFO", logger="hermes_core.pipeline.agent_cache")
+    cache, clock = _over_budget(14, caplog)
     for t in (0, 30, 59):  # 140, 130, 120 MiB: one entry per pass
         clock.t = t
         assert len(cache.sweep_under_pressure().evicted) == 1
@@ -464,15 +472,7 @@ def test_a_first_eviction_is_told_at_once_after_a_pass_that_released_nothing_and
     """docs/behaviour.md §8: a pass that could release nothing (every entry protected) is told at
     info level; an eviction after it is told at once, not a minute later; what is summed when the
     gateway stops is told then (`log_pending_pressure`, called by `GatewayApp.stop`)."""
-    clock = SecondsClock()
-    probe = EntriesProbe(budget_mib=100)
-    cache = AgentCache(max_size=1000, protect_recent=12, max_evictions_per_pass=1, clock=clock, probe=probe,
-                       trim=Trim(), memory_high_mb="off")
-    probe.cache = cache
-    for i in range(12):
-        cache.put(f"k{i}", f"s{i}", msgs(f"m{i}"))
-    cache.memory_high_mb = 100
-    caplog.set_level("INFO", logger="hermes_core.pipeline.agent_cache")
+    cache, clock = _over_budget(12, caplog, protect_recent=12)
     assert cache.sweep_under_pressure().evicted == ()  # 120 MiB, all 12 protected
     clock.t = 5
     cache.protect_recent = 10

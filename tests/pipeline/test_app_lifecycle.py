@@ -31,6 +31,16 @@ async def _one_turn(home):
     return app
 
 
+async def _next_start_is_unclean(home) -> bool:
+    """Start a gateway on `home` and stop it again; whether that start read the last stop as unclean."""
+    again, _ = _app(home)
+    await again.start()
+    try:
+        return again.unclean_start
+    finally:
+        await again.stop()
+
+
 async def test_clean_stop_writes_marker_and_next_start_consumes_it(tmp_path):
     app = await _one_turn(tmp_path)
     await app.stop()
@@ -50,12 +60,7 @@ async def test_an_empty_or_older_timestamp_marker_is_clean(tmp_path, content):
     app = await _one_turn(tmp_path)
     await app.stop()
     (tmp_path / ".clean_shutdown").write_text(content)
-    again, _ = _app(tmp_path)
-    await again.start()
-    try:
-        assert again.unclean_start is False
-    finally:
-        await again.stop()
+    assert await _next_start_is_unclean(tmp_path) is False
 
 
 async def test_a_marker_that_cannot_be_removed_makes_the_start_unclean(tmp_path, monkeypatch):
@@ -135,12 +140,7 @@ async def test_a_start_that_fails_before_any_job_ran_keeps_the_clean_stop_marker
         await failing.start()
     assert str(info.value) == "cannot start: the platform cannot be reached"
     assert (tmp_path / ".clean_shutdown").read_bytes() == b""
-    again, _ = _app(tmp_path)
-    await again.start()
-    try:
-        assert again.unclean_start is False
-    finally:
-        await again.stop()
+    assert await _next_start_is_unclean(tmp_path) is False
 
 
 async def test_unknown_enabled_platform_is_a_startup_error(tmp_path):
