@@ -75,6 +75,11 @@ def _run(work: Callable[[SessionStore], Awaitable[Any]], *, write: bool = False,
     config = load_cli_config_or_exit(logging_on=False)
     if need_state and config.store.builtin and not config.db_path.is_file():
         raise fail(f"no gateway state at {config.home} (state.db not found at {config.db_path})")
+    if not write and config.store.builtin and config.db_path.is_file() and config.db_path.stat().st_size == 0:
+        # Opening it would write its schema: a read writes nothing into the home, and doctor
+        # tells a truncated state.db by what it holds (docs/operations.md §1).
+        raise fail(f"state.db {config.db_path} is empty (0 bytes): nothing to show; `hermes-gateway doctor` says "
+                   "what to do")
     creates_state = not need_state and not _has_gateway_state(config.db_path, config.sessions_dir)
     # The commands print their own report: warnings go to gateway.log (writes) or nowhere
     # (reads: a read-only command writes nothing into the home), never twice on the terminal.

@@ -3,6 +3,7 @@ check's finding on a real home, the exit code, and the safe repairs of `--fix`."
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import sqlite3
@@ -11,6 +12,8 @@ from pathlib import Path
 
 from cli_helpers import gateway_env, run
 
+from hermes_core.settings import GatewayConfig
+from hermes_core.store import SessionStore
 from hermes_core.store.fts import catch_up
 
 
@@ -238,9 +241,23 @@ def test_an_emptied_state_db_beside_a_mirror_that_lists_sessions_is_a_warning(tm
         0, "warn", f"{home / 'state.db'} holds no session but {home / 'sessions' / 'sessions.json'} lists 1 "
                    "session(s): state.db was replaced or truncated; restore it from a backup before the next start "
                    "(docs/operations.md §1), which would take those routes but not their transcripts")
-    # A read-only command on it gives the file its schema; it still holds no session, and doctor
-    # still says so (it looks at the sessions, not at the schema version).
-    assert run(["sessions", "list"], gateway_env(home), tmp_path) == (0, "(none)\n", "")
+    # A read-only command leaves it as it is (opening it would write its schema) ...
+    assert run(["sessions", "list"], gateway_env(home), tmp_path) == (
+        2, "", f"hermes-gateway: error: state.db {home / 'state.db'} is empty (0 bytes): nothing to show; "
+               "`hermes-gateway doctor` says what to do\n")
+    assert (home / "state.db").stat().st_size == 0
+    # ... and once something has given it its schema, it still holds no session, and doctor still
+    # says so (it looks at the sessions, not at the schema version).
+    asyncio.run(_open_and_close_unlocked(home))
     assert sqlite3.connect(home / "state.db").execute("PRAGMA user_version").fetchone()[0] > 0
     code, again = _doctor(home, tmp_path)
     assert again["state.db"] == checks["state.db"]
+
+
+async def _open_and_close_unlocked(home: Path) -> None:
+    """Open the store as a reader beside a gateway would (no home lock: nothing is taken from
+    sessions.json), which applies the schema, and close it."""
+    config = GatewayConfig(home=home)
+    store = SessionStore(config.sessions_dir, config, lock_home=False)
+    await store.open()
+    await store.close()
