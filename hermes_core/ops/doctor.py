@@ -245,7 +245,7 @@ def check_database(config: Any) -> list[Check]:
     from ..store.db import schema_version
     from ..store.fts import FTS_BATCHES_SCHEMA, INTEGRITY_CHECK, catch_up, is_fts_damage
     from ..store.mirror import SESSIONS_FILE_NAME
-    from ..store.sqlite_backend import missing_schema_objects
+    from ..store.sqlite_backend import HOLDS_SESSIONS, missing_schema_objects
 
     path = Path(config.db_path)
     if not path.exists():
@@ -274,11 +274,12 @@ def check_database(config: Any) -> list[Check]:
                                             "--fix does not re-create what is missing: restore state.db from "
                                             "a backup (docs/operations.md §1)")]
         ok = Check("state.db", OK, f"integrity ok, schema {version}")
-        if version == 0 or not conn.execute("SELECT EXISTS (SELECT 1 FROM sessions) OR EXISTS "
-                                            "(SELECT 1 FROM routes)").fetchone()[0]:
+        if version == 0 or not conn.execute(HOLDS_SESSIONS).fetchone()[0]:
             empty = _empty_database(path, Path(config.sessions_dir) / SESSIONS_FILE_NAME)
-            if empty is not None or version == 0:
-                return [empty or ok]
+            if empty is not None:
+                return [empty]
+            if version == 0:
+                return [ok]  # a new file: nothing more to check
         checks = [ok]
         try:
             # From schema 7 the messages still waiting to be indexed are indexed first (the check

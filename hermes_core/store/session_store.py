@@ -102,7 +102,7 @@ class SessionStore(TurnOps, TranscriptOps, AliasOps, ErasureOps, ClaimOps):
                  degraded_fallback: bool = True, adopt_sessions_json: bool = True) -> None:
         self.sessions_dir = Path(sessions_dir)
         self._degraded_fallback = degraded_fallback
-        self._adopt = adopt_sessions_json
+        self._may_adopt = adopt_sessions_json
         self.config = config
         self.has_active_processes_fn = has_active_processes_fn
         self._key_fn = key_fn
@@ -176,16 +176,18 @@ class SessionStore(TurnOps, TranscriptOps, AliasOps, ErasureOps, ClaimOps):
                 # Other replicas write the same rows: nothing may be served from memory or
                 # written behind (a late touch could overwrite a newer entry).
                 self.cache_size = 0
+            # Our own healthy state.db: what a degraded run journaled is merged into it, and an
+            # empty one takes sessions.json's routes (below, once the store is usable).
+            own_state_db = self._lock_home and isinstance(backend, SqliteBackend) and not backend.degraded
             merged = False
-            if self._lock_home and isinstance(backend, SqliteBackend) and not backend.degraded:
+            if own_state_db:
                 merged = await self._merge_journal(backend)
                 self._warn_old_degraded_files()
             await self._load_aliases(backend)
             self._backend = backend
             self._mirror = MirrorWriter(self.sessions_file, lambda: self._render_mirror(backend),
                                         self.config.storage.mirror_debounce_s)
-            adopted = (self._lock_home and self._adopt and isinstance(backend, SqliteBackend)
-                       and not backend.degraded and await self._adopt_sessions_json(backend))
+            adopted = own_state_db and self._may_adopt and await self._adopt_sessions_json(backend)
             # A deleted, corrupt or foreign sessions.json is rebuilt from the canonical store soon
             # after start. It is recognised without parsing it (open stays O(1) in the number of
             # sessions): the file's size and mtime must equal the signature recorded at the last

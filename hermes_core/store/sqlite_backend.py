@@ -93,6 +93,10 @@ def session_params(entry: SessionEntry, parent_session_id: str | None = None) ->
             format_timestamp(entry.created_at), format_timestamp(entry.updated_at), parent_session_id)
 
 
+# Whether a session was ever created here: a session row, or a route (doctor asks it of a file).
+HOLDS_SESSIONS = "SELECT EXISTS (SELECT 1 FROM sessions) OR EXISTS (SELECT 1 FROM routes)"
+
+
 def missing_schema_objects(conn: sqlite3.Connection, version: int) -> list[str]:
     """The tables, indexes, triggers and views the migrations up to `version` create that
     `conn`'s database lacks (`table inbound`, …), read from the migrations themselves
@@ -244,8 +248,7 @@ class SqliteBackend:
         return [SessionSummary(r[0], r[1], r[2], r[3], int(r[4]), r[5]) for r in rows]
 
     async def has_any_sessions(self) -> bool:
-        return await self.db.fetchone("SELECT 1 FROM sessions LIMIT 1") is not None or \
-            await self.db.fetchone("SELECT 1 FROM routes LIMIT 1") is not None
+        return bool(await self.db.fetchval(HOLDS_SESSIONS))
 
     async def session_had_turn(self, session_id: str) -> bool:
         return await self.db.fetchone(
