@@ -304,9 +304,11 @@ def check_database(config: Any) -> list[Check]:
 
 
 def check_leftovers(config: Any) -> list[Check]:
-    """Files of a degraded run: the journal (merged at the next healthy start) and the files of
-    an older gateway's degraded run (never merged automatically)."""
+    """Files of a degraded run: the journal (merged at the next healthy start), the damaged
+    transcripts a merge kept aside (docs/behaviour.md §12) and the files of an older gateway's
+    degraded run (never merged automatically)."""
     from ..store.journal import JOURNAL_FILE_NAME
+    from ..store.merge import DAMAGED_DIR_NAME
     from ..store.session_store import OLD_DEGRADED_MARKER
 
     checks = []
@@ -314,6 +316,11 @@ def check_leftovers(config: Any) -> list[Check]:
     if journal.exists():
         checks.append(Check("degraded journal", WARN, f"{journal} holds work of a degraded run; the next start "
                                                       "with a healthy state.db merges it"))
+    kept = sorted(p for p in (config.sessions_dir / DAMAGED_DIR_NAME).glob("*/*") if p.is_file())
+    if kept:
+        checks.append(Check("damaged transcripts", WARN, f"{len(kept)} degraded transcript(s) were merged without "
+                                                         f"line(s) that could not be read: {', '.join(map(str, kept))}; "
+                                                         "recover what you can from them, then delete them"))
     if (config.sessions_dir / OLD_DEGRADED_MARKER).exists():
         checks.append(Check("degraded files", WARN, f"{config.sessions_dir} holds an older gateway's degraded run "
                                                     f"({OLD_DEGRADED_MARKER}): `hermes-gateway sessions import "

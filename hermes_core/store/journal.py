@@ -9,9 +9,12 @@ append-only JSONL files in the sessions folder:
   `tx` / `run`, the group transaction that wrote it and the process run it belongs to;
 * `journal.jsonl` — one header line `{"journal": 1, "id", "created"}`, then one line per
   committed group transaction: `{"tx", "run", "put": {table: [row, ...]}, "del": {table:
-  [key, ...]}, "transcripts": [session_id, ...]}` for the other tables (`routes`, `sessions`, `inbound` —
+  [key, ...]}, "transcripts": [session_id, ...], "lines": {session_id: n}}` for the other tables (`routes`, `sessions`, `inbound` —
   intake and dedupe —, `delivery_obligations` — the ledger). The seed transaction (the routes
-  sessions.json held when the run began) carries `"seed": true`.
+  sessions.json held when the run began) carries `"seed": true`. `lines` counts the transcript
+  lines the transaction wrote to each file, so a committed line that later cannot be read (a
+  damaged or missing line in the middle of a transcript) is told from a line of a transaction
+  cut short (a journal written before `lines` existed cannot tell them apart).
 
 Every row keeps the id SQLite gave it in memory. Capture is done by temporary triggers that
 note the key of every row a transaction changes; at commit the rows' final images are appended
@@ -21,7 +24,9 @@ degraded mode the database is rebuilt from the journal's transactions in order a
 transcript lines of those transactions only (same `tx` and `run`), so a transaction cut short by
 a crash (transcript lines written, journal line not) is ignored as a whole, even once a later
 run has used its number again. A torn last line is skipped; the next append starts on a new
-line.
+line. A transcript missing a line of a committed transaction is *damaged*
+(`TranscriptRead.missing`): the rebuild makes that session's transcript reads fail, the merge
+keeps the file aside (docs/behaviour.md §12).
 
 `merge.merge_journal` replays the same images into `state.db` at the next healthy start.
 """
@@ -69,22 +74,33 @@ class Transaction:
     delete: dict[str, list[list[Any]]] = field(default_factory=dict)  # primary key values per row
     transcripts: list[str] = field(default_factory=list)
     seed: bool = False
+    # Transcript lines written per session id; None on a line of a journal written before the count.
+    lines: dict[str, int] | None = None
 
 
 @dataclass
 class JournalState:
     """What `read_journal` found: the journal's id, its committed transactions in order, whether
-    a merge sealed it (`{"merged": ...}` line), and the highest tx number committed."""
+    a merge sealed it (`{"merged": ..., "damaged": [session id, ...]}` line), and the highest
+    tx number committed."""
 
     path: Path
     journal_id: str
     transactions: list[Transaction]
     sealed: bool
     last_tx: int
+    # Session ids whose transcript a merge found damaged (from the seal line; the merge adds to it).
+    damaged: set[str] = field(default_factory=set)
 
     def committed(self, after_tx: int = 0) -> set[tuple[str, int]]:
         """`(run, tx)` of the committed transactions after `after_tx`."""
         return {(tx.run, tx.number) for tx in self.transactions if tx.number > after_tx}
+
+    def expected_lines(self, session_id: str, after_tx: int = 0) -> dict[tuple[str, int], int]:
+        """`{(run, tx): n}`: the lines each committed transaction after `after_tx` wrote to the
+        transcript of `session_id` (transactions that did not count them are left out)."""
+        return {(tx.run, tx.number): tx.lines[session_id] for tx in self.transactions
+                if tx.number > after_tx and tx.lines and session_id in tx.lines}
 
     def transcript_ids(self, after_tx: int = 0) -> list[str]:
         """Session ids whose transcript files hold lines of transactions after `after_tx`."""
@@ -95,8 +111,9 @@ class JournalState:
         return list(seen)
 
 
-def _json_lines(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
-    """`(line number, object)` of a JSONL file; torn or foreign lines are skipped (logged)."""
+def _json_lines(path: Path, bad: list[int] | None = None) -> Iterator[tuple[int, dict[str, Any]]]:
+    """`(line number, object)` of a JSONL file; torn or foreign lines are skipped (logged, and
+    their numbers appended to `bad` when given). A missing file has no lines."""
     try:
         data = path.read_bytes()
     except FileNotFoundError:
@@ -110,6 +127,8 @@ def _json_lines(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
                 raise ValueError("not a JSON object")
         except (ValueError, UnicodeDecodeError) as exc:
             log.warning("%s line %d skipped: %s", path, number, exc)
+            if bad is not None:
+                bad.append(number)
             continue
         yield number, item
 
@@ -127,6 +146,7 @@ def read_journal(sessions_dir: Path) -> JournalState | None:
     header: dict[str, Any] | None = None
     transactions: list[Transaction] = []
     sealed = False
+    damaged: set[str] = set()
     last = 0
     for number, item in _json_lines(path):
         if header is None:
@@ -136,12 +156,15 @@ def read_journal(sessions_dir: Path) -> JournalState | None:
             continue
         if "merged" in item:
             sealed = True
+            damaged.update(str(s) for s in item.get("damaged") or [])
             continue
         try:
             tx = Transaction(number=int(item["tx"]), run=str(item.get("run") or ""), put=dict(item.get("put") or {}),
                              delete=dict(item.get("del") or {}),
                              transcripts=[str(s) for s in item.get("transcripts") or []],
-                             seed=bool(item.get("seed")))
+                             seed=bool(item.get("seed")),
+                             lines=({str(k): int(v) for k, v in item["lines"].items()}
+                                    if isinstance(item.get("lines"), dict) else None))
         except (KeyError, TypeError, ValueError) as exc:
             log.warning("%s line %d skipped: %s", path, number, exc)
             continue
@@ -152,7 +175,8 @@ def read_journal(sessions_dir: Path) -> JournalState | None:
         transactions.append(tx)
     if header is None:
         raise StoreError(f"{path} has no journal header")
-    return JournalState(path=path, journal_id=header["id"], transactions=transactions, sealed=sealed, last_tx=last)
+    return JournalState(path=path, journal_id=header["id"], transactions=transactions, sealed=sealed, last_tx=last,
+                        damaged=damaged)
 
 
 def transcript_path(sessions_dir: Path, session_id: str) -> Path:
@@ -160,22 +184,59 @@ def transcript_path(sessions_dir: Path, session_id: str) -> Path:
     return Path(sessions_dir) / f"{session_id}{TRANSCRIPT_SUFFIX}"
 
 
-def transcript_images(sessions_dir: Path, session_id: str, committed: set[tuple[str, int]]) -> list[dict[str, Any]]:
+@dataclass
+class TranscriptRead:
+    """What `transcript_images` read from one transcript file.
+
+    Attributes:
+        images: the `messages` row images of committed transactions, in file order.
+        missing: lines the journal says committed transactions wrote that were not read (0 for
+            a whole transcript); more than 0 means the transcript is damaged.
+        bad_lines: numbers of the lines that could not be read (not JSON, not UTF-8, torn, no
+            message id): a torn line of a transaction cut short is one of them too.
+    """
+
+    path: Path
+    images: list[dict[str, Any]]
+    missing: int = 0
+    bad_lines: list[int] = field(default_factory=list)
+
+    def damage(self) -> str:
+        """The one-phrase account of a damaged transcript, for the log and for a failed read."""
+        where = f" (unreadable line(s) {', '.join(map(str, self.bad_lines))})" if self.bad_lines else ""
+        return (f"{self.path} lacks {self.missing} line(s) of committed transactions{where}"
+                if self.path.exists() else f"{self.path} is missing ({self.missing} committed line(s))")
+
+
+def transcript_images(sessions_dir: Path, session_id: str, committed: set[tuple[str, int]],
+                      expected: dict[tuple[str, int], int] | None = None) -> TranscriptRead:
     """The `messages` row images of one transcript file written by `committed` transactions
     (`(run, tx)`), in file order (a later image of an id replaces an earlier one), each with its
     `session_id`. Other lines — of a transaction cut short, or without a `tx` (written by
-    something else, e.g. an older gateway) — are passed over."""
-    images = []
-    for number, item in _json_lines(transcript_path(sessions_dir, session_id)):
-        if (item.get("run"), item.get("tx")) not in committed:
+    something else, e.g. an older gateway) — are passed over. `expected` (from
+    `JournalState.expected_lines`) is how many lines each committed transaction wrote here: each
+    one not found counts in `missing`.
+
+    Raises:
+        OSError: the file exists but cannot be read.
+    """
+    path = transcript_path(sessions_dir, session_id)
+    read = TranscriptRead(path=path, images=[])
+    found: dict[tuple[str, int], int] = {}
+    for number, item in _json_lines(path, read.bad_lines):
+        tx = (item.get("run"), item.get("tx"))
+        if tx not in committed:
             continue
         if not isinstance(item.get("id"), int):
-            log.warning("%s line %d skipped: no message id", transcript_path(sessions_dir, session_id), number)
+            log.warning("%s line %d skipped: no message id", path, number)
+            read.bad_lines.append(number)
             continue
+        found[tx] = found.get(tx, 0) + 1
         row = {k: v for k, v in item.items() if k not in ("tx", "run")}
         row["session_id"] = session_id
-        images.append(row)
-    return images
+        read.images.append(row)
+    read.missing = sum(max(0, n - found.get(tx, 0)) for tx, n in (expected or {}).items())
+    return read
 
 
 def final_images(images: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[int]]:
@@ -246,10 +307,12 @@ def journal_header(journal_id: str | None = None) -> str:
                   "created": format_timestamp(utc_now())})
 
 
-def seal_journal(path: Path) -> None:
-    """Append the `{"merged": ...}` line: state.db holds everything in this journal, a degraded
-    start must not continue it (it starts a new one). Raises OSError."""
-    append_durably(path, _line({"merged": format_timestamp(utc_now())}))
+def seal_journal(path: Path, damaged: Iterable[str] = ()) -> None:
+    """Append the `{"merged": ..., "damaged": [session id, ...]}` line: state.db holds everything
+    in this journal that could be read, a degraded start must not continue it (it starts a new
+    one); `damaged` names the transcripts to keep aside (`merge.set_merged_files_aside`).
+    Raises OSError."""
+    append_durably(path, _line({"merged": format_timestamp(utc_now()), "damaged": list(damaged)}))
 
 
 # ---- the in-memory engine ----------------------------------------------------------------------
@@ -342,17 +405,22 @@ class JournaledDatabase(Database):
                 await self.apply(conn, tx)
             committed = state.committed()
             for session_id in state.transcript_ids():
+                path = transcript_path(self.dir, session_id)
                 try:
-                    images = await asyncio.to_thread(transcript_images, self.dir, session_id, committed)
-                except (OSError, UnicodeDecodeError) as exc:
-                    # Reads of this transcript fail (never answered as empty); the file stays
-                    # for the merge, the other sessions go on.
-                    path = transcript_path(self.dir, session_id)
-                    log.error("degraded transcript %s cannot be read (%s); that session's transcript is "
-                              "unavailable until it can", path, exc)
-                    self.unreadable[session_id] = f"transcript {path} could not be read: {exc}"
+                    read = await asyncio.to_thread(transcript_images, self.dir, session_id, committed,
+                                                   state.expected_lines(session_id))
+                except OSError as exc:
+                    read, why = None, f"{path} cannot be read: {exc}"
+                else:
+                    why = read.damage() if read.missing else None
+                if why is not None:
+                    # Reads of this transcript fail (never answered as empty, nor with a hole);
+                    # the file stays for the merge, the other sessions go on.
+                    log.error("degraded transcript of session %s: %s; that session's transcript is unavailable "
+                              "until state.db is back (docs/behaviour.md §12)", session_id, why)
+                    self.unreadable[session_id] = f"transcript {why}"
                     continue
-                kept, deleted = final_images(images)
+                kept, deleted = final_images(read.images)
                 await self.apply_rows(conn, "messages", kept)
                 await conn.executemany("DELETE FROM messages WHERE id = ?", [(i,) for i in deleted])
             await conn.execute("COMMIT")
@@ -439,6 +507,7 @@ class JournaledDatabase(Database):
                     session_id = row.pop("session_id")
                 transcripts.setdefault(str(session_id), []).append(_line(dict(row, tx=tx, run=self._run)).rstrip("\n"))
         line["transcripts"] = sorted(transcripts)
+        line["lines"] = {session_id: len(transcripts[session_id]) for session_id in line["transcripts"]}
         if self._seeding:
             line["seed"] = True
         return line, transcripts

@@ -13,6 +13,14 @@ untouched; after it, `meta` says what is merged and the next merge adds nothing;
 second merge stores every row exactly once. Then the journal is sealed (a `merged` line) and it
 and its transcripts are moved to `merged/<journal id>/` (kept for audit, never read again).
 
+A *damaged* transcript (a line of a committed transaction unreadable or missing, `journal.py`)
+is merged with the lines that can be read — they were accepted, and the chat goes on with
+them — and the file is kept as `damaged/<journal id>/<session id>.jsonl` for a person to
+recover the rest from: one ERROR line per such session names it, and `doctor` warns while the
+folder holds a file (docs/behaviour.md §12). Which sessions were damaged is recorded with the
+merge in `meta` and in the seal line, so a crash between the steps sets the file aside the same
+way.
+
 What the replay keeps when `state.db` already has a row with the same key:
 * `sessions`, `routes`: the degraded row when it is at least as new (`updated_at`,
   `updated_ts`), so the chat goes on with the session it used while degraded; rows of the seed
@@ -46,6 +54,7 @@ from .journal import (JOURNAL_FILE_NAME, TABLE_KEYS, JournalState, final_images,
 log = logging.getLogger(__name__)
 
 MERGED_DIR_NAME = "merged"
+DAMAGED_DIR_NAME = "damaged"
 META_PREFIX = "journal:"
 # Integer columns that hold ids of the degraded run, shifted by the offset.
 _ID_COLUMNS = {"messages": ("id",), "inbound": ("id",), "delivery_obligations": ("id", "message_id"),
@@ -57,7 +66,8 @@ _OPEN_LEDGER = ("pending", "attempting", "failed")
 class MergeReport:
     """What `merge_journal` added: routes taken over (`sessions`), new messages, waiting
     messages to replay (`pending`), delivery obligations still owed (`owed`), turn markers of
-    interrupted turns (`interrupted`); `skipped` has one line per row not merged."""
+    interrupted turns (`interrupted`); `skipped` has one line per row not merged; `damaged`
+    maps the session id of each damaged transcript to where its file was kept."""
 
     sessions: int = 0
     messages: int = 0
@@ -65,6 +75,7 @@ class MergeReport:
     owed: int = 0
     interrupted: int = 0
     skipped: list[str] = field(default_factory=list)
+    damaged: dict[str, Path] = field(default_factory=dict)
 
 
 def merged_dir(sessions_dir: Path, journal_id: str) -> Path:
@@ -72,19 +83,29 @@ def merged_dir(sessions_dir: Path, journal_id: str) -> Path:
     return Path(sessions_dir) / MERGED_DIR_NAME / journal_id
 
 
+def damaged_dir(sessions_dir: Path, journal_id: str) -> Path:
+    """`<sessions_dir>/damaged/<journal id>/`: where a merge keeps the damaged transcripts of a
+    journal (module docstring)."""
+    return Path(sessions_dir) / DAMAGED_DIR_NAME / journal_id
+
+
 def set_merged_files_aside(sessions_dir: Path, state: JournalState) -> None:
-    """Move the journal's transcripts, then the journal itself, to `merged/<journal id>/`
-    (idempotent: files already moved are passed over). Raises OSError."""
+    """Move the journal's transcripts, then the journal itself, to `merged/<journal id>/` — the
+    damaged ones (`state.damaged`) to `damaged/<journal id>/` (idempotent: files already moved
+    are passed over). Raises OSError."""
     target = merged_dir(sessions_dir, state.journal_id)
+    damaged = damaged_dir(sessions_dir, state.journal_id)
     # Both levels owner-only: they hold transcripts (`mkdir(parents=True)` would leave
     # `merged/` itself at the umask's mode).
-    ensure_private_dir(ensure_private_dir(target.parent) / target.name)
+    folders = [ensure_private_dir(ensure_private_dir(target.parent) / target.name)]
+    if state.damaged:
+        folders.append(ensure_private_dir(ensure_private_dir(damaged.parent) / damaged.name))
     for session_id in state.transcript_ids():
         source = transcript_path(sessions_dir, session_id)
         if source.exists():
-            os.replace(source, target / source.name)
+            os.replace(source, (damaged if session_id in state.damaged else target) / source.name)
     os.replace(state.path, target / JOURNAL_FILE_NAME)
-    for folder in (target, Path(sessions_dir)):
+    for folder in (*folders, Path(sessions_dir)):
         fd = os.open(folder, os.O_RDONLY)
         try:
             os.fsync(fd)
@@ -133,18 +154,31 @@ async def merge_journal(db: Database, sessions_dir: Path) -> MergeReport | None:
     done = json.loads(done) if done else {}
     through = int(done.get("through_tx") or 0)
     pending = [tx for tx in state.transactions if tx.number > through]
+    # Damaged transcripts of an earlier attempt that committed (then crashed before the seal).
+    state.damaged.update(done.get("damaged") or [])
     if pending:
         committed = state.committed(after_tx=through)
         messages: list[dict[str, Any]] = []
+        damage: dict[str, str] = {}
         for session_id in state.transcript_ids(after_tx=through):
-            images = await asyncio.to_thread(transcript_images, sessions_dir, session_id, committed)
-            kept, deleted = final_images(images)
+            read = await asyncio.to_thread(transcript_images, sessions_dir, session_id, committed,
+                                           state.expected_lines(session_id, after_tx=through))
+            if read.missing:
+                damage[session_id] = read.damage()
+                state.damaged.add(session_id)
+            kept, deleted = final_images(read.images)
             messages += kept
             report.skipped += [f"message {i} of {session_id}: deleted while degraded" for i in deleted]
         await _replay(db, state, pending, messages, meta_key, done.get("offset"), report)
+        for session_id, why in damage.items():
+            log.error("degraded transcript of session %s is damaged: %s; merged without the missing line(s), "
+                      "the file is kept as %s to recover them from (docs/behaviour.md §12)", session_id, why,
+                      damaged_dir(sessions_dir, state.journal_id) / transcript_path(sessions_dir, session_id).name)
     if not state.sealed:
-        await asyncio.to_thread(seal_journal, state.path)
+        await asyncio.to_thread(seal_journal, state.path, sorted(state.damaged))
     await asyncio.to_thread(set_merged_files_aside, sessions_dir, state)
+    report.damaged = {sid: damaged_dir(sessions_dir, state.journal_id) / transcript_path(sessions_dir, sid).name
+                      for sid in sorted(state.damaged)}
     return report
 
 
@@ -182,7 +216,8 @@ async def _replay(db: Database, state: JournalState, pending: list, messages: li
                                      for m in messages])
         after = await _counts(conn, offset)
         await conn.execute("INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET value = "
-                           "excluded.value", (meta_key, json.dumps({"offset": offset, "through_tx": state.last_tx})))
+                           "excluded.value", (meta_key, json.dumps({"offset": offset, "through_tx": state.last_tx,
+                                                                    "damaged": sorted(state.damaged)})))
     report.sessions = len(taken)
     report.messages = after["messages"] - before["messages"]
     report.pending, report.owed, report.interrupted = after["pending"], after["owed"], after["interrupted"]

@@ -40,7 +40,7 @@ from .home_lock import HomeLock
 from .importer import import_sessions_json
 from .keylocks import KeyedLocks
 from .journal import JOURNAL_FILE_NAME, JournaledDatabase
-from .merge import merge_journal
+from .merge import DAMAGED_DIR_NAME, merge_journal
 from .mirror import SESSIONS_FILE_NAME, MirrorWriter, file_signature, load_sessions_json
 from .entries import entry_from_session_row, parse_or_none
 from .erasure import ErasureOps
@@ -299,7 +299,9 @@ class SessionStore(TurnOps, TranscriptOps, AliasOps, ErasureOps, ClaimOps):
             f", {report.pending} waiting message(s) requeued" if report.pending else "",
             f", {report.owed} reply(ies) still to deliver" if report.owed else "",
             f", {report.interrupted} interrupted turn(s) to recover" if report.interrupted else "",
-            f"; {len(report.skipped)} row(s) skipped, see the log" if report.skipped else ""])
+            f"; {len(report.skipped)} row(s) skipped, see the log" if report.skipped else "",
+            f"; {len(report.damaged)} damaged transcript(s) merged without their unreadable line(s), kept in "
+            f"{self.sessions_dir / DAMAGED_DIR_NAME}, see the log" if report.damaged else ""])
         log.warning("state.db is back: merged %d session(s) and %d message(s) written while running "
                     "degraded%s", report.sessions, report.messages, extra)
         return True

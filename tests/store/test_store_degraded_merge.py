@@ -181,3 +181,52 @@ async def test_files_of_an_older_gateways_degraded_run_are_named_not_merged(tmp_
         f"merged automatically: `hermes-gateway sessions import {sessions}` takes its routes and the "
         f"transcripts of sessions state.db lacks; then delete {sessions / '.degraded-since'}"]
     assert (sessions / "inbound.jsonl").read_text() == '{"op": "accept", "id": 1}\n'
+
+
+async def test_a_damaged_transcript_merges_what_can_be_read_and_is_kept_aside(tmp_path, caplog):
+    # docs/behaviour.md §12: the merge keeps what can be read, keeps the damaged file aside, says
+    # so in one log line and in doctor; the other sessions merge as usual.
+    import logging
+
+    from hermes_core.ops.doctor import check_leftovers
+    from hermes_core.store.journal import read_journal
+
+    config = _config(tmp_path / "home")
+    a = SessionSource(platform="telegram", chat_id="1", user_id="1")
+    b = SessionSource(platform="telegram", chat_id="2", user_id="2")
+    async with SessionStore(config.sessions_dir, config) as store:
+        ea, eb = await store.get_or_create_session(a), await store.get_or_create_session(b)
+    saved = tmp_path / "saved.db"
+    shutil.copy(config.db_path, saved)
+    _corrupt(config.db_path)
+    async with SessionStore(config.sessions_dir, config) as store:
+        for i in range(3):
+            await store.append_to_transcript(ea.session_id, {"role": "user", "content": f"a{i}"})
+            await store.append_to_transcript(eb.session_id, {"role": "user", "content": f"b{i}"})
+    journal_id = read_journal(config.sessions_dir).journal_id
+    transcript = config.sessions_dir / f"{ea.session_id}.jsonl"
+    first, middle, last = transcript.read_bytes().splitlines()
+    damaged = b"\n".join([first, middle[:20], last]) + b"\n"
+    transcript.write_bytes(damaged)
+    shutil.copy(saved, config.db_path)
+    caplog.set_level(logging.WARNING)
+    async with SessionStore(config.sessions_dir, config) as store:
+        assert [m["content"] for m in await store.load_transcript(ea.session_id)] == ["a0", "a2"]
+        assert [m["content"] for m in await store.load_transcript(eb.session_id)] == ["b0", "b1", "b2"]
+    kept = config.sessions_dir / "damaged" / journal_id / f"{ea.session_id}.jsonl"
+    assert kept.read_bytes() == damaged
+    assert stat.S_IMODE(kept.parent.stat().st_mode) == 0o700
+    assert sorted(p.name for p in (config.sessions_dir / "merged" / journal_id).iterdir()) == [
+        f"{eb.session_id}.jsonl", "journal.jsonl"]
+    errors = [r.getMessage() for r in caplog.records if r.levelname == "ERROR" and "running DEGRADED" not in r.getMessage()]
+    assert errors == [
+        f"degraded transcript of session {ea.session_id} is damaged: {transcript} lacks 1 line(s) of committed "
+        f"transactions (unreadable line(s) 2); merged without the missing line(s), the file is kept as {kept} "
+        "to recover them from (docs/behaviour.md §12)"]
+    assert caplog.records[-1].getMessage() == (
+        "state.db is back: merged 0 session(s) and 5 message(s) written while running degraded; 1 damaged "
+        f"transcript(s) merged without their unreadable line(s), kept in {config.sessions_dir / 'damaged'}, see the log")
+    (check,) = [c for c in check_leftovers(config) if c.name == "damaged transcripts"]
+    assert (check.status, check.detail) == ("warn", f"1 degraded transcript(s) were merged without line(s) that could "
+                                                    f"not be read: {kept}; recover what you can from them, then "
+                                                    "delete them")

@@ -13,7 +13,7 @@ import pytest
 from hermes_core import SessionSource
 from hermes_core.model.identity import IdentityAlias
 from hermes_core.model.ids import RESERVED_SESSION_IDS, validate_session_id
-from hermes_core.store import SessionStore
+from hermes_core.store import SessionStore, TranscriptReadError
 from hermes_core.store.journal import JOURNAL_FILE_NAME, read_journal
 
 
@@ -136,3 +136,35 @@ async def test_owner_scoping_compares_canonical_ids_while_degraded(broken_db, cl
         stranger = SessionSource(platform="whatsapp", chat_id="y", chat_type="dm", user_id="15550000000")
         assert (await store.lookup_by_session_id(entry.session_id, owner=same_person)).session_id == entry.session_id
         assert await store.lookup_by_session_id(entry.session_id, owner=stranger) is None
+
+
+DAMAGE = {"not JSON": lambda line: b'{"id": oops',
+          "not UTF-8": lambda line: line.replace(b'"a1"', b'"a\xff1"'),
+          "truncated": lambda line: line[:20],
+          "removed": None}
+
+
+@pytest.mark.parametrize("damage", DAMAGE)
+async def test_a_damaged_middle_line_makes_that_transcript_unreadable_at_the_rebuild(broken_db, clock, damage, caplog):
+    # docs/behaviour.md §12: a transcript that cannot be read at the rebuild makes that session's
+    # transcript reads fail (never answered with a hole); the other sessions go on.
+    a = SessionSource(platform="telegram", chat_id="1", user_id="1")
+    b = SessionSource(platform="telegram", chat_id="2", user_id="2")
+    async with SessionStore(broken_db.sessions_dir, broken_db, clock=clock) as store:
+        ea, eb = await store.get_or_create_session(a), await store.get_or_create_session(b)
+        for i in range(3):
+            await store.append_to_transcript(ea.session_id, {"role": "user", "content": f"a{i}"})
+            await store.append_to_transcript(eb.session_id, {"role": "user", "content": f"b{i}"})
+    transcript = broken_db.sessions_dir / f"{ea.session_id}.jsonl"
+    first, middle, last = transcript.read_bytes().splitlines()
+    kept = [first] + ([] if DAMAGE[damage] is None else [DAMAGE[damage](middle)]) + [last]
+    transcript.write_bytes(b"\n".join(kept) + b"\n")
+    async with SessionStore(broken_db.sessions_dir, broken_db, clock=clock) as store:
+        with pytest.raises(TranscriptReadError) as err:
+            await store.load_transcript(ea.session_id)
+        assert [m["content"] for m in await store.load_transcript(eb.session_id)] == ["b0", "b1", "b2"]
+    assert "lacks 1 line(s) of committed transactions" in str(err.value)
+    (error,) = [r.getMessage() for r in caplog.records if r.levelname == "ERROR" and "degraded transcript" in r.getMessage()]
+    assert error == (f"degraded transcript of session {ea.session_id}: {transcript} lacks 1 line(s) of committed "
+                     f"transactions{'' if damage == 'removed' else ' (unreadable line(s) 2)'}; that session's "
+                     "transcript is unavailable until state.db is back (docs/behaviour.md §12)")
