@@ -91,6 +91,8 @@ class JournalState:
     last_tx: int
     # Session ids whose transcript a merge found damaged (from the seal line; the merge adds to it).
     damaged: set[str] = field(default_factory=set)
+    # Unreadable lines followed by a transaction of the same run: committed records (read_journal).
+    damaged_lines: list[int] = field(default_factory=list)
 
     def committed(self, after_tx: int = 0) -> set[tuple[str, int]]:
         """`(run, tx)` of the committed transactions after `after_tx`."""
@@ -136,6 +138,12 @@ def _json_lines(path: Path, bad: list[int] | None = None) -> Iterator[tuple[int,
 def read_journal(sessions_dir: Path) -> JournalState | None:
     """Read `journal.jsonl` of `sessions_dir`; None when there is none.
 
+    An unreadable line followed by a transaction of the same run is the damaged record of a
+    committed transaction (only a crash tears a line, and the next run has a new run id; the
+    first transaction is written with the header, atomically): its numbers are in
+    `damaged_lines`, said in one ERROR line. Unreadable lines at the end or before another
+    run's lines are torn lines of transactions a crash cut short: skipped (a warning).
+
     Raises:
         StoreError: the file exists but has no journal header (it is not ours: never guessed at).
         OSError: it cannot be read.
@@ -148,7 +156,10 @@ def read_journal(sessions_dir: Path) -> JournalState | None:
     sealed = False
     damaged: set[str] = set()
     last = 0
-    for number, item in _json_lines(path):
+    bad: list[int] = []  # unreadable lines since the last transaction read
+    damaged_lines: list[int] = []
+    run: str | None = None  # of the last transaction read
+    for number, item in _json_lines(path, bad):
         if header is None:
             if item.get("journal") != JOURNAL_FORMAT or not isinstance(item.get("id"), str):
                 raise StoreError(f"{path} line {number} is not a journal header of format {JOURNAL_FORMAT}")
@@ -167,7 +178,12 @@ def read_journal(sessions_dir: Path) -> JournalState | None:
                                     if isinstance(item.get("lines"), dict) else None))
         except (KeyError, TypeError, ValueError) as exc:
             log.warning("%s line %d skipped: %s", path, number, exc)
+            bad.append(number)
             continue
+        if bad and run in (None, tx.run):
+            damaged_lines += bad
+        bad.clear()
+        run = tx.run
         if tx.number <= last:
             log.warning("%s line %d skipped: transaction %d is not after %d", path, number, tx.number, last)
             continue
@@ -175,8 +191,13 @@ def read_journal(sessions_dir: Path) -> JournalState | None:
         transactions.append(tx)
     if header is None:
         raise StoreError(f"{path} has no journal header")
+    if damaged_lines:
+        log.error("%s line(s) %s cannot be read and a later transaction of the same run follows: the record of a "
+                  "committed transaction is damaged, its rows and transcript lines are left out; the journal is not "
+                  "merged until the line is repaired, or removed to merge the rest without it (docs/behaviour.md "
+                  "§12)", path, ", ".join(map(str, damaged_lines)))
     return JournalState(path=path, journal_id=header["id"], transactions=transactions, sealed=sealed, last_tx=last,
-                        damaged=damaged)
+                        damaged=damaged, damaged_lines=damaged_lines)
 
 
 def transcript_path(sessions_dir: Path, session_id: str) -> Path:

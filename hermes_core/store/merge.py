@@ -47,7 +47,7 @@ from pathlib import Path
 from typing import Any
 
 from ..dirs import ensure_private_dir
-from .db import Database
+from .db import Database, StoreError
 from .journal import (JOURNAL_FILE_NAME, TABLE_KEYS, JournalState, final_images, read_journal, seal_journal,
                       table_columns, transcript_images, transcript_path, upsert_sql)
 
@@ -142,7 +142,8 @@ async def merge_journal(db: Database, sessions_dir: Path) -> MergeReport | None:
     Returns:
         A MergeReport, or None when there is no journal.
     Raises:
-        StoreError: the journal has no header (not ours; it is left where it is).
+        StoreError: the journal has no header (not ours), or the record of a committed transaction
+            in it is damaged (`JournalState.damaged_lines`); it is left where it is.
         sqlite3.Error / OSError: a write failed (the next open merges again, adding nothing twice).
     """
     state = await asyncio.to_thread(read_journal, sessions_dir)
@@ -154,6 +155,11 @@ async def merge_journal(db: Database, sessions_dir: Path) -> MergeReport | None:
     done = json.loads(done) if done else {}
     through = int(done.get("through_tx") or 0)
     pending = [tx for tx in state.transactions if tx.number > through]
+    if pending and state.damaged_lines:
+        # The lost transaction may hold anything (an accepted message, an owed reply, an ended
+        # session) and later ones build on it: state.db stays untouched and the journal waits.
+        raise StoreError(f"{state.path} line(s) {', '.join(map(str, state.damaged_lines))} hold the damaged record "
+                         "of a committed transaction; repair the line, or remove it to merge the rest without it")
     # Damaged transcripts of an earlier attempt that committed (then crashed before the seal).
     state.damaged.update(done.get("damaged") or [])
     if pending:

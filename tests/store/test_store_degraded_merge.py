@@ -230,3 +230,67 @@ async def test_a_damaged_transcript_merges_what_can_be_read_and_is_kept_aside(tm
     assert (check.status, check.detail) == ("warn", f"1 degraded transcript(s) were merged without line(s) that could "
                                                     f"not be read: {kept}; recover what you can from them, then "
                                                     "delete them")
+
+
+async def test_a_damaged_journal_record_is_not_merged_until_the_operator_repairs_or_removes_it(tmp_path, caplog):
+    # docs/behaviour.md §12: an unreadable journal line followed by the same run's transactions is
+    # a committed record: the merge leaves state.db and the journal untouched and says so;
+    # removing the line merges the rest.
+    import logging
+
+    from hermes_core.ops.doctor import check_leftovers
+
+    config = _config(tmp_path / "home")
+    a = SessionSource(platform="telegram", chat_id="1", user_id="1")
+    async with SessionStore(config.sessions_dir, config) as store:
+        ea = await store.get_or_create_session(a)
+    saved = tmp_path / "saved.db"
+    shutil.copy(config.db_path, saved)
+    _corrupt(config.db_path)
+    async with SessionStore(config.sessions_dir, config) as store:
+        for i in range(3):
+            await store.append_to_transcript(ea.session_id, {"role": "user", "content": f"a{i}"})
+    journal = config.sessions_dir / JOURNAL_FILE_NAME
+    lines = journal.read_bytes().splitlines()
+    lines[3] = lines[3][:30]  # the record of the transaction that wrote "a1"
+    journal.write_bytes(b"\n".join(lines) + b"\n")
+    damaged = journal.read_bytes()
+    shutil.copy(saved, config.db_path)
+    caplog.set_level(logging.ERROR)
+    async with SessionStore(config.sessions_dir, config) as store:
+        assert not store.degraded
+        assert await store.load_transcript(ea.session_id) == []
+    assert journal.read_bytes() == damaged
+    assert caplog.records[-1].getMessage() == (
+        f"merging the degraded journal {journal} into {config.db_path} failed (StoreError: {journal} line(s) 4 hold "
+        "the damaged record of a committed transaction; repair the line, or remove it to merge the rest without it); "
+        "retried at the next start")
+    (check,) = [c for c in check_leftovers(config) if c.name == "degraded journal"]
+    assert (check.status, check.detail) == ("warn", f"{journal} line(s) 4 hold the damaged record of a committed "
+                                                    "transaction: it is not merged until the line is repaired, or "
+                                                    "removed to merge the rest without it")
+    del lines[3]  # the operator gives that transaction up
+    journal.write_bytes(b"\n".join(lines) + b"\n")
+    async with SessionStore(config.sessions_dir, config) as store:
+        assert [m["content"] for m in await store.load_transcript(ea.session_id)] == ["a0", "a2"]
+    assert not journal.exists()
+
+
+async def test_a_journal_line_torn_by_a_crash_before_the_next_runs_lines_is_skipped(tmp_path):
+    config = _config(tmp_path / "home")
+    a = SessionSource(platform="telegram", chat_id="1", user_id="1")
+    config.home.mkdir(parents=True)
+    _corrupt(config.db_path)
+    async with SessionStore(config.sessions_dir, config) as store:
+        ea = await store.get_or_create_session(a)
+        await store.append_to_transcript(ea.session_id, {"role": "user", "content": "kept"})
+    journal = config.sessions_dir / JOURNAL_FILE_NAME
+    with open(journal, "a") as fh:
+        fh.write('{"tx": 99, "run": "gone", "pu')  # a crash cut this record short
+    async with SessionStore(config.sessions_dir, config) as store:  # the next run starts a new line
+        await store.append_to_transcript(ea.session_id, {"role": "user", "content": "after"})
+    config.db_path.unlink()  # a new state.db: healthy again
+    async with SessionStore(config.sessions_dir, config) as store:
+        assert not store.degraded
+        assert [m["content"] for m in await store.load_transcript(ea.session_id)] == ["kept", "after"]
+    assert not journal.exists()
