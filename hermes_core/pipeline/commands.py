@@ -405,12 +405,16 @@ async def run_command(deps: PipelineDeps, key: str, event: MessageEvent, *, queu
 
 async def status_text(deps: PipelineDeps, key: str, *, queued: int = 0) -> str:
     """The `/status` answer: session key, session id, turns and tokens, one per line, and
-    "Queued: N" (the queue depth, seed §8) when N > 0."""
+    "Queued: N" (the queue depth, seed §8) when N > 0. Turns are "at least N" while the store
+    runs degraded and the session's earlier turns are in the unavailable state.db
+    (docs/behaviour.md §11, §12)."""
     queued_line = [f"Queued: {queued}"] if queued > 0 else []
     entry = await maybe_await(deps.store.get_entry(key))
     if entry is None:
         return "\n".join([f"Session key: {key}", NO_SESSION_TEXT] + queued_line)
-    turns = await deps.store.count_turns(entry.session_id)
+    counted = await deps.store.count_turns(entry.session_id)
+    turns = str(counted) if deps.store.counts_turns_in_full(entry.session_id) else (
+        f"at least {counted} (earlier ones cannot be counted right now)")
     return "\n".join([
         f"Session key: {entry.session_key}",
         f"Session id: {entry.session_id}",

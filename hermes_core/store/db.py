@@ -248,6 +248,9 @@ class Database:
         # Session ids whose stored transcript cannot be read → why (only the degraded engine,
         # whose transcripts are files, ever has any).
         self.unreadable: dict[str, str] = {}
+        # Session ids whose earlier transcript is not in this database (only the degraded engine:
+        # the sessions it took from sessions.json, whose earlier messages are in state.db).
+        self.earlier_elsewhere: set[str] = set()
 
     @property
     def is_memory(self) -> bool:

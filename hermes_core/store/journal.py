@@ -424,6 +424,8 @@ class JournaledDatabase(Database):
         try:
             for tx in state.transactions:
                 await self.apply(conn, tx)
+                if tx.seed:
+                    self.earlier_elsewhere.update(row["session_id"] for row in tx.put.get("sessions") or [])
             committed = state.committed()
             for session_id in state.transcript_ids():
                 path = transcript_path(self.dir, session_id)
@@ -520,6 +522,8 @@ class JournaledDatabase(Database):
                         line["del"].setdefault(table, []).append(list(pk))
                     else:
                         line["put"].setdefault(table, []).append(row)
+                        if self._seeding and table == "sessions":
+                            self.earlier_elsewhere.add(row["session_id"])
                     continue
                 if row is None:
                     # The store soft-deletes messages; a hard delete is written as a marker line.

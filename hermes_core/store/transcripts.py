@@ -55,6 +55,15 @@ class TranscriptOps:
         validate_session_id(session_id)
         return await self._b().count_turns(session_id)
 
+    def counts_turns_in_full(self, session_id: str) -> bool:
+        """False when `count_turns` can count only part of the session's turns: the store runs
+        degraded and the session's earlier transcript is in the unavailable state.db (it was
+        taken from sessions.json at the start of the degraded run) or its transcript file could
+        not be read at the rebuild (docs/behaviour.md §12)."""
+        backend = self._b()
+        return not (backend.degraded and (session_id in backend.db.earlier_elsewhere
+                                          or session_id in backend.db.unreadable))
+
     async def rewrite_transcript(self, session_id: str, messages: Iterable[Mapping[str, Any]]) -> None:
         """Replace the active transcript (`/retry`, `/undo`, `/compress`; seed §3) atomically: the
         old rows are soft-deleted and the new ones inserted in one transaction; on any failure

@@ -294,3 +294,15 @@ async def test_a_journal_line_torn_by_a_crash_before_the_next_runs_lines_is_skip
         assert not store.degraded
         assert [m["content"] for m in await store.load_transcript(ea.session_id)] == ["kept", "after"]
     assert not journal.exists()
+
+
+def test_status_while_degraded_says_the_earlier_turns_are_not_counted(tmp_path):
+    # docs/behaviour.md §11 (/status) and §12: a session begun before the degraded run has its
+    # earlier turns in state.db; one begun while degraded is counted in full.
+    home = tmp_path / "home"
+    assert _cli(home, ["chat"], "one\ntwo\n")[0] == 0
+    _corrupt(home / "state.db")
+    code, out, _err = _cli(home, ["chat"], "three\n/status\n/new\nfour\n/status\n")
+    assert code == 0
+    turns = [line for line in out.splitlines() if line.startswith("Turns: ")]
+    assert turns == ["Turns: at least 1 (earlier ones cannot be counted right now)", "Turns: 1"]

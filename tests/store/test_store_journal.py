@@ -163,6 +163,8 @@ async def test_a_damaged_middle_line_makes_that_transcript_unreadable_at_the_reb
         with pytest.raises(TranscriptReadError) as err:
             await store.load_transcript(ea.session_id)
         assert [m["content"] for m in await store.load_transcript(eb.session_id)] == ["b0", "b1", "b2"]
+        # /status counts the unreadable session's turns as "at least N" (§11)
+        assert (store.counts_turns_in_full(ea.session_id), store.counts_turns_in_full(eb.session_id)) == (False, True)
     assert "lacks 1 line(s) of committed transactions" in str(err.value)
     (error,) = [r.getMessage() for r in caplog.records if r.levelname == "ERROR" and "degraded transcript" in r.getMessage()]
     assert error == (f"degraded transcript of session {ea.session_id}: {transcript} lacks 1 line(s) of committed "
