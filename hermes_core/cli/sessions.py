@@ -348,22 +348,27 @@ def prune_cmd(
     if not (math.isfinite(days) and days >= 0):  # a negative age would read as "nothing", silently
         raise fail(f"--days must be a finite number of days, 0 or more (got {days:g})")
 
-    async def work(store: SessionStore) -> tuple[list[str], int]:
+    async def work(store: SessionStore) -> tuple[list[str], list[str], dict[str, str]]:
         doomed = await store.prune_candidates(days)
         if dry_run or not doomed:
-            return doomed, 0
+            return doomed, [], {}
         _confirm(f"Remove {len(doomed)} session route(s) idle for more than {days:g} day(s)?", yes)
         with progress(f"pruning {len(doomed)} route(s)", None):
-            return doomed, await store.prune_old_entries(days)
+            return doomed, *await store.prune_routes(days)
 
-    doomed, removed = _run(work, write=True)
+    doomed, removed, kept = _run(work, write=True)
+    # A server store keeps the routes of sessions another replica holds (docs/operations.md §5).
+    kept_rows = [{"session_key": key, "reason": why} for key, why in kept.items()]
     if as_json:
-        typer.echo(json.dumps({"would_remove": doomed} if dry_run else {"removed": removed}, ensure_ascii=False))
+        typer.echo(json.dumps({"would_remove": doomed} if dry_run else {"removed": len(removed), "kept": kept_rows},
+                              ensure_ascii=False))
     elif dry_run:
         print_table([{"session_key": key} for key in doomed], ["session_key"], empty="nothing to prune")
         typer.echo(f"{len(doomed)} session route(s) would be removed (dry run: nothing changed)")
     else:
-        typer.echo(f"removed {removed} session route(s)")
+        for row in kept_rows:
+            typer.echo(f"kept {row['session_key']}: {row['reason']}")
+        typer.echo(f"removed {len(removed)} session route(s)" + (f", kept {len(kept)}" if kept else ""))
 
 
 def _removal_report(report: Any, as_json: bool, *, subject: str, **fields: Any) -> None:

@@ -20,8 +20,8 @@ from typing import Iterable, Iterator, Protocol, Sequence, runtime_checkable
 
 from ..model import SessionEntry, TokenUsage
 from .db import StoreError
-from .records import (AliasRow, IntakeRow, MessageRow, NewIntake, NewObligation, Obligation, RemovalPlan, SearchHit,
-                      SessionRow, SessionSummary, StoredMessage, TurnMarker)
+from .records import (AliasRow, IntakeRow, KeptRoute, MessageRow, NewIntake, NewObligation, Obligation, RemovalPlan,
+                      SearchHit, SessionRow, SessionSummary, StoredMessage, TurnMarker)
 
 
 class StoreBackend(Protocol):
@@ -65,8 +65,10 @@ class StoreBackend(Protocol):
         entry and its `updated_ts`). A key whose route is gone or points at another session is
         left as it is: the touch never brings back a pruned route."""
 
-    async def delete_routes(self, keys: list[str]) -> None:
-        """Remove routes (pruning); their sessions are not ended."""
+    async def delete_routes(self, keys: list[str]) -> list[KeptRoute] | None:
+        """Remove routes (pruning); their sessions are not ended. An engine shared by replicas
+        keeps the keys another replica holds (`LeasedBackend`) and returns them, each with why;
+        None or empty when every route went."""
 
     async def adoptable_session(self, session_key: str) -> SessionRow | None:
         """The most recent session of `session_key` that no route points at and that was not

@@ -45,6 +45,15 @@ class SessionSummary:
 
 
 @dataclass(frozen=True, slots=True)
+class KeptRoute:
+    """A route an engine shared by replicas did not prune: its session key and why (another
+    replica holds its lease, docs/architecture.md §7)."""
+
+    session_key: str
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
 class StoredMessage:
     """A stored transcript row as recovery needs it: its id, text and platform message id."""
 

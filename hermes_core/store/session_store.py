@@ -837,24 +837,38 @@ class SessionStore(TurnOps, TranscriptOps, AliasOps, ErasureOps, ClaimOps):
         return await self._b().has_any_sessions()
 
     async def prune_old_entries(self, max_age_days: float | None = None) -> int:
-        """Remove routes idle longer than `max_age_days` (default `session_store_max_age_days`),
-        measured from `updated_at` (seed §3, docs/behaviour.md §2). `<= 0` disables. Suspended entries and
-        keys for which `has_active_processes_fn(key)` is true or raises are kept. Only the route
-        goes: the SQLite session is not ended (seed §10: time never ends a transcript) and the
-        next message on the key re-adopts it (`get_or_create_session`).
+        """`prune_routes(max_age_days)`, counted.
 
         Returns:
             The number of routes removed.
         """
+        removed, _kept = await self.prune_routes(max_age_days)
+        return len(removed)
+
+    async def prune_routes(self, max_age_days: float | None = None) -> tuple[list[str], dict[str, str]]:
+        """Remove routes idle longer than `max_age_days` (default `session_store_max_age_days`),
+        measured from `updated_at` (seed §3, docs/behaviour.md §2). `<= 0` disables. Suspended entries and
+        keys for which `has_active_processes_fn(key)` is true or raises are kept, and so, on an
+        engine shared by replicas, are the keys another replica holds the lease of
+        (docs/architecture.md §7). Only the route goes: the SQLite session is not ended (seed
+        §10: time never ends a transcript) and the next message on the key re-adopts it
+        (`get_or_create_session`).
+
+        Returns:
+            `(session keys removed, {session key: why it was kept}` for the candidates the
+            engine kept, e.g. "leased by replica …, which is working on it"`)`.
+        """
         async with self._locks.hold_all():
             doomed = await self._prune_doomed_locked(max_age_days)
-            if doomed:
-                await self._b().delete_routes(doomed)
-                for key in doomed:
-                    self._cache.pop(key, None)
-                if self._mirror is not None:
-                    self._mirror.mark_dirty()
-            return len(doomed)
+            if not doomed:
+                return [], {}
+            kept = {k.session_key: k.reason for k in await self._b().delete_routes(doomed) or ()}
+            removed = [key for key in doomed if key not in kept]
+            for key in removed:
+                self._cache.pop(key, None)
+            if removed and self._mirror is not None:
+                self._mirror.mark_dirty()
+            return removed, kept
 
     async def prune_candidates(self, max_age_days: float | None = None) -> list[str]:
         """The session keys `prune_old_entries(max_age_days)` would remove now, oldest first

@@ -184,7 +184,7 @@ def test_prune_and_refusal_while_gateway_runs(home):
     finally:
         lock.release()
     code, out = run("prune", "--days", "0", "--json")
-    assert (code, json.loads(out)) == (0, {"removed": 0})
+    assert (code, json.loads(out)) == (0, {"removed": 0, "kept": []})
     code, out = run("prune", "--days", "1")
     assert (code, out.strip()) == (0, "removed 0 session route(s)")
 

@@ -32,9 +32,9 @@ from hermes_core.model import SessionEntry, TokenUsage, format_timestamp
 from hermes_core.store.backend import LeaseGrant
 from hermes_core.store.db import StoreError
 from hermes_core.store.mirror import render_from_json_texts
-from hermes_core.store.records import (ALL_SESSION_COLUMNS, AliasRow, IntakeRow, MessageRow, NewIntake, NewObligation,
-                                       Obligation, RemovalPlan, SearchHit, SessionRow, SessionSummary, StoredMessage,
-                                       TurnMarker)
+from hermes_core.store.records import (ALL_SESSION_COLUMNS, AliasRow, IntakeRow, KeptRoute, MessageRow, NewIntake,
+                                       NewObligation, Obligation, RemovalPlan, SearchHit, SessionRow, SessionSummary,
+                                       StoredMessage, TurnMarker)
 from hermes_core.store.rows import TranscriptReadError, row_to_message
 from hermes_core.store.sqlite_backend import entry_json, session_params
 
@@ -388,11 +388,31 @@ class PostgresBackend:
                                    "AND session_id = %s", (entry_json(entry), entry.updated_at.timestamp(),
                                                            entry.session_key, entry.session_id))
 
-    async def delete_routes(self, keys: list[str]) -> None:
-        # Only the routes go: pruning never ends a session (docs/behaviour.md §2).
+    async def delete_routes(self, keys: list[str]) -> list[KeptRoute]:
+        """Prune routes, each key in its own transaction with its lease row locked first
+        (`Leases.lock_row`, docs/architecture.md §7), and keep the keys whose lease is another
+        replica's: a live one (that replica is working on the session: its next write must not
+        meet its route gone) or one never released (the replica that takes it over runs the
+        session's crash recovery from the route's turn marker). No lease is granted here. Only
+        the routes go: pruning never ends a session (docs/behaviour.md §2).
+
+        Returns:
+            The routes kept, each with why (empty when every route went).
+        """
+        kept: list[KeptRoute] = []
         for key in keys:
-            async with self._tx(key) as conn:
-                await conn.execute("DELETE FROM routes WHERE session_key = %s", (key,))
+            async with self._p().connection() as conn:
+                async with conn.transaction():
+                    holder, live = await self.leases.lock_row(conn, key)
+                    if holder is not None and not (live and holder == self.replica_id):
+                        kept.append(KeptRoute(key, f"leased by replica {holder}, which is working on it" if live else
+                                              f"replica {holder} stopped without releasing its lease: kept for the "
+                                              "replica that takes it over and runs its crash recovery"))
+                        continue
+                    await conn.execute("DELETE FROM routes WHERE session_key = %s", (key,))
+        for route in kept:
+            log.info("route %s not pruned: %s", route.session_key, route.reason)
+        return kept
 
     async def adoptable_session(self, session_key: str) -> SessionRow | None:
         # `pruned`: the end reason older gateways gave pruned routes' sessions.

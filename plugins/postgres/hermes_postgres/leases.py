@@ -132,26 +132,37 @@ class Leases:
     async def hold_off(self, conn: psycopg.AsyncConnection, keys: Iterable[str]) -> None:
         """For an admin removal (`sessions delete`, `erase-user`, docs/operations.md §5), inside
         its transaction: lock the lease row of each key, so no replica is granted, takes over or
-        extends one of them until the removal commits, and refuse when another replica holds one
-        live (it is working on that session: its next write must not meet rows removed under
-        it). A key never leased gets a released row (holder NULL, token 0: the next grant takes
-        1) to lock. No lease is granted here: an expired, unreleased lease stays as it is, so
+        extends one of them until the removal commits (`lock_row`), and refuse when another
+        replica holds one live (it is working on that session: its next write must not meet rows
+        removed under it). No lease is granted here: an expired, unreleased lease stays as it is, so
         the replica that takes it over still runs that session's crash recovery.
 
         Raises:
             LeaseLostError: another replica holds one of the keys live; nothing may be removed.
         """
         for key in sorted(set(keys)):  # one order for every removal: no deadlock between two
-            await conn.execute("INSERT INTO session_leases (session_key, holder, token, expires_at) "
-                               "VALUES (%(key)s, NULL, 0, now()) ON CONFLICT (session_key) DO NOTHING",
-                               self._params(key))
-            cur = await conn.execute("SELECT holder, expires_at > now() FROM session_leases "
-                                     "WHERE session_key = %(key)s FOR UPDATE", self._params(key))
-            holder, live = await cur.fetchone()
+            holder, live = await self.lock_row(conn, key)
             if live and holder is not None and holder != self.replica_id:
                 raise LeaseLostError(key, f"session {key} is leased by replica {holder}, which is working on it; "
                                           "nothing was removed: try again once that replica stops or its lease "
                                           "runs out")
+
+    async def lock_row(self, conn: psycopg.AsyncConnection, key: str) -> tuple[str | None, bool]:
+        """Lock the lease row of `key` until the caller's transaction ends, so no replica is
+        granted, takes over or extends that lease meanwhile. A key never leased gets a released
+        row (holder NULL, token 0: the next grant takes 1) to lock. Nothing is granted.
+
+        Returns:
+            `(holder, live)`: the holder's replica id (None when released) and whether its
+            lease is unexpired on the database's clock.
+        """
+        await conn.execute("INSERT INTO session_leases (session_key, holder, token, expires_at) "
+                           "VALUES (%(key)s, NULL, 0, now()) ON CONFLICT (session_key) DO NOTHING",
+                           self._params(key))
+        cur = await conn.execute("SELECT holder, expires_at > now() FROM session_leases "
+                                 "WHERE session_key = %(key)s FOR UPDATE", self._params(key))
+        holder, live = await cur.fetchone()
+        return holder, bool(live)
 
     def lost(self, key: str, token: int) -> None:
         """Forget a lease found lost (refused write or failed renewal), loudly."""

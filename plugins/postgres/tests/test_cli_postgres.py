@@ -249,6 +249,42 @@ async def test_erase_user_is_refused_while_a_replica_holds_one_of_the_sessions(t
                                            "session(s), ")
 
 
+async def test_prune_keeps_the_routes_of_sessions_another_replica_holds(tmp_path, pg_dsn):
+    """docs/operations.md §5, docs/architecture.md §7: the home lock cannot see the replicas of a
+    server store, so prune keeps the route of a session another replica holds live (it is running
+    a turn in it) and of one whose holder stopped without releasing it (its taker recovers the
+    turn from the route's marker), says which and why, and removes the rest."""
+    home = tmp_path / "home"
+    facts = await _populate(home, pg_dsn)
+    bob_key = "agent:main:fake:dm:200"
+    _rows(pg_dsn, "UPDATE routes SET updated_ts = updated_ts - 10 * 86400 RETURNING 1")  # all idle 10 days
+    _rows(pg_dsn, "UPDATE routes SET turn_started_ts = extract(epoch from now()) WHERE session_key = %s "
+                  "RETURNING 1", (facts["group_key"],))
+    _rows(pg_dsn, "UPDATE session_leases SET holder = 'replica-b', token = token + 1, "
+                  "expires_at = now() + interval '1 hour' WHERE session_key = %s RETURNING 1", (facts["group_key"],))
+    _rows(pg_dsn, "UPDATE session_leases SET holder = 'replica-c', token = token + 1, "
+                  "expires_at = now() - interval '1 minute' WHERE session_key = %s RETURNING 1", (bob_key,))
+    code, out, err = gateway(["sessions", "prune", "--days", "1", "--yes"], home, pg_dsn)
+    assert (code, err) == (0, "")
+    assert out.splitlines() == [
+        f"kept {facts['group_key']}: leased by replica replica-b, which is working on it",
+        f"kept {bob_key}: replica replica-c stopped without releasing its lease: kept for the replica that "
+        "takes it over and runs its crash recovery",
+        "removed 1 session route(s), kept 2"]
+    assert sorted(r[0] for r in _rows(pg_dsn, "SELECT session_key FROM routes")) == sorted(
+        [facts["group_key"], bob_key])
+    # Nothing granted to the command: both leases are as they were.
+    assert sorted(_rows(pg_dsn, "SELECT session_key, holder, token FROM session_leases WHERE session_key "
+                                "= ANY(%s)", ([facts["group_key"], bob_key],))) == [
+        (bob_key, "replica-c", 2), (facts["group_key"], "replica-b", 2)]
+    code, out, err = gateway(["sessions", "prune", "--days", "1", "--yes", "--json"], home, pg_dsn)
+    assert (code, err) == (0, "")
+    assert json.loads(out) == {"removed": 0, "kept": [
+        {"session_key": facts["group_key"], "reason": "leased by replica replica-b, which is working on it"},
+        {"session_key": bob_key, "reason": "replica replica-c stopped without releasing its lease: kept for the "
+                                           "replica that takes it over and runs its crash recovery"}]}
+
+
 def _doctor(home: Path, dsn: str) -> tuple[int, dict[str, dict]]:
     code, out, err = gateway(["doctor", "--json"], home, dsn)
     assert err == ""
