@@ -482,6 +482,8 @@ def import_cmd(
         return
     typer.echo(f"imported {report.imported} session(s), kept {report.skipped_existing} existing, "
                f"{report.messages} message(s) from {report.transcripts} legacy transcript(s)")
+    for line in report.kept_newer:
+        typer.echo(f"kept {line}")
     for line in report.skipped:
         typer.echo(f"skipped {line}")
     for line in report.warnings:

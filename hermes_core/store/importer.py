@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ..model import format_timestamp
 from .mirror import SESSIONS_FILE_NAME, entries_from_data
 
 if TYPE_CHECKING:  # the CLI passes an open store; no import of the store's module needed here
@@ -34,11 +35,14 @@ class ImportReport:
     skipped: list[str] = field(default_factory=list)
     # Accepted with a remark (an entry whose inner session_key differs from its dict key).
     warnings: list[str] = field(default_factory=list)
+    # `--replace` on a server store: routes kept because they are newer than the file's entry,
+    # one line each (`<key>: …`).
+    kept_newer: list[str] = field(default_factory=list)
 
     def as_dict(self) -> dict:
         return {"imported": self.imported, "skipped_existing": self.skipped_existing,
                 "transcripts": self.transcripts, "messages": self.messages, "skipped": list(self.skipped),
-                "warnings": list(self.warnings)}
+                "warnings": list(self.warnings), "kept_newer": list(self.kept_newer)}
 
 
 async def import_sessions_json(store: SessionStore, path: Path, *, replace: bool = False) -> ImportReport:
@@ -77,6 +81,14 @@ async def import_sessions_json(store: SessionStore, path: Path, *, replace: bool
     imported, skipped_existing = await store.import_entries(wanted, replace=replace)
     report.imported = imported
     report.skipped_existing = skipped_existing + (0 if replace else len(existing))
+    if replace and skipped_existing:
+        # A server store keeps a route newer than the file's entry (other replicas updated it
+        # since): name each, as the route now stored says.
+        for key in sorted(existing):
+            stored = await store.get_entry(key)
+            if stored is not None and stored.updated_at > entries[key].updated_at:
+                report.kept_newer.append(f"{key}: the store's route (updated {format_timestamp(stored.updated_at)}) "
+                                         f"is newer than the file's ({format_timestamp(entries[key].updated_at)})")
     done: set[str] = set()
     for key, entry in entries.items():
         sid = entry.session_id

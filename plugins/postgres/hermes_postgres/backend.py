@@ -709,11 +709,23 @@ class PostgresBackend:
                                "ON CONFLICT (key) DO UPDATE SET value = excluded.value", (key, value))
 
     async def import_entries(self, entries: Iterable[SessionEntry], replace: bool) -> tuple[int, int]:
+        """Add imported entries in one transaction; `(imported, skipped_existing)`.
+
+        With `replace`, an existing route is overwritten only when it is not newer than the
+        imported entry (its `updated_ts` at most the entry's `updated_at`): other replicas go on
+        updating the shared routes after the imported file was written, and the newer route
+        is kept (counted as skipped, logged; docs/operations.md §5). The route row is locked
+        from that comparison to the commit, so no replica's update falls between them."""
         imported = skipped = 0
         async with self._tx() as conn:
             for entry in entries:
-                cur = await conn.execute("SELECT 1 FROM routes WHERE session_key = %s", (entry.session_key,))
-                if await cur.fetchone() is not None and not replace:
+                cur = await conn.execute("SELECT updated_ts FROM routes WHERE session_key = %s FOR UPDATE",
+                                         (entry.session_key,))
+                existing = await cur.fetchone()
+                if existing is not None and (not replace or existing[0] > entry.updated_at.timestamp()):
+                    if replace:
+                        log.warning("import kept route %s: updated at %s, after the imported entry (%s)",
+                                    entry.session_key, format_timestamp(existing[0]), format_timestamp(entry.updated_at))
                     skipped += 1
                     continue
                 await conn.execute(_INSERT_SESSION, session_params(entry))

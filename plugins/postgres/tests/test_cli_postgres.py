@@ -285,6 +285,50 @@ async def test_prune_keeps_the_routes_of_sessions_another_replica_holds(tmp_path
                                            "replica that takes it over and runs its crash recovery"}]}
 
 
+def test_import_replace_keeps_a_shared_route_newer_than_the_file(tmp_path, pg_dsn):
+    """docs/operations.md §5: other replicas go on updating the shared routes after a legacy
+    sessions.json was written; `import --replace` overwrites a route only when the file's entry
+    is at least as new, keeps a newer one and names it."""
+    home = tmp_path / "home"
+    assert gateway(["chat"], home, pg_dsn, stdin="hello\n")[0] == 0  # the terminal's route, updated now
+    ours = _rows(pg_dsn, "SELECT session_id, updated_ts FROM routes")
+    [(our_sid, our_ts)] = ours
+    terminal, other = "agent:main:local:dm:terminal", "agent:main:telegram:dm:12345"
+    origin = {"platform": "telegram", "chat_id": "12345", "chat_type": "dm", "user_id": "9"}
+
+    def legacy(name: str, entries: dict) -> Path:
+        folder = tmp_path / name
+        folder.mkdir()
+        (folder / "sessions.json").write_text(json.dumps(entries))
+        return folder
+
+    old = legacy("old", {other: {"session_id": "20250101_000000_00000001", "created_at": "2025-01-01T00:00:00+00:00",
+                                 "updated_at": "2025-01-01T00:00:00+00:00", "origin": origin}})
+    assert gateway(["sessions", "import", str(old)], home, pg_dsn)[0] == 0
+    later = legacy("later", {
+        terminal: {"session_id": "20250102_000000_00000002", "created_at": "2025-01-02T00:00:00+00:00",
+                   "updated_at": "2025-01-02T00:00:00+00:00",
+                   "origin": {"platform": "local", "chat_id": "terminal", "chat_type": "dm"}},
+        other: {"session_id": "20250601_000000_00000003", "created_at": "2025-06-01T00:00:00+00:00",
+                "updated_at": "2025-06-01T00:00:00+00:00", "origin": origin}})
+    code, out, err = gateway(["sessions", "import", str(later), "--replace", "--json"], home, pg_dsn)
+    assert (code, err) == (0, "")
+    from hermes_core.model import format_timestamp
+
+    report = json.loads(out)
+    assert (report["imported"], report["skipped_existing"]) == (1, 1)
+    assert report["kept_newer"] == [f"{terminal}: the store's route (updated {format_timestamp(our_ts)}) is newer "
+                                    "than the file's (2025-01-02T00:00:00+00:00)"]
+    assert sorted(_rows(pg_dsn, "SELECT session_key, session_id, updated_ts FROM routes")) == [
+        (terminal, our_sid, our_ts), (other, "20250601_000000_00000003", 1748736000.0)]
+    code, out, err = gateway(["sessions", "import", str(later), "--replace"], home, pg_dsn)
+    assert (code, err) == (0, "")
+    assert out.splitlines() == [
+        "imported 1 session(s), kept 1 existing, 0 message(s) from 0 legacy transcript(s)",
+        f"kept {terminal}: the store's route (updated {format_timestamp(our_ts)}) is newer than the file's "
+        "(2025-01-02T00:00:00+00:00)"]
+
+
 def _doctor(home: Path, dsn: str) -> tuple[int, dict[str, dict]]:
     code, out, err = gateway(["doctor", "--json"], home, dsn)
     assert err == ""
