@@ -77,13 +77,18 @@ def status_command(
         console().print(f"a gateway is running on {home} (pid {report['pid'] or 'unknown'}) but has not "
                         "published a readable status yet", markup=False, soft_wrap=True)
     else:
+        if report.get("replica_ledger_backlog") is None:
+            backlog = [("ledger backlog", report.get("ledger_backlog"))]
+        else:  # a server store: one ledger for every replica (docs/operations.md §2)
+            backlog = [("ledger backlog (this replica)", report["replica_ledger_backlog"]),
+                       ("ledger backlog (whole store)", report.get("ledger_backlog"))]
         print_fields([
             ("gateway", f"{'stopping' if report.get('state') == 'stopping' else 'running'} on {report['home']}"),
             ("pid", report["pid"]),
             ("started", human_time(report.get("started_at"))),
             ("uptime", human_duration(report.get("uptime_s"))), ("ready", report.get("ready")),
             ("busy sessions", report.get("busy_sessions")), ("queue depth", report.get("queue_depth")),
-            ("ledger backlog", report.get("ledger_backlog")), ("store degraded", report.get("store_degraded")),
+            *backlog, ("store degraded", report.get("store_degraded")),
             ("updated", human_time(report.get("updated_at")))])
         rows = [{"platform": name, "healthy": health.get("ok"),
                  "detail": ", ".join(f"{k}={v}" for k, v in sorted(health.items()) if k != "ok")}

@@ -66,11 +66,17 @@ async def collect(app: Any, *, state: str) -> dict[str, Any]:
         "busy_sessions": len(runner.busy_sessions()) if runner is not None else 0,
         "queue_depth": runner.pending() if runner is not None else 0,
         "store_degraded": bool(store is not None and store.is_open and store.degraded),
-        "ledger_backlog": None, "cache_entries": None, "cache_evictions": {}, "anon_memory_bytes": None,
+        "ledger_backlog": None, "replica_ledger_backlog": None, "cache_entries": None, "cache_evictions": {},
+        "anon_memory_bytes": None,
     }
     if store is not None and store.is_open:
         try:
-            snapshot["ledger_backlog"] = len(await store.open_obligations())
+            owed = await store.open_obligations()
+            snapshot["ledger_backlog"] = len(owed)
+            if store.leased:
+                # One ledger for every replica of the store: this replica delivers the replies owed
+                # in the sessions it holds (docs/operations.md §2, docs/architecture.md §7).
+                snapshot["replica_ledger_backlog"] = sum(1 for ob in owed if store.holds_session(ob["session_key"]))
         except Exception as exc:  # the snapshot still says everything else
             log.warning("status: the delivery ledger could not be counted (%s)", describe_failure(exc))
     cache = runner.deps.agent_cache if runner is not None else None
@@ -184,6 +190,7 @@ class SnapshotShape(BaseModel):
     queue_depth: int = 0
     store_degraded: bool = False
     ledger_backlog: int | None = None
+    replica_ledger_backlog: int | None = None
     cache_entries: int | None = None
     cache_evictions: dict[str, int] = {}
     anon_memory_bytes: int | None = None

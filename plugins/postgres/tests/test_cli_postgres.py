@@ -329,6 +329,52 @@ def test_import_replace_keeps_a_shared_route_newer_than_the_file(tmp_path, pg_ds
         "(2025-01-02T00:00:00+00:00)"]
 
 
+async def test_status_tells_this_replicas_ledger_backlog_from_the_whole_stores(tmp_path, pg_dsn):
+    """docs/operations.md §2: on a server store every replica's delivery obligations are in one
+    ledger; a replica delivers those of the sessions it holds. `status` shows both counts,
+    labelled, and `--json` keeps `ledger_backlog` (the whole store's) beside
+    `replica_ledger_backlog`."""
+    import asyncio
+
+    from hermes_core.agents import EchoAgent
+    from hermes_core.app import GatewayApp
+    from hermes_core.model import MessageEvent
+    from hermes_core.settings import GatewayConfig
+    from hermes_core.testing.fakes import CapturingAdapter
+
+    home = tmp_path / "home"
+    home.mkdir()
+    config = GatewayConfig(home=home, platforms={"fake": {"allow_all": True}}, status={"interval_s": 0.1},
+                           store={"backend": "postgres", "dsn": pg_dsn})
+    app = GatewayApp(config, adapters={"fake": CapturingAdapter()}, agent=EchoAgent(), watcher=False)
+    await app.start()
+    try:
+        await app.runner.handle(MessageEvent(source=_dm(ALICE, ALICE_NAME, "100"), text="hi", message_id="m1"))
+        await app.runner.join()
+        ours = app.store.session_key(_dm(ALICE, ALICE_NAME, "100"))
+        assert app.store.holds_session(ours)
+        theirs = "agent:main:fake:dm:200"
+        _rows(pg_dsn, "INSERT INTO session_leases (session_key, holder, token, expires_at) "
+                      "VALUES (%s, 'replica-b', 1, now() + interval '1 hour') RETURNING 1", (theirs,))
+        for key in (ours, theirs, theirs):  # one reply owed by this replica, two by replica-b
+            _rows(pg_dsn, "INSERT INTO delivery_obligations (session_key, session_id, origin, content, state, "
+                          "attempts, internal, created_at, updated_at, created_ts, updated_ts) VALUES "
+                          "(%s, 's', NULL, 'owed', 'failed', 1, false, '', '', 0, 0) RETURNING 1", (key,))
+        for _ in range(200):  # the next snapshots
+            code, out, err = await asyncio.to_thread(gateway, ["status", "--json"], home, pg_dsn)
+            report = json.loads(out)
+            if report.get("ledger_backlog") == 3:
+                break
+            await asyncio.sleep(0.05)
+        assert (code, err, report["ledger_backlog"], report["replica_ledger_backlog"]) == (0, "", 3, 1)
+        code, out, err = await asyncio.to_thread(gateway, ["status"], home, pg_dsn)
+        assert (code, err) == (0, "")
+        lines = out.splitlines()
+        assert "ledger backlog (this replica): 1" in lines and "ledger backlog (whole store):  3" in lines
+    finally:
+        await app.stop()
+
+
 def _doctor(home: Path, dsn: str) -> tuple[int, dict[str, dict]]:
     code, out, err = gateway(["doctor", "--json"], home, dsn)
     assert err == ""
