@@ -246,6 +246,8 @@ class GatewayApp:
         deps.background = self.background
         self.store.has_active_processes_fn = self.background.active
         if self.store.leased:
+            # This home's previous gateway, provably dead, leaves no lease to wait out.
+            await self.store.take_back_own_leases()
             # A shared store: sessions are recovered by whichever replica takes them over
             # (their holder's lease ran out), never all at once by a starting replica; a
             # single-receiver platform receives only on the replica holding its ingress lease.

@@ -13,16 +13,38 @@ succeeds at once with nothing to recover.
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
+import os
+import socket
 from dataclasses import dataclass, field
 from typing import Any
 
 from .backend import LeasedBackend
+from .files import read_json_object, write_atomic
 
 log = logging.getLogger(__name__)
 
 # Lease keys of ingress receivers, beside the session keys (`agent:...`) in the same lease table.
 INGRESS_PREFIX = "ingress:"
+# In HERMES_HOME: the replica id, host and pid of the last gateway that held the home lock there.
+REPLICA_FILE_NAME = "replica.json"
+
+
+def _process_gone(pid: Any) -> bool:
+    """True only when no process `pid` runs on this host (or it is this process: a container's
+    gateway gets the same pid at every start). Unsure (another user's process) is False."""
+    if not isinstance(pid, int) or isinstance(pid, bool) or pid <= 0:
+        return False
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except OSError:
+        return False
+    return False
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,7 +70,7 @@ class SessionClaim:
 
 class ClaimOps:
     """`claim_session` / `release_session`. Relies on the SessionStore attributes `_b()`,
-    `config`, `recover_interrupted_turns`, `open_obligations` and `pending_inbound`."""
+    `config`, `_lock_home`, `recover_interrupted_turns`, `open_obligations` and `pending_inbound`."""
 
     @property
     def leased(self) -> bool:
@@ -97,6 +119,40 @@ class ClaimOps:
     def holds_ingress(self, platform: str) -> bool:
         """True while this replica holds `platform`'s ingress lease (always, without leases)."""
         return self.holds_session(INGRESS_PREFIX + platform)
+
+    async def take_back_own_leases(self) -> list[str]:
+        """At a gateway's start on a leased store, before it claims anything: record this
+        replica in `HERMES_HOME/replica.json`, and end at once the live leases of the previous
+        gateway of this home when it is provably dead — this store holds the home lock (which
+        that gateway held for its whole life), and its recorded host is this one and its pid
+        runs no process. Its sessions and ingress are then taken over at the next claim, with
+        a new fencing token and their crash recovery, instead of after `[store] lease_ttl_s`
+        (docs/architecture.md §7). Anything unproven (another host, a live pid, no record)
+        leaves the leases to run out. Returns the keys whose leases were ended.
+
+        Raises:
+            OSError: the record cannot be written (the start fails: a restart could not take
+                this replica's leases back).
+        """
+        backend = self._b()
+        expire = getattr(backend, "expire_leases_of", None)  # optional for a leased engine
+        if not isinstance(backend, LeasedBackend) or not self._lock_home:
+            return []
+        path = self.config.home / REPLICA_FILE_NAME
+        previous = await asyncio.to_thread(read_json_object, path)
+        host = socket.gethostname()
+        # Ours first: were this start killed after claiming, the next one knows whose leases to take.
+        await asyncio.to_thread(write_atomic, path, json.dumps(
+            {"replica_id": backend.replica_id, "host": host, "pid": os.getpid()}) + "\n")
+        holder = previous.get("replica_id")
+        if (expire is None or not isinstance(holder, str) or holder == backend.replica_id
+                or previous.get("host") != host or not _process_gone(previous.get("pid"))):
+            return []
+        keys = await expire(holder)
+        if keys:
+            log.warning("the previous gateway of this home (replica %s, pid %s) is not running: its %d lease(s) are "
+                        "taken over now instead of when they run out", holder, previous.get("pid"), len(keys))
+        return keys
 
     async def orphaned_sessions(self) -> list[str]:
         """Sessions whose holder died or stalled past its lease (`[]` without leases)."""

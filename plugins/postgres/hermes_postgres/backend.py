@@ -297,6 +297,16 @@ class PostgresBackend:
                                  "expires_at <= now() ORDER BY expires_at")
         return [r[0] for r in rows if r[0] not in self.leases.held]
 
+    async def expire_leases_of(self, holder: str) -> list[str]:
+        """End now every live lease `holder` holds (never this replica's): the caller proved
+        that process dead (`SessionStore.take_back_own_leases`). Holder and token stay; each
+        lease is expired and unreleased, so the next claim is a takeover, as after its expiry:
+        it grants token + 1, which refuses any write of the old holder, and runs the session's
+        crash recovery (docs/architecture.md §7). Returns the keys expired."""
+        rows = await self._fetch("UPDATE session_leases SET expires_at = now() WHERE holder = %s AND holder <> %s "
+                                 "AND expires_at > now() RETURNING session_key", (holder, self.replica_id))
+        return sorted(r[0] for r in rows)
+
     async def renew_leases(self) -> list[str]:
         """Renew now (normally every third of the lease time); returns the keys found lost."""
         async with self._p().connection() as conn:

@@ -495,3 +495,92 @@ async def test_a_chat_that_loses_the_terminals_ingress_lease_goes_on_once_it_hol
     assert await asyncio.wait_for(chat.stdout.readline(), 30) == b"echo: two\n"
     chat.stdin.close()
     assert await asyncio.wait_for(chat.wait(), 60) == 0
+
+
+async def test_a_chat_restarted_after_a_sigkill_takes_its_own_leases_back_at_once(tmp_path, pg_dsn):
+    """docs/architecture.md §7: the killed chat's leases (the terminal's ingress, its session)
+    are provably its home's previous gateway's (the new one holds the home lock; the recorded
+    pid runs no process), so the restarted chat takes them over at once — not after
+    `[store] lease_ttl_s`, here 120 s — with new fencing tokens."""
+    import asyncio
+    import signal
+
+    home = tmp_path / "home"
+    env = {k: v for k, v in os.environ.items() if not k.upper().startswith("HERMES_")}
+    env.update(HERMES_HOME=str(home), HERMES_STORE__BACKEND="postgres", HERMES_STORE__DSN=pg_dsn,
+               HERMES_STORE__LEASE_TTL_S="120", HERMES_STORE__POLL_INTERVAL_S="0.2")
+    chats = []
+
+    async def chat_says(line: bytes):
+        chat = await asyncio.create_subprocess_exec(GATEWAY, "chat", env=env, stdin=asyncio.subprocess.PIPE,
+                                                    stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+        chats.append(chat)
+        chat.stdin.write(line + b"\n")
+        await chat.stdin.drain()
+        return chat, await asyncio.wait_for(chat.stdout.readline(), 20)
+
+    try:
+        first, answer = await chat_says(b"hello")
+        assert answer == b"echo: hello\n"
+        assert json.loads((home / "replica.json").read_text())["pid"] == first.pid
+        for _ in range(200):  # its reply recorded as delivered: nothing of it is owed after the kill
+            if _rows(pg_dsn, "SELECT state FROM delivery_obligations") == [("delivered",)]:
+                break
+            await asyncio.sleep(0.05)
+        first.send_signal(signal.SIGKILL)
+        await first.wait()
+        held = dict(_rows(pg_dsn, "SELECT session_key, token FROM session_leases WHERE expires_at > now()"))
+        assert held == {"ingress:local": 1, "agent:main:local:dm:terminal": 1}
+        second, answer = await chat_says(b"again")
+        assert answer == b"echo: again\n"
+        assert json.loads((home / "replica.json").read_text())["pid"] == second.pid
+        assert dict(_rows(pg_dsn, "SELECT session_key, token FROM session_leases")) == {
+            "ingress:local": 2, "agent:main:local:dm:terminal": 2}
+        second.stdin.close()
+        assert await asyncio.wait_for(second.wait(), 60) == 0
+    finally:
+        for chat in chats:  # none outlives the test (a chat waiting for the ingress lease reads nothing)
+            if chat.returncode is None:
+                chat.kill()
+                await chat.wait()
+
+
+async def test_leases_of_a_previous_gateway_not_proven_dead_are_left_to_run_out(tmp_path, pg_dsn):
+    """docs/architecture.md §7: only a previous gateway of this home on this host whose pid runs
+    no process has its leases ended at a start; a live pid or another host leaves them to run
+    out (their holder may be working), and the record names the new replica."""
+    import socket
+    import subprocess
+
+    from hermes_core.settings import GatewayConfig
+    from hermes_core.store import SessionStore
+
+    home = tmp_path / "home"
+    config = GatewayConfig(home=home, store={"backend": "postgres", "dsn": pg_dsn})
+    live = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    try:
+        async with SessionStore(config.sessions_dir, config) as store:  # holds the home lock
+            for holder, host, pid, ended in (("old-live", socket.gethostname(), live.pid, []),
+                                             ("old-elsewhere", "another-host", dead.pid, []),
+                                             ("old-dead", socket.gethostname(), dead.pid, ["agent:main:x:dm:1"])):
+                _rows(pg_dsn, "DELETE FROM session_leases WHERE session_key = 'agent:main:x:dm:1' RETURNING 1")
+                _rows(pg_dsn, "INSERT INTO session_leases (session_key, holder, token, expires_at) VALUES "
+                              "('agent:main:x:dm:1', %s, 7, now() + interval '1 hour') RETURNING 1", (holder,))
+                (home / "replica.json").write_text(json.dumps({"replica_id": holder, "host": host, "pid": pid}))
+                assert await store.take_back_own_leases() == ended, holder
+                record = json.loads((home / "replica.json").read_text())
+                assert record == {"replica_id": store._b().replica_id, "host": socket.gethostname(),
+                                  "pid": os.getpid()}
+                live_now = _rows(pg_dsn, "SELECT holder, token, expires_at > now() FROM session_leases "
+                                         "WHERE session_key = 'agent:main:x:dm:1'")
+                assert live_now == [(holder, 7, not ended)], holder
+                if ended:  # the next claim is a takeover with a new fencing token
+                    claim = await store.claim_session("agent:main:x:dm:1")
+                    assert (claim.takeover, claim.previous_holder) == (True, "old-dead")
+                    assert _rows(pg_dsn, "SELECT token FROM session_leases WHERE session_key = "
+                                         "'agent:main:x:dm:1'") == [(8,)]
+    finally:
+        live.kill()
+        live.wait()
