@@ -86,14 +86,13 @@ def install_interrupt_handlers(stop: asyncio.Event, gateway: GatewayApp, *, stde
         log.info("stop requested (%s)", signal.Signals(signum).name)
         busy = gateway.runner is not None and bool(gateway.runner.busy_sessions())
         seconds = gateway.config.scheduler.drain_timeout_s
-        err.write((STOPPING_BUSY.format(seconds=seconds) if busy else STOPPING_IDLE) + "\n")
-        err.flush()
+        # The stop first: the line is for a person, and a closed stderr must not cancel the stop.
         stop.set()
+        _tell(err, STOPPING_BUSY.format(seconds=seconds) if busy else STOPPING_IDLE)
 
     def on_restart_signal() -> None:
         # SIGUSR1 is `run`'s planned restart; its default action would kill the chat mid-turn.
-        err.write(RESTART_IGNORED + "\n")
-        err.flush()
+        _tell(err, RESTART_IGNORED)
 
     for signum, handler, args in ((signal.SIGINT, on_signal, (signal.SIGINT,)),
                                   (signal.SIGTERM, on_signal, (signal.SIGTERM,)),
@@ -102,6 +101,16 @@ def install_interrupt_handlers(stop: asyncio.Event, gateway: GatewayApp, *, stde
             loop.add_signal_handler(signum, handler, *args)
         except (NotImplementedError, RuntimeError):
             pass
+
+
+def _tell(err, line: str) -> None:
+    """Write one line for the person at the terminal; a stderr nobody reads any more (closed
+    pipe, EPIPE) is logged, never raised into the signal handler."""
+    try:
+        err.write(line + "\n")
+        err.flush()
+    except (OSError, ValueError) as exc:
+        log.info("could not write to stderr (%s): %s", type(exc).__name__, line)
 
 
 def _force_exit() -> None:

@@ -7,11 +7,12 @@ and the `openai` agent against a chat-completions server on 127.0.0.1 that never
 from __future__ import annotations
 
 import asyncio
+import os
 import signal
 from pathlib import Path
 
 import pytest
-from cli_helpers import chat, start_openai_chat
+from cli_helpers import SCRIPT, chat, gateway_env, start_openai_chat
 
 from hermes_core.cli.chat import STOPPING_BUSY
 
@@ -70,3 +71,28 @@ async def test_one_ctrl_c_drains_then_marks_the_turn_for_resumption(tmp_path, ch
             proc.kill()
             await proc.wait()
     assert await _restart_answers(tmp_path) == "echo: a long question\n"
+
+
+async def test_sigterm_stops_a_chat_whose_stderr_nobody_reads(tmp_path):
+    # A chat started by a script that has gone away: its stderr is a pipe with no reader, so the
+    # "Stopping…" line fails with EPIPE. The stop must happen anyway (it used to raise in the
+    # signal handler before the stop was set, and the chat ran on after SIGTERM).
+    read_end, write_end = os.pipe()
+    proc = await asyncio.create_subprocess_exec(
+        SCRIPT, "chat", stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=write_end,
+        env=gateway_env(tmp_path))
+    os.close(write_end)
+    try:
+        proc.stdin.write(b"hello\n")
+        await proc.stdin.drain()
+        assert await asyncio.wait_for(proc.stdout.readline(), 60) == b"echo: hello\n"
+        os.close(read_end)
+        read_end = None
+        proc.send_signal(signal.SIGTERM)
+        assert await asyncio.wait_for(proc.wait(), 30) == 0
+    finally:
+        if read_end is not None:
+            os.close(read_end)
+        if proc.returncode is None:
+            proc.kill()
+            await proc.wait()
