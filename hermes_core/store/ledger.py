@@ -30,7 +30,7 @@ from datetime import timedelta
 from functools import partial
 from typing import Any, Iterable, Sequence
 
-from ..model import SessionEntry, SessionSource, TokenUsage, format_timestamp
+from ..model import SessionSource, TokenUsage, format_timestamp
 from ..model.text import to_json
 from .records import MessageRow, NewObligation
 from .rows import normalize_message
