@@ -50,9 +50,13 @@ class Check:
         return {"check": self.name, "status": self.status, "detail": self.detail}
 
 
-def load_for_run(config: Any) -> tuple[Any, Any, dict[str, Any]]:
+def load_for_run(config: Any, *, raise_on_fatal: bool = True) -> tuple[Any, Any, dict[str, Any]]:
     """Load plugins, overrides, adapter classes and platform settings exactly as `run` does.
 
+    Args:
+        config: a loaded GatewayConfig.
+        raise_on_fatal: False keeps going past a plugin or deployment override that fails to
+            load (only recorded in the report), to check what the others provide.
     Returns:
         `(pm, report, {platform: validated settings})`.
     Raises:
@@ -63,19 +67,28 @@ def load_for_run(config: Any) -> tuple[Any, Any, dict[str, Any]]:
     from ..plugin_system.manager import create_plugin_manager
     from ..plugin_system.settings import validate_plugin_settings
 
-    pm, report = create_plugin_manager(config)
+    pm, report = create_plugin_manager(config, raise_on_fatal=raise_on_fatal)
     classes = resolve_adapter_classes(config.enabled_platforms(), report, config=config)
     settings = validate_plugin_settings(pm, config, adapter_classes=classes)
     return pm, report, settings
 
 
-def check_plugins(config: Any) -> tuple[list[Check], dict[str, Any] | None]:
+def check_plugins(config: Any) -> tuple[list[Check], dict[str, Any] | str]:
     """Plugins, overrides and each enabled platform's adapter and settings (`run` needs them).
-    Returns the checks and the validated platform settings (None when loading failed)."""
+
+    Returns the checks and the validated platform settings. When loading fails (a `fail` row),
+    the settings are validated again with what does load (a deployment override that cannot be
+    imported does not hide the platforms' credentials); when even that fails, the second item
+    is why, in words, for the rows that could not be checked."""
     try:
         _pm, report, settings = load_for_run(config)
     except Exception as exc:  # every loader error carries one line naming the plugin or key
-        return [Check("plugins", FAIL, " ".join(str(exc).split()) or describe_failure(exc))], None
+        failed = [Check("plugins", FAIL, " ".join(str(exc).split()) or describe_failure(exc))]
+        try:
+            return failed, load_for_run(config, raise_on_fatal=False)[2]
+        except Exception as again:
+            why = " ".join(str(again).split()) or describe_failure(again)
+            return failed, f"the platforms' settings could not be loaded ({why})"
     checks = [Check(f"plugin {r.name}", WARN, f"{r.status}: {r.error}") for r in report.failed()]
     checks += [Check(f"plugin {r.name}", WARN, warning) for r in report.records for warning in r.warnings]
     checks += [Check("plugins", WARN, warning) for warning in report.warnings]  # e.g. HERMES_PLUGINS typos
@@ -121,7 +134,9 @@ async def check_online(config: Any, settings: dict[str, Any]) -> list[Check]:
     from ..plugin_system.adapters import resolve_adapter_classes
     from ..plugin_system.manager import create_plugin_manager
 
-    _pm, report = create_plugin_manager(config)
+    # Past a deployment override that fails to load (its own `fail` row): the platforms are
+    # reached all the same.
+    _pm, report = create_plugin_manager(config, raise_on_fatal=False)
     classes = resolve_adapter_classes(config.enabled_platforms(), report, config=config)
     checks = []
     for platform, cls in sorted(classes.items()):
@@ -413,7 +428,12 @@ async def run_doctor(config: Any, *, fix: bool = False, online: bool = False) ->
     if not config.enabled_platforms():
         checks.append(Check("platforms", FAIL, "no platform is enabled: set `enabled = true` in a "
                                                "[platforms.<name>] table"))
-    if settings is not None:
+    if isinstance(settings, str):
+        # Each row still appears, saying why it was not checked (docs/operations.md §1).
+        checks += [Check(f"{name} {platform}", WARN, f"not checked: {settings}")
+                   for name in ("credentials", "access") for platform in config.enabled_platforms()
+                   if name == "credentials" or platform != "local"]
+    else:
         checks += check_credentials(config, settings)
         checks += check_access(config, settings)
         if online:

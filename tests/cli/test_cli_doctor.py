@@ -261,3 +261,34 @@ async def _open_and_close_unlocked(home: Path) -> None:
     store = SessionStore(config.sessions_dir, config, lock_home=False)
     await store.open()
     await store.close()
+
+
+def test_a_broken_override_still_reports_credentials_and_access(tmp_path):
+    """docs/operations.md §1: a deployment override that fails to load is the `plugins` row's
+    failure; the enabled platforms' credentials and access are still checked with what loads."""
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / "hermes.toml").write_text('[plugins]\noverrides = ["no_such_override_mod"]\n')
+    code, checks = _doctor(home, tmp_path, HERMES_PLATFORMS__TELEGRAM__ENABLED="true")
+    assert (code, checks["plugins"]["status"]) == (1, "fail")
+    assert checks["credentials telegram"] == {
+        "check": "credentials telegram", "status": "fail",
+        "detail": "not set: platforms.telegram.bot_token (HERMES_PLATFORMS__TELEGRAM__BOT_TOKEN)"}
+    assert checks["access telegram"] == {
+        "check": "access telegram", "status": "warn",
+        "detail": "no allowed_users/allow_all configured: every message will be refused"}
+
+
+def test_rows_that_cannot_be_checked_say_why(tmp_path):
+    """When even the platforms' settings do not load (an enabled platform without its adapter),
+    each credentials and access row is there, saying why it was not checked."""
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / "hermes.toml").write_text('[plugins]\noverrides = ["no_such_override_mod"]\n'
+                                      '[platforms.nosuch]\nenabled = true\n')
+    code, checks = _doctor(home, tmp_path)
+    why = ("not checked: the platforms' settings could not be loaded (platform 'nosuch' is enabled but its "
+           "adapter cannot be loaded: no adapter entry point is installed)")
+    assert (code, checks["plugins"]["status"]) == (1, "fail")
+    assert checks["credentials nosuch"] == {"check": "credentials nosuch", "status": "warn", "detail": why}
+    assert checks["access nosuch"] == {"check": "access nosuch", "status": "warn", "detail": why}
