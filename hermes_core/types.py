@@ -69,6 +69,9 @@ class AdapterSpec:
         busy_input_mode: this platform's override of `[core] busy_input_mode` (`"interrupt"`,
             `"queue"`, `"steer"` or `"sequential"`), or None to follow the core setting
             (docs/behaviour.md §5).
+        help_lines: lines `/help` adds for the commands the adapter itself handles before the
+            gateway sees them (`"/quit — …"` on the local terminal), as `<usage> — <what it
+            does>`; docs/behaviour.md §11.
     """
 
     name: str
@@ -82,6 +85,7 @@ class AdapterSpec:
     install_hint: str = ""
     ingress: Literal["single_receiver", "shared"] = INGRESS_SINGLE_RECEIVER
     busy_input_mode: Literal["interrupt", "queue", "steer", "sequential"] | None = None
+    help_lines: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

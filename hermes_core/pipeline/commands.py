@@ -346,7 +346,7 @@ async def _status(call: CommandCall) -> CommandResult:
 
 
 async def _help(call: CommandCall) -> CommandResult:
-    return CommandResult(HELP_TEXT)
+    return CommandResult(help_text(call.deps, call.event.source.platform))
 
 
 COMMANDS: tuple[Command, ...] = (
@@ -371,7 +371,16 @@ COMMANDS: tuple[Command, ...] = (
 )
 BY_NAME: dict[str, Command] = {c.name: c for c in COMMANDS}
 
-HELP_TEXT = "\n".join(["Commands:", *(c.help_line for c in COMMANDS)])
+def help_text(deps: PipelineDeps, platform: str) -> str:
+    """The `/help` answer in a chat on `platform` (docs/behaviour.md §11): `Commands:`, then the
+    help line of each command that works there — `/restart` only where something would start
+    the gateway again (`deps.request_restart`; elsewhere it only answers that it is not
+    available) — then the platform's own commands (`AdapterSpec.help_lines` of its adapter in
+    `deps.adapters`, e.g. the terminal's `/quit`)."""
+    adapter = deps.adapters.get(platform)
+    spec = getattr(adapter, "spec", None)
+    lines = [c.help_line for c in COMMANDS if c.name != "restart" or deps.request_restart is not None]
+    return "\n".join(["Commands:", *lines, *getattr(spec, "help_lines", ())])
 UNKNOWN_TEXT = "Unknown command /{name}. Commands: " + ", ".join(f"/{c.name}" for c in COMMANDS) + "."
 
 

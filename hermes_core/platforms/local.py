@@ -118,7 +118,8 @@ class LocalAdapter(BaseAdapter):
     """
 
     spec = AdapterSpec(name="local", label="Local terminal", pii_safe=False,
-                       max_message_length=100_000, length_unit="chars", capabilities=frozenset())
+                       max_message_length=100_000, length_unit="chars", capabilities=frozenset(),
+                       help_lines=("/quit — leaves the chat (also /exit, or Ctrl-D)",))
 
     def __init__(self, settings: Any = None, *, on_message=None, stdin: TextIO | None = None,
                  stdout: TextIO | None = None, user: str | None = None, prompt: str | None = None,

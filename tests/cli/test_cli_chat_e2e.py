@@ -84,6 +84,27 @@ def test_unknown_command_and_empty_lines(tmp_path):
                              "/retry, /compress, /status, /help, /restart.\n")
 
 
+def test_help_lists_what_works_in_the_terminal(tmp_path):
+    """docs/behaviour.md §11: in `chat` `/help` leaves out `/restart` (nothing would start the
+    gateway again; it only answers so) and lists `/quit`, which the banner names."""
+    result = run_cli(tmp_path, "chat", stdin="/help\n")
+    assert (result.returncode, result.stderr) == (0, "")
+    assert result.stdout == (
+        "Commands:\n"
+        "/new [title] — starts a new session (the old transcript is kept), optionally titled\n"
+        "/reset — the same as /new\n"
+        "/stop — stops the current reply and background work (your next message starts a new session)\n"
+        "/queue <message> — runs a message as its own turn after the current one\n"
+        "/resume [number | id | title | label] — lists your recent sessions, or switches to one\n"
+        "/title <text> — names the current session\n"
+        "/undo [n] — removes your last n turns and their replies (default 1)\n"
+        "/retry — removes your last turn and sends that message again\n"
+        "/compress — replaces the older part of the conversation by a summary\n"
+        "/status — shows the session key, session id, turns, tokens and queued messages\n"
+        "/help — shows this help\n"
+        "/quit — leaves the chat (also /exit, or Ctrl-D)\n")
+
+
 def test_quit_stops_reading(tmp_path):
     result = run_cli(tmp_path, "chat", stdin="one\n/quit\ntwo\n")
     assert result.stdout == "echo: one\n"

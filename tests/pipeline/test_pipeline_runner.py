@@ -14,13 +14,28 @@ from hermes_core.agents import EchoAgent
 from hermes_core.agents.base import Agent, AgentError, AgentReply
 from hermes_core.app import GatewayApp
 from hermes_core.model import MessageEvent, SessionSource, TokenUsage
-from hermes_core.pipeline.commands import HELP_TEXT
 from hermes_core.plugin_system import create_plugin_manager
 from hermes_core.settings import GatewayConfig
 
 
 def group(user, name):
     return SessionSource("testchat", "-5", chat_type="group", chat_name="G", user_id=user, user_name=name)
+
+
+# `/help` in these apps: no /restart, as nothing would start them again (docs/behaviour.md §11).
+HELP_HERE = (
+    "Commands:\n"
+    "/new [title] — starts a new session (the old transcript is kept), optionally titled\n"
+    "/reset — the same as /new\n"
+    "/stop — stops the current reply and background work (your next message starts a new session)\n"
+    "/queue <message> — runs a message as its own turn after the current one\n"
+    "/resume [number | id | title | label] — lists your recent sessions, or switches to one\n"
+    "/title <text> — names the current session\n"
+    "/undo [n] — removes your last n turns and their replies (default 1)\n"
+    "/retry — removes your last turn and sends that message again\n"
+    "/compress — replaces the older part of the conversation by a summary\n"
+    "/status — shows the session key, session id, turns, tokens and queued messages\n"
+    "/help — shows this help")
 
 
 async def make_app(tmp_path, agent=None, limit=None, **config):
@@ -67,20 +82,7 @@ async def test_status_help_unknown_and_new(tmp_path):
         assert adapter.texts()[-1] == (f"Session key: agent:main:testchat:dm:100\nSession id: {first}\n"
                                        "Turns: 1\nTokens: 3 (input 1, output 2)")
         await say(app, dm(), "/help")
-        assert adapter.texts()[-1] == (
-            "Commands:\n"
-            "/new [title] — starts a new session (the old transcript is kept), optionally titled\n"
-            "/reset — the same as /new\n"
-            "/stop — stops the current reply and background work (your next message starts a new session)\n"
-            "/queue <message> — runs a message as its own turn after the current one\n"
-            "/resume [number | id | title | label] — lists your recent sessions, or switches to one\n"
-            "/title <text> — names the current session\n"
-            "/undo [n] — removes your last n turns and their replies (default 1)\n"
-            "/retry — removes your last turn and sends that message again\n"
-            "/compress — replaces the older part of the conversation by a summary\n"
-            "/status — shows the session key, session id, turns, tokens and queued messages\n"
-            "/help — shows this help\n"
-            "/restart — restarts the gateway (admins only)")
+        assert adapter.texts()[-1] == HELP_HERE
         await say(app, dm(), "/frobnicate now")
         assert adapter.texts()[-1] == ("Unknown command /frobnicate. Commands: /new, /reset, /stop, /queue, /resume, "
                                        "/title, /undo, /retry, /compress, /status, /help, /restart.")
@@ -342,6 +344,21 @@ class Veto:
         self.errors.append((delivery.text, str(error)))
 
 
+async def test_help_lists_restart_where_something_restarts_the_gateway(tmp_path):
+    """docs/behaviour.md §11: `/help` lists what works where it is asked: `/restart` only in a
+    gateway that something starts again (`hermes-gateway run`'s supervisor)."""
+    cfg = GatewayConfig(home=tmp_path, platforms={"testchat": {"allow_all": True}})
+    adapter = RecordingAdapter()
+    app = GatewayApp(cfg, adapters={"testchat": adapter}, agent=EchoAgent(), watcher=False, on_restart=lambda: None)
+    await app.start()
+    try:
+        await say(app, dm(), "/help")
+        assert adapter.texts()[-1].split("\n")[-2:] == ["/help — shows this help",
+                                                       "/restart — restarts the gateway (admins only)"]
+    finally:
+        await app.stop()
+
+
 async def _app_with(tmp_path, plugin):
     pm, _ = create_plugin_manager(None)
     pm.register(plugin, name="deployment:test")
@@ -370,7 +387,7 @@ async def test_vetoed_reply_is_not_sent_and_observers_hear_why(tmp_path):
     try:
         await say(app, dm(), "secret")
         await say(app, dm(), "/help")
-        assert adapter.texts() == [HELP_TEXT]  # only the notice, which the veto lets through
+        assert adapter.texts() == [HELP_HERE]  # only the notice, which the veto lets through
         assert veto.errors == [("echo: secret", "vetoed: policy")]
         assert await app.store.turn_markers() == []
     finally:
