@@ -66,3 +66,27 @@ def why_dir_unwritable(path: Path | str) -> str | None:
     except OSError as exc:
         return exc.strerror or str(exc)
     return None
+
+
+def this_user() -> str:
+    """Who this process writes as, for "not writable by …" lines: `user <name> (uid <n>)`, or
+    `uid <n>` when the uid has no passwd entry (some containers)."""
+    import pwd
+
+    uid = os.geteuid()
+    try:
+        return f"user {pwd.getpwuid(uid).pw_name} (uid {uid})"
+    except KeyError:
+        return f"uid {uid}"
+
+
+def why_file_unwritable(path: Path | str) -> str | None:
+    """Why the existing file `path` cannot be written in place, learnt by opening it for
+    writing (nothing is written, its times stay as they are): `"Permission denied"`,
+    `"Read-only file system"`…; None when it can. Not `os.access`, for the reason
+    `why_dir_unwritable` gives."""
+    try:
+        os.close(os.open(path, os.O_WRONLY))
+    except OSError as exc:
+        return exc.strerror or str(exc)
+    return None

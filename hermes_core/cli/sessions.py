@@ -1,6 +1,6 @@
 """`hermes-gateway sessions …`: inspect and manage stored sessions.
 
-Read-only commands (list, show, search, export) open the store without the home lock, so they
+Read-only commands (list, show, search, export) open state.db read-only and without the home lock, so they
 work beside a running gateway. Writing commands (prune, delete, erase-user, import, reindex) take
 the lock and refuse with one clear line while a gateway holds the home; prune, delete and
 erase-user ask before removing anything (`--yes` skips the question, and is required when stdin
@@ -96,8 +96,11 @@ def _run(work: Callable[[SessionStore], Awaitable[Any]], *, write: bool = False,
     async def main() -> Any:
         # No degraded fallback: its copy holds no transcripts, so a listing or an export would
         # come out empty, and a write would land in its journal instead of state.db.
+        # A read opens state.db read-only: it writes nothing into the home, and works on a home
+        # this user cannot write (docs/operations.md §5).
         store = SessionStore(config.sessions_dir, config, lock_home=write, degraded_fallback=False,
-                             adopt_sessions_json=need_state)  # `import` imports and reports itself
+                             adopt_sessions_json=need_state,  # `import` imports and reports itself
+                             read_only=not write)
         await store.open()
         try:
             return await work(store)

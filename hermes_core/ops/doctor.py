@@ -5,8 +5,9 @@ Each check gives one `Check` (`ok`, `warn`, `fail`, or `fixed` after a `--fix` r
 detail is one line naming the file, key or plugin. A `fail` is something that stops `run` (or
 loses data if left alone); a `warn` is worth knowing but does not stop the gateway.
 
-Nothing here writes unless `fix=True` (but for the home check's probe of a missing HERMES_HOME:
-an empty directory made and removed at once), and then only safe repairs: permissions tightened
+Nothing here writes unless `fix=True` (but for the probes of the home and state.db checks: an
+empty directory made and removed at once in place of a missing HERMES_HOME, an empty file made
+and removed at once in the home and in state.db's folder), and then only safe repairs: permissions tightened
 to owner-only, the full-text index rebuilt from the stored messages, `sessions.json` rebuilt
 from `state.db`. Repairs that need the store are refused while a gateway holds the home.
 """
@@ -24,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from ..sdk.errors import describe_failure
-from ..dirs import nearest_existing, why_dir_uncreatable, why_dir_unwritable
+from ..dirs import nearest_existing, this_user, why_dir_uncreatable, why_dir_unwritable, why_file_unwritable
 from ..store.home_lock import home_is_locked
 
 OK, WARN, FAIL, FIXED = "ok", "warn", "fail", "fixed"
@@ -192,7 +193,7 @@ def check_home(config: Any, fix: bool) -> list[Check]:
         return [Check("home", FAIL, f"HERMES_HOME {home} exists and is not a directory")]
     unwritable = why_dir_unwritable(home)  # the start's own probe (app.check_home)
     if unwritable is not None:
-        return [Check("home", FAIL, f"HERMES_HOME {home} is not writable: {unwritable}")]
+        return [Check("home", FAIL, f"HERMES_HOME {home} is not writable by {this_user()}: {unwritable}")]
     checks = [Check("home", OK, str(home))]
     for path, mode in ((home, 0o700), (config.sessions_dir, 0o700), (config.db_path, 0o600),
                        (home / "gateway.log", 0o600), (config.sessions_dir / "sessions.json", 0o600)):
@@ -265,6 +266,13 @@ def check_database(config: Any) -> list[Check]:
     path = Path(config.db_path)
     if not path.exists():
         return [Check("state.db", WARN, f"{path} does not exist yet (the first start creates it)")]
+    unwritable = _why_database_unwritable(path)
+    if unwritable is not None:
+        # Said as what it is: SQLite's own words ("attempt to write a readonly database") read
+        # as a broken file. The checks below need to write (FTS5's check is an INSERT).
+        return [Check("state.db", FAIL, f"{path} is not writable by {this_user()}: {unwritable}; `run` writes it "
+                                        "(and its -wal and -shm files beside it): give that user write access, "
+                                        "then run doctor again to check the file itself")]
     try:
         # Read-write but writing nothing: FTS5's integrity-check is an INSERT statement, which
         # a read-only connection refuses. A running gateway waits for the check (its writes
@@ -316,6 +324,19 @@ def check_database(config: Any) -> list[Check]:
         return checks
     finally:
         conn.close()
+
+
+def _why_database_unwritable(path: Path) -> str | None:
+    """Why `run` could not write state.db at `path` (an existing file), or None: the file
+    cannot be opened for writing, or its folder refuses the -wal and -shm files (learnt as the
+    home check learns it, by creating and removing a file there)."""
+    unwritable = why_file_unwritable(path)
+    if unwritable is not None:
+        return unwritable
+    unwritable = why_dir_unwritable(path.parent)
+    if unwritable is not None:
+        return f"its folder {path.parent} refuses new files ({unwritable})"
+    return None
 
 
 def check_leftovers(config: Any) -> list[Check]:

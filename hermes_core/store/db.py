@@ -212,6 +212,11 @@ class Database:
     Args:
         path: the SQLite file (`config.db_path`).
         busy_timeout_s: seconds a statement waits on a lock held by another connection.
+        read_only: open the existing file read-only (`mode=ro`; the read-only `sessions`
+            commands, docs/operations.md §5): nothing is created, migrated, chmod-ed or written
+            into its folder, and every write is refused by SQLite. In a folder this process
+            cannot write (where SQLite cannot create the `-shm` file a WAL reader needs) the
+            file is read as immutable, unless a `-wal` file holds writes not yet in it.
 
     Class attributes (a subclass may change them; the store never weakens them, docs/behaviour.md
     §12 — `benchmarks/bench_durability.py` subclasses them to measure the old setting beside):
@@ -233,9 +238,11 @@ class Database:
     # writes its journal first (`_durable_commit`), so it commits after the call.
     _COMMIT_IN_THREAD = True
 
-    def __init__(self, path: Path, busy_timeout_s: float = 5.0) -> None:
+    def __init__(self, path: Path, busy_timeout_s: float = 5.0, *, read_only: bool = False) -> None:
         self.path = Path(path)
         self.busy_timeout_s = busy_timeout_s
+        # Not `read_only`: the degraded engine (journal.py) names its own "write no file" so.
+        self.read_only_file = read_only
         self.conn: aiosqlite.Connection | None = None
         # Serialises the connection between tasks: the flusher's thread call, a `write()` block, `execute`.
         self._lock = asyncio.Lock()
@@ -271,6 +278,8 @@ class Database:
             raise
 
     async def _connect(self) -> aiosqlite.Connection:
+        if self.read_only_file:
+            return await self._connect_read_only()
         _create_private(self.path)
         conn = self._daemon(aiosqlite.connect(str(self.path), isolation_level=None, timeout=self.busy_timeout_s))
         await conn
@@ -280,6 +289,46 @@ class Database:
             os.chmod(self.path, 0o600)
         except OSError as exc:
             log.warning("cannot restrict permissions of %s: %s", self.path, exc)
+        return conn
+
+    async def _connect_read_only(self) -> aiosqlite.Connection:
+        """The `read_only` connection (class docstring).
+
+        Raises:
+            StoreError: the folder cannot be written and a `-wal` file holds writes (an
+                immutable read would not see them).
+            sqlite3.Error: the file cannot be opened or is not a database.
+        """
+        uri = self.path.resolve().as_uri() + "?mode=ro"  # percent-encoded: any file name works
+        wal = self.path.with_name(self.path.name + "-wal")
+        if wal.exists():
+            # A gateway has the file open (its writer keeps the -wal until it closes), or one
+            # stopped without taking its -wal in: read through the -wal as SQLite shares it.
+            conn = await self._open_uri(uri)
+            try:
+                await (await conn.execute("SELECT count(*) FROM sqlite_master")).close()  # reads the -wal index
+                return conn
+            except sqlite3.OperationalError as exc:
+                await conn.close()
+                # Without its -shm file, which reading through the -wal needs: the folder
+                # refuses it (SQLite says READONLY_DIRECTORY, or CANTOPEN beside a -wal).
+                shm = self.path.with_name(self.path.name + "-shm")
+                if (getattr(exc, "sqlite_errorname", "") not in ("SQLITE_READONLY_DIRECTORY", "SQLITE_CANTOPEN")
+                        or shm.exists()):
+                    raise
+            if wal.stat().st_size:
+                raise StoreError(f"{self.describe()} cannot be read: its folder is not writable and {wal.name} "
+                                 "holds writes not yet in it (a gateway that can write the folder takes them in "
+                                 "at its next start)")
+        # No connection has the file open and no -wal holds writes: the file alone is the whole
+        # database, read as immutable, which needs no -wal or -shm file (a plain read-only open
+        # would create both in the folder and leave them there). A gateway starting meanwhile
+        # writes into its own new -wal, not into the file.
+        return await self._open_uri(uri + "&immutable=1")
+
+    async def _open_uri(self, uri: str) -> aiosqlite.Connection:
+        conn = self._daemon(aiosqlite.connect(uri, uri=True, isolation_level=None, timeout=self.busy_timeout_s))
+        await conn
         return conn
 
     @staticmethod
@@ -294,6 +343,8 @@ class Database:
 
     async def _configure(self, conn: aiosqlite.Connection) -> None:
         await conn.execute(f"PRAGMA busy_timeout = {int(self.busy_timeout_s * 1000)}")
+        if self.read_only_file:  # the rest concerns writes (and setting WAL would be one)
+            return
         mode = await self.fetchval("PRAGMA journal_mode = WAL")
         if str(mode).lower() != "wal":
             log.warning("state.db %s: journal_mode is %s, not WAL", self.path, mode)
@@ -313,6 +364,9 @@ class Database:
             raise SchemaTooNewError(
                 f"{self.describe()} has schema version {current}, newer than this gateway's {newest}; "
                 f"upgrade hermes-gateway-core")
+        if self.read_only_file and current < newest:
+            raise StoreError(f"{self.describe()} has schema version {current}, older than this gateway's {newest}, "
+                             "and a read-only command does not upgrade it: the next start of the gateway does")
         for version, name, sql in known:
             if version <= current:
                 continue

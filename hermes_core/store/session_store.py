@@ -84,6 +84,10 @@ class SessionStore(TurnOps, TranscriptOps, AliasOps, ErasureOps, ClaimOps):
         adopt_sessions_json: an open with the home lock on a state.db that holds no session
             takes the routes sessions.json lists (`_adopt_sessions_json`); False for `sessions
             import`, which imports them itself and reports what it did.
+        read_only: open state.db read-only (`Database` `read_only`; the read-only `sessions`
+            commands, docs/operations.md §5): nothing is created or written in the home, every
+            write raises (sqlite3.OperationalError), an older schema is refused (StoreError)
+            rather than upgraded. Only with `lock_home=False` and `degraded_fallback=False`.
 
     Use `await store.open()` / `await store.close()` or `async with store:`.
 
@@ -99,7 +103,11 @@ class SessionStore(TurnOps, TranscriptOps, AliasOps, ErasureOps, ClaimOps):
                  shared_fn: Callable[[SessionSource], bool] | None = None,
                  canonical_fn: Canonicalizer | None = None,
                  clock: Callable[[], datetime] = utc_now, lock_home: bool = True,
-                 degraded_fallback: bool = True, adopt_sessions_json: bool = True) -> None:
+                 degraded_fallback: bool = True, adopt_sessions_json: bool = True,
+                 read_only: bool = False) -> None:
+        if read_only and (lock_home or degraded_fallback):
+            raise ValueError("a read-only store takes no home lock and has no degraded fallback")
+        self.read_only = read_only
         self.sessions_dir = Path(sessions_dir)
         self._degraded_fallback = degraded_fallback
         self._may_adopt = adopt_sessions_json
@@ -164,7 +172,8 @@ class SessionStore(TurnOps, TranscriptOps, AliasOps, ErasureOps, ClaimOps):
         if self._lock_home:
             self._home_lock.acquire()
         try:
-            ensure_private_dir(self.sessions_dir)  # sessions.json, and the journal when degraded
+            if not self.read_only:
+                ensure_private_dir(self.sessions_dir)  # sessions.json, and the journal when degraded
             if self.config.store.builtin:
                 backend = await self._open_sqlite()
             else:
@@ -205,9 +214,11 @@ class SessionStore(TurnOps, TranscriptOps, AliasOps, ErasureOps, ClaimOps):
 
     async def _open_sqlite(self) -> SqliteBackend:
         """`state.db`, or the degraded engine when it cannot be opened (docs/behaviour.md §12)."""
-        backend = SqliteBackend(self.database_class(self.config.db_path, self.config.storage.busy_timeout_s))
+        backend = SqliteBackend(self.database_class(self.config.db_path, self.config.storage.busy_timeout_s,
+                                                    read_only=self.read_only))
         try:
-            ensure_private_dir(self.config.db_path.parent)
+            if not self.read_only:
+                ensure_private_dir(self.config.db_path.parent)
             await backend.open()
         except SchemaTooNewError:
             raise

@@ -13,7 +13,7 @@ import sqlite3
 from contextlib import closing
 from dataclasses import fields
 from functools import partial
-from typing import Any, Iterable, Sequence
+from typing import Any, Callable, Iterable, Sequence
 
 from ..model import SessionEntry, TokenUsage, format_timestamp
 from ..model.text import to_json
@@ -58,6 +58,8 @@ _ACCEPT = ("INSERT OR IGNORE INTO inbound (platform, chat_id, message_id, accept
 # The condition of the partial index `delivery_open` (schema 7), word for word.
 _OPEN_OBLIGATION = "(state = 'pending' OR state = 'attempting' OR state = 'failed')"
 _OPEN_STATES = frozenset({"pending", "attempting", "failed"})
+# A read-only search's own index of the messages waiting for the next batch (`_search_read_only`).
+_WAITING_FTS = "waiting_fts"
 _INSERT_SESSION = (
     "INSERT OR IGNORE INTO sessions (session_id, session_key, origin, platform, chat_id, participant_id, "
     "chat_type, display_name, created_at, updated_at, parent_session_id) VALUES (?,?,?,?,?,?,?,?,?,?,?)")
@@ -490,14 +492,18 @@ class SqliteBackend:
         return [e for e in entries if e is not None]
 
     async def search(self, expression: str, limit: int, offset: int, platform: str | None) -> list[SearchHit]:
-        sql = ("SELECT m.session_id, m.id, snippet(messages_fts, 0, '[', ']', '…', 12), s.origin "
-               "FROM messages_fts JOIN messages m ON m.id = messages_fts.rowid "
-               "LEFT JOIN sessions s ON s.session_id = m.session_id "
-               "WHERE messages_fts MATCH ? AND m.active = 1")
-        params: list[Any] = [expression]
-        if platform is not None:
-            sql += " AND s.platform = ?"
-            params.append(platform)
+        def hits_in(table: str) -> tuple[str, list[Any]]:
+            sql = (f"SELECT m.session_id, m.id, snippet({table}, 0, '[', ']', '…', 12), s.origin, {table}.rank "
+                   f"FROM {table} JOIN messages m ON m.id = {table}.rowid "
+                   "LEFT JOIN sessions s ON s.session_id = m.session_id "
+                   f"WHERE {table} MATCH ? AND m.active = 1")
+            if platform is None:
+                return sql, [expression]
+            return sql + " AND s.platform = ?", [expression, platform]
+
+        if self.db.read_only_file:
+            return await self._search_read_only(hits_in, limit, offset)
+        sql, params = hits_in("messages_fts")
         sql += " ORDER BY rank LIMIT ? OFFSET ?"
         params += [limit, offset]
 
@@ -512,6 +518,26 @@ class SqliteBackend:
             log.warning("search hit a damaged full-text index (%s); rebuilding it", exc)
             await fts.rebuild(self.db)
             rows = await work()
+        return [SearchHit(r[0], r[1], r[2], r[3]) for r in rows]
+
+    async def _search_read_only(self, hits_in: Callable[[str], tuple[str, list[Any]]], limit: int,
+                                offset: int) -> list[SearchHit]:
+        """`search` on a read-only state.db (`Database` `read_only`), which cannot index the
+        messages waiting for the next batch (`fts` module docstring): they are indexed in a
+        full-text table of the connection's own temporary database (the same default tokenizer
+        as `messages_fts`), and the hits of both are ranked together, so the search still sees
+        every message. Nothing is written into state.db or beside it."""
+        indexed, indexed_params = hits_in(fts.FTS_TABLE)
+        waiting, waiting_params = hits_in(_WAITING_FTS)
+        sql = f"SELECT * FROM ({indexed} UNION ALL {waiting}) ORDER BY 5 LIMIT ? OFFSET ?"
+
+        def read(conn: sqlite3.Connection) -> list[tuple]:
+            conn.execute(f"CREATE VIRTUAL TABLE IF NOT EXISTS temp.{_WAITING_FTS} USING fts5(content)")
+            conn.execute(f"DELETE FROM {_WAITING_FTS}")
+            conn.execute(f"INSERT INTO {_WAITING_FTS}(rowid, content) SELECT id, content FROM messages "
+                         "WHERE id > (SELECT indexed_through FROM fts_progress)")
+            return conn.execute(sql, [*indexed_params, *waiting_params, limit, offset]).fetchall()
+        rows = await self.db.read(read)
         return [SearchHit(r[0], r[1], r[2], r[3]) for r in rows]
 
     async def fts_check_and_repair(self) -> bool:

@@ -5,9 +5,12 @@ from __future__ import annotations
 
 import asyncio
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
 
 SCRIPT = str(Path(sys.executable).with_name("hermes-gateway"))
 """The console script of the venv running the tests."""
@@ -23,10 +26,24 @@ def gateway_env(home: Path | str | None, **extra: str) -> dict[str, str]:
     return env
 
 
-def run(args: list[str], env: dict[str, str], cwd: Path, stdin: str | None = None) -> tuple[int, str, str]:
+def bound_by_file_modes() -> list[str]:
+    """The command prefix under which `hermes-gateway` obeys file modes: none for a user other
+    than root; as root (whom modes do not stop), `setpriv` dropping the capabilities that
+    override them. Skips the test when root has no `setpriv`."""
+    if os.geteuid() != 0:
+        return []
+    setpriv = shutil.which("setpriv")
+    if setpriv is None:
+        pytest.skip("running as root without setpriv: file modes cannot be made to bind")
+    return [setpriv, "--inh-caps=-all", "--bounding-set=-dac_override,-dac_read_search,-fowner", "--"]
+
+
+def run(args: list[str], env: dict[str, str], cwd: Path, stdin: str | None = None, *,
+        prefix: list[str] | None = None) -> tuple[int, str, str]:
     """Run `hermes-gateway *args` to its end (60 s at most) in `cwd` with `env`; `stdin` is the
-    text fed to it (None: no input at all). Returns (exit code, stdout, stderr)."""
-    proc = subprocess.run([SCRIPT, *args], env=env, cwd=cwd, input=stdin,
+    text fed to it (None: no input at all); `prefix` goes before the script (e.g.
+    `bound_by_file_modes()`). Returns (exit code, stdout, stderr)."""
+    proc = subprocess.run([*(prefix or []), SCRIPT, *args], env=env, cwd=cwd, input=stdin,
                           stdin=None if stdin is not None else subprocess.DEVNULL,
                           capture_output=True, text=True, timeout=60)
     return proc.returncode, proc.stdout, proc.stderr

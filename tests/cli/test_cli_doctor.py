@@ -23,6 +23,13 @@ def _doctor(home: Path, cwd: Path, *args: str, **env: str) -> tuple[int, dict[st
     return code, {row["check"]: row for row in json.loads(out)}
 
 
+def _this_user() -> str:
+    """How doctor names the user it runs as (docs/operations.md §1)."""
+    import pwd
+
+    return f"user {pwd.getpwuid(os.geteuid()).pw_name} (uid {os.geteuid()})"
+
+
 def _home_with_a_chat(tmp_path: Path) -> Path:
     home = tmp_path / "home"
     code, out, _err = run(["chat"], gateway_env(home), tmp_path, stdin="hello pelican\n")
@@ -70,7 +77,7 @@ def test_a_home_nothing_can_be_written_in_fails_as_the_start_does(tmp_path):
         home.chmod(0o500)
     code, checks = _doctor(home, tmp_path)
     assert (code, checks["home"]["status"], checks["home"]["detail"]) == (
-        1, "fail", f"HERMES_HOME {home} is not writable: Permission denied")
+        1, "fail", f"HERMES_HOME {home} is not writable by {_this_user()}: Permission denied")
 
 
 def test_a_broken_override_fails_with_the_loaders_line(tmp_path):

@@ -13,7 +13,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from cli_helpers import SCRIPT, gateway_env, run
+from cli_helpers import SCRIPT, bound_by_file_modes, gateway_env, run
 
 def _mode(path: Path) -> int:
     return stat.S_IMODE(path.stat().st_mode)
@@ -98,6 +98,96 @@ def test_admin_commands_refuse_a_state_db_that_cannot_be_opened(tmp_path, args):
     assert (code, out, err) == (2, "", f"hermes-gateway: error: state.db {home / 'state.db'} cannot be opened: "
                                        "file is not a database\n")
     assert sorted(p.name for p in (home / "sessions").iterdir()) == before  # no journal begun
+
+
+# ---- read-only commands write nothing into the home -------------------------------------------
+
+def _files(home: Path) -> dict[str, tuple[int, int, int]]:
+    """Every path under `home` (relative) → (mode, size, mtime in ns)."""
+    return {str(p.relative_to(home)): (p.stat().st_mode, p.stat().st_size, p.stat().st_mtime_ns)
+            for p in [home, *home.rglob("*")]}
+
+
+def _read_only_commands(home: Path, cwd: Path, prefix: list[str] | None = None) -> None:
+    """`sessions list`, `show`, `search` on `home` (one chat: "hello pelican") answer as they
+    should (docs/operations.md §5)."""
+    env = gateway_env(home)
+    code, out, err = run(["sessions", "list", "--json"], env, cwd, prefix=prefix)
+    assert (code, err, [r["session_key"] for r in json.loads(out)]) == (0, "", ["agent:main:local:dm:terminal"])
+    code, out, err = run(["sessions", "show", "agent:main:local:dm:terminal", "--json"], env, cwd, prefix=prefix)
+    assert (code, err) == (0, "")
+    assert [m["content"] for m in json.loads(out)["messages"]] == ["hello pelican", "echo: hello pelican"]
+    # Two messages: both still wait for the index's next batch of 64, and are found all the same.
+    code, out, err = run(["sessions", "search", "pelican", "--json"], env, cwd, prefix=prefix)
+    assert (code, err) == (0, "")
+    assert sorted(hit["snippet"] for hit in json.loads(out)) == ["echo: hello [pelican]", "hello [pelican]"]
+
+
+def test_read_only_commands_leave_the_home_as_it_was(tmp_path):
+    """A read opens state.db read-only: no -wal or -shm file is left beside it, its mode and
+    time stay as they were (docs/operations.md §5)."""
+    home = tmp_path / "home"
+    assert run(["chat"], gateway_env(home), tmp_path, stdin="hello pelican\n")[0] == 0
+    (home / "state.db").chmod(0o640)  # the operator's choice: a read does not "fix" it
+    before = _files(home)
+    _read_only_commands(home, tmp_path)
+    assert _files(home) == before
+
+
+def test_read_only_commands_work_on_a_home_nobody_may_write(tmp_path):
+    """A home the user cannot write (`chmod -R a-w`): the read-only commands answer, writing
+    nothing; doctor names what `run` would need (docs/operations.md §1, §5)."""
+    import pwd
+
+    home = tmp_path / "home"
+    assert run(["chat"], gateway_env(home), tmp_path, stdin="hello pelican\n")[0] == 0
+    paths = [home, *home.rglob("*")]
+    for path in paths:
+        path.chmod(stat.S_IMODE(path.stat().st_mode) & ~0o222)
+    prefix = bound_by_file_modes()
+    try:
+        before = _files(home)
+        _read_only_commands(home, tmp_path, prefix)
+        assert _files(home) == before
+        code, out, err = run(["doctor", "--json"], gateway_env(home), tmp_path, prefix=prefix)
+        checks = {row["check"]: row for row in json.loads(out)}
+        user = f"user {pwd.getpwuid(os.geteuid()).pw_name} (uid {os.geteuid()})"
+        assert (code, checks["home"]["detail"], checks["state.db"]) == (
+            1, f"HERMES_HOME {home} is not writable by {user}: Permission denied",
+            {"check": "state.db", "status": "fail",
+             "detail": f"{home / 'state.db'} is not writable by {user}: Permission denied; `run` writes it (and its "
+                       "-wal and -shm files beside it): give that user write access, then run doctor again to "
+                       "check the file itself"})
+    finally:
+        for path in paths:
+            path.chmod(stat.S_IMODE(path.stat().st_mode) | 0o200)
+
+
+def test_a_read_only_command_refuses_a_wal_it_cannot_read(tmp_path):
+    """state.db with a -wal file holding writes (a gateway stopped without taking it in) in a
+    folder the user cannot write: SQLite could not read through the -wal there, and reading the
+    file alone would miss those writes, so the command says so in one line."""
+    home = tmp_path / "home"
+    assert run(["chat"], gateway_env(home), tmp_path, stdin="hello pelican\n")[0] == 0
+    copy = tmp_path / "copy"
+    copy.mkdir()
+    conn = sqlite3.connect(home / "state.db")
+    conn.execute("PRAGMA wal_autocheckpoint = 0")
+    conn.execute("CREATE TABLE later (x)")  # a write that stays in the -wal
+    for name in ("state.db", "state.db-wal"):  # as a crash leaves them (the -shm goes with the reboot)
+        (copy / name).write_bytes((home / name).read_bytes())
+    conn.close()
+    (home / "state.db").replace(tmp_path / "state.db.old")
+    for name in ("state.db", "state.db-wal"):
+        (copy / name).replace(home / name)
+    home.chmod(0o500)
+    try:
+        assert run(["sessions", "list"], gateway_env(home), tmp_path, prefix=bound_by_file_modes()) == (
+            2, "", f"hermes-gateway: error: state.db {home / 'state.db'} cannot be opened: state.db "
+                   f"{home / 'state.db'} cannot be read: its folder is not writable and state.db-wal holds writes "
+                   "not yet in it (a gateway that can write the folder takes them in at its next start)\n")
+    finally:
+        home.chmod(0o700)
 
 
 # ---- item 4: owner-only modes --------------------------------------------------------------------

@@ -208,3 +208,23 @@ async def test_a_search_or_check_on_a_dropped_index_or_mark_re_creates_it(store)
     await store.append_to_transcript(SID, {"role": "user", "content": "mark restored numbat"})
     assert [r["message_id"] for r in await store.search_transcripts("numbat")] == [21]
     assert await store.check_fts() is False
+
+
+async def test_a_read_only_store_searches_indexed_and_waiting_messages_alike(config, clock):
+    """docs/operations.md §5: a read-only search cannot index the messages waiting for the next
+    batch of 64 in state.db; it finds them all the same, ranked with the indexed ones, and
+    leaves the index as it was."""
+    from hermes_core.store import SessionStore
+
+    async with SessionStore(config.sessions_dir, config, clock=clock) as store:
+        await _fill(store, 70)  # 64 indexed, 6 waiting
+    reader = SessionStore(config.sessions_dir, config, clock=clock, lock_home=False, degraded_fallback=False,
+                          read_only=True)
+    async with reader:
+        assert await reader.search_transcripts("number66") == [
+            {"session_id": SID, "message_id": 67, "snippet": "message [number66] about giraffes"}]
+        found = await reader.search_transcripts("giraffes", limit=100)
+        assert sorted(h["message_id"] for h in found) == list(range(1, 71))
+    conn = sqlite3.connect(config.db_path)
+    assert conn.execute("SELECT indexed_through FROM fts_progress").fetchone()[0] == 64
+    conn.close()

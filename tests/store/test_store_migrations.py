@@ -48,6 +48,27 @@ async def test_version_1_database_is_migrated_forward(config, clock):
     conn.close()
 
 
+async def test_a_read_only_store_refuses_an_older_schema_and_leaves_it_as_it_is(config, clock):
+    """docs/operations.md §5: a read-only command writes nothing, so it does not upgrade."""
+    from hermes_core.store import StoreError
+
+    config.home.mkdir(parents=True)
+    conn = sqlite3.connect(config.db_path)
+    conn.executescript(migrations()[0][2] + "\nPRAGMA user_version = 1;")
+    conn.close()
+    store = SessionStore(config.sessions_dir, config, clock=clock, lock_home=False, degraded_fallback=False,
+                         read_only=True)
+    with pytest.raises(StoreError) as caught:
+        await store.open()
+    assert str(caught.value) == (
+        f"state.db {config.db_path} cannot be opened: state.db {config.db_path} has schema version 1, older than "
+        "this gateway's 7, and a read-only command does not upgrade it: the next start of the gateway does")
+    conn = sqlite3.connect(config.db_path)
+    assert conn.execute("PRAGMA user_version").fetchone()[0] == 1
+    conn.close()
+    assert not config.sessions_dir.exists()  # nothing created in the home either
+
+
 async def test_newer_schema_refuses_to_open_and_does_not_degrade(config, clock):
     config.home.mkdir(parents=True)
     conn = sqlite3.connect(config.db_path)
