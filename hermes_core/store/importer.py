@@ -9,8 +9,10 @@ for sessions that have no transcript in the store yet.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -22,6 +24,11 @@ if TYPE_CHECKING:  # the CLI passes an open store; no import of the store's modu
     from .session_store import SessionStore
 
 log = logging.getLogger(__name__)
+
+# Legacy transcripts imported together (their commits shared), and the seconds between two
+# progress lines of a long import.
+IMPORT_BATCH = 256
+PROGRESS_EVERY_S = 5.0
 
 
 @dataclass
@@ -89,38 +96,67 @@ async def import_sessions_json(store: SessionStore, path: Path, *, replace: bool
             if stored is not None and stored.updated_at > entries[key].updated_at:
                 report.kept_newer.append(f"{key}: the store's route (updated {format_timestamp(stored.updated_at)}) "
                                          f"is newer than the file's ({format_timestamp(entries[key].updated_at)})")
-    done: set[str] = set()
+    legacy: list[tuple[str, str, Path]] = []  # (session key, session id, its .jsonl), once per id
+    seen: set[str] = set()
     for key, entry in entries.items():
         sid = entry.session_id
-        legacy = path.parent / f"{sid}.jsonl"
-        if sid in done or not legacy.is_file():
-            continue
-        done.add(sid)
-        if await store.session_info(sid) is None:
-            report.skipped.append(f"{legacy.name}: route {key} kept as it was; transcript not imported")
-            log.warning("%s not imported: the route %r already exists and points elsewhere", legacy, key)
-            continue
-        if await store.load_transcript(sid):
-            continue  # imported before: never doubled
-        count = await _import_legacy_lines(store, sid, legacy, report)
-        if count:
-            report.transcripts += 1
-            report.messages += count
+        transcript = path.parent / f"{sid}.jsonl"
+        if sid not in seen and transcript.is_file():
+            seen.add(sid)
+            legacy.append((key, sid, transcript))
+    await _import_legacy_transcripts(store, legacy, report)
     return report
 
 
-async def _import_legacy_lines(store: SessionStore, session_id: str, legacy: Path, report: ImportReport) -> int:
-    """Append the messages of a legacy transcript; bad lines are reported and skipped one at a
-    time (the store validates each message). Returns the number appended."""
-    count = 0
+async def _import_legacy_transcripts(store: SessionStore, legacy: list[tuple[str, str, Path]],
+                                     report: ImportReport) -> None:
+    """Import the legacy transcripts `legacy` lists, `IMPORT_BATCH` at a time: each transcript
+    in one transaction (all of its messages or none, `SessionStore.import_transcript`), and the
+    transcripts of a batch awaited together, so that they share their commits (one commit per
+    message took 22.8 s for 20,000 transcripts). Progress is logged every `PROGRESS_EVERY_S`."""
+    last_said = time.monotonic()
+    for start in range(0, len(legacy), IMPORT_BATCH):
+        batch = legacy[start:start + IMPORT_BATCH]
+        counts = await asyncio.gather(*(_import_legacy_transcript(store, *item) for item in batch),
+                                      return_exceptions=True)
+        for failure in counts:  # raised once every import of the batch has ended: none goes on unawaited
+            if isinstance(failure, BaseException):
+                raise failure
+        # Reported in the order the file lists them, whatever order the writes finished in.
+        for count, lines in counts:
+            report.skipped += lines
+            if count:
+                report.transcripts += 1
+                report.messages += count
+        if time.monotonic() - last_said >= PROGRESS_EVERY_S and start + len(batch) < len(legacy):
+            last_said = time.monotonic()
+            log.info("importing legacy transcripts from %s: %d of %d read, %d message(s) taken so far",
+                     legacy[0][2].parent, start + len(batch), len(legacy), report.messages)
+
+
+async def _import_legacy_transcript(store: SessionStore, key: str, session_id: str, legacy: Path
+                                    ) -> tuple[int, list[str]]:
+    """Import one legacy transcript into session `session_id` (listed under `key`), if that
+    session exists and has no transcript yet. Bad lines are skipped one at a time. Returns the
+    number of messages stored and the report's lines for what was skipped."""
+    if not await store.session_exists(session_id):
+        log.warning("%s not imported: the route %r already exists and points elsewhere", legacy, key)
+        return 0, [f"{legacy.name}: route {key} kept as it was; transcript not imported"]
+    skipped: list[tuple[int, str]] = []
+    numbers, messages = [], []
     for number, line in enumerate(legacy.read_text(encoding="utf-8", errors="replace").splitlines(), 1):
         if not line.strip():
             continue
         try:
-            await store.append_to_transcript(session_id, json.loads(line))
-        except (ValueError, TypeError) as exc:
-            report.skipped.append(f"{legacy.name} line {number}: {exc}")
-            log.warning("%s line %d skipped: %s", legacy, number, exc)
+            messages.append(json.loads(line))
+        except ValueError as exc:
+            skipped.append((number, str(exc)))
             continue
-        count += 1
-    return count
+        numbers.append(number)
+    bad = await store.import_transcript(session_id, messages)
+    if bad is None:
+        return 0, []  # imported before: never doubled
+    skipped += [(numbers[index], why) for index, why in bad]
+    for number, why in sorted(skipped):
+        log.warning("%s line %d skipped: %s", legacy, number, why)
+    return len(messages) - len(bad), [f"{legacy.name} line {number}: {why}" for number, why in sorted(skipped)]

@@ -54,6 +54,9 @@ T = TypeVar("T")
 # Left by the degraded mode of gateways before the journal (sessions.json as the index,
 # inbound.jsonl, turn_markers.json, delivery_ledger.json).
 OLD_DEGRADED_MARKER = ".degraded-since"
+# The meta key marking an adoption of sessions.json under way (`_adopt_sessions_json`): the
+# path it takes from, "" when none is.
+ADOPTING_META = "adopting_sessions_json"
 # Seconds an `updated_at` bump waits in memory for its turn's save before a sessions.json
 # rewrite writes it on its own (docs/behaviour.md §3 `sessions.json`): longer than a turn at
 # 10,000 sessions in flight (a few seconds), short enough that a crash loses little.
@@ -261,18 +264,32 @@ class SessionStore(TurnOps, TranscriptOps, AliasOps, ErasureOps, ClaimOps):
         and its own `.jsonl` transcripts beside sessions.json would be imported once here and
         once more by the merge. Said in one warning. Returns True when something was taken.
 
+        An adoption cut short (a crash, a write that failed) is finished by the next open: it is
+        marked in state.db before the first write and unmarked after the last, and importing
+        again keeps the routes taken and imports only the transcripts still missing, each whole
+        (`SessionStore.import_transcript`): no message is lost or doubled.
+
         Raises:
             what a write raises (the routes go in one transaction: all or none).
         """
-        if (not self.sessions_file.is_file() or (self.sessions_dir / JOURNAL_FILE_NAME).exists()
-                or await backend.has_any_sessions()):
+        if not self.sessions_file.is_file() or (self.sessions_dir / JOURNAL_FILE_NAME).exists():
             return False
+        resuming = bool(await backend.get_meta(ADOPTING_META))
+        if not resuming and await backend.has_any_sessions():
+            return False
+        await backend.set_meta(ADOPTING_META, str(self.sessions_file))
         try:
             report = await import_sessions_json(self, self.sessions_file)
         except (OSError, ValueError) as exc:  # unreadable, not JSON: the mirror rewrite replaces it
             log.warning("%s; nothing taken from it", exc)
-            return False
-        if not report.imported:
+            report = None
+        await backend.set_meta(ADOPTING_META, "")
+        if report is not None and resuming:
+            log.warning("finished taking the routes and legacy transcripts %s lists, cut short at an earlier start: "
+                        "%d more route(s) and %d message(s) from %d .jsonl transcript(s)", self.sessions_file,
+                        report.imported, report.messages, report.transcripts)
+            return True
+        if report is None or not report.imported:
             return False
         legacy = (f" and {report.messages} message(s) from {report.transcripts} .jsonl transcript(s)"
                   if report.transcripts else "")

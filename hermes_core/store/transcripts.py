@@ -35,6 +35,46 @@ class TranscriptOps:
             return
         await backend.append_message(session_id, row)
 
+    async def session_exists(self, session_id: str) -> bool:
+        """True when the store holds the session row of `session_id` (current or ended) or a
+        message of it; cheaper than `session_info`, which builds the whole row.
+
+        Raises:
+            ValueError: unsafe id.
+        """
+        validate_session_id(session_id)
+        return await self._b().session_stored(session_id)
+
+    async def import_transcript(self, session_id: str, messages: list[Any]) -> list[tuple[int, str]] | None:
+        """Store `messages` as the transcript of a session that has none yet (a legacy `.jsonl`
+        transcript's import, `importer`; docs/behaviour.md §3), in one transaction: after a crash
+        the session holds all of them or none, so importing it again neither loses nor doubles a
+        message. Imports awaited together share their commits (`db.Database.run`).
+
+        Args:
+            session_id: path-safe session id.
+            messages: the messages, each as `append_to_transcript` takes it.
+        Returns:
+            None when the session already has a transcript (nothing is written); else the
+            messages left out, as `(index in messages, why)`: a bad one is skipped, the others
+            are stored.
+        Raises:
+            ValueError: unsafe id. sqlite3.Error / OSError: the write failed (nothing stored).
+        """
+        validate_session_id(session_id)
+        if await self.load_transcript(session_id):
+            return None
+        rows, bad = [], []
+        for index, message in enumerate(messages):
+            try:
+                rows.append(normalize_message(message, self._now))
+            except (ValueError, TypeError) as exc:
+                bad.append((index, str(exc)))
+        if rows:
+            # The transcript is empty (just read): rewriting it appends the rows, all at once.
+            await self._b().rewrite(session_id, rows)
+        return bad
+
     async def load_transcript(self, session_id: str) -> list[dict[str, Any]]:
         """Active messages of a session in order (seed §3): dicts with role, content, timestamp
         (ISO UTC) and the optional keys that were set. Unknown id → `[]`.

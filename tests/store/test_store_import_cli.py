@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import asyncio
 import json
+import sqlite3
 import time
+from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
@@ -320,3 +322,78 @@ def test_importing_the_homes_own_folder_into_an_emptied_state_db_reports_what_it
     code, out = run("import", str(home / "sessions"), "--json")
     assert (code, json.loads(out)["imported"], json.loads(out)["skipped_existing"]) == (0, 1, 0)
     assert _store_call(home, lambda store: store.get_entry(entry.session_key)).session_id == entry.session_id
+
+
+def _legacy_sessions_folder(sessions: Path, n: int) -> list[str]:
+    """An older gateway's sessions folder: sessions.json listing `n` chats, each with a legacy
+    .jsonl transcript of two messages. Returns the session ids."""
+    sessions.mkdir(parents=True)
+    listed, ids = {}, []
+    for i in range(n):
+        sid = f"20250101_000000_{i:08x}"
+        ids.append(sid)
+        listed[f"agent:main:telegram:dm:{i}"] = {"session_id": sid, "created_at": "2025-01-01T00:00:00+00:00",
+                                                 "updated_at": "2025-01-01T00:00:00+00:00"}
+        (sessions / f"{sid}.jsonl").write_text(
+            json.dumps({"role": "user", "content": f"question {i}", "timestamp": "2025-01-01T00:00:01+00:00"}) + "\n"
+            + json.dumps({"role": "assistant", "content": f"answer {i}", "timestamp": "2025-01-01T00:00:02+00:00"})
+            + "\n")
+    (sessions / "sessions.json").write_text(json.dumps(listed))
+    return ids
+
+
+def test_an_adoption_cut_short_is_finished_by_the_next_open_without_loss_or_doubles(home, monkeypatch, caplog):
+    """docs/behaviour.md §3: each legacy transcript goes in whole or not at all, and a start that
+    stopped half-way through the adoption (here: storing the second message of the second
+    transcript raises) leaves it to the next open, which takes what is missing and nothing
+    twice. (One commit per message used to leave that transcript with its first message only,
+    and the next open, finding sessions, took nothing more.)"""
+    from hermes_core.store import transcripts as store_transcripts
+
+    sessions = home / "sessions"
+    ids = _legacy_sessions_folder(sessions, 3)
+    real_normalize = store_transcripts.normalize_message
+
+    def failing_normalize(message, clock):
+        if message.get("content") == "answer 1":
+            raise sqlite3.OperationalError("disk I/O error")
+        return real_normalize(message, clock)
+
+    monkeypatch.setattr(store_transcripts, "normalize_message", failing_normalize)
+
+    async def first_start():
+        config = GatewayConfig(home=home)
+        store = SessionStore(config.sessions_dir, config)
+        with pytest.raises(sqlite3.OperationalError, match="disk I/O error"):
+            await store.open()
+        await store.close()
+    asyncio.run(first_start())
+    monkeypatch.setattr(store_transcripts, "normalize_message", real_normalize)
+    caplog.set_level("WARNING", logger="hermes_core.store.session_store")
+
+    async def transcripts(store):
+        return [[m["content"] for m in await store.load_transcript(sid)] for sid in ids]
+    assert _store_call(home, transcripts) == [["question 0", "answer 0"], ["question 1", "answer 1"],
+                                              ["question 2", "answer 2"]]
+    assert [r.getMessage() for r in caplog.records if r.name == "hermes_core.store.session_store"] == [
+        f"finished taking the routes and legacy transcripts {sessions / 'sessions.json'} lists, cut short at an "
+        "earlier start: 0 more route(s) and 2 message(s) from 1 .jsonl transcript(s)"]
+    caplog.clear()
+    assert _store_call(home, transcripts)[1] == ["question 1", "answer 1"]  # the next open takes nothing more
+    assert [r for r in caplog.records if r.name == "hermes_core.store.session_store"] == []
+
+
+def test_a_long_import_of_legacy_transcripts_says_how_far_it_is(home, monkeypatch, caplog):
+    """The import logs its progress every few seconds (here every batch of one transcript: the
+    pace set to 0 s), never at the end: the end has its own line."""
+    from hermes_core.store import importer
+
+    sessions = home / "sessions"
+    _legacy_sessions_folder(sessions, 3)
+    monkeypatch.setattr(importer, "IMPORT_BATCH", 1, raising=False)
+    monkeypatch.setattr(importer, "PROGRESS_EVERY_S", 0.0, raising=False)
+    caplog.set_level("INFO", logger="hermes_core.store.importer")
+    _store_call(home, lambda store: store.get_entry("agent:main:telegram:dm:0"))
+    assert [r.getMessage() for r in caplog.records if r.name == "hermes_core.store.importer"] == [
+        f"importing legacy transcripts from {sessions}: 1 of 3 read, 2 message(s) taken so far",
+        f"importing legacy transcripts from {sessions}: 2 of 3 read, 4 message(s) taken so far"]
