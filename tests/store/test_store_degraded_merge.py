@@ -85,6 +85,18 @@ def _config(home: Path) -> GatewayConfig:
     return GatewayConfig(home=home)
 
 
+async def _sessions_then_degraded(config: GatewayConfig, tmp_path: Path, *sources: SessionSource) -> tuple[list, Path]:
+    """A healthy state.db with a session per source, saved aside, then damaged: the next open runs
+    degraded, and copying the saved file back makes the one after it merge. Returns the entries
+    and the saved copy."""
+    async with SessionStore(config.sessions_dir, config) as store:
+        entries = [await store.get_or_create_session(source) for source in sources]
+    saved = tmp_path / "saved.db"
+    shutil.copy(config.db_path, saved)
+    _corrupt(config.db_path)
+    return entries, saved
+
+
 async def test_merge_is_idempotent_and_skips_rewound_lines(tmp_path):
     home = tmp_path / "home"
     config = _config(home)
@@ -125,11 +137,7 @@ async def test_merge_is_idempotent_and_skips_rewound_lines(tmp_path):
 async def test_read_only_open_neither_merges_nor_moves_the_journal(tmp_path):
     home = tmp_path / "home"
     config = _config(home)
-    async with SessionStore(config.sessions_dir, config) as store:
-        await store.get_or_create_session(SessionSource(platform="telegram", chat_id="1"))
-    saved = tmp_path / "saved.db"
-    shutil.copy(config.db_path, saved)
-    _corrupt(config.db_path)
+    _entries, saved = await _sessions_then_degraded(config, tmp_path, SessionSource(platform="telegram", chat_id="1"))
     async with SessionStore(config.sessions_dir, config) as store:
         await store.get_or_create_session(SessionSource(platform="telegram", chat_id="2"))
     shutil.copy(saved, config.db_path)
@@ -143,11 +151,7 @@ async def test_read_only_open_neither_merges_nor_moves_the_journal(tmp_path):
 async def test_sessions_begun_and_ended_while_degraded_exist_in_sqlite_after_the_merge(tmp_path):
     config = _config(tmp_path / "home")
     source = SessionSource(platform="telegram", chat_id="42", user_id="7")
-    async with SessionStore(config.sessions_dir, config) as store:
-        first = await store.get_or_create_session(source)
-    saved = tmp_path / "saved.db"
-    shutil.copy(config.db_path, saved)
-    _corrupt(config.db_path)
+    (first,), saved = await _sessions_then_degraded(config, tmp_path, source)
     async with SessionStore(config.sessions_dir, config) as store:
         middle = await store.reset_session(first.session_key)
         await store.append_to_transcript(middle.session_id, {"role": "user", "content": "in the middle"})
@@ -194,11 +198,7 @@ async def test_a_damaged_transcript_merges_what_can_be_read_and_is_kept_aside(tm
     config = _config(tmp_path / "home")
     a = SessionSource(platform="telegram", chat_id="1", user_id="1")
     b = SessionSource(platform="telegram", chat_id="2", user_id="2")
-    async with SessionStore(config.sessions_dir, config) as store:
-        ea, eb = await store.get_or_create_session(a), await store.get_or_create_session(b)
-    saved = tmp_path / "saved.db"
-    shutil.copy(config.db_path, saved)
-    _corrupt(config.db_path)
+    (ea, eb), saved = await _sessions_then_degraded(config, tmp_path, a, b)
     async with SessionStore(config.sessions_dir, config) as store:
         for i in range(3):
             await store.append_to_transcript(ea.session_id, {"role": "user", "content": f"a{i}"})
@@ -242,11 +242,7 @@ async def test_a_damaged_journal_record_is_not_merged_until_the_operator_repairs
 
     config = _config(tmp_path / "home")
     a = SessionSource(platform="telegram", chat_id="1", user_id="1")
-    async with SessionStore(config.sessions_dir, config) as store:
-        ea = await store.get_or_create_session(a)
-    saved = tmp_path / "saved.db"
-    shutil.copy(config.db_path, saved)
-    _corrupt(config.db_path)
+    (ea,), saved = await _sessions_then_degraded(config, tmp_path, a)
     async with SessionStore(config.sessions_dir, config) as store:
         for i in range(3):
             await store.append_to_transcript(ea.session_id, {"role": "user", "content": f"a{i}"})
