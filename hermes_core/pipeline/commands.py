@@ -379,9 +379,19 @@ def help_text(deps: PipelineDeps, platform: str) -> str:
     `deps.adapters`, e.g. the terminal's `/quit`)."""
     adapter = deps.adapters.get(platform)
     spec = getattr(adapter, "spec", None)
-    lines = [c.help_line for c in COMMANDS if c.name != "restart" or deps.request_restart is not None]
+    lines = [c.help_line for c in _available(deps)]
     return "\n".join(["Commands:", *lines, *getattr(spec, "help_lines", ())])
-UNKNOWN_TEXT = "Unknown command /{name}. Commands: " + ", ".join(f"/{c.name}" for c in COMMANDS) + "."
+
+
+def unknown_text(deps: PipelineDeps, name: str) -> str:
+    """The answer to an unknown `/name` (docs/behaviour.md §11): the commands that work here, as
+    `/help` lists them (no `/restart` where nothing would start the gateway again)."""
+    return f"Unknown command /{name}. Commands: " + ", ".join(f"/{c.name}" for c in _available(deps)) + "."
+
+
+def _available(deps: PipelineDeps) -> list[Command]:
+    """The commands that work in this gateway: `/restart` only where something starts it again."""
+    return [c for c in COMMANDS if c.name != "restart" or deps.request_restart is not None]
 
 
 def placement_of(name: str) -> str:
@@ -407,7 +417,7 @@ async def run_command(deps: PipelineDeps, key: str, event: MessageEvent, *, queu
     command = BY_NAME.get(name)
     if command is None or command.handler is None:
         log.info("unknown command /%s in %s", name, key)
-        return CommandResult(UNKNOWN_TEXT.format(name=name or ""))
+        return CommandResult(unknown_text(deps, name or ""))
     return await command.handler(CommandCall(deps, key, event, arg, queue_depth=queue_depth,
                                              stopped=stopped, dropped=dropped))
 

@@ -85,7 +85,7 @@ async def test_status_help_unknown_and_new(tmp_path):
         assert adapter.texts()[-1] == HELP_HERE
         await say(app, dm(), "/frobnicate now")
         assert adapter.texts()[-1] == ("Unknown command /frobnicate. Commands: /new, /reset, /stop, /queue, /resume, "
-                                       "/title, /undo, /retry, /compress, /status, /help, /restart.")
+                                       "/title, /undo, /retry, /compress, /status, /help.")
         await say(app, dm(), "/new")
         second = (await app.store.get_entry("agent:main:testchat:dm:100")).session_id
         assert second != first
@@ -355,6 +355,9 @@ async def test_help_lists_restart_where_something_restarts_the_gateway(tmp_path)
         await say(app, dm(), "/help")
         assert adapter.texts()[-1].split("\n")[-2:] == ["/help — shows this help",
                                                        "/restart — restarts the gateway (admins only)"]
+        await say(app, dm(), "/frobnicate")
+        assert adapter.texts()[-1] == ("Unknown command /frobnicate. Commands: /new, /reset, /stop, /queue, /resume, "
+                                       "/title, /undo, /retry, /compress, /status, /help, /restart.")
     finally:
         await app.stop()
 
