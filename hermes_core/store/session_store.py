@@ -883,8 +883,9 @@ class SessionStore(TurnOps, TranscriptOps, AliasOps, ErasureOps, ClaimOps):
         (`get_or_create_session`).
 
         Returns:
-            `(session keys removed, {session key: why it was kept}` for the candidates the
-            engine kept, e.g. "leased by replica …, which is working on it"`)`.
+            `(removed, kept)`: the session keys removed, and `{session key: why it was kept}`
+            for the candidates the engine kept (e.g. "leased by replica …, which is working on
+            it").
         """
         async with self._locks.hold_all():
             doomed = await self._prune_doomed_locked(max_age_days)
