@@ -216,7 +216,8 @@ class Database:
             commands, docs/operations.md §5): nothing is created, migrated, chmod-ed or written
             into its folder, and every write is refused by SQLite. In a folder this process
             cannot write (where SQLite cannot create the `-shm` file a WAL reader needs) the
-            file is read as immutable, unless a `-wal` file holds writes not yet in it.
+            file is read as immutable, unless a `-wal` file holds writes not yet in it; elsewhere
+            SQLite may leave an empty `-wal` and a `-shm` file beside it, as for any reader.
 
     Class attributes (a subclass may change them; the store never weakens them, docs/behaviour.md
     §12 — `benchmarks/bench_durability.py` subclasses them to measure the old setting beside):
@@ -300,30 +301,30 @@ class Database:
             sqlite3.Error: the file cannot be opened or is not a database.
         """
         uri = self.path.resolve().as_uri() + "?mode=ro"  # percent-encoded: any file name works
+        # A plain read-only connection first: SQLite's locks keep each read whole while a gateway
+        # writes, starts or checkpoints meanwhile. Like any reader of a WAL database it may
+        # leave an empty -wal and a -shm file beside state.db (SQLite gives them the file's
+        # owner, also when run as root); the gateway uses them at its next start.
+        conn = await self._open_uri(uri)
+        try:
+            await (await conn.execute("SELECT count(*) FROM sqlite_master")).close()  # reads the -wal index
+            return conn
+        except sqlite3.OperationalError as exc:
+            await conn.close()
+            # Without its -shm file, which that connection needs: the folder refuses it (SQLite
+            # says READONLY_DIRECTORY, or CANTOPEN beside a -wal).
+            shm = self.path.with_name(self.path.name + "-shm")
+            if (getattr(exc, "sqlite_errorname", "") not in ("SQLITE_READONLY_DIRECTORY", "SQLITE_CANTOPEN")
+                    or shm.exists()):
+                raise
         wal = self.path.with_name(self.path.name + "-wal")
-        if wal.exists():
-            # A gateway has the file open (its writer keeps the -wal until it closes), or one
-            # stopped without taking its -wal in: read through the -wal as SQLite shares it.
-            conn = await self._open_uri(uri)
-            try:
-                await (await conn.execute("SELECT count(*) FROM sqlite_master")).close()  # reads the -wal index
-                return conn
-            except sqlite3.OperationalError as exc:
-                await conn.close()
-                # Without its -shm file, which reading through the -wal needs: the folder
-                # refuses it (SQLite says READONLY_DIRECTORY, or CANTOPEN beside a -wal).
-                shm = self.path.with_name(self.path.name + "-shm")
-                if (getattr(exc, "sqlite_errorname", "") not in ("SQLITE_READONLY_DIRECTORY", "SQLITE_CANTOPEN")
-                        or shm.exists()):
-                    raise
-            if wal.stat().st_size:
-                raise StoreError(f"{self.describe()} cannot be read: its folder is not writable and {wal.name} "
-                                 "holds writes not yet in it (a gateway that can write the folder takes them in "
-                                 "at its next start)")
-        # No connection has the file open and no -wal holds writes: the file alone is the whole
-        # database, read as immutable, which needs no -wal or -shm file (a plain read-only open
-        # would create both in the folder and leave them there). A gateway starting meanwhile
-        # writes into its own new -wal, not into the file.
+        if wal.exists() and wal.stat().st_size:
+            # Said after "state.db <path> cannot be opened:" (SessionStore), hence "it".
+            raise StoreError(f"it cannot be read here: its folder is not writable and {wal.name} holds writes not "
+                             "yet in it (a gateway that can write the folder takes them in at its next start)")
+        # A folder this process cannot write, and no -wal holding writes: the file alone is the
+        # whole database, read as immutable (no -shm needed). Only a gateway of another user
+        # could write there meanwhile: its checkpoint could then make this read fail.
         return await self._open_uri(uri + "&immutable=1")
 
     async def _open_uri(self, uri: str) -> aiosqlite.Connection:
@@ -365,8 +366,9 @@ class Database:
                 f"{self.describe()} has schema version {current}, newer than this gateway's {newest}; "
                 f"upgrade hermes-gateway-core")
         if self.read_only_file and current < newest:
-            raise StoreError(f"{self.describe()} has schema version {current}, older than this gateway's {newest}, "
-                             "and a read-only command does not upgrade it: the next start of the gateway does")
+            # Said after "state.db <path> cannot be opened:" (SessionStore), hence "it".
+            raise StoreError(f"it has schema version {current}, older than this gateway's {newest}, and a read-only "
+                             "command does not upgrade it: the next start of the gateway does")
         for version, name, sql in known:
             if version <= current:
                 continue

@@ -123,15 +123,60 @@ def _read_only_commands(home: Path, cwd: Path, prefix: list[str] | None = None) 
     assert sorted(hit["snippet"] for hit in json.loads(out)) == ["echo: hello [pelican]", "hello [pelican]"]
 
 
-def test_read_only_commands_leave_the_home_as_it_was(tmp_path):
-    """A read opens state.db read-only: no -wal or -shm file is left beside it, its mode and
-    time stay as they were (docs/operations.md §5)."""
+def test_read_only_commands_leave_state_db_as_it_was(tmp_path):
+    """A read opens state.db read-only: the file's mode, size and time stay as they were, and
+    nothing else in the home changes but the empty -wal and the -shm any SQLite reader of a WAL
+    database may leave beside it (docs/operations.md §5)."""
     home = tmp_path / "home"
     assert run(["chat"], gateway_env(home), tmp_path, stdin="hello pelican\n")[0] == 0
     (home / "state.db").chmod(0o640)  # the operator's choice: a read does not "fix" it
     before = _files(home)
     _read_only_commands(home, tmp_path)
-    assert _files(home) == before
+    after = _files(home)
+    assert after["state.db"] == before["state.db"]
+    assert after["state.db-wal"][1] == 0
+    readers = {".", "state.db-wal", "state.db-shm"}
+    assert {k: v for k, v in after.items() if k not in readers} == {k: v for k, v in before.items() if k not in readers}
+
+
+def test_a_read_beside_a_gateway_starting_is_never_torn(tmp_path):
+    """A read that overlaps a gateway's start and its checkpoints sees a whole database each time
+    (docs/operations.md §5): read state.db over and over, through the same read-only open the
+    commands use (opened before the gateway starts, when no -wal exists), while a chat writes
+    1,500 messages and their replies into it and checkpoints them."""
+    import asyncio
+
+    from hermes_core.store.db import Database
+
+    home = tmp_path / "home"
+    assert run(["chat"], gateway_env(home), tmp_path, stdin="hello pelican\n")[0] == 0
+    assert not (home / "state.db-wal").exists()  # the clean stop took the -wal in
+
+    async def read_while_writing() -> tuple[int, int]:
+        writer = await asyncio.create_subprocess_exec(
+            SCRIPT, "chat", stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.DEVNULL,
+            stderr=asyncio.subprocess.DEVNULL, env=gateway_env(home))
+        db = Database(home / "state.db", read_only=True)
+        await db.open()
+        try:
+            writer.stdin.write("".join(f"racer {i}\n" for i in range(1500)).encode())
+            await writer.stdin.drain()
+            writer.stdin.close()  # the chat answers every line, then stops
+            ended = asyncio.ensure_future(writer.wait())
+            deadline = asyncio.get_running_loop().time() + 120
+            while not ended.done():
+                assert asyncio.get_running_loop().time() < deadline, "the chat did not finish"
+                await db.fetchval("SELECT count(*) FROM messages")
+                assert await db.fetchval("PRAGMA quick_check") == "ok"
+            return await ended, await db.fetchval("SELECT count(*) FROM messages")
+        finally:
+            await db.close()
+            if writer.returncode is None:
+                writer.kill()
+                await writer.wait()
+
+    # every message and its reply, seen by the same connection once the chat stopped
+    assert asyncio.run(read_while_writing()) == (0, 2 + 2 * 1500)
 
 
 def test_read_only_commands_work_on_a_home_nobody_may_write(tmp_path):
@@ -183,9 +228,9 @@ def test_a_read_only_command_refuses_a_wal_it_cannot_read(tmp_path):
     home.chmod(0o500)
     try:
         assert run(["sessions", "list"], gateway_env(home), tmp_path, prefix=bound_by_file_modes()) == (
-            2, "", f"hermes-gateway: error: state.db {home / 'state.db'} cannot be opened: state.db "
-                   f"{home / 'state.db'} cannot be read: its folder is not writable and state.db-wal holds writes "
-                   "not yet in it (a gateway that can write the folder takes them in at its next start)\n")
+            2, "", f"hermes-gateway: error: state.db {home / 'state.db'} cannot be opened: it cannot be read here: "
+                   "its folder is not writable and state.db-wal holds writes not yet in it (a gateway that can write "
+                   "the folder takes them in at its next start)\n")
     finally:
         home.chmod(0o700)
 

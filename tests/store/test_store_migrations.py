@@ -61,8 +61,8 @@ async def test_a_read_only_store_refuses_an_older_schema_and_leaves_it_as_it_is(
     with pytest.raises(StoreError) as caught:
         await store.open()
     assert str(caught.value) == (
-        f"state.db {config.db_path} cannot be opened: state.db {config.db_path} has schema version 1, older than "
-        "this gateway's 7, and a read-only command does not upgrade it: the next start of the gateway does")
+        f"state.db {config.db_path} cannot be opened: it has schema version 1, older than this gateway's 7, and a "
+        "read-only command does not upgrade it: the next start of the gateway does")
     conn = sqlite3.connect(config.db_path)
     assert conn.execute("PRAGMA user_version").fetchone()[0] == 1
     conn.close()
