@@ -29,7 +29,7 @@ from ..model.text import clean_text, escape_controls
 from ..model import SessionEntry, format_timestamp
 from ..store import HomeLockedError, SessionStore, StoreError, TranscriptReadError, is_damaged
 from ..store.files import CLEAN_SHUTDOWN, write_atomic
-from ..store.fts import match_expression
+from ..store.fts import is_index_damage, match_expression
 from ..store.home_lock import home_is_locked
 from .common import (HELP_MARKUP, CliError, choice_parser, fail, load_cli_config_or_exit, quiet_terminal_logging,
                      run_async, setup_logging)
@@ -109,6 +109,9 @@ def _run(work: Callable[[SessionStore], Awaitable[Any]], *, write: bool = False,
                 raise
             # Name the file and what to do: SQLite's words ("database disk image is malformed",
             # also wrapped in a transcript read's error) name neither.
+            if is_index_damage(exc):  # derived data: rebuilt, not restored (docs/behaviour.md §3)
+                raise StoreError(f"the full-text index of state.db {config.db_path} is damaged: `hermes-gateway "
+                                 "sessions reindex` rebuilds it from the messages (none is lost)") from exc
             raise StoreError(f"state.db {config.db_path} is damaged: `hermes-gateway doctor` names the damage; "
                              "restore it from a backup (docs/operations.md §1)") from exc
         finally:

@@ -12,8 +12,9 @@ the integrity check, erasure's merge of the segments — first indexes what is w
 (`CATCH_UP`), in the same transaction or just before, so it sees every message.
 
 An index that `'rebuild'` cannot rebuild (the table or its mark `fts_progress` dropped, the
-`_idx` or `_docsize` shadow table gone) is dropped with its mark and both are re-created from
-the migrations' own definitions (`index_definitions`), then rebuilt the same way.
+`_idx` or `_docsize` shadow table gone, its own records too damaged to open it) is dropped with
+its mark and both are re-created from the migrations' own definitions (`index_definitions`),
+then rebuilt the same way.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ import sqlite3
 
 import aiosqlite
 
-from .db import Database, migrated_schema, schema_version
+from .db import Database, _caused_by, migrated_schema, schema_version
 
 log = logging.getLogger(__name__)
 
@@ -56,6 +57,12 @@ def is_fts_damage(exc: BaseException) -> bool:
         return True
     text = str(exc).lower()
     return FTS_TABLE in text or "fts5" in text or "fts_progress" in text
+
+
+def is_index_damage(exc: BaseException) -> bool:
+    """`is_fts_damage` of `exc` or of what it wraps (`db.is_damaged` walks the same causes): a
+    command's failure that a rebuild of the index mends, unlike damage of the file itself."""
+    return _caused_by(exc, is_fts_damage)
 
 
 async def confirm_damage(db: Database, exc: BaseException) -> bool:
@@ -134,15 +141,39 @@ async def _rebuild_in(conn: aiosqlite.Connection) -> None:
                        "VALUES (1, coalesce((SELECT max(id) FROM messages), 0))")
 
 
+async def _drop_index(conn: aiosqlite.Connection) -> None:
+    """Drop the index and its mark inside the caller's transaction. An FTS5 table whose own
+    records are too damaged to open it ("vtable constructor failed") cannot be dropped by `DROP
+    TABLE`, which opens it first: its row in `sqlite_schema` is then removed directly (the
+    schema version bumped, so every connection reloads the schema) and its shadow tables, plain
+    tables, are dropped by name. They hold nothing canonical (module docstring)."""
+    try:
+        await conn.execute(f"DROP TABLE IF EXISTS {FTS_TABLE}")
+    except sqlite3.DatabaseError as exc:
+        log.warning("full-text index %s cannot be dropped (%s); removing it from the schema", FTS_TABLE, exc)
+        version = (await (await conn.execute("PRAGMA schema_version")).fetchone())[0]
+        await conn.execute("PRAGMA writable_schema = ON")
+        try:
+            await conn.execute("DELETE FROM sqlite_schema WHERE type = 'table' AND name = ?", (FTS_TABLE,))
+            await conn.execute(f"PRAGMA schema_version = {int(version) + 1}")
+        finally:
+            await conn.execute("PRAGMA writable_schema = OFF")
+        shadows = await (await conn.execute(
+            "SELECT name FROM sqlite_schema WHERE type = 'table' AND name LIKE ? ESCAPE '\\'",
+            (FTS_TABLE.replace("_", "\\_") + "\\_%",))).fetchall()
+        for (name,) in shadows:
+            await conn.execute(f'DROP TABLE "{name}"')
+    await conn.execute("DROP TABLE IF EXISTS fts_progress")
+
+
 async def rebuild(db: Database) -> None:
     """Rebuild `messages_fts` from `messages` (keeps every message), then optimise it. When the
     rebuild fails (module docstring), the index and its mark are dropped, re-created from the
     migrations' definitions and rebuilt, in one transaction: they hold nothing canonical.
 
     Raises:
-        sqlite3.DatabaseError: the index could not be dropped (an FTS5 table that lost its `_data`
-            or `_config` shadow table cannot be) or the re-created one not rebuilt; the second
-            transaction changed nothing.
+        sqlite3.DatabaseError: the database itself is damaged, so the index could not be
+            re-created or rebuilt; the second transaction changed nothing.
     """
     try:
         async with db.write() as conn:
@@ -151,8 +182,7 @@ async def rebuild(db: Database) -> None:
         log.warning("full-text index %s cannot be rebuilt (%s); re-creating it", FTS_TABLE, exc)
         async with db.write() as conn:
             # The triggers on `messages` are not dropped with these tables and stay as they are.
-            for table in _INDEX_TABLES:
-                await conn.execute(f"DROP TABLE IF EXISTS {table}")
+            await _drop_index(conn)
             for definition in index_definitions():
                 await conn.execute(definition)
             await _rebuild_in(conn)

@@ -335,6 +335,22 @@ def test_reindex_reports_healthy_then_rebuilds_a_damaged_index(tmp_path):
     assert [r["snippet"] for r in json.loads(out)] == ["the [lighthouse] keeper", "echo: the [lighthouse] keeper"]
 
 
+def test_a_search_on_an_index_too_damaged_to_open_says_reindex_which_mends_it(tmp_path):
+    """docs/operations.md §5: the index is derived data; a search that meets it damaged says
+    `sessions reindex` rebuilds it (not "restore state.db from a backup"), and reindex does,
+    also when FTS5 cannot open the table any more (its structure record gone)."""
+    home = tmp_path / "home"
+    assert run(["chat"], gateway_env(home), tmp_path, stdin="the lighthouse keeper\n")[0] == 0
+    with sqlite3.connect(home / "state.db") as conn:
+        conn.execute("DELETE FROM messages_fts_data WHERE id = 10")
+    assert run(["sessions", "search", "lighthouse"], gateway_env(home), tmp_path) == (
+        2, "", f"hermes-gateway: error: the full-text index of state.db {home / 'state.db'} is damaged: "
+               "`hermes-gateway sessions reindex` rebuilds it from the messages (none is lost)\n")
+    assert run(["sessions", "reindex", "--json"], gateway_env(home), tmp_path)[:2] == (0, '{"rebuilt": true}\n')
+    code, out, err = run(["sessions", "search", "lighthouse", "--json"], gateway_env(home), tmp_path)
+    assert [r["snippet"] for r in json.loads(out)] == ["the [lighthouse] keeper", "echo: the [lighthouse] keeper"]
+
+
 def test_a_dropped_index_costs_no_message_and_reindex_re_creates_it(tmp_path):
     home = tmp_path / "home"
     assert run(["chat"], gateway_env(home), tmp_path, stdin="first\n")[:2] == (0, "echo: first\n")

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import sqlite3
+from contextlib import closing
 
 from hermes_core import SessionSource
+from hermes_core.store import SessionStore
 from hermes_core.store.fts import integrity_ok, is_fts_damage, match_expression
 
 SID = "20260301_120000_000000aa"
@@ -210,11 +212,35 @@ async def test_a_search_or_check_on_a_dropped_index_or_mark_re_creates_it(store)
     assert await store.check_fts() is False
 
 
+async def test_an_index_too_damaged_to_open_is_removed_from_the_schema_and_re_created(config, clock, caplog):
+    # docs/behaviour.md §3: without its structure record (id 10 of `_data`) FTS5 cannot open the
+    # table on a new connection, so neither 'rebuild' nor DROP TABLE can run ("vtable
+    # constructor failed"); the index is then taken out of the schema and re-created, and every
+    # message is found again.
+    import logging
+
+    async with SessionStore(config.sessions_dir, config, clock=clock) as store:
+        await _fill(store, 20)
+    with closing(sqlite3.connect(config.db_path)) as conn, conn:
+        conn.execute("DELETE FROM messages_fts_data WHERE id = 10")
+    caplog.set_level(logging.WARNING, logger="hermes_core.store.fts")
+    async with SessionStore(config.sessions_dir, config, clock=clock) as store:
+        assert await store.check_fts() is True
+        assert [r.getMessage() for r in caplog.records] == [
+            "full-text index messages_fts is damaged: vtable constructor failed: messages_fts",
+            "full-text index messages_fts cannot be rebuilt (vtable constructor failed: messages_fts); re-creating it",
+            "full-text index messages_fts cannot be dropped (vtable constructor failed: messages_fts); removing it "
+            "from the schema",
+            "full-text index messages_fts rebuilt from messages"]
+        assert len(await store.search_transcripts("giraffes", limit=100)) == 20
+        assert await store._b().db.fetchval("PRAGMA integrity_check") == "ok"
+        assert await store.check_fts() is False
+
+
 async def test_a_read_only_store_searches_indexed_and_waiting_messages_alike(config, clock):
     """docs/operations.md §5: a read-only search cannot index the messages waiting for the next
     batch of 64 in state.db; it finds them all the same, ranked with the indexed ones, and
     leaves the index as it was."""
-    from hermes_core.store import SessionStore
 
     async with SessionStore(config.sessions_dir, config, clock=clock) as store:
         await _fill(store, 70)  # 64 indexed, 6 waiting
