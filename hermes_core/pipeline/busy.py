@@ -29,7 +29,7 @@ import asyncio
 import time
 from collections import deque
 from dataclasses import dataclass, field
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 
 from ..model.events import REPLY_FIELDS, USER, MessageEvent
 
@@ -250,17 +250,18 @@ class SessionQueue:
         self.jobs.clear()
         return jobs
 
-    def find(self, chat_id: str, message_id: str) -> tuple[Job, int] | None:
-        """The queued human message with platform `message_id` in chat `chat_id`:
+    def find(self, matches: Callable[[MessageEvent], bool]) -> tuple[Job, int] | None:
+        """The first queued human message for which `matches(event)` is true (the caller's
+        rule: same chat and platform message id, docs/behaviour.md §5 "Edits and deletions"):
         `(job, index)` with index -1 for the job's own event, else its position in `job.parts`;
         None when it is not queued (already running or done, or unknown)."""
         for job in self.jobs:
             if not job.human or job.event is None:
                 continue
-            if job.event.message_id == message_id and job.event.source.chat_id == chat_id:
+            if matches(job.event):
                 return job, -1
             for index, (event, _) in enumerate(job.parts):
-                if event.message_id == message_id and event.source.chat_id == chat_id:
+                if matches(event):
                     return job, index
         return None
 

@@ -36,7 +36,8 @@ session's transcript and nothing is delivered; an unbound wake-up does not run (
 
 Edits and deletions of still-queued messages (docs/behaviour.md §5): adapters call `edit_queued` /
 `withdraw_queued`; the queued text is replaced in place, or the message withdrawn, in the queue
-and in its intake row. A message no longer queued is not touched (False is returned; the adapter
+and in its intake row. The message is found by canonical chat and sender ids, in any queue
+(`_find_queued`). A message no longer queued is not touched (False is returned; the adapter
 applies its `edits_as_turns` policy).
 
 Durability: every queued message is an intake row. A merged burst is written down
@@ -408,12 +409,10 @@ class GatewayRunner:
             answered, or unknown): the adapter then applies its platform's edit policy
             (`edits_as_turns`).
         """
-        key = self.deps.store.session_key(source)
-        worker = self._workers.get(key)
-        found = worker.queue.find(source.chat_id, message_id) if worker is not None else None
-        if found is None:
+        located = self._find_queued(source, message_id)
+        if located is None:
             return False
-        job, index = found
+        key, _worker, (job, index) = located
         old, inbound_id = (job.event, job.inbound_id) if index < 0 else job.parts[index]
         # The intake row keeps the message as sent (a /queue message stays a /queue command, so a
         # replay rebuilds the same job); the job keeps what the agent will get.
@@ -440,15 +439,48 @@ class GatewayRunner:
         Returns:
             True when a queued message was withdrawn; False when it is not queued.
         """
-        key = self.deps.store.session_key(source)
-        worker = self._workers.get(key)
-        found = worker.queue.find(source.chat_id, message_id) if worker is not None else None
-        if found is None:
+        located = self._find_queued(source, message_id)
+        if located is None:
             return False
+        key, worker, found = located
         inbound_id = worker.queue.withdraw(*found)
         await self._finish_ids([inbound_id] if inbound_id is not None else [])
         log.info("queued message %s in %s withdrawn", message_id, key)
         return True
+
+    def _find_queued(self, source: Any, message_id: str) -> tuple[str, _Worker, tuple[Job, int]] | None:
+        """Where the queued message an edit or a deletion names is (docs/behaviour.md §5 "Edits
+        and deletions"): `(session key, worker, (job, index))`, or None when it is not queued.
+
+        A queued message matches when it has the same platform, message id and thread, the same
+        chat and, when `source` names one, the same sender, chat and sender compared by their
+        canonical ids (`store.canonical_id`: the aliases and normalisation the session key uses),
+        so a change addressed by another form of the same id finds it (a WhatsApp LID vs phone
+        JID, a Signal number vs UUID). It is looked for in `source`'s own session first, then in
+        every other queue: the original may be queued under another key (queued before an alias
+        was learned), or `source` names no sender (a Discord deletion names no author, and a
+        per-user channel's key needs one; docs/adapters.md D-T12).
+        """
+        store = self.deps.store
+        platform, thread = source.platform, source.thread_id or None
+        chat = store.canonical_id(platform, "chat", source.chat_id)
+        sender = store.canonical_id(platform, "user", source.participant_id)
+
+        def same_message(event: MessageEvent) -> bool:
+            origin = event.source
+            return (event.message_id == message_id and origin.platform == platform
+                    and (origin.thread_id or None) == thread
+                    and store.canonical_id(platform, "chat", origin.chat_id) == chat
+                    and (sender is None or store.canonical_id(platform, "user", origin.participant_id) == sender))
+
+        key = store.session_key(source)
+        own = self._workers.get(key)
+        others = [(k, w) for k, w in self._workers.items() if w is not own]
+        for where, worker in ([(key, own)] if own is not None else []) + others:
+            found = worker.queue.find(same_message)
+            if found is not None:
+                return where, worker, found
+        return None
 
     def enqueue_resume(self, key: str, entry: Any) -> None:
         """Queue the auto-continue of `entry`'s interrupted turn (seed §7): an internal event

@@ -8,9 +8,11 @@ the interrupted-turn notice of `pipeline.turn`."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from pipeline_helpers import KEY, ChatAdapter, HeldAgent, dm, start_app, until
 
-from hermes_core.model import MessageEvent
+from hermes_core.model import MessageEvent, SessionSource
 from hermes_core.model.events import INTERNAL
 
 
@@ -295,4 +297,33 @@ async def test_withdrawing_the_first_message_of_a_burst_keeps_the_rest(tmp_path)
         assert agent.started == ["A", "E"]
         assert await app.store.pending_inbound() == []
     finally:
+        await app.stop()
+
+
+async def test_a_change_finds_its_message_in_a_per_user_group_only_when_it_names_no_other_sender(tmp_path):
+    # docs/behaviour.md §5 "Edits and deletions": a change naming no sender (a Discord deletion)
+    # is looked for in every queue of its chat, by chat and message id, so a per-user group's
+    # message is found without its author (it used to find nothing: that key needs the author);
+    # a change naming another sender never reaches it.
+    agent = HeldAgent()
+    app, adapter = await make_app(tmp_path, agent, core={"busy_input_mode": "queue"})
+    ann = SessionSource("testchat", "g1", chat_type="group", user_id="u100", user_name="Ann")
+    bob = replace(ann, user_id="u200", user_name="Bob")
+    no_author = replace(ann, user_id=None, user_name=None)
+    try:
+        for text, message_id in (("A", "m1"), ("B", "m2"), ("C", "m3")):
+            await app.runner.handle(MessageEvent(source=ann, text=text, message_id=message_id))
+        await until(lambda: agent.started == ["A"])
+        assert app.runner.queue_depth("agent:main:testchat:group:g1:u100") == 2
+        assert await app.runner.withdraw_queued(bob, "m2") is False
+        assert await app.runner.edit_queued(bob, "m3", "C by Bob") is False
+        assert await app.runner.withdraw_queued(replace(no_author, chat_id="g2"), "m2") is False
+        assert await app.runner.withdraw_queued(no_author, "m2") is True
+        assert app.runner.queue_depth("agent:main:testchat:group:g1:u100") == 1
+        agent.open("A", "C")
+        await app.runner.join()
+        assert agent.started == ["A", "C"]
+        assert adapter.texts() == ["ok A", "ok C"]
+    finally:
+        agent.let_interrupted_end.set()  # a failed assertion must not hold the stop forever
         await app.stop()

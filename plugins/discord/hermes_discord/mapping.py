@@ -130,7 +130,8 @@ def channel_source(message_id: str, channel_id: str, guild_id: str | None, *, ch
     MESSAGE_DELETE (`id`, `channel_id`, `guild_id`, no author) still tells (docs/adapters.md
     D-T12). Its session key is the message's own for a DM, a thread (unless
     `thread_sessions_per_user`) and a channel with `group_sessions_per_user = false`; a per-user
-    key needs the author, which only the message itself carried.
+    key needs the author, which only the message itself carried, so the gateway looks for a
+    change without one in every queue of the channel.
 
     Raises:
         MalformedPayload: a thread without a parent.

@@ -232,9 +232,9 @@ class Receiver:
         handed to the gateway with (remembered for the last `RECENT_IDS` messages). A message not
         remembered (handed over before a restart) gets what its channel alone gives
         (`mapping.channel_source`, from discord.py's cache and ours, never a REST call): exact for
-        a DM, a thread, or a channel without per-user sessions; otherwise it finds nothing and
-        nothing is withdrawn (docs/adapters.md D-T12). A malformed one is one warning naming the
-        field.
+        a DM, a thread, or a channel without per-user sessions; in a per-user channel it names no
+        author and the gateway looks for the message by channel and id in every queue
+        (docs/adapters.md D-T12). A malformed one is one warning naming the field.
         """
         try:
             if not isinstance(data, dict):

@@ -257,6 +257,45 @@ async def test_a_deletion_of_a_queued_message_withdraws_it(fake, tmp_path, caplo
         await app.stop()
 
 
+async def test_a_deletion_in_a_per_user_channel_after_a_restart_withdraws_the_queued_message(fake, tmp_path, caplog):
+    # docs/adapters.md D-T12: a MESSAGE_DELETE names no author and a guild channel's session is
+    # per user. A message queued before a restart (replayed from the intake) is not in the new
+    # receiver's memory; it is found in the gateway's queue by its channel and id. It used to
+    # find nothing: the deleted text was answered after the restart.
+    caplog.set_level(logging.INFO, logger="hermes_core.pipeline.runner")
+    key = "agent:main:discord:group:1100000000000000010:1300000000000000001"
+    config = make_config(tmp_path / "home", fake)
+    config = config.model_copy(update={
+        "core": config.core.model_copy(update={"busy_input_mode": "queue"}),
+        "scheduler": config.scheduler.model_copy(update={"drain_timeout_s": 0.2})})
+    first = GatewayApp(config, watcher=False, agent=HeldEchoAgent())
+    await first.start()
+    try:
+        await fake.message(sample("d1_guild_text_role"))
+        await wait_until(lambda: first.agent.started == ["what changed today?"])
+        deleted = dict(sample("d1_guild_text_role"), id="1500000000000000050", content="oops, not for you")
+        await fake.message(deleted)
+        await fake.message(dict(sample("d1_guild_text_role"), id="1500000000000000051", content="queued and kept"))
+        await wait_until(lambda: first.runner.queue_depth(key) == 2)
+    finally:
+        await first.stop()  # the running turn is cut off; both queued messages stay in the intake
+    agent = HeldEchoAgent()
+    app = GatewayApp(config, watcher=False, agent=agent)
+    await app.start()
+    try:
+        await wait_until(lambda: app.runner.queue_depth(key) == 2)
+        await fake.push("MESSAGE_DELETE", {"id": deleted["id"], "channel_id": deleted["channel_id"],
+                                           "guild_id": deleted["guild_id"]})
+        await wait_until(lambda: f"queued message 1500000000000000050 in {key} withdrawn" in caplog.text)
+        assert app.runner.queue_depth(key) == 1
+        agent.release.set()
+        await app.runner.join()
+        assert "oops, not for you" not in agent.started
+        assert agent.started[-1] == "queued and kept"
+    finally:
+        await app.stop()
+
+
 async def test_a_bulk_deletion_withdraws_each_queued_message_it_names(fake, tmp_path, caplog):
     # docs/behaviour.md §5: a moderator's purge (MESSAGE_DELETE_BULK: `ids`, `channel_id`,
     # `guild_id`) withdraws every message of it still queued, as one MESSAGE_DELETE per id; a

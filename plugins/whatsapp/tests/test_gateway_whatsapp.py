@@ -356,6 +356,36 @@ async def test_bridge_revoke_of_a_queued_group_message_withdraws_it(bridge, gate
     assert agent.started == ["first", "second"]
 
 
+@pytest.mark.parametrize("change", ["edit", "revoke"])
+async def test_bridge_change_of_a_queued_dm_under_its_other_jid_form_finds_it(bridge, gateway, caplog, change):
+    # docs/adapters.md W-T11: the queue matches the chat id through the key's canonicalisation.
+    # W1 (PN, with its LID in remoteJidAlt) and W2 (LID) are one session; an edit or a
+    # revoke addressed by the LID form of a message queued under the PN form used to find
+    # nothing, and the stale (or deleted) text was answered.
+    caplog.set_level(logging.INFO, logger="hermes_core.pipeline.runner")
+    agent = HeldEchoAgent()
+    app = await gateway({"whatsapp": bridge_table(bridge)}, agent=agent, core={"busy_input_mode": "queue"})
+    key = "agent:main:whatsapp:dm:15551234567"
+    bridge.push(load("w1_dm_pn"))
+    await wait_until(lambda: agent.started == ["hello"])
+    bridge.push(upsert(CAROL_PN, "queued original", "3EB0Q2", alt=CAROL_LID),
+                upsert(CAROL_PN, "second", "3EB0Q3", alt=CAROL_LID))
+    await wait_until(lambda: app.runner.queue_depth(key) == 2)
+    if change == "edit":
+        seqs = bridge.push(edit_of(CAROL_LID, "3EB0Q2", "queued edited", "3EB0Q2EDIT"))
+        done, answered = f"queued message 3EB0Q2 in {key} edited", ["hello", "queued edited", "second"]
+    else:
+        seqs = bridge.push(revoke_of(CAROL_LID, "3EB0Q2", "3EB0Q2DEL"))
+        done, answered = f"queued message 3EB0Q2 in {key} withdrawn", ["hello", "second"]
+    await wait_until(lambda: done in caplog.text)
+    agent.release.set()
+    await bridge.wait_for(lambda: len(bridge.sent) == len(answered))
+    await app.runner.join()
+    await bridge.wait_for(lambda: bridge.acked >= seqs[-1])
+    assert agent.started == answered
+    assert [b["message"] for b in bridge.sent] == ["echo: " + text for text in answered]
+
+
 async def test_bridge_edit_of_an_answered_message_is_no_turn_with_edits_as_turns_off(bridge, gateway, caplog):
     # docs/behaviour.md §5: an edit of a message already processed is not a new turn unless
     # edits_as_turns; it is still offered to the queue first (and the queue says it is not there).
