@@ -39,7 +39,7 @@ from hermes_core.sdk import (CAP_EDIT, CAP_TYPING, INGRESS_SINGLE_RECEIVER, Adap
                              IdentityAlias, MessageEvent, QueuedChange, RetryPolicy, SendResult, SessionSource,
                              chunk_text, measure, offer_change, send_chunks)
 
-from .mapping import GROUP_PREFIX, MalformedPayload, identity_pairs, map_payload, quote_of, raw_group_id
+from .mapping import GROUP_PREFIX, MalformedPayload, event_ids, identity_pairs, map_payload, quote_of, raw_group_id
 from .receiver import EventStream
 from .rpc import CHECK_PATH, SignalRpc, SignalRpcError, send_timestamp
 from .settings import SignalSettings
@@ -245,6 +245,9 @@ class SignalAdapter(BaseAdapter):
             log.exception("skipping signal payload: it could not be mapped")
             mapped = None
         if isinstance(mapped, QueuedChange):
+            # Its number ↔ UUID pair is recorded first, so the queue folds a message queued under
+            # the number into the UUID as the session key does (docs/behaviour.md §5).
+            await self._learn(payload, None)
             event = await self._offer_change(mapped)
         else:
             event = mapped[1] if mapped is not None else None
@@ -260,8 +263,17 @@ class SignalAdapter(BaseAdapter):
         timestamp only, never text or numbers."""
         what = "edit" if change.text is not None else "remote delete"
         label = f"signal {what} of message {change.source.message_id}"
+
+        async def under_either_author_id(source: SessionSource, message_id: str, text: str | None) -> bool:
+            # The original may have been emitted under its author's number, its change under the
+            # UUID, or the reverse (`mapping.event_ids`).
+            for candidate in dict.fromkeys((message_id, *event_ids(source))):
+                if await self.edit_queued(source, candidate, text):
+                    return True
+            return False
+
         try:
-            return await offer_change(self.edit_queued, change, edits_as_turns=self.settings.edits_as_turns,
+            return await offer_change(under_either_author_id, change, edits_as_turns=self.settings.edits_as_turns,
                                       label=label, logger=log)
         except asyncio.CancelledError:
             raise

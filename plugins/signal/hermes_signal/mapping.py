@@ -424,6 +424,18 @@ def _event_id(timestamp: int, source: SessionSource) -> str:
     return f"{timestamp}:{source.user_id_alt or source.user_id}"
 
 
+def event_ids(source: SessionSource) -> list[str]:
+    """Every event message id the message `source` names (its author, its timestamp in
+    `source.message_id`) may have been emitted with: `"<timestamp>:<uuid>"` and
+    `"<timestamp>:<number>"`, the UUID's first. An envelope that carried only a number, before its
+    UUID was known, was emitted under the number (module docstring); its edit or remote delete
+    may carry both. Empty when `source` has no message id."""
+    if not source.message_id:
+        return []
+    authors = dict.fromkeys(a for a in (source.user_id_alt, source.user_id) if a)
+    return [f"{source.message_id}:{author}" for author in authors]
+
+
 def _reply_context(data: Mapping, path: str) -> dict[str, Any]:
     """The `reply_to_*` fields of a message that quotes another (`dataMessage.quote`: `id` is
     the quoted message's timestamp, the author its UUID or number)."""

@@ -359,6 +359,34 @@ async def test_edits_and_deletes_of_an_answered_message(daemon, gateway, tmp_pat
     assert_logs_name_no_text_or_number(caplog, "first, edited")
 
 
+@pytest.mark.parametrize("change", ["edit", "remote delete"])
+async def test_a_change_carrying_the_uuid_finds_a_message_queued_under_the_number(daemon, gateway, caplog, change):
+    # docs/adapters.md §5.1: an envelope carrying only a number, before any number ↔ UUID pair
+    # is known, is queued under the number (id "<timestamp>:<number>"). Its edit or remote
+    # delete carrying the UUID too (G6's shape) used to find nothing: the queue compared the
+    # UUID chat id and id with the number's, and the stale (or deleted) text was answered.
+    caplog.set_level(logging.INFO, logger="hermes_core.pipeline.runner")
+    agent = HeldEchoAgent()
+    app = await gateway(agent=agent, core={"busy_input_mode": "queue"})
+    key = "agent:main:signal:dm:+15551230001"
+    await daemon.push(dm(1767225601500, "first", uuid=None))
+    await wait_until(lambda: agent.started == ["first"])
+    await daemon.push(dm(1767225601501, "queued original", uuid=None), dm(1767225601502, "second", uuid=None))
+    await wait_until(lambda: app.runner.queue_depth(key) == 2)
+    if change == "edit":
+        await daemon.push(edit_of(1767225601501, 1767225601503, "queued edited"))
+        done, answered = "edited", ["first", "queued edited", "second"]
+    else:
+        await daemon.push(remote_delete_of(1767225601501, 1767225601503))
+        done, answered = "withdrawn", ["first", "second"]
+    await wait_until(lambda: f"queued message 1767225601501:+15551230001 in {key} {done}" in caplog.text)
+    agent.release.set()
+    await daemon.wait_for(lambda: len(daemon.sent) == len(answered))
+    await app.runner.join()
+    assert agent.started == answered
+    assert [p["message"] for p in daemon.sent] == ["echo: " + text for text in answered]
+
+
 async def test_a_malformed_remote_delete_is_one_clear_log_line_and_the_queue_is_untouched(
         daemon, gateway, caplog):
     # It used to be skipped at DEBUG as if it were a well-formed remote delete.

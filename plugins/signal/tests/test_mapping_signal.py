@@ -16,7 +16,7 @@ import pytest
 from hermes_core import build_session_key
 from hermes_core.sdk import SessionSource
 from hermes_core.sdk import IdentityAlias, MalformedPayload, QueuedChange
-from hermes_signal.mapping import (
+from hermes_signal.mapping import (event_ids, 
     identity_pairs,
     map_payload,
     quote_of,
@@ -433,3 +433,11 @@ def test_lone_surrogates_in_text_and_names_become_u_fffd():
     source, event = mapped(payload)
     assert event.text == "a\ufffdb \U0001F600"
     assert (source.user_name, source.chat_name) == ("Al\ufffdice", "Al\ufffdice")
+
+
+def test_a_change_names_its_original_by_the_authors_uuid_and_number():
+    # docs/adapters.md G-T9: G6 carries Alice's number and UUID; the original may have been
+    # emitted under either (an envelope with only the number, before the UUID was known).
+    change = mapped(load("g6_edited_message"))
+    assert event_ids(change.source) == ["1767225600123:7d1e2c3b-4a59-4687-9a0b-1c2d3e4f5a6b",
+                                        "1767225600123:+15551230001"]
