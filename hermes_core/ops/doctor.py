@@ -339,30 +339,39 @@ def _why_database_unwritable(path: Path) -> str | None:
     return None
 
 
+def _check_journal(sessions_dir: Path) -> Check:
+    """The `degraded journal` row: whether the next healthy start merges the journal of
+    `sessions_dir`, or what must be repaired first (docs/behaviour.md §12)."""
+    from ..store.db import StoreError
+    from ..store.journal import JOURNAL_FILE_NAME, read_journal
+
+    journal = sessions_dir / JOURNAL_FILE_NAME
+    try:
+        damaged = read_journal(sessions_dir).damaged_lines
+    except StoreError as exc:  # a damaged header: the message names the line and the repair
+        return Check("degraded journal", WARN, str(exc))
+    except OSError as exc:
+        return Check("degraded journal", WARN, f"{journal} cannot be read ({exc.strerror or exc}): it is not "
+                                               "merged until it can be")
+    if damaged:
+        return Check("degraded journal", WARN, f"{journal} line(s) {', '.join(map(str, damaged))} hold the damaged "
+                                               "record of a committed transaction: it is not merged until the line "
+                                               "is repaired, or removed to merge the rest without it")
+    return Check("degraded journal", WARN, f"{journal} holds work of a degraded run; the next start with a healthy "
+                                           "state.db merges it")
+
+
 def check_leftovers(config: Any) -> list[Check]:
     """Files of a degraded run: the journal (merged at the next healthy start), the damaged
     transcripts a merge kept aside (docs/behaviour.md §12) and the files of an older gateway's
     degraded run (never merged automatically)."""
-    from ..store.db import StoreError
-    from ..store.journal import JOURNAL_FILE_NAME, read_journal
+    from ..store.journal import JOURNAL_FILE_NAME
     from ..store.merge import DAMAGED_DIR_NAME
     from ..store.session_store import OLD_DEGRADED_MARKER
 
     checks = []
-    journal = config.sessions_dir / JOURNAL_FILE_NAME
-    if journal.exists():
-        try:
-            damaged = read_journal(config.sessions_dir).damaged_lines
-        except (OSError, StoreError):
-            damaged = []  # the start's merge says why in its own line
-        if damaged:
-            checks.append(Check("degraded journal", WARN, f"{journal} line(s) {', '.join(map(str, damaged))} hold the "
-                                                          "damaged record of a committed transaction: it is not "
-                                                          "merged until the line is repaired, or removed to merge "
-                                                          "the rest without it"))
-        else:
-            checks.append(Check("degraded journal", WARN, f"{journal} holds work of a degraded run; the next start "
-                                                          "with a healthy state.db merges it"))
+    if (config.sessions_dir / JOURNAL_FILE_NAME).exists():
+        checks.append(_check_journal(config.sessions_dir))
     kept = sorted(p for p in (config.sessions_dir / DAMAGED_DIR_NAME).glob("*/*") if p.is_file())
     if kept:
         checks.append(Check("damaged transcripts", WARN, f"{len(kept)} degraded transcript(s) were merged without "

@@ -24,7 +24,8 @@ degraded mode the database is rebuilt from the journal's transactions in order a
 transcript lines of those transactions only (same `tx` and `run`), so a transaction cut short by
 a crash (transcript lines written, journal line not) is ignored as a whole, even once a later
 run has used its number again. A torn last line is skipped; the next append starts on a new
-line. A transcript missing a line of a committed transaction is *damaged*
+line. A damaged header (line 1) stops both the rebuild and the merge, naming the repair
+(`read_journal`): its id is never guessed at. A transcript missing a line of a committed transaction is *damaged*
 (`TranscriptRead.missing`): the rebuild makes that session's transcript reads fail, the merge
 keeps the file aside (docs/behaviour.md §12).
 
@@ -113,21 +114,30 @@ class JournalState:
         return list(seen)
 
 
-def _json_lines(path: Path, bad: list[int] | None = None) -> Iterator[tuple[int, dict[str, Any]]]:
-    """`(line number, object)` of a JSONL file; torn or foreign lines are skipped (logged, and
-    their numbers appended to `bad` when given). A missing file has no lines."""
+def _json_object(raw: bytes) -> dict[str, Any]:
+    """One JSONL line as a JSON object. Raises ValueError (UnicodeDecodeError is one): not
+    UTF-8, not JSON, or not an object."""
+    item = json.loads(raw)
+    if not isinstance(item, dict):
+        raise ValueError("not a JSON object")
+    return item
+
+
+def _json_lines(path: Path, bad: list[int] | None = None, *,
+                from_line: int = 1) -> Iterator[tuple[int, dict[str, Any]]]:
+    """`(line number, object)` of a JSONL file from line `from_line` on; torn or foreign lines
+    are skipped (logged, and their numbers appended to `bad` when given). A missing file has
+    no lines."""
     try:
         data = path.read_bytes()
     except FileNotFoundError:
         return
     for number, raw in enumerate(data.split(b"\n"), 1):
-        if not raw.strip():
+        if number < from_line or not raw.strip():
             continue
         try:
-            item = json.loads(raw)
-            if not isinstance(item, dict):
-                raise ValueError("not a JSON object")
-        except (ValueError, UnicodeDecodeError) as exc:
+            item = _json_object(raw)
+        except ValueError as exc:
             log.warning("%s line %d skipped: %s", path, number, exc)
             if bad is not None:
                 bad.append(number)
@@ -145,13 +155,15 @@ def read_journal(sessions_dir: Path) -> JournalState | None:
     run's lines are torn lines of transactions a crash cut short: skipped (a warning).
 
     Raises:
-        StoreError: the file exists but has no journal header (it is not ours: never guessed at).
+        StoreError: line 1 is not a journal header (`journal_header`): damaged, or the file is not
+            ours. Its id is never guessed at — it keys the merge's record in state.db and the
+            `merged/<id>` folder —, so the message names the line and how to repair it.
         OSError: it cannot be read.
     """
     path = Path(sessions_dir) / JOURNAL_FILE_NAME
     if not path.exists():
         return None
-    header: dict[str, Any] | None = None
+    header = _read_header(path)
     transactions: list[Transaction] = []
     sealed = False
     damaged: set[str] = set()
@@ -159,12 +171,7 @@ def read_journal(sessions_dir: Path) -> JournalState | None:
     bad: list[int] = []  # unreadable lines since the last transaction read
     damaged_lines: list[int] = []
     run: str | None = None  # of the last transaction read
-    for number, item in _json_lines(path, bad):
-        if header is None:
-            if item.get("journal") != JOURNAL_FORMAT or not isinstance(item.get("id"), str):
-                raise StoreError(f"{path} line {number} is not a journal header of format {JOURNAL_FORMAT}")
-            header = item
-            continue
+    for number, item in _json_lines(path, bad, from_line=2):
         if "merged" in item:
             sealed = True
             damaged.update(str(s) for s in item.get("damaged") or [])
@@ -189,8 +196,6 @@ def read_journal(sessions_dir: Path) -> JournalState | None:
             continue
         last = tx.number
         transactions.append(tx)
-    if header is None:
-        raise StoreError(f"{path} has no journal header")
     if damaged_lines:
         log.error("%s line(s) %s cannot be read and a later transaction of the same run follows: the record of a "
                   "committed transaction is damaged, its rows and transcript lines are left out; the journal is not "
@@ -198,6 +203,30 @@ def read_journal(sessions_dir: Path) -> JournalState | None:
                   "§12)", path, ", ".join(map(str, damaged_lines)))
     return JournalState(path=path, journal_id=header["id"], transactions=transactions, sealed=sealed, last_tx=last,
                         damaged=damaged, damaged_lines=damaged_lines)
+
+
+def _read_header(path: Path) -> dict[str, Any]:
+    """Line 1 of the journal at `path`, its header. Raises StoreError naming the line, what is
+    wrong with it and how to repair it (`read_journal`); OSError when it cannot be read."""
+    with open(path, "rb") as fh:
+        raw = fh.readline().rstrip(b"\n")
+    if not raw.strip():
+        what = "line 1, the journal header, is empty"
+    else:
+        try:
+            item = _json_object(raw)
+        except ValueError as exc:
+            what = f"line 1, the journal header, cannot be read ({exc})"
+        else:
+            if item.get("journal") == JOURNAL_FORMAT and isinstance(item.get("id"), str) and item["id"]:
+                return item
+            what = f"line 1 is not a journal header of format {JOURNAL_FORMAT}"
+    raise StoreError(
+        f"{path} {what}: the journal is neither merged nor rebuilt until the header is repaired. A header is "
+        f'one line {{"journal": {JOURNAL_FORMAT}, "id": "<journal id>", "created": "<time>"}}: keep the id the '
+        "damaged line still shows (it keys the merge's record in state.db and names the sessions/merged/<id> "
+        "folder); if none can be read, write a new one (32 hex digits), unless the journal holds a \"merged\" "
+        "line: state.db has it already, so move it aside instead (docs/behaviour.md §12)")
 
 
 def transcript_path(sessions_dir: Path, session_id: str) -> Path:

@@ -302,3 +302,51 @@ def test_status_while_degraded_says_the_earlier_turns_are_not_counted(tmp_path):
     assert code == 0
     turns = [line for line in out.splitlines() if line.startswith("Turns: ")]
     assert turns == ["Turns: at least 1 (earlier ones cannot be counted right now)", "Turns: 1"]
+
+
+async def test_a_damaged_journal_header_is_named_with_its_repair_and_nothing_is_merged_until_it_is_repaired(
+        tmp_path, caplog):
+    # docs/behaviour.md §12: line 1 is the header; its id keys the merge's record and the
+    # merged/<id> folder, so it is never guessed at: the healthy start leaves state.db and the
+    # journal untouched, the degraded start refuses, doctor says so, each naming line 1 and the repair.
+    import logging
+
+    import pytest
+
+    from hermes_core.ops.doctor import check_leftovers
+    from hermes_core.store.db import StoreError
+
+    config = _config(tmp_path / "home")
+    (ea,), saved = await _sessions_then_degraded(config, tmp_path, SessionSource(platform="telegram", chat_id="1"))
+    async with SessionStore(config.sessions_dir, config) as store:
+        await store.append_to_transcript(ea.session_id, {"role": "user", "content": "a0"})
+    journal = config.sessions_dir / JOURNAL_FILE_NAME
+    header, *rest = journal.read_bytes().splitlines(keepends=True)
+    journal.write_bytes(header[:22] + b"\n" + b"".join(rest))  # {"journal":1,"id":"abc… cut short
+    damaged = journal.read_bytes()
+    expected = (
+        f"{journal} line 1, the journal header, cannot be read (Unterminated string starting at: line 1 column 19 "
+        '(char 18)): the journal is neither merged nor rebuilt until the header is repaired. A header is one line '
+        '{"journal": 1, "id": "<journal id>", "created": "<time>"}: keep the id the damaged line still shows (it '
+        "keys the merge's record in state.db and names the sessions/merged/<id> folder); if none can be read, write "
+        'a new one (32 hex digits), unless the journal holds a "merged" line: state.db has it already, so move it '
+        "aside instead (docs/behaviour.md §12)")
+    with pytest.raises(StoreError) as refused:  # still degraded: no rebuild from a journal of unknown id
+        await SessionStore(config.sessions_dir, config).open()
+    assert str(refused.value) == expected
+    (check,) = [c for c in check_leftovers(config) if c.name == "degraded journal"]
+    assert (check.status, check.detail) == ("warn", expected)
+    shutil.copy(saved, config.db_path)
+    caplog.clear()
+    caplog.set_level(logging.WARNING)
+    async with SessionStore(config.sessions_dir, config) as store:
+        assert not store.degraded
+        assert await store.load_transcript(ea.session_id) == []
+    assert journal.read_bytes() == damaged
+    assert [r.getMessage() for r in caplog.records if "journal" in r.getMessage()] == [
+        f"merging the degraded journal {journal} into {config.db_path} failed (StoreError: {expected}); retried at "
+        "the next start"]
+    journal.write_bytes(header + b"".join(rest))  # repaired with its id
+    async with SessionStore(config.sessions_dir, config) as store:
+        assert [m["content"] for m in await store.load_transcript(ea.session_id)] == ["a0"]
+    assert not journal.exists()
