@@ -56,6 +56,9 @@ log = logging.getLogger(__name__)
 JOURNAL_FILE_NAME = "journal.jsonl"
 JOURNAL_FORMAT = 1
 TRANSCRIPT_SUFFIX = ".jsonl"
+# A transcript line holds at least one of these: ours have `tx`, `run` and `id`, an older
+# gateway's messages (seed §3 legacy transcripts) a `role`.
+TRANSCRIPT_LINE_FIELDS = frozenset({"tx", "run", "id", "role"})
 # Journaled tables and their primary key columns. `meta` (facts about the store itself) and the
 # full-text index (derived from `messages`, with its mark `fts_progress`) are not journaled.
 TABLE_KEYS: dict[str, tuple[str, ...]] = {
@@ -123,17 +126,26 @@ def _json_object(raw: bytes) -> dict[str, Any]:
     return item
 
 
-def _json_lines(path: Path, bad: list[int] | None = None, *,
-                from_line: int = 1) -> Iterator[tuple[int, dict[str, Any]]]:
+def _json_lines(path: Path, bad: list[int] | None = None, *, from_line: int = 1,
+                empty_is_bad: bool = False) -> Iterator[tuple[int, dict[str, Any]]]:
     """`(line number, object)` of a JSONL file from line `from_line` on; torn or foreign lines
-    are skipped (logged, and their numbers appended to `bad` when given). A missing file has
-    no lines."""
+    are skipped (logged, and their numbers appended to `bad` when given). Empty lines are passed
+    over, or with `empty_is_bad` (a file whose writer never writes one) skipped as unreadable
+    ones are. A missing file has no lines."""
     try:
         data = path.read_bytes()
     except FileNotFoundError:
         return
-    for number, raw in enumerate(data.split(b"\n"), 1):
-        if number < from_line or not raw.strip():
+    pieces = data.split(b"\n")
+    for number, raw in enumerate(pieces, 1):
+        if number < from_line:
+            continue
+        if not raw.strip():
+            # The piece after the last newline is the end of the file, not a line.
+            if empty_is_bad and number < len(pieces):
+                log.warning("%s line %d skipped: empty", path, number)
+                if bad is not None:
+                    bad.append(number)
             continue
         try:
             item = _json_object(raw)
@@ -242,8 +254,9 @@ class TranscriptRead:
         images: the `messages` row images of committed transactions, in file order.
         missing: lines the journal says committed transactions wrote that were not read (0 for
             a whole transcript); more than 0 means the transcript is damaged.
-        bad_lines: numbers of the lines that could not be read (not JSON, not UTF-8, torn, no
-            message id): a torn line of a transaction cut short is one of them too.
+        bad_lines: numbers of the lines that could not be read (not JSON, not UTF-8, torn,
+            empty, none of `TRANSCRIPT_LINE_FIELDS`, no message id): a torn line of a transaction
+            cut short is one of them too.
     """
 
     path: Path
@@ -263,7 +276,8 @@ def transcript_images(sessions_dir: Path, session_id: str, committed: set[tuple[
     """The `messages` row images of one transcript file written by `committed` transactions
     (`(run, tx)`), in file order (a later image of an id replaces an earlier one), each with its
     `session_id`. Other lines — of a transaction cut short, or without a `tx` (written by
-    something else, e.g. an older gateway) — are passed over. `expected` (from
+    something else, e.g. an older gateway) — are passed over; empty lines and objects with none
+    of `TRANSCRIPT_LINE_FIELDS` (we never write one) are damage, in `bad_lines`. `expected` (from
     `JournalState.expected_lines`) is how many lines each committed transaction wrote here: each
     one not found counts in `missing`.
 
@@ -273,9 +287,14 @@ def transcript_images(sessions_dir: Path, session_id: str, committed: set[tuple[
     path = transcript_path(sessions_dir, session_id)
     read = TranscriptRead(path=path, images=[])
     found: dict[tuple[str, int], int] = {}
-    for number, item in _json_lines(path, read.bad_lines):
+    for number, item in _json_lines(path, read.bad_lines, empty_is_bad=True):
         tx = (item.get("run"), item.get("tx"))
         if tx not in committed:
+            if TRANSCRIPT_LINE_FIELDS.isdisjoint(item):
+                # Neither ours (`tx`) nor an older gateway's message (`role`): a damaged line.
+                log.warning("%s line %d skipped: none of the fields of a transcript line (%s)", path, number,
+                            ", ".join(sorted(TRANSCRIPT_LINE_FIELDS)))
+                read.bad_lines.append(number)
             continue
         if not isinstance(item.get("id"), int):
             log.warning("%s line %d skipped: no message id", path, number)

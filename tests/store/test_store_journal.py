@@ -141,7 +141,13 @@ async def test_owner_scoping_compares_canonical_ids_while_degraded(broken_db, cl
 DAMAGE = {"not JSON": lambda line: b'{"id": oops',
           "not UTF-8": lambda line: line.replace(b'"a1"', b'"a\xff1"'),
           "truncated": lambda line: line[:20],
+          "empty": lambda line: b"",
+          "no transcript line's field": lambda line: b"{}",
           "removed": None}
+# Lines passed over without being named: an older gateway's message (no `tx`), and the whole line
+# of a transaction a crash cut short (its run has no journal line).
+LEGACY_LINE = b'{"role": "user", "content": "from an older gateway"}'
+CUT_SHORT_LINE = b'{"id": 99, "role": "user", "content": "cut short", "active": 1, "tx": 4, "run": "gone"}'
 
 
 @pytest.mark.parametrize("damage", DAMAGE)
@@ -157,7 +163,8 @@ async def test_a_damaged_middle_line_makes_that_transcript_unreadable_at_the_reb
             await store.append_to_transcript(eb.session_id, {"role": "user", "content": f"b{i}"})
     transcript = broken_db.sessions_dir / f"{ea.session_id}.jsonl"
     first, middle, last = transcript.read_bytes().splitlines()
-    kept = [first] + ([] if DAMAGE[damage] is None else [DAMAGE[damage](middle)]) + [last]
+    damaged = [] if DAMAGE[damage] is None else [DAMAGE[damage](middle)]
+    kept = [LEGACY_LINE, first, *damaged, last, CUT_SHORT_LINE]
     transcript.write_bytes(b"\n".join(kept) + b"\n")
     async with SessionStore(broken_db.sessions_dir, broken_db, clock=clock) as store:
         with pytest.raises(TranscriptReadError) as err:
@@ -168,5 +175,5 @@ async def test_a_damaged_middle_line_makes_that_transcript_unreadable_at_the_reb
     assert "lacks 1 line(s) of committed transactions" in str(err.value)
     (error,) = [r.getMessage() for r in caplog.records if r.levelname == "ERROR" and "degraded transcript" in r.getMessage()]
     assert error == (f"degraded transcript of session {ea.session_id}: {transcript} lacks 1 line(s) of committed "
-                     f"transactions{'' if damage == 'removed' else ' (unreadable line(s) 2)'}; that session's "
+                     f"transactions{'' if damage == 'removed' else ' (unreadable line(s) 3)'}; that session's "
                      "transcript is unavailable until state.db is back (docs/behaviour.md §12)")
