@@ -342,16 +342,13 @@ def _legacy_sessions_folder(sessions: Path, n: int) -> list[str]:
     return ids
 
 
-def test_an_adoption_cut_short_is_finished_by_the_next_open_without_loss_or_doubles(home, monkeypatch, caplog):
-    """docs/behaviour.md §3: each legacy transcript goes in whole or not at all, and a start that
-    stopped half-way through the adoption (here: storing the second message of the second
-    transcript raises) leaves it to the next open, which takes what is missing and nothing
-    twice. (One commit per message used to leave that transcript with its first message only,
-    and the next open, finding sessions, took nothing more.)"""
+def _adoption_cut_short(home: Path, monkeypatch) -> list[str]:
+    """A start that adopts an older gateway's sessions folder of 3 chats (`_legacy_sessions_folder`)
+    and stops half-way: storing the second message of the second transcript raises. Returns the
+    session ids."""
     from hermes_core.store import transcripts as store_transcripts
 
-    sessions = home / "sessions"
-    ids = _legacy_sessions_folder(sessions, 3)
+    ids = _legacy_sessions_folder(home / "sessions", 3)
     real_normalize = store_transcripts.normalize_message
 
     def failing_normalize(message, clock):
@@ -359,16 +356,26 @@ def test_an_adoption_cut_short_is_finished_by_the_next_open_without_loss_or_doub
             raise sqlite3.OperationalError("disk I/O error")
         return real_normalize(message, clock)
 
-    monkeypatch.setattr(store_transcripts, "normalize_message", failing_normalize)
-
     async def first_start():
         config = GatewayConfig(home=home)
         store = SessionStore(config.sessions_dir, config)
         with pytest.raises(sqlite3.OperationalError, match="disk I/O error"):
             await store.open()
         await store.close()
-    asyncio.run(first_start())
-    monkeypatch.setattr(store_transcripts, "normalize_message", real_normalize)
+    with monkeypatch.context() as patch:
+        patch.setattr(store_transcripts, "normalize_message", failing_normalize)
+        asyncio.run(first_start())
+    return ids
+
+
+def test_an_adoption_cut_short_is_finished_by_the_next_open_without_loss_or_doubles(home, monkeypatch, caplog):
+    """docs/behaviour.md §3: each legacy transcript goes in whole or not at all, and a start that
+    stopped half-way through the adoption (here: storing the second message of the second
+    transcript raises) leaves it to the next open, which takes what is missing and nothing
+    twice. (One commit per message used to leave that transcript with its first message only,
+    and the next open, finding sessions, took nothing more.)"""
+    sessions = home / "sessions"
+    ids = _adoption_cut_short(home, monkeypatch)
     caplog.set_level("WARNING", logger="hermes_core.store.session_store")
 
     async def transcripts(store):
@@ -395,5 +402,67 @@ def test_a_long_import_of_legacy_transcripts_says_how_far_it_is(home, monkeypatc
     caplog.set_level("INFO", logger="hermes_core.store.importer")
     _store_call(home, lambda store: store.get_entry("agent:main:telegram:dm:0"))
     assert [r.getMessage() for r in caplog.records if r.name == "hermes_core.store.importer"] == [
+        f"importing {sessions / 'sessions.json'}: taking 3 route(s), then the legacy transcripts beside them",
         f"importing legacy transcripts from {sessions}: 1 of 3 read, 2 message(s) taken so far",
         f"importing legacy transcripts from {sessions}: 2 of 3 read, 4 message(s) taken so far"]
+
+
+def test_the_progress_clock_of_an_import_counts_the_time_its_routes_took(home, monkeypatch, caplog):
+    """The routes go in one transaction before the transcripts (20,000: seconds): the first
+    progress line comes `PROGRESS_EVERY_S` after the import began, not after the routes."""
+    from hermes_core.store import importer
+
+    sessions = home / "sessions"
+    _legacy_sessions_folder(sessions, 3)
+    monkeypatch.setattr(importer, "IMPORT_BATCH", 1, raising=False)
+    monkeypatch.setattr(importer, "PROGRESS_EVERY_S", 0.5, raising=False)
+    real_import_entries = SessionStore.import_entries
+
+    async def slow_import_entries(self, *args, **kwargs):
+        await asyncio.sleep(0.5)  # the routes of a large file
+        return await real_import_entries(self, *args, **kwargs)
+
+    monkeypatch.setattr(SessionStore, "import_entries", slow_import_entries)
+    caplog.set_level("INFO", logger="hermes_core.store.importer")
+    _store_call(home, lambda store: store.get_entry("agent:main:telegram:dm:0"))
+    assert [r.getMessage() for r in caplog.records if r.name == "hermes_core.store.importer"][1:] == [
+        f"importing legacy transcripts from {sessions}: 1 of 3 read, 2 message(s) taken so far"]
+
+
+def test_doctor_warns_while_an_adoption_cut_short_waits_for_the_next_start(home, monkeypatch):
+    """docs/behaviour.md §3, docs/operations.md §1: until the next start finishes it, doctor says
+    the adoption was cut short (`sessions show` shows no message for the sessions not taken yet)."""
+    from hermes_core.ops.doctor import check_database
+
+    _adoption_cut_short(home, monkeypatch)
+    config = GatewayConfig(home=home)
+    adoption = ("sessions.json adoption", "warn",
+                f"taking the routes and legacy transcripts {home / 'sessions' / 'sessions.json'} lists was cut short "
+                "at an earlier start: the next start finishes it; until then those sessions may be missing or show "
+                "no messages")
+    assert [(c.name, c.status, c.detail) for c in check_database(config)][1] == adoption
+    _store_call(home, lambda store: store.get_entry("agent:main:telegram:dm:0"))  # finishes it
+    assert "sessions.json adoption" not in [c.name for c in check_database(config)]
+
+
+def test_doctor_says_an_adoption_cut_short_before_its_routes_is_not_a_replaced_state_db(home, monkeypatch):
+    """The routes go in one transaction: a start stopped in it leaves state.db with no session and
+    the mark. That is an adoption the next start finishes, not a state.db to restore."""
+    from hermes_core.ops.doctor import check_database
+
+    _legacy_sessions_folder(home / "sessions", 3)
+
+    async def failing_import_entries(self, *args, **kwargs):
+        raise sqlite3.OperationalError("disk I/O error")
+
+    async def first_start():
+        config = GatewayConfig(home=home)
+        store = SessionStore(config.sessions_dir, config)
+        with pytest.raises(sqlite3.OperationalError, match="disk I/O error"):
+            await store.open()
+        await store.close()
+    with monkeypatch.context() as patch:
+        patch.setattr(SessionStore, "import_entries", failing_import_entries)
+        asyncio.run(first_start())
+    checks = check_database(GatewayConfig(home=home))
+    assert [(c.name, c.status) for c in checks] == [("state.db", "ok"), ("sessions.json adoption", "warn")]
