@@ -273,6 +273,7 @@ class Database:
             conn.row_factory = aiosqlite.Row
             await self._configure(conn)
             await self._migrate()
+            await self._check_writable()
             await self._after_migrate()
         except BaseException:
             await self.close()
@@ -352,6 +353,34 @@ class Database:
         await conn.execute(f"PRAGMA synchronous = {self.SYNCHRONOUS}")
         await conn.execute("PRAGMA foreign_keys = ON")
         await conn.execute("PRAGMA secure_delete = ON")
+
+    async def _check_writable(self) -> None:
+        """Raise when SQLite could open the file for reading only (its mode, a read-only mount,
+        a user who may not write it): every write would fail, so the store says so at the open
+        (a gateway then runs degraded, docs/behaviour.md §12) rather than refusing each message.
+        Learnt by writing the schema version it has, in a transaction rolled back; a file
+        another connection is writing (SQLITE_BUSY, not waited for) counts as writable.
+
+        Raises:
+            StoreError: SQLite opened it for reading only (SQLITE_READONLY).
+        """
+        if self.read_only_file:
+            return
+        assert self.conn is not None
+        version = int(await self.fetchval("PRAGMA user_version") or 0)
+        await self.conn.execute("PRAGMA busy_timeout = 0")
+        try:
+            await self.conn.execute("BEGIN IMMEDIATE")
+            await self.conn.execute(f"PRAGMA user_version = {version}")
+        except sqlite3.OperationalError as exc:
+            if not str(getattr(exc, "sqlite_errorname", "")).startswith("SQLITE_READONLY"):
+                return  # busy: another connection writes it, so it can be written
+            # Said after "state.db <path> cannot be opened:" (SessionStore), hence "it".
+            raise StoreError(f"it opens for reading only ({exc}): `hermes-gateway doctor` says why") from exc
+        finally:
+            if self.conn.in_transaction:
+                await self.conn.execute("ROLLBACK")
+            await self.conn.execute(f"PRAGMA busy_timeout = {int(self.busy_timeout_s * 1000)}")
 
     async def _after_migrate(self) -> None:
         """Hook for subclasses: runs once the schema is current."""

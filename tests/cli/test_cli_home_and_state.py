@@ -208,6 +208,25 @@ def test_read_only_commands_work_on_a_home_nobody_may_write(tmp_path):
             path.chmod(stat.S_IMODE(path.stat().st_mode) | 0o200)
 
 
+def test_a_gateway_on_a_state_db_it_may_only_read_runs_degraded(tmp_path):
+    """docs/behaviour.md §12: a state.db the gateway's user may read but not write (its mode)
+    would fail every write; the open says so, and the gateway runs degraded (every message
+    answered, kept in the journal) instead of refusing each message."""
+    home = tmp_path / "home"
+    assert run(["chat"], gateway_env(home), tmp_path, stdin="hello pelican\n")[0] == 0
+    (home / "state.db").chmod(0o444)
+    try:
+        code, out, err = run(["chat"], gateway_env(home), tmp_path, stdin="again\n", prefix=bound_by_file_modes())
+    finally:
+        (home / "state.db").chmod(0o600)
+    assert (code, out) == (0, "echo: again\n")
+    assert err == (f"hermes-gateway: ERROR: state.db {home / 'state.db'} cannot be opened: it opens for reading only "
+                   "(attempt to write a readonly database): `hermes-gateway doctor` says why; running DEGRADED on an "
+                   f"in-memory copy journaled to {home / 'sessions' / 'journal.jsonl'} + {{session_id}}.jsonl "
+                   "transcripts\n")
+    assert (home / "sessions" / "journal.jsonl").is_file()
+
+
 def test_a_read_only_command_refuses_a_wal_it_cannot_read(tmp_path):
     """state.db with a -wal file holding writes (a gateway stopped without taking it in) in a
     folder the user cannot write: SQLite could not read through the -wal there, and reading the
