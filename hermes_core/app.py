@@ -327,6 +327,10 @@ class GatewayApp:
         has_any = getattr(self.store, "has_any_sessions", None)
         if has_any is not None and not await has_any():
             return  # first start of this home: nothing can have been interrupted
+        if getattr(self.store, "adopted_sessions_json", False):
+            # state.db held no session until this start took an older gateway's sessions.json
+            # (docs/behaviour.md §3): no run of this gateway wrote it, none was interrupted.
+            return
         self.unclean_start = True
         max_age = max(3600, 2 * self.config.agent.gateway_timeout)
         started = {m["session_key"]: float(m["started_ts"]) for m in await self.store.turn_markers()}

@@ -143,6 +143,9 @@ class SessionStore(TurnOps, TranscriptOps, AliasOps, ErasureOps, ClaimOps):
         # transitions of different keys overlap and share group commits (docs/behaviour.md §12).
         self._locks = KeyedLocks()
         self.degraded_reason: str | None = None
+        # True when this open took the routes of sessions.json into a state.db that held no
+        # session (`_adopt_sessions_json`): no run of this gateway wrote that file before.
+        self.adopted_sessions_json = False
         self.cache_size = config.storage.entry_cache_size
 
     # ---- lifecycle ------------------------------------------------------------------------
@@ -200,6 +203,7 @@ class SessionStore(TurnOps, TranscriptOps, AliasOps, ErasureOps, ClaimOps):
             self._mirror = MirrorWriter(self.sessions_file, lambda: self._render_mirror(backend),
                                         self.config.storage.mirror_debounce_s)
             adopted = own_state_db and self._may_adopt and await self._adopt_sessions_json(backend)
+            self.adopted_sessions_json = bool(adopted)
             # A deleted, corrupt or foreign sessions.json is rebuilt from the canonical store soon
             # after start. It is recognised without parsing it (open stays O(1) in the number of
             # sessions): the file's size and mtime must equal the signature recorded at the last

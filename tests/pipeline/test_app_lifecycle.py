@@ -111,6 +111,27 @@ async def test_first_start_on_an_empty_home_is_not_unclean(tmp_path):
         await app.stop()
 
 
+async def test_first_start_beside_an_older_gateways_sessions_folder_is_not_unclean(tmp_path, caplog):
+    # docs/behaviour.md §3: the first start takes the older gateway's sessions.json into the new
+    # state.db; no run of this gateway wrote that file, so none was interrupted and none is told.
+    import json
+    import logging
+
+    (tmp_path / "sessions").mkdir()
+    (tmp_path / "sessions" / "sessions.json").write_text(json.dumps({"agent:main:telegram:dm:12345": {
+        "session_key": "agent:main:telegram:dm:12345", "session_id": "20250101_101010_abcdef12",
+        "created_at": "2025-01-01T10:10:10", "updated_at": "2025-01-01T10:10:12"}}))
+    caplog.set_level(logging.WARNING, logger="hermes_core.app")
+    app, _ = _app(tmp_path)
+    await app.start()
+    try:
+        assert app.unclean_start is False
+        assert (await app.store.get_entry("agent:main:telegram:dm:12345")).session_id == "20250101_101010_abcdef12"
+        assert [r.getMessage() for r in caplog.records if r.name == "hermes_core.app"] == []
+    finally:
+        await app.stop()
+
+
 async def test_start_failure_is_one_startup_error_and_releases_everything(tmp_path):
     (tmp_path / "sessions").write_text("x")
     (tmp_path / "state.db").mkdir()
