@@ -38,6 +38,7 @@ import asyncio
 import json
 import logging
 import os
+import re
 import secrets
 import uuid
 from contextlib import contextmanager
@@ -217,6 +218,10 @@ def read_journal(sessions_dir: Path) -> JournalState | None:
                         damaged=damaged, damaged_lines=damaged_lines)
 
 
+# A journal's id as `JournaledDatabase` writes it (`uuid4().hex`).
+_JOURNAL_ID = re.compile(r"[0-9a-f]{32}")
+
+
 def _read_header(path: Path) -> dict[str, Any]:
     """Line 1 of the journal at `path`, its header. Raises StoreError naming the line, what is
     wrong with it and how to repair it (`read_journal`); OSError when it cannot be read."""
@@ -230,9 +235,14 @@ def _read_header(path: Path) -> dict[str, Any]:
         except ValueError as exc:
             what = f"line 1, the journal header, cannot be read ({exc})"
         else:
-            if item.get("journal") == JOURNAL_FORMAT and isinstance(item.get("id"), str) and item["id"]:
+            journal_id = item.get("id")
+            if item.get("journal") != JOURNAL_FORMAT or not isinstance(journal_id, str) or not journal_id:
+                what = f"line 1 is not a journal header of format {JOURNAL_FORMAT}"
+            elif not _JOURNAL_ID.fullmatch(journal_id):
+                # It names a folder (sessions/merged/<id>): never a path of any other shape.
+                what = f"line 1, the journal header, has an id that is not 32 hex digits ({journal_id!r})"
+            else:
                 return item
-            what = f"line 1 is not a journal header of format {JOURNAL_FORMAT}"
     raise StoreError(
         f"{path} {what}: the journal is neither merged nor rebuilt until the header is repaired. A header is "
         f'one line {{"journal": {JOURNAL_FORMAT}, "id": "<journal id>", "created": "<time>"}}: keep the id the '

@@ -16,7 +16,7 @@ from pathlib import Path
 from hermes_core.model import SessionSource
 from hermes_core.settings import GatewayConfig
 from hermes_core.store import SessionStore
-from hermes_core.store.journal import JOURNAL_FILE_NAME
+from hermes_core.store.journal import JOURNAL_FILE_NAME, read_journal
 
 SCRIPT = str(Path(sys.executable).parent / "hermes-gateway")
 LOCAL_KEY = "agent:main:local:dm:terminal"
@@ -193,7 +193,6 @@ async def test_a_damaged_transcript_merges_what_can_be_read_and_is_kept_aside(tm
     import logging
 
     from hermes_core.ops.doctor import check_leftovers
-    from hermes_core.store.journal import read_journal
 
     config = _config(tmp_path / "home")
     a = SessionSource(platform="telegram", chat_id="1", user_id="1")
@@ -302,6 +301,32 @@ def test_status_while_degraded_says_the_earlier_turns_are_not_counted(tmp_path):
     assert code == 0
     turns = [line for line in out.splitlines() if line.startswith("Turns: ")]
     assert turns == ["Turns: at least 1 (earlier ones cannot be counted right now)", "Turns: 1"]
+
+
+async def test_a_journal_id_that_is_not_32_hex_digits_is_refused_before_it_names_a_folder(tmp_path):
+    # docs/behaviour.md §12: the id names sessions/merged/<id>; an id shaped like a path is a
+    # damaged header, never a folder outside sessions/merged.
+    import pytest
+
+    from hermes_core.store.db import StoreError
+
+    config = _config(tmp_path / "home")
+    (ea,), saved = await _sessions_then_degraded(config, tmp_path, SessionSource(platform="telegram", chat_id="1"))
+    async with SessionStore(config.sessions_dir, config) as store:
+        await store.append_to_transcript(ea.session_id, {"role": "user", "content": "a0"})
+    journal = config.sessions_dir / JOURNAL_FILE_NAME
+    header, *rest = journal.read_bytes().splitlines(keepends=True)
+    journal.write_bytes(b'{"journal": 1, "id": "../../outside", "created": "2026-12-07T00:00:00+00:00"}\n'
+                        + b"".join(rest))
+    shutil.copy(saved, config.db_path)
+    with pytest.raises(StoreError) as refused:
+        read_journal(config.sessions_dir)
+    assert str(refused.value).startswith(
+        f"{journal} line 1, the journal header, has an id that is not 32 hex digits ('../../outside'): the journal "
+        "is neither merged nor rebuilt until the header is repaired.")
+    async with SessionStore(config.sessions_dir, config) as store:
+        assert await store.load_transcript(ea.session_id) == []
+    assert journal.is_file() and not (tmp_path / "outside").exists()
 
 
 async def test_a_damaged_journal_header_is_named_with_its_repair_and_nothing_is_merged_until_it_is_repaired(
