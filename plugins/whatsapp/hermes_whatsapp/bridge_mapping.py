@@ -204,13 +204,14 @@ def _content(message: Mapping, message_id: str, root: str, *, chat: str, sender:
         original_id, original_sender, content, content_path = change
         # Routed as the original message was: same chat, same sender. In a group a revoke names
         # the original's author in `protocolMessage.key.participant`: a group admin's deletion
-        # of someone else's message is tried under the author too.
+        # of someone else's message is tried under the author too. An edit never is: only its
+        # author can edit a message, so an edit naming another author is not taken for theirs.
         original = _source(chat, sender, push_name, original_id, group_names)
-        alternates = ()
-        if is_group(chat) and original_sender and \
-                normalize_whatsapp_id(original_sender) != normalize_whatsapp_id(sender or ""):
-            alternates = (_source(chat, original_sender, None, original_id, group_names),)
         if content is None:
+            alternates = ()
+            if is_group(chat) and original_sender and \
+                    normalize_whatsapp_id(original_sender) != normalize_whatsapp_id(sender or ""):
+                alternates = (_source(chat, original_sender, None, original_id, group_names),)
             return QueuedChange(original, original_id, None, alternates=alternates)
     text, media, context = message_content(content, content_path)
     if not text.strip() and not media:
@@ -222,7 +223,7 @@ def _content(message: Mapping, message_id: str, root: str, *, chat: str, sender:
     if change is None:
         return source, event
     # An edit: offered to the queue first; `event` (its own id) is the turn `edits_as_turns` gives.
-    return QueuedChange(original, original_id, text, event, alternates)
+    return QueuedChange(original, original_id, text, event)
 
 
 def map_baileys_message(item: Any, path: str, *, group_names: GroupNames | None = None) -> Mapped | None:

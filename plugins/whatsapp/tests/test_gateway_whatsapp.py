@@ -331,6 +331,29 @@ async def test_bridge_edit_of_a_queued_message_replaces_its_text_in_place(bridge
     assert bridge.sent[1]["replyTo"] == "3EB0Q2"
 
 
+async def test_bridge_edit_naming_another_members_message_leaves_it_as_queued(bridge, gateway, caplog):
+    # docs/behaviour.md §5, docs/adapters.md W-T11: only a message's author can edit it, so an
+    # edit from Eve whose `protocolMessage.key.participant` names Dave's queued message is not
+    # taken for his (only a group admin's revoke is tried under the author named there).
+    caplog.set_level(logging.INFO, logger="hermes_core.pipeline.runner")
+    agent = HeldEchoAgent()
+    app = await gateway({"whatsapp": bridge_table(bridge)}, agent=agent, core={"busy_input_mode": "queue"})
+    dave, eve = "15557654321:3@s.whatsapp.net", "15550000099@s.whatsapp.net"
+    key = "agent:main:whatsapp:group:120363025555555555:15557654321"
+    bridge.push(upsert(GROUP, "first", "3EB0G1", participant=dave, name="Dave"))
+    await wait_until(lambda: agent.started == ["first"])
+    bridge.push(upsert(GROUP, "dave's own words", "3EB0G2", participant=dave, name="Dave"))
+    await wait_until(lambda: app.runner.queue_depth(key) == 1)
+    spoof = edit_of(GROUP, "3EB0G2", "words put in Dave's mouth", "3EB0EVE1", participant=eve)
+    spoof["messages"][0]["message"]["editedMessage"]["message"]["protocolMessage"]["key"]["participant"] = dave
+    seqs = bridge.push(spoof)
+    await bridge.wait_for(lambda: bridge.acked >= seqs[-1])
+    agent.release.set()
+    await app.runner.join()
+    assert "queued message 3EB0G2" not in caplog.text
+    assert agent.started == ["first", "dave's own words"]
+
+
 async def test_bridge_revoke_of_a_queued_group_message_withdraws_it(bridge, gateway, caplog):
     # docs/behaviour.md §5: a deletion withdraws a message still queued (a REVOKE used to be
     # dropped as a protocol message, and the deleted text was answered). In a group the session
