@@ -154,19 +154,22 @@ async def check_online(config: Any, settings: dict[str, Any]) -> list[Check]:
     return checks
 
 
-def _private(path: Path, mode: int, fix: bool) -> Check | None:
-    """A warning (or a fix) when `path` is readable or writable by group or others."""
+def _private(path: Path, fix: bool) -> Check | None:
+    """A warning (or a fix) when `path` is readable or writable by group or others. The fix
+    takes their bits away and leaves the owner's as they are: a file the operator made
+    read-only stays read-only (never granted a write)."""
     try:
         current = stat.S_IMODE(path.stat().st_mode)
     except FileNotFoundError:
         return None
     if current & 0o077 == 0:
         return None
+    private = current & ~0o077
     if fix:
-        os.chmod(path, mode)
-        return Check(f"permissions {path.name}", FIXED, f"{path} was {current:04o}, now {mode:04o}")
+        os.chmod(path, private)
+        return Check(f"permissions {path.name}", FIXED, f"{path} was {current:04o}, now {private:04o}")
     return Check(f"permissions {path.name}", WARN,
-                 f"{path} is {current:04o}: group or others can read personal data (--fix sets {mode:04o})")
+                 f"{path} is {current:04o}: group or others can read personal data (--fix sets {private:04o})")
 
 
 def _why_home_uncreatable(home: Path) -> str | None:
@@ -195,9 +198,8 @@ def check_home(config: Any, fix: bool) -> list[Check]:
     if unwritable is not None:
         return [Check("home", FAIL, f"HERMES_HOME {home} is not writable by {this_user()}: {unwritable}")]
     checks = [Check("home", OK, str(home))]
-    for path, mode in ((home, 0o700), (config.sessions_dir, 0o700), (config.db_path, 0o600),
-                       (home / "gateway.log", 0o600), (config.sessions_dir / "sessions.json", 0o600)):
-        finding = _private(Path(path), mode, fix)
+    for path in (home, config.sessions_dir, config.db_path, home / "gateway.log", config.sessions_dir / "sessions.json"):
+        finding = _private(Path(path), fix)
         if finding is not None:
             checks.append(finding)
     return checks

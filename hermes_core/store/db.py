@@ -41,6 +41,7 @@ import logging
 import os
 import re
 import sqlite3
+import stat
 from contextlib import asynccontextmanager, closing
 from importlib import resources
 from pathlib import Path
@@ -286,9 +287,13 @@ class Database:
         conn = self._daemon(aiosqlite.connect(str(self.path), isolation_level=None, timeout=self.busy_timeout_s))
         await conn
         # Transcripts are personal data: owner-only, like sessions.json. SQLite gives the
-        # -wal and -shm files the main file's mode.
+        # -wal and -shm files the main file's mode. Group and others lose their bits; the
+        # owner's stay as they are (a file made read-only is not made writable behind the
+        # operator's back: `_check_writable` then runs the store degraded).
         try:
-            os.chmod(self.path, 0o600)
+            mode = stat.S_IMODE(os.stat(self.path).st_mode)
+            if mode & 0o077:
+                os.chmod(self.path, mode & ~0o077)
         except OSError as exc:
             log.warning("cannot restrict permissions of %s: %s", self.path, exc)
         return conn

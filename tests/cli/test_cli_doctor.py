@@ -159,6 +159,21 @@ def test_fix_rebuilds_a_damaged_index_and_the_mirror_and_tightens_modes(tmp_path
     assert "permissions state.db" not in checks and checks["full-text index"]["status"] == "ok"
 
 
+def test_fix_takes_group_and_others_bits_away_and_never_grants_the_owner_a_write(tmp_path):
+    # docs/operations.md §1: --fix tightens modes; a state.db the operator made read-only
+    # (0444) becomes 0400, not 0600.
+    home = _home_with_a_chat(tmp_path)
+    (home / "state.db").chmod(0o444)
+    try:
+        code, checks = _doctor(home, tmp_path, "--fix")
+        assert checks["permissions state.db"] == {
+            "check": "permissions state.db", "status": "fixed",
+            "detail": f"{home / 'state.db'} was 0444, now 0400"}
+        assert stat.S_IMODE((home / "state.db").stat().st_mode) == 0o400
+    finally:
+        (home / "state.db").chmod(0o600)
+
+
 def test_fix_re_creates_a_dropped_index(tmp_path):
     home = _home_with_a_chat(tmp_path)
     with sqlite3.connect(home / "state.db") as conn:

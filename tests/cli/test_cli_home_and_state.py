@@ -217,6 +217,8 @@ def test_a_gateway_on_a_state_db_it_may_only_read_runs_degraded(tmp_path):
     (home / "state.db").chmod(0o444)
     try:
         code, out, err = run(["chat"], gateway_env(home), tmp_path, stdin="again\n", prefix=bound_by_file_modes())
+        # group and others lose their bits, the owner is not given a write behind the operator's back
+        assert _mode(home / "state.db") == 0o400
     finally:
         (home / "state.db").chmod(0o600)
     assert (code, out) == (0, "echo: again\n")
