@@ -69,8 +69,9 @@ def _run(work: Callable[[SessionStore], Awaitable[Any]], *, write: bool = False,
     anything is opened: a mistyped HERMES_HOME must not get an empty store created in it. A
     server store (`[store] backend`, docs/architecture.md §7) keeps no state.db: its database is
     the state, so the commands open it (docs/operations.md §5).
-    Without it, a home this command gives its first gateway state is left with the
-    `.clean_shutdown` marker a clean stop leaves (`_mark_never_ran`)."""
+    A home this command gives its first gateway state (`import` into a new home, or any writing
+    command whose open takes an older gateway's sessions.json into a state.db that held no
+    session) is left with the `.clean_shutdown` marker a clean stop leaves (`_mark_never_ran`)."""
     # No stderr logging set-up: the commands print their own report (skipped entries included).
     config = load_cli_config_or_exit(logging_on=False)
     if need_state and config.store.builtin and not config.db_path.is_file():
@@ -116,7 +117,9 @@ def _run(work: Callable[[SessionStore], Awaitable[Any]], *, write: bool = False,
                              "restore it from a backup (docs/operations.md §1)") from exc
         finally:
             await store.close()
-            if creates_state:
+            # Taking an older gateway's sessions.json into a state.db that held no session gives
+            # the home its first state too (docs/behaviour.md §6).
+            if creates_state or store.adopted_sessions_json:
                 _mark_never_ran(config.home)
 
     return run_async(main, expected=_EXPECTED)

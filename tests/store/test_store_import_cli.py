@@ -285,6 +285,29 @@ def test_a_truncated_state_db_keeps_the_routes_sessions_json_lists(home, caplog)
     assert entry.session_key in json.loads((home / "sessions" / "sessions.json").read_text())
 
 
+def test_a_writing_command_that_takes_an_older_gateways_folder_leaves_the_first_start_clean(home, seed_dir):
+    """docs/behaviour.md §6: `sessions prune` on a home with an older gateway's sessions folder
+    and a state.db of 0 bytes takes that folder in (its open holds the home lock) and, having
+    given the home its first state, leaves the clean-stop marker, so the first start does not
+    report an unclean shutdown of a run that never was."""
+    from hermes_core.app import GatewayApp
+
+    home.mkdir()
+    seed_dir.rename(home / "sessions")
+    (home / "state.db").write_bytes(b"")
+    assert run("prune", "--days", "100000", "--yes") == (0, "removed 0 session route(s)\n")
+    assert (home / ".clean_shutdown").read_bytes() == b""
+
+    async def first_start() -> bool:
+        app = GatewayApp(GatewayConfig(home=home), adapters=[], watcher=False)
+        await app.start()
+        try:
+            return app.unclean_start
+        finally:
+            await app.stop()
+    assert asyncio.run(first_start()) is False
+
+
 def test_nothing_is_taken_from_sessions_json_while_a_degraded_journal_waits_to_be_merged(home, monkeypatch):
     """docs/behaviour.md §3: when the merge of a degraded run's journal fails (a full disk), the
     emptied state.db does not take sessions.json's routes and the run's own `.jsonl` files: the
