@@ -245,10 +245,11 @@ def _read_header(path: Path) -> dict[str, Any]:
                 return item
     raise StoreError(
         f"{path} {what}: the journal is neither merged nor rebuilt until the header is repaired. A header is "
-        f'one line {{"journal": {JOURNAL_FORMAT}, "id": "<journal id>", "created": "<time>"}}: keep the id the '
-        "damaged line still shows (it keys the merge's record in state.db and names the sessions/merged/<id> "
-        "folder); if none can be read, write a new one (32 hex digits), unless the journal holds a \"merged\" "
-        "line: state.db has it already, so move it aside instead (docs/behaviour.md §12)")
+        f'one line {{"journal": {JOURNAL_FORMAT}, "id": "<journal id>", "created": "<time>"}}: keep the id when '
+        "all of its 32 lowercase hex digits can still be read (it keys the merge's record in state.db and names "
+        "the sessions/merged/<id> folder); otherwise write a new one of 32 lowercase hex digits (`openssl rand "
+        "-hex 16`), unless the journal holds a \"merged\" line: state.db has it already, so move it aside "
+        "instead (docs/behaviour.md §12)")
 
 
 def transcript_path(sessions_dir: Path, session_id: str) -> Path:

@@ -352,10 +352,10 @@ async def test_a_damaged_journal_header_is_named_with_its_repair_and_nothing_is_
     expected = (
         f"{journal} line 1, the journal header, cannot be read (Unterminated string starting at: line 1 column 19 "
         '(char 18)): the journal is neither merged nor rebuilt until the header is repaired. A header is one line '
-        '{"journal": 1, "id": "<journal id>", "created": "<time>"}: keep the id the damaged line still shows (it '
-        "keys the merge's record in state.db and names the sessions/merged/<id> folder); if none can be read, write "
-        'a new one (32 hex digits), unless the journal holds a "merged" line: state.db has it already, so move it '
-        "aside instead (docs/behaviour.md §12)")
+        '{"journal": 1, "id": "<journal id>", "created": "<time>"}: keep the id when all of its 32 lowercase hex '
+        "digits can still be read (it keys the merge's record in state.db and names the sessions/merged/<id> "
+        "folder); otherwise write a new one of 32 lowercase hex digits (`openssl rand -hex 16`), unless the journal "
+        'holds a "merged" line: state.db has it already, so move it aside instead (docs/behaviour.md §12)')
     with pytest.raises(StoreError) as refused:  # still degraded: no rebuild from a journal of unknown id
         await SessionStore(config.sessions_dir, config).open()
     assert str(refused.value) == expected
