@@ -64,7 +64,8 @@ _OPEN_LEDGER = ("pending", "attempting", "failed")
 
 @dataclass
 class MergeReport:
-    """What `merge_journal` added: routes taken over (`sessions`), new messages, waiting
+    """What `merge_journal` added: sessions begun in the degraded run (`sessions`, their rows
+    new to state.db, whichever route now points at them), new messages, waiting
     messages to replay (`pending`), delivery obligations still owed (`owed`), turn markers of
     interrupted turns (`interrupted`); `skipped` has one line per row not merged; `damaged`
     maps the session id of each damaged transcript to where its file was kept."""
@@ -199,7 +200,6 @@ async def _replay(db: Database, state: JournalState, pending: list, messages: li
                 offset = max(offset, int(row[0] or 0))
         columns = {table: await table_columns(conn, table) for table in TABLE_KEYS}
         before = await _counts(conn, offset)
-        taken: set[str] = set()
         for tx in pending:
             for table in ("sessions", "routes", "inbound", "delivery_obligations", "identity_aliases"):
                 rows = tx.put.get(table) or []
@@ -208,9 +208,7 @@ async def _replay(db: Database, state: JournalState, pending: list, messages: li
                 sql = _merge_sql(table, columns[table], tx.seed)
                 for row in rows:
                     row = _shift(table, row, offset)
-                    cur = await conn.execute(sql, [row.get(c) for c in columns[table]])
-                    if table == "routes" and cur.rowcount > 0 and not tx.seed:
-                        taken.add(row["session_key"])
+                    await conn.execute(sql, [row.get(c) for c in columns[table]])
             for table in ("inbound", "delivery_obligations", "identity_aliases"):
                 keys = tx.delete.get(table) or []
                 if keys:
@@ -224,7 +222,7 @@ async def _replay(db: Database, state: JournalState, pending: list, messages: li
         await conn.execute("INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET value = "
                            "excluded.value", (meta_key, json.dumps({"offset": offset, "through_tx": state.last_tx,
                                                                     "damaged": sorted(state.damaged)})))
-    report.sessions = len(taken)
+    report.sessions = after["sessions"] - before["sessions"]
     report.messages = after["messages"] - before["messages"]
     report.pending, report.owed, report.interrupted = after["pending"], after["owed"], after["interrupted"]
 
@@ -237,10 +235,11 @@ def _shift_key(table: str, key: list[Any], offset: int) -> list[Any]:
 
 async def _counts(conn, offset: int) -> dict[str, int]:
     """Rows of this journal (ids above `offset`) in state.db: messages, waiting intake rows,
-    open obligations, and routes with a marker on a message of this journal."""
+    open obligations, and routes with a marker on a message of this journal; and all sessions."""
     async def count(sql: str, params: tuple = ()) -> int:
         return int((await (await conn.execute(sql, params)).fetchone())[0])
     return {
+        "sessions": await count("SELECT COUNT(*) FROM sessions"),  # text ids: all of them, before and after
         "messages": await count("SELECT COUNT(*) FROM messages WHERE id > ?", (offset,)),
         "pending": await count("SELECT COUNT(*) FROM inbound WHERE id > ? AND state = 'pending'", (offset,)),
         "owed": await count(f"SELECT COUNT(*) FROM delivery_obligations WHERE id > ? AND state IN "

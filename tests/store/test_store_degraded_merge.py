@@ -148,7 +148,9 @@ async def test_read_only_open_neither_merges_nor_moves_the_journal(tmp_path):
     assert journal.read_text() == text
 
 
-async def test_sessions_begun_and_ended_while_degraded_exist_in_sqlite_after_the_merge(tmp_path):
+async def test_sessions_begun_and_ended_while_degraded_exist_in_sqlite_after_the_merge(tmp_path, caplog):
+    import logging
+
     config = _config(tmp_path / "home")
     source = SessionSource(platform="telegram", chat_id="42", user_id="7")
     (first,), saved = await _sessions_then_degraded(config, tmp_path, source)
@@ -157,7 +159,11 @@ async def test_sessions_begun_and_ended_while_degraded_exist_in_sqlite_after_the
         await store.append_to_transcript(middle.session_id, {"role": "user", "content": "in the middle"})
         last = await store.reset_session(first.session_key)
     shutil.copy(saved, config.db_path)
+    caplog.set_level(logging.WARNING, logger="hermes_core.store.session_store")
     async with SessionStore(config.sessions_dir, config) as store:
+        # the summary counts the sessions the degraded run began (two), not the routes it moved (one)
+        assert caplog.records[-1].getMessage() == (
+            "state.db is back: merged 2 session(s) and 1 message(s) written while running degraded")
         assert (await store.get_entry(first.session_key)).session_id == last.session_id
         info = await store.session_info(middle.session_id)
         assert (info["session_key"], info["end_reason"], info["parent_session_id"]) == (
