@@ -193,11 +193,17 @@ def _label(summary: dict) -> str:
     return _short(summary.get("title") or summary.get("first_user_text") or "(empty)")
 
 
-def _listing_line(number: int, summary: dict, current: str | None) -> str:
+def _listing_line(number: int, summary: dict, current: str | None, *, in_full: bool = True) -> str:
+    """One line of the `/resume` list. `in_full` False: the store sees only part of the session's
+    transcript (degraded, `counts_turns_in_full`): never shown as empty (docs/behaviour.md §12)."""
     when = parse_timestamp(summary["last_activity"])
     stamp = when.strftime("%Y-%m-%d %H:%M UTC") if when is not None else "?"
     mark = " (current)" if summary["session_id"] == current else ""
-    return f"{number}. {_label(summary)} — {stamp}, {summary['message_count']} message(s){mark}"
+    if in_full:
+        return f"{number}. {_label(summary)} — {stamp}, {summary['message_count']} message(s){mark}"
+    label = _short(summary.get("title") or summary.get("first_user_text") or "(cannot be read right now)")
+    return (f"{number}. {label} — {stamp}, at least {summary['message_count']} message(s) (earlier ones cannot be "
+            f"read right now){mark}")
 
 
 def _number_arg(text: str) -> int | None:
@@ -245,7 +251,8 @@ async def _resume(call: CommandCall) -> CommandResult:
     if not query:
         if not [s for s in sessions if s["session_id"] != current]:
             return CommandResult(RESUME_NONE_TEXT)
-        lines = [_listing_line(n, s, current) for n, s in enumerate(sessions, 1)]
+        lines = [_listing_line(n, s, current, in_full=store.counts_turns_in_full(s["session_id"]))
+                 for n, s in enumerate(sessions, 1)]
         return CommandResult("\n".join([RESUME_HEADER, *lines, RESUME_FOOTER]))
     target = _pick(sessions, query)
     if target is None:

@@ -309,6 +309,20 @@ def test_status_while_degraded_says_the_earlier_turns_are_not_counted(tmp_path):
     assert turns == ["Turns: at least 1 (earlier ones cannot be counted right now)", "Turns: 1"]
 
 
+def test_resume_while_degraded_never_lists_a_session_it_cannot_read_as_empty(tmp_path):
+    # docs/behaviour.md §12: a transcript the degraded store cannot see whole is never answered
+    # as empty; the session begun before the degraded run has its messages in state.db.
+    home = tmp_path / "home"
+    assert _cli(home, ["chat"], "one\ntwo\n")[0] == 0
+    _corrupt(home / "state.db")
+    code, out, _err = _cli(home, ["chat"], "/new\nthree\n/resume\n")
+    assert code == 0
+    listed = [line.split(" — ")[0] + " — " + line.split(", ", 1)[1] for line in out.splitlines() if line[:3] in
+              ("1. ", "2. ")]
+    assert listed == ["1. three — 2 message(s) (current)",
+                      "2. (cannot be read right now) — at least 0 message(s) (earlier ones cannot be read right now)"]
+
+
 async def test_a_journal_id_that_is_not_32_hex_digits_is_refused_before_it_names_a_folder(tmp_path):
     # docs/behaviour.md §12: the id names sessions/merged/<id>; an id shaped like a path is a
     # damaged header, never a folder outside sessions/merged.
