@@ -65,15 +65,48 @@ def is_index_damage(exc: BaseException) -> bool:
     return _caused_by(exc, is_fts_damage)
 
 
+def missing_index_tables(conn: sqlite3.Connection, version: int | None = None) -> list[str]:
+    """The index's tables (`is_index_table`: `messages_fts`, its FTS5 shadow tables, `fts_progress`)
+    that the migrations up to `version` (default: this code's newest schema) create and `conn`'s
+    database lacks, sorted by name; a read only.
+
+    Why: without its `_idx` or `_docsize` shadow table every statement on `messages_fts` fails
+    with a bare SQLITE_ERROR "SQL logic error", which names neither the index nor the table, so
+    only the schema tells that it is index damage (module docstring).
+
+    Raises:
+        sqlite3.DatabaseError: the schema itself cannot be read (the database is damaged).
+    """
+    present = {name for (name,) in conn.execute("SELECT name FROM sqlite_schema WHERE type = 'table'")}
+    wanted = migrated_schema(schema_version() if version is None else version)
+    return sorted(name for name, (kind, _sql) in wanted.items()
+                  if kind == "table" and is_index_table(name) and name not in present)
+
+
+async def _lacks_tables(db: Database) -> bool:
+    """True when the index lacks one of its tables (`missing_index_tables`); False when the
+    schema cannot be read either (damage of the database, not of the index)."""
+    try:
+        missing = await db.read(missing_index_tables)
+    except sqlite3.DatabaseError:
+        return False
+    if missing:
+        log.warning("full-text index %s lacks its table(s) %s", FTS_TABLE, ", ".join(missing))
+    return bool(missing)
+
+
 async def confirm_damage(db: Database, exc: BaseException) -> bool:
     """Decide whether `exc`, raised by a statement that touched `messages_fts`, is index damage.
 
     A query that ranks or snippets FTS rows reports a damaged index as a plain `SQLITE_CORRUPT`
     "database disk image is malformed", indistinguishable by its text from a damaged database.
     So a bare corruption error is only treated as FTS damage when the index's own
-    integrity-check confirms it.
+    integrity-check confirms it. Any other error is index damage when the index lacks one of
+    its tables (`missing_index_tables`: FTS5 then says only "SQL logic error").
     """
     if is_fts_damage(exc):
+        return True
+    if isinstance(exc, sqlite3.DatabaseError) and await _lacks_tables(db):
         return True
     if isinstance(exc, sqlite3.DatabaseError) and getattr(exc, "sqlite_errorname", "") == "SQLITE_CORRUPT":
         try:
@@ -103,7 +136,8 @@ async def catch_up_async(conn: aiosqlite.Connection) -> None:
 async def integrity_ok(db: Database) -> bool:
     """Index what waits, then run `integrity-check` (rank = 1 form), in one transaction of their
     own: no write comes between the two (the check compares the index with every message). True
-    when the index matches `messages`.
+    when the index matches `messages`; False when it does not, or lacks one of its tables
+    (`missing_index_tables`).
 
     Raises:
         sqlite3.DatabaseError: the database itself (not the index) is damaged.
@@ -113,7 +147,7 @@ async def integrity_ok(db: Database) -> bool:
             await catch_up_async(conn)
             await conn.execute(INTEGRITY_CHECK)
     except sqlite3.DatabaseError as exc:
-        if is_fts_damage(exc):
+        if is_fts_damage(exc) or await _lacks_tables(db):
             log.warning("full-text index %s is damaged: %s", FTS_TABLE, exc)
             return False
         raise

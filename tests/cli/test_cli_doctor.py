@@ -10,6 +10,7 @@ import sqlite3
 import stat
 from pathlib import Path
 
+import pytest
 from cli_helpers import gateway_env, run
 
 from hermes_core.settings import GatewayConfig
@@ -183,6 +184,24 @@ def test_fix_re_creates_a_dropped_index(tmp_path):
         1, "damaged (no such table: messages_fts); --fix or `sessions reindex` rebuilds it from the messages")
     code, checks = _doctor(home, tmp_path, "--fix")
     assert (code, checks["full-text index"]["status"]) == (0, "fixed")
+    code, out, _ = run(["sessions", "search", "pelican", "--json"], gateway_env(home), tmp_path)
+    assert sorted(r["message_id"] for r in json.loads(out)) == [1, 2]
+    code, checks = _doctor(home, tmp_path)
+    assert (code, checks["full-text index"]["status"]) == (0, "ok")
+
+
+@pytest.mark.parametrize("shadow", ["messages_fts_idx", "messages_fts_docsize"])
+def test_a_dropped_shadow_table_of_the_index_is_index_damage_that_reindex_mends(tmp_path, shadow):
+    """docs/behaviour.md §3: without a shadow table FTS5 says only "SQL logic error"; the
+    index check names the missing table instead, and `sessions reindex` re-creates the index."""
+    home = _home_with_a_chat(tmp_path)
+    with sqlite3.connect(home / "state.db") as conn:
+        conn.execute(f"DROP TABLE {shadow}")
+    code, checks = _doctor(home, tmp_path)
+    assert (code, checks["state.db"]["status"], checks["full-text index"]["detail"]) == (
+        1, "ok", f"damaged (lacks its table(s) {shadow}); --fix or `sessions reindex` rebuilds it from the messages")
+    assert run(["sessions", "reindex"], gateway_env(home), tmp_path) == (
+        0, "full-text index was damaged: rebuilt from the stored messages\n", "")
     code, out, _ = run(["sessions", "search", "pelican", "--json"], gateway_env(home), tmp_path)
     assert sorted(r["message_id"] for r in json.loads(out)) == [1, 2]
     code, checks = _doctor(home, tmp_path)

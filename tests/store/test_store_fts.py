@@ -5,6 +5,8 @@ from __future__ import annotations
 import sqlite3
 from contextlib import closing
 
+import pytest
+
 from hermes_core import SessionSource
 from hermes_core.store import SessionStore
 from hermes_core.store.fts import integrity_ok, is_fts_damage, match_expression
@@ -210,6 +212,24 @@ async def test_a_search_or_check_on_a_dropped_index_or_mark_re_creates_it(store)
     await store.append_to_transcript(SID, {"role": "user", "content": "mark restored numbat"})
     assert [r["message_id"] for r in await store.search_transcripts("numbat")] == [21]
     assert await store.check_fts() is False
+
+
+@pytest.mark.parametrize("shadow", ["messages_fts_idx", "messages_fts_docsize"])
+async def test_a_message_appended_after_a_shadow_table_is_dropped_is_stored_and_found(store, caplog, shadow):
+    """docs/behaviour.md §3: without its `_idx` or `_docsize` shadow table every statement on the
+    index fails with a bare "SQL logic error"; the missing table makes it index damage, so the
+    write that indexes the next batch of 64 rebuilds the index and keeps its message."""
+    await _fill(store, 64)  # the 64th message indexes the batch
+    db = store._b().db
+    await db.execute(f"DROP TABLE {shadow}")
+    await _fill(store, 63)  # ids 65-127 wait for the next batch
+    await store.append_to_transcript(SID, {"role": "user", "content": "after the shadow drop pangolin"})
+    assert "write hit a damaged full-text index (SQL logic error); rebuilding it" in caplog.messages
+    assert f"full-text index messages_fts lacks its table(s) {shadow}" in caplog.messages
+    assert len(await store.load_transcript(SID)) == 128
+    assert [r["message_id"] for r in await store.search_transcripts("pangolin")] == [128]
+    assert len(await store.search_transcripts("giraffes", limit=200)) == 127
+    assert await integrity_ok(db) is True
 
 
 async def test_an_index_too_damaged_to_open_is_removed_from_the_schema_and_re_created(config, clock, caplog):
