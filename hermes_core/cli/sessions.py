@@ -61,7 +61,7 @@ class ExportFormat(str, Enum):
 
 
 def _run(work: Callable[[SessionStore], Awaitable[Any]], *, write: bool = False,
-         need_state: bool = True) -> Any:
+         need_state: bool = True, reads_index: bool = False) -> Any:
     """Load the config (the CLI's one loader), open the store (locked for writes), run `work`,
     close. Every failure is the CLI's one error line and exit 2.
 
@@ -71,7 +71,9 @@ def _run(work: Callable[[SessionStore], Awaitable[Any]], *, write: bool = False,
     the state, so the commands open it (docs/operations.md §5).
     A home this command gives its first gateway state (`import` into a new home, or any writing
     command whose open takes an older gateway's sessions.json into a state.db that held no
-    session) is left with the `.clean_shutdown` marker a clean stop leaves (`_mark_never_ran`)."""
+    session) is left with the `.clean_shutdown` marker a clean stop leaves (`_mark_never_ran`).
+    `reads_index`: `work` reads the full-text index, so a bare "database disk image is
+    malformed" may be its damage as well as the file's, and the error line names both."""
     # No stderr logging set-up: the commands print their own report (skipped entries included).
     config = load_cli_config_or_exit(logging_on=False)
     if need_state and config.store.builtin and not config.db_path.is_file():
@@ -106,13 +108,21 @@ def _run(work: Callable[[SessionStore], Awaitable[Any]], *, write: bool = False,
         try:
             return await work(store)
         except Exception as exc:
-            if not is_damaged(exc):
-                raise
             # Name the file and what to do: SQLite's words ("database disk image is malformed",
-            # also wrapped in a transcript read's error) name neither.
+            # "invalid fts5 file format", also wrapped in a transcript read's error) name neither.
+            # Index damage first: it is not always SQLITE_CORRUPT ("no such table: fts_progress").
             if is_index_damage(exc):  # derived data: rebuilt, not restored (docs/behaviour.md §3)
                 raise StoreError(f"the full-text index of state.db {config.db_path} is damaged: `hermes-gateway "
                                  "sessions reindex` rebuilds it from the messages (none is lost)") from exc
+            if not is_damaged(exc):
+                raise
+            if reads_index:
+                # A damaged index also says a bare "database disk image is malformed", and only
+                # its integrity check (a write) tells the two apart: both are named.
+                raise StoreError(f"state.db {config.db_path} or its full-text index is damaged: `hermes-gateway "
+                                 "doctor` tells which; a damaged index is rebuilt by `hermes-gateway sessions "
+                                 "reindex` (no message is lost), a damaged state.db is restored from a backup "
+                                 "(docs/operations.md §1)") from exc
             raise StoreError(f"state.db {config.db_path} is damaged: `hermes-gateway doctor` names the damage; "
                              "restore it from a backup (docs/operations.md §1)") from exc
         finally:
@@ -289,7 +299,7 @@ def search_cmd(
     if match_expression(query) is None:  # an empty result would read as "not found"
         raise fail(f"nothing to search for: {query!r} has no word (letters or digits); quotes and operators "
                    "such as * are not search syntax here")
-    results = _run(lambda s: s.search_transcripts(query, limit=limit))
+    results = _run(lambda s: s.search_transcripts(query, limit=limit), reads_index=True)
     if as_json:
         print_json(results)
     else:

@@ -278,7 +278,7 @@ def check_database(config: Any) -> list[Check]:
     every table, index and trigger of its schema version present, full-text index consistent
     with the messages (FTS5 integrity-check, rank = 1)."""
     from ..store.db import schema_version
-    from ..store.fts import FTS_BATCHES_SCHEMA, INTEGRITY_CHECK, catch_up, is_fts_damage, missing_index_tables
+    from ..store.fts import FTS_BATCHES_SCHEMA, INTEGRITY_CHECK, catch_up, is_fts_damage, named_damage
     from ..store.mirror import SESSIONS_FILE_NAME
     from ..store.sqlite_backend import HOLDS_SESSIONS, missing_schema_objects
 
@@ -339,14 +339,11 @@ def check_database(config: Any) -> list[Check]:
                     conn.execute("ROLLBACK")
             checks.append(Check("full-text index", OK, "consistent with the messages"))
         except sqlite3.DatabaseError as exc:
-            if is_fts_damage(exc):
-                what = str(exc)
-            else:  # without a shadow table FTS5 says only "SQL logic error": the schema tells
-                lacking = missing_index_tables(conn, version)
-                if not lacking:
-                    raise
-                what = f"lacks its table(s) {', '.join(lacking)}"
-            checks.append(Check("full-text index", FAIL, f"damaged ({what}); --fix or `sessions reindex` "
+            # Without a shadow table FTS5 says only "SQL logic error": the schema tells.
+            damage = named_damage(conn, exc, version)
+            if not is_fts_damage(damage):
+                raise
+            checks.append(Check("full-text index", FAIL, f"damaged ({damage}); --fix or `sessions reindex` "
                                                          "rebuilds it from the messages"))
         return checks
     finally:

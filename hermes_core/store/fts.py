@@ -83,16 +83,36 @@ def missing_index_tables(conn: sqlite3.Connection, version: int | None = None) -
                   if kind == "table" and is_index_table(name) and name not in present)
 
 
-async def _lacks_tables(db: Database) -> bool:
-    """True when the index lacks one of its tables (`missing_index_tables`); False when the
-    schema cannot be read either (damage of the database, not of the index)."""
+def named_damage(conn: sqlite3.Connection, exc: sqlite3.DatabaseError,
+                 version: int | None = None) -> sqlite3.DatabaseError:
+    """`exc`, raised by a statement on the index over `conn`, said as index damage when it is:
+    unchanged when `is_fts_damage` already recognises it or the index has all its tables;
+    otherwise a new `sqlite3.DatabaseError` "full-text index messages_fts lacks its table(s) …"
+    (`missing_index_tables` up to `version`), which `is_fts_damage` recognises. A read only, so
+    a read-only connection can tell it too.
+
+    Raises:
+        sqlite3.DatabaseError: the schema itself cannot be read (the database is damaged).
+    """
+    if is_fts_damage(exc):
+        return exc
+    missing = missing_index_tables(conn, version)
+    if not missing:
+        return exc
+    return sqlite3.DatabaseError(f"full-text index {FTS_TABLE} lacks its table(s) {', '.join(missing)}")
+
+
+async def _lacks_tables(db: Database, exc: sqlite3.DatabaseError) -> bool:
+    """True when `exc`, which `is_fts_damage` does not recognise, is damage all the same: the
+    index lacks one of its tables (`named_damage`, logged). False when the schema cannot be read
+    either (damage of the database, not of the index)."""
     try:
-        missing = await db.read(missing_index_tables)
+        named = await db.read(lambda conn: named_damage(conn, exc))
     except sqlite3.DatabaseError:
         return False
-    if missing:
-        log.warning("full-text index %s lacks its table(s) %s", FTS_TABLE, ", ".join(missing))
-    return bool(missing)
+    if named is not exc:
+        log.warning("%s", named)
+    return named is not exc
 
 
 async def confirm_damage(db: Database, exc: BaseException) -> bool:
@@ -106,7 +126,7 @@ async def confirm_damage(db: Database, exc: BaseException) -> bool:
     """
     if is_fts_damage(exc):
         return True
-    if isinstance(exc, sqlite3.DatabaseError) and await _lacks_tables(db):
+    if isinstance(exc, sqlite3.DatabaseError) and await _lacks_tables(db, exc):
         return True
     if isinstance(exc, sqlite3.DatabaseError) and getattr(exc, "sqlite_errorname", "") == "SQLITE_CORRUPT":
         try:
@@ -147,7 +167,7 @@ async def integrity_ok(db: Database) -> bool:
             await catch_up_async(conn)
             await conn.execute(INTEGRITY_CHECK)
     except sqlite3.DatabaseError as exc:
-        if is_fts_damage(exc) or await _lacks_tables(db):
+        if is_fts_damage(exc) or await _lacks_tables(db, exc):
             log.warning("full-text index %s is damaged: %s", FTS_TABLE, exc)
             return False
         raise

@@ -534,9 +534,17 @@ class SqliteBackend:
         def read(conn: sqlite3.Connection) -> list[tuple]:
             conn.execute(f"CREATE VIRTUAL TABLE IF NOT EXISTS temp.{_WAITING_FTS} USING fts5(content)")
             conn.execute(f"DELETE FROM {_WAITING_FTS}")
-            conn.execute(f"INSERT INTO {_WAITING_FTS}(rowid, content) SELECT id, content FROM messages "
-                         "WHERE id > (SELECT indexed_through FROM fts_progress)")
-            return conn.execute(sql, [*indexed_params, *waiting_params, limit, offset]).fetchall()
+            try:
+                conn.execute(f"INSERT INTO {_WAITING_FTS}(rowid, content) SELECT id, content FROM messages "
+                             "WHERE id > (SELECT indexed_through FROM fts_progress)")
+                return conn.execute(sql, [*indexed_params, *waiting_params, limit, offset]).fetchall()
+            except sqlite3.DatabaseError as exc:
+                # It cannot rebuild the index (a read): it says what is damaged (a missing shadow
+                # table reads as "SQL logic error"), for the command to name the remedy.
+                damage = fts.named_damage(conn, exc)
+                if damage is exc:
+                    raise
+                raise damage from exc
         rows = await self.db.read(read)
         return [SearchHit(r[0], r[1], r[2], r[3]) for r in rows]
 

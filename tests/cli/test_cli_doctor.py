@@ -199,7 +199,7 @@ def test_a_dropped_shadow_table_of_the_index_is_index_damage_that_reindex_mends(
         conn.execute(f"DROP TABLE {shadow}")
     code, checks = _doctor(home, tmp_path)
     assert (code, checks["state.db"]["status"], checks["full-text index"]["detail"]) == (
-        1, "ok", f"damaged (lacks its table(s) {shadow}); --fix or `sessions reindex` rebuilds it from the messages")
+        1, "ok", f"damaged (full-text index messages_fts lacks its table(s) {shadow}); --fix or `sessions reindex` rebuilds it from the messages")
     assert run(["sessions", "reindex"], gateway_env(home), tmp_path) == (
         0, "full-text index was damaged: rebuilt from the stored messages\n", "")
     code, out, _ = run(["sessions", "search", "pelican", "--json"], gateway_env(home), tmp_path)

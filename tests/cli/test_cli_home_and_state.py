@@ -372,6 +372,49 @@ def test_a_search_on_an_index_too_damaged_to_open_says_reindex_which_mends_it(tm
     assert [r["snippet"] for r in json.loads(out)] == ["the [lighthouse] keeper", "echo: the [lighthouse] keeper"]
 
 
+def _home_with_an_indexed_batch(tmp_path: Path) -> Path:
+    """A home whose 64 messages (32 lines and their echoes) are in the index: messages are
+    indexed in batches of 64 (docs/behaviour.md §3), and an empty index reads no shadow table."""
+    home = tmp_path / "home"
+    lines = "the lighthouse keeper\n" + "".join(f"filler {i}\n" for i in range(31))
+    assert run(["chat"], gateway_env(home), tmp_path, stdin=lines)[0] == 0
+    with sqlite3.connect(home / "state.db") as conn:
+        assert conn.execute("SELECT indexed_through FROM fts_progress").fetchone() == (64,)
+    return home
+
+
+@pytest.mark.parametrize("damage", [
+    "UPDATE messages_fts_config SET v = 0 WHERE k = 'version'",  # "invalid fts5 file format …"
+    "DROP TABLE messages_fts", "DROP TABLE fts_progress",  # "no such table: …"
+    "DROP TABLE messages_fts_idx", "DROP TABLE messages_fts_docsize"])  # "SQL logic error"
+def test_a_search_on_any_index_damage_says_reindex_which_mends_it(tmp_path, damage):
+    """docs/operations.md §5: whatever SQLite's words for the index's damage, the read-only
+    search names the index and `sessions reindex`, which rebuilds it."""
+    home = _home_with_an_indexed_batch(tmp_path)
+    with sqlite3.connect(home / "state.db") as conn:
+        conn.execute(damage)
+    assert run(["sessions", "search", "lighthouse"], gateway_env(home), tmp_path) == (
+        2, "", f"hermes-gateway: error: the full-text index of state.db {home / 'state.db'} is damaged: "
+               "`hermes-gateway sessions reindex` rebuilds it from the messages (none is lost)\n")
+    assert run(["sessions", "reindex", "--json"], gateway_env(home), tmp_path)[:2] == (0, '{"rebuilt": true}\n')
+    code, out, err = run(["sessions", "search", "lighthouse", "--json"], gateway_env(home), tmp_path)
+    assert [r["snippet"] for r in json.loads(out)] == ["the [lighthouse] keeper", "echo: the [lighthouse] keeper"]
+
+
+def test_a_search_meeting_a_bare_malformed_names_the_file_and_the_index_and_doctor(tmp_path):
+    """docs/operations.md §5: a damaged index may say only "database disk image is malformed",
+    as a damaged file does, and the read-only search cannot run the index check that tells
+    them apart: it names both remedies and `doctor`, which tells which."""
+    home = _home_with_an_indexed_batch(tmp_path)
+    with sqlite3.connect(home / "state.db") as conn:
+        conn.execute("DELETE FROM messages_fts_data WHERE id > 10")
+    assert run(["sessions", "search", "lighthouse"], gateway_env(home), tmp_path) == (
+        2, "", f"hermes-gateway: error: state.db {home / 'state.db'} or its full-text index is damaged: "
+               "`hermes-gateway doctor` tells which; a damaged index is rebuilt by `hermes-gateway sessions "
+               "reindex` (no message is lost), a damaged state.db is restored from a backup (docs/operations.md "
+               "§1)\n")
+
+
 def test_a_dropped_index_costs_no_message_and_reindex_re_creates_it(tmp_path):
     home = tmp_path / "home"
     assert run(["chat"], gateway_env(home), tmp_path, stdin="first\n")[:2] == (0, "echo: first\n")
