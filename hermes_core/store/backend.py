@@ -200,8 +200,9 @@ class StoreBackend(Protocol):
         on; with `platform`, only in sessions of that platform. Each hit carries its session's
         origin (the store applies owner scoping to it)."""
 
-    async def fts_check_and_repair(self) -> bool:
-        """Integrity-check the full-text index, rebuild on damage; True when rebuilt."""
+    async def fts_check_and_repair(self, force: bool = False) -> bool:
+        """Integrity-check the full-text index, rebuild on damage (with `force`: rebuild without
+        the check); True when rebuilt."""
 
     async def render_mirror(self) -> str:
         """The full sessions.json text."""

@@ -548,8 +548,8 @@ class SqliteBackend:
         rows = await self.db.read(read)
         return [SearchHit(r[0], r[1], r[2], r[3]) for r in rows]
 
-    async def fts_check_and_repair(self) -> bool:
-        return await fts.check_and_repair(self.db)
+    async def fts_check_and_repair(self, force: bool = False) -> bool:
+        return await fts.check_and_repair(self.db, force=force)
 
     async def render_mirror(self) -> str:
         """sessions.json text from a consistent snapshot of `routes` (read beside the writer:

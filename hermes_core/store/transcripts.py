@@ -164,8 +164,9 @@ class TranscriptOps:
             offset += page
         return found
 
-    async def check_fts(self) -> bool:
-        """Housekeeping: FTS integrity-check (rank=1) and rebuild on damage. Returns True when a
-        rebuild was needed. No-op (False) in degraded mode."""
-        return await self._b().fts_check_and_repair()
+    async def check_fts(self, force: bool = False) -> bool:
+        """Housekeeping: FTS integrity-check (rank=1) and rebuild on damage; with `force`, rebuild
+        without the check (`sessions reindex --force`, docs/operations.md §5). Returns True when
+        the index was rebuilt. No-op (False) in degraded mode."""
+        return await self._b().fts_check_and_repair(force)
 

@@ -374,9 +374,11 @@ def test_a_search_on_an_index_too_damaged_to_open_says_reindex_which_mends_it(tm
 
 def _home_with_an_indexed_batch(tmp_path: Path) -> Path:
     """A home whose 64 messages (32 lines and their echoes) are in the index: messages are
-    indexed in batches of 64 (docs/behaviour.md §3), and an empty index reads no shadow table."""
+    indexed in batches of 64 (docs/behaviour.md §3), and an empty index reads no shadow table.
+    The other lines' words sort before "lighthouse" and fill several pages of the segment, so
+    finding "lighthouse" needs the terms table `messages_fts_idx`."""
     home = tmp_path / "home"
-    lines = "the lighthouse keeper\n" + "".join(f"filler {i}\n" for i in range(31))
+    lines = "the lighthouse keeper\n" + "".join(" ".join(f"a{i}x{j}" for j in range(40)) + "\n" for i in range(31))
     assert run(["chat"], gateway_env(home), tmp_path, stdin=lines)[0] == 0
     with sqlite3.connect(home / "state.db") as conn:
         assert conn.execute("SELECT indexed_through FROM fts_progress").fetchone() == (64,)
@@ -413,6 +415,23 @@ def test_a_search_meeting_a_bare_malformed_names_the_file_and_the_index_and_doct
                "`hermes-gateway doctor` tells which; a damaged index is rebuilt by `hermes-gateway sessions "
                "reindex` (no message is lost), a damaged state.db is restored from a backup (docs/operations.md "
                "§1)\n")
+
+
+def test_reindex_force_rebuilds_an_index_whose_check_passes_but_misses_messages(tmp_path):
+    """docs/operations.md §5: an index that lost the rows of `messages_fts_idx` passes FTS5's
+    check while a search misses the messages; `reindex --force` rebuilds it all the same."""
+    home = _home_with_an_indexed_batch(tmp_path)
+    with sqlite3.connect(home / "state.db") as conn:
+        conn.execute("DELETE FROM messages_fts_idx")
+    assert run(["sessions", "search", "lighthouse", "--json"], gateway_env(home), tmp_path)[:2] == (0, "[]\n")
+    assert run(["sessions", "reindex"], gateway_env(home), tmp_path) == (
+        0, "full-text index is healthy: no rebuild needed\n", "")
+    assert run(["sessions", "reindex", "--force"], gateway_env(home), tmp_path) == (
+        0, "full-text index rebuilt from the stored messages (--force: without checking it)\n", "")
+    code, out, err = run(["sessions", "search", "lighthouse", "--json"], gateway_env(home), tmp_path)
+    assert [r["snippet"] for r in json.loads(out)] == ["the [lighthouse] keeper", "echo: the [lighthouse] keeper"]
+    assert run(["sessions", "reindex", "--force", "--json"], gateway_env(home), tmp_path)[:2] == (
+        0, '{"rebuilt": true}\n')
 
 
 def test_a_dropped_index_costs_no_message_and_reindex_re_creates_it(tmp_path):

@@ -701,8 +701,9 @@ class PostgresBackend:
         rows = await self._fetch(sql, params)
         return [SearchHit(r[0], r[1], r[2], r[3]) for r in rows]
 
-    async def fts_check_and_repair(self) -> bool:
-        """False: the tsvector is a generated column, maintained by PostgreSQL with its row."""
+    async def fts_check_and_repair(self, force: bool = False) -> bool:
+        """False, `force` or not: the tsvector is a generated column, maintained by PostgreSQL
+        with its row, so there is no separate index to rebuild."""
         return False
 
     async def render_mirror(self) -> str:
