@@ -297,14 +297,29 @@ async def test_a_journal_line_torn_by_a_crash_before_the_next_runs_lines_is_skip
     assert not journal.exists()
 
 
+async def _one_degraded_message(config: GatewayConfig, tmp_path: Path) -> tuple:
+    """A session made healthy, then "a0" written to it degraded. Returns its entry, the saved
+    healthy state.db and the journal's lines (its header first)."""
+    (ea,), saved = await _sessions_then_degraded(config, tmp_path, SessionSource(platform="telegram", chat_id="1"))
+    async with SessionStore(config.sessions_dir, config) as store:
+        await store.append_to_transcript(ea.session_id, {"role": "user", "content": "a0"})
+    return ea, saved, (config.sessions_dir / JOURNAL_FILE_NAME).read_bytes().splitlines(keepends=True)
+
+
+def _chat_after_two_turns_then_degraded(home: Path, stdin: str) -> str:
+    """Two turns in a healthy `chat` on `home`, state.db damaged, then a `chat` typing `stdin`
+    (degraded); returns what that one printed."""
+    assert _cli(home, ["chat"], "one\ntwo\n")[0] == 0
+    _corrupt(home / "state.db")
+    code, out, _err = _cli(home, ["chat"], stdin)
+    assert code == 0
+    return out
+
+
 def test_status_while_degraded_says_the_earlier_turns_are_not_counted(tmp_path):
     # docs/behaviour.md §11 (/status) and §12: a session begun before the degraded run has its
     # earlier turns in state.db; one begun while degraded is counted in full.
-    home = tmp_path / "home"
-    assert _cli(home, ["chat"], "one\ntwo\n")[0] == 0
-    _corrupt(home / "state.db")
-    code, out, _err = _cli(home, ["chat"], "three\n/status\n/new\nfour\n/status\n")
-    assert code == 0
+    out = _chat_after_two_turns_then_degraded(tmp_path / "home", "three\n/status\n/new\nfour\n/status\n")
     turns = [line for line in out.splitlines() if line.startswith("Turns: ")]
     assert turns == ["Turns: at least 1 (earlier ones cannot be counted right now)", "Turns: 1"]
 
@@ -312,11 +327,7 @@ def test_status_while_degraded_says_the_earlier_turns_are_not_counted(tmp_path):
 def test_resume_while_degraded_never_lists_a_session_it_cannot_read_as_empty(tmp_path):
     # docs/behaviour.md §12: a transcript the degraded store cannot see whole is never answered
     # as empty; the session begun before the degraded run has its messages in state.db.
-    home = tmp_path / "home"
-    assert _cli(home, ["chat"], "one\ntwo\n")[0] == 0
-    _corrupt(home / "state.db")
-    code, out, _err = _cli(home, ["chat"], "/new\nthree\n/resume\n")
-    assert code == 0
+    out = _chat_after_two_turns_then_degraded(tmp_path / "home", "/new\nthree\n/resume\n")
     listed = [line.split(" — ")[0] + " — " + line.split(", ", 1)[1] for line in out.splitlines() if line[:3] in
               ("1. ", "2. ")]
     assert listed == ["1. three — 2 message(s) (current)",
@@ -331,11 +342,8 @@ async def test_a_journal_id_that_is_not_32_hex_digits_is_refused_before_it_names
     from hermes_core.store.db import StoreError
 
     config = _config(tmp_path / "home")
-    (ea,), saved = await _sessions_then_degraded(config, tmp_path, SessionSource(platform="telegram", chat_id="1"))
-    async with SessionStore(config.sessions_dir, config) as store:
-        await store.append_to_transcript(ea.session_id, {"role": "user", "content": "a0"})
+    ea, saved, (header, *rest) = await _one_degraded_message(config, tmp_path)
     journal = config.sessions_dir / JOURNAL_FILE_NAME
-    header, *rest = journal.read_bytes().splitlines(keepends=True)
     journal.write_bytes(b'{"journal": 1, "id": "../../outside", "created": "2026-12-07T00:00:00+00:00"}\n'
                         + b"".join(rest))
     shutil.copy(saved, config.db_path)
@@ -362,11 +370,8 @@ async def test_a_damaged_journal_header_is_named_with_its_repair_and_nothing_is_
     from hermes_core.store.db import StoreError
 
     config = _config(tmp_path / "home")
-    (ea,), saved = await _sessions_then_degraded(config, tmp_path, SessionSource(platform="telegram", chat_id="1"))
-    async with SessionStore(config.sessions_dir, config) as store:
-        await store.append_to_transcript(ea.session_id, {"role": "user", "content": "a0"})
+    ea, saved, (header, *rest) = await _one_degraded_message(config, tmp_path)
     journal = config.sessions_dir / JOURNAL_FILE_NAME
-    header, *rest = journal.read_bytes().splitlines(keepends=True)
     journal.write_bytes(header[:22] + b"\n" + b"".join(rest))  # {"journal":1,"id":"abc… cut short
     damaged = journal.read_bytes()
     expected = (

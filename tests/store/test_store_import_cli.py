@@ -75,6 +75,17 @@ def run(*args):
     return result.exit_code, result.output
 
 
+def _open_fails_with_a_disk_error(home):
+    """Open the store on `home` as a start does; the write the caller broke makes it fail."""
+    async def first_start():
+        config = GatewayConfig(home=home)
+        store = SessionStore(config.sessions_dir, config)
+        with pytest.raises(sqlite3.OperationalError, match="disk I/O error"):
+            await store.open()
+        await store.close()
+    asyncio.run(first_start())
+
+
 def _store_call(home, fn):
     async def main():
         config = GatewayConfig(home=home)
@@ -379,15 +390,9 @@ def _adoption_cut_short(home: Path, monkeypatch) -> list[str]:
             raise sqlite3.OperationalError("disk I/O error")
         return real_normalize(message, clock)
 
-    async def first_start():
-        config = GatewayConfig(home=home)
-        store = SessionStore(config.sessions_dir, config)
-        with pytest.raises(sqlite3.OperationalError, match="disk I/O error"):
-            await store.open()
-        await store.close()
     with monkeypatch.context() as patch:
         patch.setattr(store_transcripts, "normalize_message", failing_normalize)
-        asyncio.run(first_start())
+        _open_fails_with_a_disk_error(home)
     return ids
 
 
@@ -478,14 +483,8 @@ def test_doctor_says_an_adoption_cut_short_before_its_routes_is_not_a_replaced_s
     async def failing_import_entries(self, *args, **kwargs):
         raise sqlite3.OperationalError("disk I/O error")
 
-    async def first_start():
-        config = GatewayConfig(home=home)
-        store = SessionStore(config.sessions_dir, config)
-        with pytest.raises(sqlite3.OperationalError, match="disk I/O error"):
-            await store.open()
-        await store.close()
     with monkeypatch.context() as patch:
         patch.setattr(SessionStore, "import_entries", failing_import_entries)
-        asyncio.run(first_start())
+        _open_fails_with_a_disk_error(home)
     checks = check_database(GatewayConfig(home=home))
     assert [(c.name, c.status) for c in checks] == [("state.db", "ok"), ("sessions.json adoption", "warn")]
