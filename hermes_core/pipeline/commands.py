@@ -189,8 +189,9 @@ async def _title(call: CommandCall) -> CommandResult:
     return CommandResult(TITLED_TEXT.format(title=title))
 
 
-def _label(summary: dict) -> str:
-    return _short(summary.get("title") or summary.get("first_user_text") or "(empty)")
+def _label(summary: dict, none: str = "(empty)") -> str:
+    """The session as the `/resume` list names it: its title, else its first user line, else `none`."""
+    return _short(summary.get("title") or summary.get("first_user_text") or none)
 
 
 def _listing_line(number: int, summary: dict, current: str | None, *, in_full: bool = True) -> str:
@@ -199,11 +200,11 @@ def _listing_line(number: int, summary: dict, current: str | None, *, in_full: b
     when = parse_timestamp(summary["last_activity"])
     stamp = when.strftime("%Y-%m-%d %H:%M UTC") if when is not None else "?"
     mark = " (current)" if summary["session_id"] == current else ""
+    count = f"{summary['message_count']} message(s)"
     if in_full:
-        return f"{number}. {_label(summary)} — {stamp}, {summary['message_count']} message(s){mark}"
-    label = _short(summary.get("title") or summary.get("first_user_text") or "(cannot be read right now)")
-    return (f"{number}. {label} — {stamp}, at least {summary['message_count']} message(s) (earlier ones cannot be "
-            f"read right now){mark}")
+        return f"{number}. {_label(summary)} — {stamp}, {count}{mark}"
+    return (f"{number}. {_label(summary, '(cannot be read right now)')} — {stamp}, at least {count} (earlier ones "
+            f"cannot be read right now){mark}")
 
 
 def _number_arg(text: str) -> int | None:

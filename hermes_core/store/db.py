@@ -75,7 +75,7 @@ class CommitError(StoreError):
         self.cause = cause
 
 
-def _caused_by(exc: BaseException, test: Callable[[BaseException], bool]) -> bool:
+def caused_by(exc: BaseException, test: Callable[[BaseException], bool]) -> bool:
     """True when `exc` or what it wraps (a CommitError's `cause`, `__cause__`, `__context__`)
     passes `test`."""
     seen: set[int] = set()
@@ -92,20 +92,20 @@ def _caused_by(exc: BaseException, test: Callable[[BaseException], bool]) -> boo
 
 
 def is_disk_full(exc: BaseException) -> bool:
-    """True when `exc` (or what it wraps, `_caused_by`) says the disk or the database is full:
+    """True when `exc` (or what it wraps, `caused_by`) says the disk or the database is full:
     SQLite's SQLITE_FULL ("database or disk is full") or an OSError ENOSPC / EDQUOT (the degraded
     journal). Such a failure is expected to pass once space is freed, so callers keep what they
     could not write and try again (docs/behaviour.md §12)."""
-    return _caused_by(exc, lambda e: (isinstance(e, sqlite3.OperationalError) and "full" in str(e))
+    return caused_by(exc, lambda e: (isinstance(e, sqlite3.OperationalError) and "full" in str(e))
                       or (isinstance(e, OSError) and e.errno in (errno.ENOSPC, errno.EDQUOT)))
 
 
 def is_damaged(exc: BaseException) -> bool:
-    """True when `exc` (or what it wraps, `_caused_by`) is SQLite finding the file damaged:
+    """True when `exc` (or what it wraps, `caused_by`) is SQLite finding the file damaged:
     SQLITE_CORRUPT ("database disk image is malformed") or SQLITE_NOTADB. It does not pass by
     itself: the operator restores the file from a backup (docs/operations.md §1)."""
     # The primary code: the extended ones (SQLITE_CORRUPT_VTAB, _INDEX, …) keep it in the low byte.
-    return _caused_by(exc, lambda e: isinstance(e, sqlite3.DatabaseError) and (getattr(
+    return caused_by(exc, lambda e: isinstance(e, sqlite3.DatabaseError) and (getattr(
         e, "sqlite_errorcode", None) or 0) & 0xFF in (sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB))
 
 

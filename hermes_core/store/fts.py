@@ -25,7 +25,7 @@ import sqlite3
 
 import aiosqlite
 
-from .db import Database, _caused_by, migrated_schema, schema_version
+from .db import Database, caused_by, migrated_schema, schema_version
 
 log = logging.getLogger(__name__)
 
@@ -60,9 +60,9 @@ def is_fts_damage(exc: BaseException) -> bool:
 
 
 def is_index_damage(exc: BaseException) -> bool:
-    """`is_fts_damage` of `exc` or of what it wraps (`db.is_damaged` walks the same causes): a
+    """`is_fts_damage` of `exc` or of what it wraps (`db.caused_by`, as `db.is_damaged`): a
     command's failure that a rebuild of the index mends, unlike damage of the file itself."""
-    return _caused_by(exc, is_fts_damage)
+    return caused_by(exc, is_fts_damage)
 
 
 def missing_index_tables(conn: sqlite3.Connection, version: int | None = None) -> list[str]:
