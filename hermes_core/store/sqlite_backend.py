@@ -174,8 +174,9 @@ class SqliteBackend:
                    end_session: tuple[str, str] | None = None, reopen_session: str | None = None,
                    usage: TokenUsage | None = None, clear_marker: bool = False) -> None:
         """Atomically: end a session row, create/reopen one, upsert the route. The route's entry
-        carries the session's counters; the schema-2 triggers copy them (so `usage` needs no
-        statement of its own here)."""
+        carries the session's counters (so `usage` needs no statement of its own here): readers
+        lay them over the session's row (`sessions_now`), and the row takes them when the route
+        leaves the session (schema 8)."""
         now_iso = format_timestamp(entry.updated_at)
         route = route_params(entry)
         session = session_params(entry, parent_session_id) if new_session else None
@@ -230,7 +231,8 @@ class SqliteBackend:
     # ---- sessions -------------------------------------------------------------------------
 
     async def session_info(self, session_id: str) -> SessionRow | None:
-        row = await self.db.fetchone(f"SELECT {_SESSION_COLS} FROM sessions WHERE session_id = ?", (session_id,))
+        # A live session's counters are its route's (schema 8, `sessions_now`).
+        row = await self.db.fetchone(f"SELECT {_SESSION_COLS} FROM sessions_now WHERE session_id = ?", (session_id,))
         return SessionRow(*row) if row else None
 
     async def set_title(self, session_id: str, title: str | None) -> bool:
@@ -438,7 +440,7 @@ class SqliteBackend:
         if obligation is not None:
             carried = message_id if message_id is not None else obligation.message_id
             ob_id = self._insert_obligation(conn, obligation, carried)
-        # The entry carries the session's counters; the schema-2 triggers copy them to `sessions`.
+        # The entry carries the session's counters (read through `sessions_now`, schema 8).
         if route is None or conn.execute(_END_TURN_ROUTE, (*route[2:], session_key, route[1])).rowcount == 0:
             if route is not None:
                 conn.execute(_UPSERT_ROUTE, route)
@@ -613,7 +615,7 @@ class SqliteBackend:
         total = int(await self.db.fetchval("SELECT count(*) FROM sessions") or 0)
         rows = await self.db.fetchall(
             f"SELECT {', '.join('s.' + c for c in ALL_SESSION_COLUMNS)}, r.session_key IS NOT NULL "
-            "FROM sessions s LEFT JOIN routes r ON r.session_id = s.session_id "
+            "FROM sessions_now s LEFT JOIN routes r ON r.session_id = s.session_id "
             "ORDER BY s.updated_at DESC, s.session_id LIMIT ? OFFSET ?", (limit, offset))
         return [(*r[:-1], bool(r[-1])) for r in rows], total
 

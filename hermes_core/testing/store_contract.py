@@ -109,6 +109,27 @@ class StoreBackendContract:
         assert (info.input_tokens, info.output_tokens, info.total_tokens, info.estimated_cost_usd,
                 info.cost_status, info.updated_at) == (7, 5, 12, 0.25, "estimated", "2026-01-01T12:05:00+00:00")
 
+    async def test_session_row_keeps_the_counters_its_route_leaves_it_with(self, store_backend):
+        """A reset moves the route to a new session and pruning removes it: either way the
+        session's row keeps the entry's last counters (docs/behaviour.md §3), and the ended one
+        its end time."""
+        b = store_backend
+        other_key, other_sid, new = "agent:main:telegram:dm:u9", "20260101_120000_00000009", "20260101_130000_bbbbbbbb"
+        await b.save(entry(), new_session=True)
+        await b.save(entry(other_key, other_sid), new_session=True)
+        await b.save(entry(input_tokens=7, output_tokens=5, total_tokens=12, estimated_cost_usd=0.25,
+                           cost_status="estimated", at=T0 + timedelta(minutes=5)))
+        await b.save(entry(other_key, other_sid, input_tokens=3, total_tokens=3, at=T0 + timedelta(minutes=6)))
+        await b.save(entry(session_id=new, at=T0 + timedelta(hours=1)), new_session=True, parent_session_id=SID,
+                     end_session=(SID, "reset"))
+        ended = await b.session_info(SID)
+        assert (ended.input_tokens, ended.output_tokens, ended.total_tokens, ended.estimated_cost_usd,
+                ended.cost_status, ended.updated_at) == (7, 5, 12, 0.25, "estimated", "2026-01-01T13:00:00+00:00")
+        assert ((await b.session_info(new)).total_tokens, (await b.session_info(new)).cost_status) == (0, "unknown")
+        await b.delete_routes([other_key])
+        pruned = await b.session_info(other_sid)
+        assert (pruned.input_tokens, pruned.total_tokens, pruned.updated_at) == (3, 3, "2026-01-01T12:06:00+00:00")
+
     async def test_listing_pruning_and_resume_pending(self, store_backend):
         b = store_backend
         keys = [f"agent:main:telegram:dm:u{i}" for i in range(3)]

@@ -45,7 +45,7 @@ def test_a_healthy_home_passes_every_check(tmp_path):
     assert {name: row["status"] for name, row in checks.items()} == {
         "config": "ok", "home": "ok", "lock": "ok", "plugins": "ok", "credentials local": "ok",
         "state.db": "ok", "full-text index": "ok", "leftovers": "ok", "disk": "ok"}
-    assert checks["state.db"]["detail"] == "integrity ok, schema 7"
+    assert checks["state.db"]["detail"] == "integrity ok, schema 8"
     assert checks["lock"]["detail"] == "no gateway holds this home"
 
 
@@ -215,9 +215,9 @@ def test_a_dropped_table_fails_the_state_db_check_naming_it_and_fix_leaves_it(tm
     home = _home_with_a_chat(tmp_path)
     with sqlite3.connect(home / "state.db") as conn:
         conn.execute("DROP TABLE inbound")
-        conn.execute("DROP TRIGGER routes_sync_ai")
+        conn.execute("DROP TRIGGER routes_leave_ad")
     expected = (f"{home / 'state.db'} lacks table inbound, index inbound_by_accepted, index inbound_open, "
-                "trigger routes_sync_ai of its schema 7; --fix does not re-create what is missing: restore "
+                "trigger routes_leave_ad of its schema 8; --fix does not re-create what is missing: restore "
                 "state.db from a backup (docs/operations.md §1)")
     code, checks = _doctor(home, tmp_path)
     assert (code, checks["state.db"]["status"], checks["state.db"]["detail"]) == (1, "fail", expected)
@@ -228,8 +228,8 @@ def test_a_dropped_table_fails_the_state_db_check_naming_it_and_fix_leaves_it(tm
     code, out, err = run(["chat"], gateway_env(home), tmp_path, stdin="still there?\n")
     assert (code, out) == (0, "echo: still there?\n")
     assert err.startswith(f"hermes-gateway: ERROR: state.db {home / 'state.db'} cannot be opened: it lacks table "
-                          "inbound, index inbound_by_accepted, index inbound_open, trigger routes_sync_ai of its "
-                          "schema 7: restore it from a backup (docs/operations.md §1); running DEGRADED"), err
+                          "inbound, index inbound_by_accepted, index inbound_open, trigger routes_leave_ad of its "
+                          "schema 8: restore it from a backup (docs/operations.md §1); running DEGRADED"), err
 
 
 def test_the_schema_check_reads_the_migrations_of_the_files_version():

@@ -195,8 +195,9 @@ def test_a_damaged_state_db_is_named_with_what_to_do(tmp_path):
     assert code == 0 and "alpha" in out
     db = tmp_path / "home" / "state.db"
     with db.open("r+b") as file:
-        file.seek(4096)
-        file.write(b"\xa5" * 8192)  # pages 2 and 3
+        for page in (2, 3, 5, 6):  # `sessions` and `messages`, each with an index
+            file.seek((page - 1) * 4096)
+            file.write(b"\xa5" * 4096)
     code, out, err = _run(tmp_path, ["chat"], stdin="delta\n")
     assert (code, out) == (0, "Sorry, this message could not be processed. Please try again later.\n")
     assert err == ("hermes-gateway: ERROR: job failed in agent:main:local:dm:terminal: state.db is damaged "

@@ -41,9 +41,12 @@ async def test_a_message_costs_three_commits_each_one_call_to_the_sqlite_thread(
             [("delivered", 1)] * 4
         assert [r[0] for r in await db.fetchall("SELECT state FROM inbound ORDER BY id")] == ["done"] * 4
         assert await db.fetchval("SELECT count(*) FROM routes WHERE turn_started_ts IS NOT NULL") == 0
-        # the counters went with the reply: four turns of 7 + 3 tokens, in the route and the session row
+        # the counters went with the reply: four turns of 7 + 3 tokens, in the route, and so in what
+        # the session's readers see (its row takes them when the route leaves it, schema 8)
         entry = await app.store.get_entry(app.store.session_key(dm()))
         assert (entry.input_tokens, entry.output_tokens, entry.last_prompt_tokens) == (28, 12, 7)
-        assert tuple(await db.fetchone("SELECT input_tokens, output_tokens FROM sessions")) == (28, 12)
+        assert tuple(await db.fetchone("SELECT input_tokens, output_tokens FROM sessions_now")) == (28, 12)
+        info = await app.store.session_info(entry.session_id)
+        assert (info["input_tokens"], info["output_tokens"]) == (28, 12)
     finally:
         await app.stop()

@@ -17,13 +17,13 @@ def test_migrations_are_ordered_and_numbered():
         (1, "0001_initial.sql"), (2, "0002_route_counters_and_meta.sql"),
         (3, "0003_durable_intake_and_ledger.sql"), (4, "0004_identity_aliases.sql"),
         (5, "0005_delivery_sent_ids.sql"), (6, "0006_titles_rewinds_reasoning.sql"),
-        (7, "0007_fewer_pages_per_commit.sql")]
+        (7, "0007_fewer_pages_per_commit.sql"), (8, "0008_live_counters_on_the_route.sql")]
 
 
 async def test_fresh_db_is_at_latest_version_with_wal(store, config):
     conn = sqlite3.connect(config.db_path)
     try:
-        assert conn.execute("PRAGMA user_version").fetchone()[0] == 7
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == 8
         assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
         tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
         assert {"sessions", "messages", "routes", "inbound", "delivery_obligations", "messages_fts",
@@ -41,10 +41,10 @@ async def test_version_1_database_is_migrated_forward(config, clock):
     async with SessionStore(config.sessions_dir, config, clock=clock) as store:
         entry = await store.get_or_create_session(SessionSource(platform="telegram", chat_id="5"))
         await store.update_session(entry.session_key, usage=TokenUsage(input_tokens=3, output_tokens=4))
-        # the version-2 trigger keeps the session row's counters equal to the entry's
+        # a live session's counters are its entry's (schema 8: read through `sessions_now`)
         assert (await store.session_info(entry.session_id))["total_tokens"] == 7
     conn = sqlite3.connect(config.db_path)
-    assert conn.execute("PRAGMA user_version").fetchone()[0] == 7
+    assert conn.execute("PRAGMA user_version").fetchone()[0] == 8
     conn.close()
 
 
@@ -61,7 +61,7 @@ async def test_a_read_only_store_refuses_an_older_schema_and_leaves_it_as_it_is(
     with pytest.raises(StoreError) as caught:
         await store.open()
     assert str(caught.value) == (
-        f"state.db {config.db_path} cannot be opened: it has schema version 1, older than this gateway's 7, and a "
+        f"state.db {config.db_path} cannot be opened: it has schema version 1, older than this gateway's 8, and a "
         "read-only command does not upgrade it: the next start of the gateway does")
     conn = sqlite3.connect(config.db_path)
     assert conn.execute("PRAGMA user_version").fetchone()[0] == 1

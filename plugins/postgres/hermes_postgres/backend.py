@@ -59,7 +59,8 @@ _INSERT_SESSION = (
     "INSERT INTO sessions (session_id, session_key, origin, platform, chat_id, participant_id, chat_type, "
     "display_name, created_at, updated_at, parent_session_id) VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s) "
     "ON CONFLICT (session_id) DO NOTHING")
-# What SQLite's schema-2 triggers do: the session row's counters follow its route's entry.
+# The session row's counters follow its route's entry (SQLite lays the entry over the row when it
+# reads it, schema 8; here the row is written with the entry).
 _SYNC_COUNTERS = (
     "UPDATE sessions SET input_tokens = %s, output_tokens = %s, cache_read_tokens = %s, cache_write_tokens = %s, "
     "total_tokens = %s, estimated_cost_usd = %s, cost_status = %s, updated_at = %s WHERE session_id = %s")
