@@ -91,6 +91,25 @@ async def test_damaged_route_row_is_skipped_not_fatal(store, dm, clock, caplog):
     assert any("damaged entry" in r.message for r in caplog.records)
 
 
+async def test_a_route_entry_damaged_from_outside_leaves_its_counters_on_the_session_row(store, dm, clock):
+    """`sessions_now` reads only a valid entry: one an outside edit leaves unreadable hands its
+    last counters to the session's row first, so the session keeps them, through the next
+    message (a new session) too (docs/behaviour.md §3)."""
+    from hermes_core.model import TokenUsage
+    entry = await store.get_or_create_session(dm)
+    clock.advance(60)
+    await store.update_session(entry.session_key, usage=TokenUsage(input_tokens=10, output_tokens=5))
+    await store._b().db.execute("UPDATE routes SET entry = '{not json' WHERE session_key = ?", (entry.session_key,))
+    store._cache.clear()
+    expected = (10, 5, 15, "2026-03-01T12:01:00+00:00")
+    info = await store.session_info(entry.session_id)
+    assert (info["input_tokens"], info["output_tokens"], info["total_tokens"], info["updated_at"]) == expected
+    clock.advance(60)
+    assert (await store.get_or_create_session(dm)).session_id != entry.session_id
+    info = await store.session_info(entry.session_id)
+    assert (info["input_tokens"], info["output_tokens"], info["total_tokens"], info["updated_at"]) == expected
+
+
 def test_flush_gap_bounds_the_mirror_cost():
     from hermes_core.store.mirror import COST_FACTOR, flush_gap
     assert COST_FACTOR == 10.0

@@ -8,9 +8,13 @@
 -- row, so nothing reads a stale counter.
 DROP TRIGGER routes_sync_ai;
 DROP TRIGGER routes_sync_au;
--- `updated_at`: the later of the row's (an ending writes its own time) and the entry's.
-CREATE TRIGGER routes_leave_au AFTER UPDATE OF session_id ON routes
-WHEN old.session_id IS NOT new.session_id AND json_valid(old.entry) BEGIN
+-- `updated_at`: the later of the row's (an ending writes its own time) and the entry's. An entry
+-- an outside edit leaves unreadable counts as leaving too (the store writes only whole entries;
+-- the schema-2 triggers refused such an edit): `sessions_now` reads valid entries only, so the
+-- row takes the last readable values first. The cheap test comes first: at the end of every
+-- turn this trigger parses one entry and writes nothing.
+CREATE TRIGGER routes_leave_au AFTER UPDATE OF session_id, entry ON routes
+WHEN (old.session_id IS NOT new.session_id OR NOT json_valid(new.entry)) AND json_valid(old.entry) BEGIN
     UPDATE sessions SET
         input_tokens = coalesce(json_extract(old.entry, '$.input_tokens'), input_tokens),
         output_tokens = coalesce(json_extract(old.entry, '$.output_tokens'), output_tokens),
