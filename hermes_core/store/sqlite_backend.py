@@ -614,8 +614,10 @@ class SqliteBackend:
     async def all_sessions(self, limit: int, offset: int) -> tuple[list[tuple], int]:
         total = int(await self.db.fetchval("SELECT count(*) FROM sessions") or 0)
         rows = await self.db.fetchall(
-            f"SELECT {', '.join('s.' + c for c in ALL_SESSION_COLUMNS)}, r.session_key IS NOT NULL "
-            "FROM sessions_now s LEFT JOIN routes r ON r.session_id = s.session_id "
+            # `current` by EXISTS: a session two routes point at (one key resumed another's
+            # session) is still one row.
+            f"SELECT {', '.join('s.' + c for c in ALL_SESSION_COLUMNS)}, "
+            "EXISTS (SELECT 1 FROM routes r WHERE r.session_id = s.session_id) FROM sessions_now s "
             "ORDER BY s.updated_at DESC, s.session_id LIMIT ? OFFSET ?", (limit, offset))
         return [(*r[:-1], bool(r[-1])) for r in rows], total
 

@@ -130,6 +130,15 @@ class StoreBackendContract:
         pruned = await b.session_info(other_sid)
         assert (pruned.input_tokens, pruned.total_tokens, pruned.updated_at) == (3, 3, "2026-01-01T12:06:00+00:00")
 
+    async def test_a_session_two_routes_point_at_is_listed_once(self, store_backend):
+        """`/resume` can point a second key at a session another key still uses: the full
+        listing (`sessions list --all`, docs/operations.md §5) still has one row for it."""
+        b = store_backend
+        await b.save(entry(), new_session=True)
+        await b.save(entry("agent:main:telegram:dm:u2", SID, at=T0 + timedelta(minutes=1)))
+        rows, total = await b.all_sessions(10, 0)
+        assert ([(r[0], r[-1]) for r in rows], total) == ([(SID, True)], 1)
+
     async def test_listing_pruning_and_resume_pending(self, store_backend):
         b = store_backend
         keys = [f"agent:main:telegram:dm:u{i}" for i in range(3)]

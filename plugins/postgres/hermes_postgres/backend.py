@@ -768,8 +768,10 @@ class PostgresBackend:
     async def all_sessions(self, limit: int, offset: int) -> tuple[list[tuple], int]:
         total = int((await self._one("SELECT count(*) FROM sessions"))[0])
         rows = await self._fetch(
-            f"SELECT {', '.join('s.' + c for c in ALL_SESSION_COLUMNS)}, r.session_key IS NOT NULL "
-            "FROM sessions s LEFT JOIN routes r ON r.session_id = s.session_id "
+            # `current` by EXISTS: a session two routes point at (one key resumed another's
+            # session) is still one row.
+            f"SELECT {', '.join('s.' + c for c in ALL_SESSION_COLUMNS)}, "
+            "EXISTS (SELECT 1 FROM routes r WHERE r.session_id = s.session_id) FROM sessions s "
             "ORDER BY s.updated_at DESC, s.session_id LIMIT %s OFFSET %s", (limit, offset))
         return [tuple(r) for r in rows], total
 
