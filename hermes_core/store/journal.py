@@ -161,11 +161,13 @@ def _json_lines(path: Path, bad: list[int] | None = None, *, from_line: int = 1,
 def read_journal(sessions_dir: Path) -> JournalState | None:
     """Read `journal.jsonl` of `sessions_dir`; None when there is none.
 
-    An unreadable line followed by a transaction of the same run is the damaged record of a
-    committed transaction (only a crash tears a line, and the next run has a new run id; the
-    first transaction is written with the header, atomically): its numbers are in
-    `damaged_lines`, said in one ERROR line. Unreadable lines at the end or before another
-    run's lines are torn lines of transactions a crash cut short: skipped (a warning).
+    An unreadable line — or a blank one (empty, whitespace or NUL bytes only: a partial
+    overwrite or a filesystem repair; the writer never writes one) — followed by a transaction
+    of the same run is the damaged record of a committed transaction (only a crash tears a
+    line, and the next run has a new run id; the first transaction is written with the header,
+    atomically): its numbers are in `damaged_lines`, said in one ERROR line. Such lines at the
+    end or before another run's lines are torn lines of transactions a crash cut short: skipped
+    (a warning).
 
     Raises:
         StoreError: line 1 is not a journal header (`journal_header`): damaged, or the file is not
@@ -181,10 +183,15 @@ def read_journal(sessions_dir: Path) -> JournalState | None:
     sealed = False
     damaged: set[str] = set()
     last = 0
-    bad: list[int] = []  # unreadable lines since the last transaction read
+    bad: list[int] = []  # unreadable or blank lines since the last transaction read
     damaged_lines: list[int] = []
     run: str | None = None  # of the last transaction read
-    for number, item in _json_lines(path, bad, from_line=2):
+    # No second check by tx numbers: a gap between consecutive committed numbers is no sign of
+    # a lost record, since a commit whose write failed (ENOSPC) uses its number up (`_write`) and
+    # leaves no journal line — in the middle of a run, or as the next run's first commit right
+    # after a line a crash tore (numbered on from the last readable record). Only the lines
+    # themselves tell damage.
+    for number, item in _json_lines(path, bad, from_line=2, empty_is_bad=True):
         if "merged" in item:
             sealed = True
             damaged.update(str(s) for s in item.get("damaged") or [])

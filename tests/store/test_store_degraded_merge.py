@@ -13,6 +13,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from hermes_core.model import SessionSource
 from hermes_core.settings import GatewayConfig
 from hermes_core.store import SessionStore
@@ -237,10 +239,20 @@ async def test_a_damaged_transcript_merges_what_can_be_read_and_is_kept_aside(tm
                                                     "delete them")
 
 
-async def test_a_damaged_journal_record_is_not_merged_until_the_operator_repairs_or_removes_it(tmp_path, caplog):
-    # docs/behaviour.md §12: an unreadable journal line followed by the same run's transactions is
-    # a committed record: the merge leaves state.db and the journal untouched and says so;
-    # removing the line merges the rest.
+# Ways the record of a committed transaction is found damaged (docs/behaviour.md §12): cut short,
+# or blanked as a partial overwrite or a filesystem repair leaves it (same length, no JSON left).
+RECORD_DAMAGE = {"truncated": lambda line: line[:30],
+                 "empty": lambda line: b"",
+                 "whitespace": lambda line: b" " * len(line),
+                 "NUL bytes": lambda line: b"\0" * len(line)}
+
+
+@pytest.mark.parametrize("damage", RECORD_DAMAGE)
+async def test_a_damaged_journal_record_is_not_merged_until_the_operator_repairs_or_removes_it(tmp_path, caplog,
+                                                                                                damage):
+    # docs/behaviour.md §12: an unreadable or blank journal line followed by the same run's
+    # transactions is a committed record: the merge leaves state.db and the journal untouched and
+    # says so; removing the line merges the rest.
     import logging
 
     from hermes_core.ops.doctor import check_leftovers
@@ -253,7 +265,7 @@ async def test_a_damaged_journal_record_is_not_merged_until_the_operator_repairs
             await store.append_to_transcript(ea.session_id, {"role": "user", "content": f"a{i}"})
     journal = config.sessions_dir / JOURNAL_FILE_NAME
     lines = journal.read_bytes().splitlines()
-    lines[3] = lines[3][:30]  # the record of the transaction that wrote "a1"
+    lines[3] = RECORD_DAMAGE[damage](lines[3])  # the record of the transaction that wrote "a1"
     journal.write_bytes(b"\n".join(lines) + b"\n")
     damaged = journal.read_bytes()
     shutil.copy(saved, config.db_path)

@@ -177,3 +177,37 @@ async def test_a_damaged_middle_line_makes_that_transcript_unreadable_at_the_reb
     assert error == (f"degraded transcript of session {ea.session_id}: {transcript} lacks 1 line(s) of committed "
                      f"transactions{'' if damage == 'removed' else ' (unreadable line(s) 3)'}; that session's "
                      "transcript is unavailable until state.db is back (docs/behaviour.md §12)")
+
+
+BLANK = {"empty": lambda line: b"", "whitespace": lambda line: b" \t" * (len(line) // 2),
+         "NUL bytes": lambda line: b"\0" * len(line)}
+
+
+@pytest.mark.parametrize("blank", BLANK)
+async def test_a_blank_journal_record_is_damaged_in_the_middle_and_torn_at_the_end(broken_db, clock, dm, blank, caplog):
+    # docs/behaviour.md §12: a journal line left blank (a partial overwrite or a filesystem repair)
+    # followed by a transaction of the same run is the damaged record of a committed transaction,
+    # as an unreadable one is; the writer never writes a blank line. At the end it is a crash cut
+    # short: skipped, like the end of the file after the last newline.
+    async with SessionStore(broken_db.sessions_dir, broken_db, clock=clock) as store:
+        entry = await store.get_or_create_session(dm)
+        for i in range(3):
+            await store.append_to_transcript(entry.session_id, {"role": "user", "content": f"a{i}"})
+    journal = broken_db.sessions_dir / JOURNAL_FILE_NAME
+    header, *records = journal.read_bytes().split(b"\n")[:-1]
+    assert len(records) >= 3
+    middle = records[:]
+    middle[1] = BLANK[blank](middle[1])
+    journal.write_bytes(b"\n".join([header, *middle]) + b"\n")
+    state = read_journal(broken_db.sessions_dir)
+    assert (state.damaged_lines, len(state.transactions)) == ([3], len(records) - 1)
+    assert caplog.records[-1].getMessage() == (
+        f"{journal} line(s) 3 cannot be read and a later transaction of the same run follows: the record of a "
+        "committed transaction is damaged, its rows and transcript lines are left out; the journal is not merged "
+        "until the line is repaired, or removed to merge the rest without it (docs/behaviour.md §12)")
+    # the last record blanked (with or without its newline), and a blank line after the last one
+    for tail in ([*records[:-1], BLANK[blank](records[-1])], [*records, BLANK[blank](records[-1])]):
+        for end in (b"\n", b""):
+            journal.write_bytes(b"\n".join([header, *tail]) + end)
+            state = read_journal(broken_db.sessions_dir)
+            assert (state.damaged_lines, len(state.transactions)) == ([], len(records) - (tail[-2] != records[-1]))
