@@ -359,7 +359,7 @@ def export_cmd(
 @sessions_app.command("prune")
 def prune_cmd(
     days: float = typer.Option(..., "--days", help="remove routes idle for more than N days (0: nothing)"),
-    dry_run: bool = typer.Option(False, "--dry-run", help="list the routes that would be removed; change nothing"),
+    dry_run: bool = typer.Option(False, "--dry-run", help="list the routes that would be removed or kept; change nothing"),
     yes: bool = typer.Option(False, "--yes", "-y", help="do not ask for confirmation"),
     as_json: bool = typer.Option(False, "--json", help="machine-readable output"),
 ) -> None:
@@ -367,26 +367,30 @@ def prune_cmd(
     if not (math.isfinite(days) and days >= 0):  # a negative age would read as "nothing", silently
         raise fail(f"--days must be a finite number of days, 0 or more (got {days:g})")
 
-    async def work(store: SessionStore) -> tuple[list[str], list[str], dict[str, str]]:
-        doomed = await store.prune_candidates(days)
+    async def work(store: SessionStore) -> tuple[list[str], dict[str, str]]:
+        doomed, kept = await store.prune_candidates(days)
         if dry_run or not doomed:
-            return doomed, [], {}
+            return doomed, kept
         _confirm(f"Remove {len(doomed)} session route(s) idle for more than {days:g} day(s)?", yes)
         with progress(f"pruning {len(doomed)} route(s)", None):
-            return doomed, *await store.prune_routes(days)
+            return await store.prune_routes(days)
 
-    doomed, removed, kept = _run(work, write=True)
-    # A server store keeps the routes of sessions another replica holds (docs/operations.md §5).
+    removed, kept = _run(work, write=True)  # on a dry run: what would be removed and kept
+    # A server store keeps the routes of sessions another replica holds (docs/operations.md §5);
+    # a dry run names them as the prune would, from the leases as they stand.
     kept_rows = [{"session_key": key, "reason": why} for key, why in kept.items()]
     if as_json:
-        typer.echo(json.dumps({"would_remove": doomed} if dry_run else {"removed": len(removed), "kept": kept_rows},
-                              ensure_ascii=False))
-    elif dry_run:
-        print_table([{"session_key": key} for key in doomed], ["session_key"], empty="nothing to prune")
-        typer.echo(f"{len(doomed)} session route(s) would be removed (dry run: nothing changed)")
+        done = {"would_remove": removed} if dry_run else {"removed": len(removed)}
+        typer.echo(json.dumps({**done, "kept": kept_rows}, ensure_ascii=False))
+        return
+    if dry_run:
+        print_table([{"session_key": key} for key in removed], ["session_key"], empty="nothing to prune")
+    for row in kept_rows:
+        typer.echo(f"kept {row['session_key']}: {row['reason']}")
+    if dry_run:
+        typer.echo(f"{len(removed)} session route(s) would be removed" + (f", {len(kept)} kept" if kept else "")
+                   + " (dry run: nothing changed)")
     else:
-        for row in kept_rows:
-            typer.echo(f"kept {row['session_key']}: {row['reason']}")
         typer.echo(f"removed {len(removed)} session route(s)" + (f", kept {len(kept)}" if kept else ""))
 
 

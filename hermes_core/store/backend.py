@@ -348,6 +348,10 @@ class LeasedBackend(Protocol):
         """Keys whose lease expired without being released (their holder crashed or stalled),
         oldest expiry first: each needs a takeover."""
 
+    async def routes_kept(self, keys: list[str]) -> list[KeptRoute]:
+        """The routes of `keys` that `delete_routes(keys)` would keep now, each with why, read
+        without locking or writing anything (`sessions prune --dry-run`)."""
+
     async def wait_for_intake(self, timeout_s: float) -> list[str]:
         """Wait up to `timeout_s` seconds for hints that other replicas accepted input (the
         session keys hinted); an empty list means "poll now" — hints may be lost."""

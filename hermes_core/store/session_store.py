@@ -32,7 +32,7 @@ from ..model import (
 from ..dirs import ensure_private_dir
 from ..settings import GatewayConfig
 from .aliases import AliasMap, AliasOps
-from .backend import StoreBackend
+from .backend import LeasedBackend, StoreBackend
 from .backends import create_store_backend
 from .claims import ClaimOps
 from .db import Database, SchemaTooNewError, StoreError
@@ -903,11 +903,21 @@ class SessionStore(TurnOps, TranscriptOps, AliasOps, ErasureOps, ClaimOps):
                 self._mirror.mark_dirty()
             return removed, kept
 
-    async def prune_candidates(self, max_age_days: float | None = None) -> list[str]:
-        """The session keys `prune_old_entries(max_age_days)` would remove now, oldest first
-        (`sessions prune --dry-run`). Changes nothing."""
+    async def prune_candidates(self, max_age_days: float | None = None) -> tuple[list[str], dict[str, str]]:
+        """What `prune_routes(max_age_days)` would do now (`sessions prune --dry-run`).
+        Changes nothing: on an engine shared by replicas the leases are read, not locked.
+
+        Returns:
+            `(would remove, kept)`: the session keys, oldest first, and `{session key: why it
+            would be kept}` for the candidates whose lease another replica holds.
+        """
         async with self._locks.hold_all():
-            return await self._prune_doomed_locked(max_age_days)
+            doomed = await self._prune_doomed_locked(max_age_days)
+            backend = self._b()
+            if not doomed or not isinstance(backend, LeasedBackend):
+                return doomed, {}
+            kept = {k.session_key: k.reason for k in await backend.routes_kept(doomed)}
+            return [key for key in doomed if key not in kept], kept
 
     async def _prune_doomed_locked(self, max_age_days: float | None) -> list[str]:
         days = self.config.session_store_max_age_days if max_age_days is None else max_age_days

@@ -112,6 +112,6 @@ async def test_an_age_beyond_the_calendar_prunes_nothing(store, clock):
     housekeeping pass)."""
     await _three_old_one_new(store, clock)
     for days in (800000, 10**11, 10**20, 1e300):
-        assert await store.prune_candidates(days) == []
+        assert await store.prune_candidates(days) == ([], {})
         assert await store.prune_old_entries(days) == 0
     assert len(await store.list_sessions()) == 4

@@ -414,16 +414,35 @@ class PostgresBackend:
         for key in keys:
             async with self._p().connection() as conn:
                 async with conn.transaction():
-                    holder, live = await self.leases.lock_row(conn, key)
-                    if holder is not None and not (live and holder == self.replica_id):
-                        kept.append(KeptRoute(key, f"leased by replica {holder}, which is working on it" if live else
-                                              f"replica {holder} stopped without releasing its lease: kept for the "
-                                              "replica that takes it over and runs its crash recovery"))
+                    reason = self._kept_because(*await self.leases.lock_row(conn, key))
+                    if reason is not None:
+                        kept.append(KeptRoute(key, reason))
                         continue
                     await conn.execute("DELETE FROM routes WHERE session_key = %s", (key,))
         for route in kept:
             log.info("route %s not pruned: %s", route.session_key, route.reason)
         return kept
+
+    async def routes_kept(self, keys: list[str]) -> list[KeptRoute]:
+        """The routes of `keys` that `delete_routes(keys)` would keep now, each with why, in the
+        order of `keys` (`sessions prune --dry-run`). The lease rows are read as they stand: no
+        row is locked or written, so the answer holds for this moment only."""
+        rows = await self._fetch("SELECT session_key, holder, expires_at > now() FROM session_leases "
+                                 "WHERE session_key = ANY(%s)", (keys,))
+        leases = {key: (holder, bool(live)) for key, holder, live in rows}
+        # A key without a lease row reads as released, as `lock_row` would make it.
+        reasons = {key: self._kept_because(*leases.get(key, (None, False))) for key in keys}
+        return [KeptRoute(key, why) for key, why in reasons.items() if why is not None]
+
+    def _kept_because(self, holder: str | None, live: bool) -> str | None:
+        """Why prune keeps a route whose lease row reads `(holder, live)` (`Leases.lock_row`),
+        or None when it may go: another replica's lease, live or never released, keeps it."""
+        if holder is None or (live and holder == self.replica_id):
+            return None
+        if live:
+            return f"leased by replica {holder}, which is working on it"
+        return (f"replica {holder} stopped without releasing its lease: kept for the replica that takes it over "
+                "and runs its crash recovery")
 
     async def adoptable_session(self, session_key: str) -> SessionRow | None:
         # `pruned`: the end reason older gateways gave pruned routes' sessions.

@@ -285,6 +285,49 @@ async def test_prune_keeps_the_routes_of_sessions_another_replica_holds(tmp_path
                                            "replica that takes it over and runs its crash recovery"}]}
 
 
+async def test_prune_dry_run_says_which_routes_the_prune_would_keep_without_locking_or_writing(tmp_path, pg_dsn):
+    """docs/operations.md §5: `--dry-run` says what the prune would do, so on a server store it
+    lists as kept, with the same lines and reasons, the routes whose lease another replica holds
+    (live, or never released), reading the leases without locking a row or writing one. It used
+    to list every candidate as removed."""
+    import psycopg
+
+    home = tmp_path / "home"
+    facts = await _populate(home, pg_dsn)
+    bob_key = "agent:main:fake:dm:200"
+    _rows(pg_dsn, "UPDATE routes SET updated_ts = updated_ts - 10 * 86400 RETURNING 1")  # all idle 10 days
+    _rows(pg_dsn, "UPDATE session_leases SET holder = 'replica-b', token = token + 1, "
+                  "expires_at = now() + interval '1 hour' WHERE session_key = %s RETURNING 1", (facts["group_key"],))
+    _rows(pg_dsn, "UPDATE session_leases SET holder = 'replica-c', token = token + 1, "
+                  "expires_at = now() - interval '1 minute' WHERE session_key = %s RETURNING 1", (bob_key,))
+    before = _every_row(pg_dsn)
+    live = "leased by replica replica-b, which is working on it"
+    crashed = ("replica replica-c stopped without releasing its lease: kept for the replica that takes it over "
+               "and runs its crash recovery")
+    # Another transaction holds the lease row of the route that would go: a lock (`lock_row`)
+    # would wait for it; the dry run reads past it.
+    with psycopg.connect(pg_dsn) as blocker:
+        blocker.execute("SELECT 1 FROM session_leases WHERE session_key = %s FOR UPDATE", (facts["alice_key"],))
+        code, out, err = gateway(["sessions", "prune", "--days", "1", "--dry-run"], home, pg_dsn)
+        assert (code, err) == (0, "")
+        assert [line.rstrip() for line in out.splitlines()] == [
+            "SESSION KEY", facts["alice_key"],
+            f"kept {facts['group_key']}: {live}",
+            f"kept {bob_key}: {crashed}",
+            "1 session route(s) would be removed, 2 kept (dry run: nothing changed)"]
+        code, out, err = gateway(["sessions", "prune", "--days", "1", "--dry-run", "--json"], home, pg_dsn)
+        assert (code, err) == (0, "")
+        assert json.loads(out) == {"would_remove": [facts["alice_key"]], "kept": [
+            {"session_key": facts["group_key"], "reason": live}, {"session_key": bob_key, "reason": crashed}]}
+        blocker.rollback()
+    assert _every_row(pg_dsn) == before
+    # The prune itself does what the dry run said.
+    code, out, err = gateway(["sessions", "prune", "--days", "1", "--yes", "--json"], home, pg_dsn)
+    assert (code, err) == (0, "")
+    assert json.loads(out) == {"removed": 1, "kept": [
+        {"session_key": facts["group_key"], "reason": live}, {"session_key": bob_key, "reason": crashed}]}
+
+
 def test_import_replace_keeps_a_shared_route_newer_than_the_file(tmp_path, pg_dsn):
     """docs/operations.md §5: other replicas go on updating the shared routes after a legacy
     sessions.json was written; `import --replace` overwrites a route only when the file's entry
