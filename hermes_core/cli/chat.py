@@ -47,6 +47,9 @@ async def run_chat(config: Any, *, install_signals: Callable[[asyncio.Event], No
             await _banner(gateway, adapter, stdout)
             adapter.prompt = "> "  # prompts only on a terminal, after the banner
             adapter.write_prompt()
+        # Read now even while another replica receives for the terminal (its ingress lease,
+        # docs/adapters.md §6): an end of input must end this chat while it waits too.
+        adapter.read_ahead()
         input_done = asyncio.ensure_future(_input_finished(gateway, adapter))
         stopped = asyncio.ensure_future(stop.wait())
         await asyncio.wait({input_done, stopped}, return_when=asyncio.FIRST_COMPLETED)

@@ -58,7 +58,7 @@ class ReplicaCoordinator:
         self.receivers = dict(receivers or {})
         self.receiving: set[str] = set()
         # Single-receiver platforms another replica receives for, said once each (a replica
-        # waiting there, e.g. a second `chat` whose terminal reads nothing yet, is never silent).
+        # waiting there, e.g. a second `chat` whose terminal accepts nothing yet, is never silent).
         self.standby: set[str] = set()
         self.takeovers = 0
         self._task: asyncio.Task | None = None

@@ -266,10 +266,41 @@ class LocalAdapter(BaseAdapter):
             self.stdout.write(self.prompt)
             self.stdout.flush()
 
-    async def _read_loop(self) -> None:
-        self.write_prompt()
+    def read_ahead(self) -> None:
+        """Start reading the input now, also before `start` (idempotent; needs the running
+        loop). A `chat` waiting for the terminal's ingress lease (docs/adapters.md §6) calls it
+        so that an end of input is noticed while it waits: lines read before it wait here, in
+        order, for `start`; an end of input with no line waiting while the adapter is not
+        reading ends the input at once (`wait_input_ended`)."""
         if self._lines is None:
             self._lines = self._start_stdin_thread()
+
+    def _input_exhausted(self) -> None:
+        """On the loop, once the stdin thread queued `_EOF` and finished: when nothing reads the
+        queue (before the first `start`, or after a `stop`) and no message waits in it (only
+        blank lines or a quit word), the input has ended. Messages waiting are read by the
+        next `start` (the ingress lease, docs/adapters.md §6), which then ends the input."""
+        if self._reader is not None and not self._reader.done():
+            return  # the reader reads the waiting lines and the end itself
+        # The thread is done: the queue holds all there will be; look at it, in order, and put it back.
+        waiting = [self._lines.get_nowait() for _ in range(self._lines.qsize())]
+        for line in waiting:
+            self._lines.put_nowait(line)
+        if any(line is not _EOF and line.strip() and line.strip() not in QUIT_WORDS for line in waiting):
+            return
+        self._end_prompt_line()
+        self._input_ended.set()
+        self._closed.set()
+
+    def _end_prompt_line(self) -> None:
+        """End the prompt line on Ctrl-D / `/quit`, so the shell's prompt starts on its own."""
+        if self.prompt is not None and not self._closed.is_set() and not self._output_gone:
+            self.stdout.write("\n")
+            self.stdout.flush()
+
+    async def _read_loop(self) -> None:
+        self.write_prompt()
+        self.read_ahead()
         lines = self._lines
         try:
             while True:
@@ -296,9 +327,7 @@ class LocalAdapter(BaseAdapter):
                     await self.send(self.source, self.failure_notice(self.source, exc))
             self._input_ended.set()  # not when cancelled: a stop only pauses reading
         finally:
-            if self.prompt is not None and not self._closed.is_set() and not self._output_gone:
-                self.stdout.write("\n")  # end the prompt line on Ctrl-D / /quit
-                self.stdout.flush()
+            self._end_prompt_line()
             self._closed.set()
 
     def _start_stdin_thread(self) -> asyncio.Queue:
@@ -336,6 +365,7 @@ class LocalAdapter(BaseAdapter):
             finally:
                 try:
                     loop.call_soon_threadsafe(lines.put_nowait, _EOF)
+                    loop.call_soon_threadsafe(self._input_exhausted)
                 except RuntimeError:  # the loop is already closed: nothing to hand over
                     pass
 

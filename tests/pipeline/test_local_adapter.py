@@ -208,3 +208,37 @@ async def test_a_line_refused_because_the_disk_is_full_is_one_error_line_without
         "hermes-gateway: ERROR: line not accepted by the gateway: disk full (commit of 1 write(s) to state.db "
         "/srv/hermes/state.db failed: database or disk is full)"]
     assert [r for r in caplog.records if r.exc_info] == []
+
+
+async def test_an_end_of_input_while_not_receiving_ends_the_input_and_keeps_the_lines_read_before_it():
+    """A `chat` waiting for the terminal's ingress lease (docs/adapters.md §6) reads ahead: an
+    end of input with no message waiting (Ctrl-D, a closed pipe, `/quit`) ends the input at
+    once, ending the prompt line, instead of waiting for a lease that would read nothing more;
+    messages read before the end wait for `start` and are emitted then, in order, and only then
+    does the input end."""
+    for typed, messages in ((b"", []), (b"\n/quit\nnever read\n", []), (b"one\n\ntwo\n", ["one", "two"])):
+        events = []
+
+        async def on_message(event):
+            events.append(event.text)
+
+        read_fd, write_fd = os.pipe()
+        stdin = os.fdopen(read_fd, "r")
+        out = io.StringIO()
+        adapter = LocalAdapter(stdin=stdin, stdout=out, user="alice", on_message=on_message, prompt="> ")
+        try:
+            adapter.write_prompt()  # as `chat` does on a terminal, before the lease is held
+            adapter.read_ahead()
+            os.write(write_fd, typed)
+            os.close(write_fd)
+            ended = asyncio.ensure_future(adapter.wait_input_ended())
+            await asyncio.sleep(0.2)
+            assert ended.done() is (not messages)
+            if not messages:
+                assert out.getvalue() == "> \n"
+            await adapter.start()
+            await asyncio.wait_for(ended, 10)
+            assert events == messages
+        finally:
+            await adapter.stop()
+            stdin.close()

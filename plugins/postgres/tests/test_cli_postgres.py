@@ -450,7 +450,7 @@ def test_doctor_fails_on_an_unreachable_postgres_store_naming_it(tmp_path, pg_cl
 
 async def test_a_second_chat_on_the_store_says_it_waits_for_the_terminal_another_replica_holds(tmp_path, pg_dsn):
     """The terminal is a single-receiver platform (docs/adapters.md §6): a second `chat` on the
-    same database reads nothing while another replica receives for it. It says so on its first
+    same database accepts nothing while another replica receives for it. It says so on its first
     sweep, instead of sitting silent, and answers once the first one has stopped."""
     import asyncio
 
@@ -477,6 +477,48 @@ async def test_a_second_chat_on_the_store_says_it_waits_for_the_terminal_another
     assert await asyncio.wait_for(second.stdout.readline(), 60) == b"echo: hi\n"
     second.stdin.close()
     assert await asyncio.wait_for(second.wait(), 60) == 0
+
+
+async def test_a_chat_waiting_for_the_terminal_ends_with_its_input(tmp_path, pg_dsn):
+    """docs/adapters.md §6: a second `chat` waiting for `ingress:local` whose stdin ends with
+    no line read (`chat </dev/null`, Ctrl-D) stops at once, exit code 0, instead of waiting for
+    a lease that would read nothing more; one whose stdin held lines before the end answers
+    them once the first chat stops, then ends, as a piped chat does."""
+    import asyncio
+
+    def start(home: Path, stdin=asyncio.subprocess.PIPE) -> "asyncio.Future":
+        env = {k: v for k, v in os.environ.items() if not k.upper().startswith("HERMES_")}
+        env.update(HERMES_HOME=str(home), HERMES_STORE__BACKEND="postgres", HERMES_STORE__DSN=pg_dsn)
+        return asyncio.create_subprocess_exec(GATEWAY, "chat", env=env, stdin=stdin,
+                                              stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+
+    waiting = (b"hermes-gateway: WARNING: another replica receives for local; this replica starts receiving for "
+               b"it when that one stops (its ingress lease runs out)\n")
+    first = await start(tmp_path / "a")
+    chats = [first]
+    try:
+        first.stdin.write(b"hello\n")
+        await first.stdin.drain()
+        assert await asyncio.wait_for(first.stdout.readline(), 60) == b"echo: hello\n"
+        chats.append(empty := await start(tmp_path / "b", stdin=asyncio.subprocess.DEVNULL))
+        out, err = await asyncio.wait_for(empty.communicate(), 30)
+        assert (empty.returncode, out) == (0, b"")
+        assert err in (b"", waiting)  # the first sweep may come before the end of input or not
+        chats.append(piped := await start(tmp_path / "c"))
+        piped.stdin.write(b"hi\n")
+        piped.stdin.close()
+        assert await asyncio.wait_for(piped.stderr.readline(), 30) == waiting
+        await asyncio.sleep(1)
+        assert piped.returncode is None  # its line is not answered yet: it waits for the terminal
+        first.stdin.close()
+        assert await asyncio.wait_for(first.wait(), 60) == 0
+        assert await asyncio.wait_for(piped.stdout.read(), 60) == b"echo: hi\n"
+        assert await asyncio.wait_for(piped.wait(), 60) == 0
+    finally:
+        for chat in chats:  # none left behind when an assertion fails
+            if chat.returncode is None:
+                chat.kill()
+                await chat.wait()
 
 
 async def test_status_after_a_sigkill_says_a_replica_takes_the_sessions_over(tmp_path, pg_dsn):
