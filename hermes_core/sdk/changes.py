@@ -15,6 +15,7 @@ import logging
 from dataclasses import dataclass
 
 from ..model.events import MessageEvent
+from ..model.identity import IdentityAlias
 from ..model.source import SessionSource
 from .adapter import QueuedEditor
 
@@ -38,6 +39,10 @@ class QueuedChange:
         alternates: other SessionSources the original may have been queued under, tried in order
             when `source` finds nothing (a group message deleted by an admin: under its author,
             rather than under the admin who sent the deletion).
+        aliases: identity aliases the change's own payload reveals (a WhatsApp LID ↔ phone
+            pair). The adapter records them before it offers the change, as the core records a
+            `MessageEvent`'s before its key is built, so a change that is the first to tell a
+            pair still finds an original queued under the other id (docs/behaviour.md §4, §5).
     """
 
     source: SessionSource
@@ -45,6 +50,7 @@ class QueuedChange:
     text: str | None
     event: MessageEvent | None = None
     alternates: tuple[SessionSource, ...] = ()
+    aliases: tuple[IdentityAlias, ...] = ()
 
     @property
     def kind(self) -> str:

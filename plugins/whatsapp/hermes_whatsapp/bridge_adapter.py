@@ -11,7 +11,8 @@ nothing is lost; a message accepted twice is answered once (the core's inbound d
 process may poll a bridge (`ingress = "single_receiver"`).
 
 Identity (trap W-T1): the `…Alt` fields of each message travel as `MessageEvent.aliases` (the
-core records them before keying); `lid-mapping.update` events and the bridge's
+core records them before keying), those of an edit or a deletion as `QueuedChange.aliases`
+(recorded here before the change is offered); `lid-mapping.update` events and the bridge's
 `lid-mapping-*.json` session files (`session_dir`, re-read when the folder changes) are recorded
 through `record_alias`. The shortest normalised id is canonical, as the key builder picks it.
 
@@ -274,6 +275,11 @@ class WhatsAppAdapter(BaseAdapter):
                 # §5); only an edit the queue did not take may still be a turn (`edits_as_turns`).
                 label = f"whatsapp {item.kind} of message {item.message_id}"
                 try:
+                    if item.aliases and self._record_aliases is not None:
+                        # Its own LID ↔ phone pair first, as a message's is before its key (W-T1):
+                        # the queue matches chat and sender by the canonical ids, and this change
+                        # may be the first event to tell the pair (docs/adapters.md W-T11).
+                        await self._record_aliases(item.aliases)
                     event = await offer_change(self.edit_queued, item, label=label, logger=log,
                                                edits_as_turns=self.settings.edits_as_turns)
                 except Exception as exc:

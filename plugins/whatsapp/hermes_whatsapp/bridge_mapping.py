@@ -19,8 +19,9 @@ so W1 and W2 share one session from the first message (W-T1).
 
 Edits (`editedMessage`, `protocolMessage` type 14 MESSAGE_EDIT) and deletions for everyone
 (`protocolMessage` type 0 REVOKE) become a `QueuedChange` naming the original
-(`protocolMessage.key.id`), routed as the original was; the adapter offers it to the gateway's
-queue (`offer_change`, docs/behaviour.md §5).
+(`protocolMessage.key.id`), routed as the original was, with the same pairs on
+`QueuedChange.aliases`; the adapter records them, then offers it to the gateway's queue
+(`offer_change`, docs/behaviour.md §5).
 
 Not turns (None, reason logged at DEBUG): the bot's own messages (`fromMe`, W-T3), Status
 updates, broadcast lists and channels (W-T4), `append` history syncs, other protocol messages
@@ -212,7 +213,7 @@ def _content(message: Mapping, message_id: str, root: str, *, chat: str, sender:
             if is_group(chat) and original_sender and \
                     normalize_whatsapp_id(original_sender) != normalize_whatsapp_id(sender or ""):
                 alternates = (_source(chat, original_sender, None, original_id, group_names),)
-            return QueuedChange(original, original_id, None, alternates=alternates)
+            return QueuedChange(original, original_id, None, alternates=alternates, aliases=tuple(aliases))
     text, media, context = message_content(content, content_path)
     if not text.strip() and not media:
         _skip("%s has neither text nor media", message_id)
@@ -223,7 +224,7 @@ def _content(message: Mapping, message_id: str, root: str, *, chat: str, sender:
     if change is None:
         return source, event
     # An edit: offered to the queue first; `event` (its own id) is the turn `edits_as_turns` gives.
-    return QueuedChange(original, original_id, text, event)
+    return QueuedChange(original, original_id, text, event, aliases=tuple(aliases))
 
 
 def map_baileys_message(item: Any, path: str, *, group_names: GroupNames | None = None) -> Mapped | None:

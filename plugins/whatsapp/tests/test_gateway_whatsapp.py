@@ -54,18 +54,20 @@ def cloud_dm(text: str, message_id: str, *, phone: str = "16505551234", bsuid: s
     return body
 
 
-def edit_of(chat: str, original_id: str, text: str, edit_id: str, *, participant: str | None = None) -> dict:
+def edit_of(chat: str, original_id: str, text: str, edit_id: str, *, participant: str | None = None,
+            alt: str | None = None) -> dict:
     """A Baileys edit of `original_id`: `editedMessage` around a `protocolMessage` of type 14."""
-    event = upsert(chat, "", edit_id, participant=participant)
+    event = upsert(chat, "", edit_id, participant=participant, alt=alt)
     event["messages"][0]["message"] = {"editedMessage": {"message": {"protocolMessage": {
         "key": {"remoteJid": chat, "fromMe": True, "id": original_id}, "type": 14,
         "editedMessage": {"conversation": text}}}}}
     return event
 
 
-def revoke_of(chat: str, original_id: str, revoke_id: str, *, participant: str | None = None) -> dict:
+def revoke_of(chat: str, original_id: str, revoke_id: str, *, participant: str | None = None,
+              alt: str | None = None) -> dict:
     """A Baileys deletion for everyone of `original_id`: a `protocolMessage` of type 0 (REVOKE)."""
-    event = upsert(chat, "", revoke_id, participant=participant)
+    event = upsert(chat, "", revoke_id, participant=participant, alt=alt)
     event["messages"][0]["message"] = {"protocolMessage": {
         "key": {"remoteJid": chat, "fromMe": True, "id": original_id}, "type": 0}}
     return event
@@ -407,6 +409,41 @@ async def test_bridge_change_of_a_queued_dm_under_its_other_jid_form_finds_it(br
     await bridge.wait_for(lambda: bridge.acked >= seqs[-1])
     assert agent.started == answered
     assert [b["message"] for b in bridge.sent] == ["echo: " + text for text in answered]
+
+
+@pytest.mark.parametrize("change", ["edit", "revoke"])
+async def test_bridge_change_that_first_reveals_the_lid_phone_pair_still_finds_the_queued_message(
+        bridge, gateway, caplog, change):
+    # docs/adapters.md §4.2, W-T1, W-T11: an edit or a revoke records its own remoteJidAlt pair
+    # before it is offered to the queue, as a message does before its key is built. Carol's
+    # messages came under her phone JID with no alt; the change comes under her LID with the phone
+    # JID in remoteJidAlt, the first event to tell the pair. It used to miss the queued message
+    # (the LID was no alias yet), and the stale (or deleted) text was answered.
+    caplog.set_level(logging.INFO, logger="hermes_core.pipeline.runner")
+    agent = HeldEchoAgent()
+    app = await gateway({"whatsapp": bridge_table(bridge)}, agent=agent, core={"busy_input_mode": "queue"})
+    key = "agent:main:whatsapp:dm:15551234567"
+    bridge.push(upsert(CAROL_PN, "first", "3EB0Q1"))
+    await wait_until(lambda: agent.started == ["first"])
+    bridge.push(upsert(CAROL_PN, "queued original", "3EB0Q2"), upsert(CAROL_PN, "second", "3EB0Q3"))
+    await wait_until(lambda: app.runner.queue_depth(key) == 2)
+    assert await app.store.identity_aliases("whatsapp") == []
+    if change == "edit":
+        seqs = bridge.push(edit_of(CAROL_LID, "3EB0Q2", "queued edited", "3EB0Q2EDIT", alt=CAROL_PN))
+        done, answered = f"queued message 3EB0Q2 in {key} edited", ["first", "queued edited", "second"]
+    else:
+        seqs = bridge.push(revoke_of(CAROL_LID, "3EB0Q2", "3EB0Q2DEL", alt=CAROL_PN))
+        done, answered = f"queued message 3EB0Q2 in {key} withdrawn", ["first", "second"]
+    await bridge.wait_for(lambda: bridge.acked >= seqs[-1])
+    assert done in caplog.text
+    assert [(a["alias_id"], a["canonical_id"], a["source"]) for a in await app.store.identity_aliases("whatsapp")] \
+        == [("98765432109876", "15551234567", "remoteJidAlt")]
+    agent.release.set()
+    await bridge.wait_for(lambda: len(bridge.sent) == len(answered))
+    await app.runner.join()
+    assert agent.started == answered
+    assert [b["message"] for b in bridge.sent] == ["echo: " + text for text in answered]
+    assert {b["chatId"] for b in bridge.sent} == {CAROL_PN}
 
 
 async def test_bridge_edit_of_an_answered_message_is_no_turn_with_edits_as_turns_off(bridge, gateway, caplog):

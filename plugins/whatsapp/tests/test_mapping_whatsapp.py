@@ -378,6 +378,39 @@ def test_edits_and_revokes_are_changes_naming_the_original():
         "agent:main:whatsapp:group:120363025555555555:15557654321"]
 
 
+def test_edits_and_revokes_carry_their_own_lid_phone_pairs():
+    # docs/adapters.md §4.1, W-T1, W-T11: a change's `…Alt` fields are aliases as a message's are
+    # (the adapter records them before it offers the change); they used to be dropped, so a change
+    # that was the first to tell a pair missed an original queued under the other JID form.
+    # The pairs are the platform reference's (98765432109876 ↔ 15551234567, 44455566677788 ↔ 15557654321).
+    lid, pn = "98765432109876@lid", "15551234567@s.whatsapp.net"
+    carol = IdentityAlias("whatsapp", "98765432109876", "15551234567", "remoteJidAlt")
+    revoke = _upsert({"remoteJid": lid, "remoteJidAlt": pn, "id": "3EB0DEL"},
+                     {"protocolMessage": {"key": {"remoteJid": lid, "fromMe": True, "id": "3EB0GONE"}, "type": 0}})
+    [change] = map_bridge_event(revoke)
+    assert (change.kind, change.aliases) == ("deletion", (carol,))
+    assert key_of(change.source, change.aliases) == "agent:main:whatsapp:dm:15551234567"
+    edit = _upsert({"remoteJid": lid, "remoteJidAlt": pn, "id": "3EB0EDIT"}, {"editedMessage": {"message": {
+        "protocolMessage": {"key": {"remoteJid": lid, "fromMe": True, "id": "3EB0ORIG"}, "type": 14,
+                            "editedMessage": {"conversation": "hello, corrected"}}}}})
+    [change] = map_bridge_event(edit)
+    assert (change.kind, change.aliases, change.event.aliases) == ("edit", (carol,), [carol])
+
+    group, dave_lid, dave_pn = "120363025555555555@g.us", "44455566677788@lid", "15557654321:3@s.whatsapp.net"
+    dave = IdentityAlias("whatsapp", "44455566677788", "15557654321", "participantAlt")
+    revoke = _upsert({"remoteJid": group, "id": "3EB0DEL", "participant": dave_lid, "participantAlt": dave_pn},
+                     {"protocolMessage": {"key": {"remoteJid": group, "fromMe": True, "id": "3EB0GONE"}, "type": 0}})
+    [change] = map_bridge_event(revoke, group_names=group_names)
+    assert (change.aliases, change.alternates) == ((dave,), ())
+    assert key_of(change.source, change.aliases) == "agent:main:whatsapp:group:120363025555555555:15557654321"
+    by_whatsmeow = {"type": "message", "Info": {"Chat": group, "Sender": dave_lid, "SenderAlt": dave_pn, "ID": "3A1EDIT"},
+                    "Message": {"protocolMessage": {"key": {"remoteJID": group, "ID": "3A1ORIG"}, "type": "MESSAGE_EDIT",
+                                                    "editedMessage": {"conversation": "fixed"}}}}
+    [change] = map_bridge_event(by_whatsmeow, group_names=group_names)
+    assert (change.kind, change.aliases) == ("edit", (IdentityAlias("whatsapp", "44455566677788", "15557654321",
+                                                                    "SenderAlt"),))
+
+
 @pytest.mark.parametrize("message,field", [
     ({"protocolMessage": {"type": 0}}, "event.messages[0].message.protocolMessage.key is missing"),
     ({"protocolMessage": {"type": 0, "key": {"remoteJid": "15551234567@s.whatsapp.net", "id": 7}}},
