@@ -488,8 +488,10 @@ class SqliteBackend:
 
     async def resume_pending_routes(self) -> list[SessionEntry]:
         rows = await self.db.fetchall(
-            "SELECT entry, session_id FROM routes WHERE json_extract(entry, '$.resume_pending') = 1 "
-            "ORDER BY updated_ts")
+            # An entry an outside edit left unreadable is skipped (`_entry` logs it when it is
+            # read), not an error that would stop every start: `json_extract` fails on it.
+            "SELECT entry, session_id FROM routes WHERE CASE WHEN json_valid(entry) "
+            "THEN json_extract(entry, '$.resume_pending') END = 1 ORDER BY updated_ts")
         entries = (self._entry(r[0], f"of session {r[1]}") for r in rows)
         return [e for e in entries if e is not None]
 

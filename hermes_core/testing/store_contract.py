@@ -139,6 +139,21 @@ class StoreBackendContract:
         rows, total = await b.all_sessions(10, 0)
         assert ([(r[0], r[-1]) for r in rows], total) == ([(SID, True)], 1)
 
+    async def test_a_session_two_routes_point_at_shows_the_last_writer_s_counters(self, store_backend):
+        """Chat B resumed the session chat A goes on in; when A starts anew, the session keeps
+        A's last counters, not B's older ones, until B writes again (docs/behaviour.md §3)."""
+        b = store_backend
+        key_b, new = "agent:main:telegram:dm:u2", "20260101_150000_cccccccc"
+        await b.save(entry(), new_session=True)
+        await b.save(entry(key_b, SID, total_tokens=300, at=T0 + timedelta(minutes=1)))
+        await b.save(entry(total_tokens=2005, at=T0 + timedelta(minutes=2)))
+        assert (await b.session_info(SID)).total_tokens == 2005
+        await b.save(entry(session_id=new, at=T0 + timedelta(hours=3)), new_session=True, end_session=(SID, "reset"))
+        assert (await b.session_info(SID)).total_tokens == 2005
+        await b.save(entry(key_b, SID, total_tokens=310, at=T0 + timedelta(hours=4)))
+        info = await b.session_info(SID)
+        assert (info.total_tokens, info.updated_at) == (310, "2026-01-01T16:00:00+00:00")
+
     async def test_listing_pruning_and_resume_pending(self, store_backend):
         b = store_backend
         keys = [f"agent:main:telegram:dm:u{i}" for i in range(3)]

@@ -85,6 +85,7 @@ async def test_damaged_route_row_is_skipped_not_fatal(store, dm, clock, caplog):
     await db.execute("UPDATE routes SET entry = '{not json' WHERE session_key = ?", (bad.session_key,))
     store._cache.clear()
     assert [e.session_key for e in await store.list_sessions()] == [good.session_key]
+    assert await store.resume_pending_entries() == []  # read at every start: the start goes on
     fresh = await store.get_or_create_session(dm)  # the chat goes on, in a new session
     assert fresh.session_id != bad.session_id
     assert [m["content"] for m in await store.load_transcript(bad.session_id)] == ["kept"]

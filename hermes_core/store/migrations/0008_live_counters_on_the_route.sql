@@ -40,7 +40,9 @@ WHEN json_valid(old.entry) BEGIN
     WHERE session_id = old.session_id;
 END;
 -- Every column of `sessions`, in its order. The route laid over a row is the newest one pointing
--- at its session whose entry is valid JSON (one row per session even if two routes point at it).
+-- at its session (one row per session even if two chats resumed it) whose entry is valid JSON and
+-- no older than the row: when one of two routes leaves, the row holds the values it left with,
+-- newer than the other route's until that one writes again (the last writer's, as before).
 CREATE VIEW sessions_now AS
 SELECT s.session_id, s.session_key, s.origin, s.platform, s.chat_id, s.participant_id, s.chat_type,
        s.display_name, s.created_at,
@@ -55,8 +57,10 @@ SELECT s.session_id, s.session_key, s.origin, s.platform, s.chat_id, s.participa
        coalesce(json_extract(r.entry, '$.cost_status'), s.cost_status) AS cost_status,
        s.title, s.rewind_count
 FROM sessions AS s
-LEFT JOIN routes AS r ON r.rowid = (SELECT rowid FROM routes WHERE session_id = s.session_id AND json_valid(entry)
-                                    ORDER BY updated_ts DESC LIMIT 1);
+LEFT JOIN routes AS r ON r.rowid = (
+    SELECT rowid FROM routes WHERE session_id = s.session_id
+        AND CASE WHEN json_valid(entry) THEN json_extract(entry, '$.updated_at') >= s.updated_at END
+    ORDER BY updated_ts DESC LIMIT 1);
 
 -- Turn markers are read once, at start (crash recovery), by a scan of `routes`; their partial
 -- index was written twice per message (the marker is set with the user message, cleared with
