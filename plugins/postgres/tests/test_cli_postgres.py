@@ -249,6 +249,15 @@ async def test_erase_user_is_refused_while_a_replica_holds_one_of_the_sessions(t
                                            "session(s), ")
 
 
+def _lease_to_other_replicas(pg_dsn, *, live: str, crashed: str) -> None:
+    """`live`'s lease held by replica-b for an hour more; `crashed`'s by replica-c, expired a
+    minute ago and never released (each a new fencing token)."""
+    _rows(pg_dsn, "UPDATE session_leases SET holder = 'replica-b', token = token + 1, "
+                  "expires_at = now() + interval '1 hour' WHERE session_key = %s RETURNING 1", (live,))
+    _rows(pg_dsn, "UPDATE session_leases SET holder = 'replica-c', token = token + 1, "
+                  "expires_at = now() - interval '1 minute' WHERE session_key = %s RETURNING 1", (crashed,))
+
+
 async def test_prune_keeps_the_routes_of_sessions_another_replica_holds(tmp_path, pg_dsn):
     """docs/operations.md §5, docs/architecture.md §7: the home lock cannot see the replicas of a
     server store, so prune keeps the route of a session another replica holds live (it is running
@@ -260,10 +269,7 @@ async def test_prune_keeps_the_routes_of_sessions_another_replica_holds(tmp_path
     _rows(pg_dsn, "UPDATE routes SET updated_ts = updated_ts - 10 * 86400 RETURNING 1")  # all idle 10 days
     _rows(pg_dsn, "UPDATE routes SET turn_started_ts = extract(epoch from now()) WHERE session_key = %s "
                   "RETURNING 1", (facts["group_key"],))
-    _rows(pg_dsn, "UPDATE session_leases SET holder = 'replica-b', token = token + 1, "
-                  "expires_at = now() + interval '1 hour' WHERE session_key = %s RETURNING 1", (facts["group_key"],))
-    _rows(pg_dsn, "UPDATE session_leases SET holder = 'replica-c', token = token + 1, "
-                  "expires_at = now() - interval '1 minute' WHERE session_key = %s RETURNING 1", (bob_key,))
+    _lease_to_other_replicas(pg_dsn, live=facts["group_key"], crashed=bob_key)
     code, out, err = gateway(["sessions", "prune", "--days", "1", "--yes"], home, pg_dsn)
     assert (code, err) == (0, "")
     assert out.splitlines() == [
@@ -296,10 +302,7 @@ async def test_prune_dry_run_says_which_routes_the_prune_would_keep_without_lock
     facts = await _populate(home, pg_dsn)
     bob_key = "agent:main:fake:dm:200"
     _rows(pg_dsn, "UPDATE routes SET updated_ts = updated_ts - 10 * 86400 RETURNING 1")  # all idle 10 days
-    _rows(pg_dsn, "UPDATE session_leases SET holder = 'replica-b', token = token + 1, "
-                  "expires_at = now() + interval '1 hour' WHERE session_key = %s RETURNING 1", (facts["group_key"],))
-    _rows(pg_dsn, "UPDATE session_leases SET holder = 'replica-c', token = token + 1, "
-                  "expires_at = now() - interval '1 minute' WHERE session_key = %s RETURNING 1", (bob_key,))
+    _lease_to_other_replicas(pg_dsn, live=facts["group_key"], crashed=bob_key)
     before = _every_row(pg_dsn)
     live = "leased by replica replica-b, which is working on it"
     crashed = ("replica replica-c stopped without releasing its lease: kept for the replica that takes it over "
