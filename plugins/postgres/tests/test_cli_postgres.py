@@ -329,6 +329,11 @@ async def test_prune_dry_run_says_which_routes_the_prune_would_keep_without_lock
     assert (code, err) == (0, "")
     assert json.loads(out) == {"removed": 1, "kept": [
         {"session_key": facts["group_key"], "reason": live}, {"session_key": bob_key, "reason": crashed}]}
+    # Every candidate left is kept: no "nothing to prune" above the lines saying what is kept.
+    code, out, err = gateway(["sessions", "prune", "--days", "1", "--dry-run"], home, pg_dsn)
+    assert (code, err, out.splitlines()) == (0, "", [
+        f"kept {facts['group_key']}: {live}", f"kept {bob_key}: {crashed}",
+        "0 session route(s) would be removed, 2 kept (dry run: nothing changed)"])
 
 
 def test_import_replace_keeps_a_shared_route_newer_than_the_file(tmp_path, pg_dsn):
