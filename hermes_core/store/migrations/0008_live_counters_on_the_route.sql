@@ -26,6 +26,8 @@ WHEN (old.session_id IS NOT new.session_id OR NOT json_valid(new.entry)) AND jso
         updated_at = max(updated_at, coalesce(json_extract(old.entry, '$.updated_at'), updated_at))
     WHERE session_id = old.session_id;
 END;
+-- Pruning: the same body as `routes_leave_au` (SQLite triggers share no body, and one trigger
+-- cannot fire on both UPDATE and DELETE): a change to one goes to the other.
 CREATE TRIGGER routes_leave_ad AFTER DELETE ON routes
 WHEN json_valid(old.entry) BEGIN
     UPDATE sessions SET
