@@ -142,7 +142,9 @@ def hermes_platform_notes(context: SessionContext) -> Iterable[str] | None:
     Returns: an iterable of str lines, or None for none. When the prompt is redacted (`pii_safe`
     adapter and `[redaction] enabled`) the core passes each line through the `llm_context`
     redaction rules, but rules only catch what they match (contact details, id shapes): do not
-    put raw user or chat ids in notes.
+    put raw user or chat ids in notes. The turn keeps the section it built with the session's
+    live transcript and builds it again only when the source or the sharing changes
+    (docs/behaviour.md §7): return the same lines for the same source.
     Wrap: no.
     Timeout: none.
     """

@@ -77,6 +77,8 @@ class CachedSession:
         last_flushed_idx: how many of `messages` are persisted in the store.
         turns_running: turns currently using the entry (> 0 = mid-turn).
         last_used: cache clock (seconds) of the last lookup or turn end.
+        prompt: the session-context prompt section of the last turn and what it was built from
+            (`(inputs, text)`, set by the turn; docs/behaviour.md §7), or None.
     """
 
     session_key: str
@@ -85,6 +87,7 @@ class CachedSession:
     last_flushed_idx: int
     last_used: float
     turns_running: int = 0
+    prompt: tuple[Any, str] | None = None
 
     @property
     def mid_turn(self) -> bool:

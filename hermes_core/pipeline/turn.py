@@ -291,8 +291,7 @@ async def _answer(deps: PipelineDeps, key: str, source, entry, context, adapter,
     store, cache = deps.store, deps.agent_cache
     # From here until record_reply the turn marker is set; if anything raises or the task is
     # cancelled first, the marker stays so start-up recovery can finish the turn (seed §7).
-    prompt = build_session_context_prompt(context, redact_pii=deps.config.redaction.enabled, pm=deps.pm,
-                                          specs={name: a.spec for name, a in deps.adapters.items()})
+    prompt = _context_prompt(deps, live, context)
     if entry.is_fresh_reset and not internal:
         # The first turn after /new or /reset (seed §2 `is_fresh_reset`): the chat's instructions once.
         block = chat_instructions_block(deps.pm, source)
@@ -365,6 +364,23 @@ async def _answer(deps: PipelineDeps, key: str, source, entry, context, adapter,
     return (TurnResult(status=status, session_id=entry.session_id, reply=owed or "", steered_used=len(taken),
                        usage=usage),
             prompt_tokens)
+
+
+def _context_prompt(deps: PipelineDeps, live, context) -> str:
+    """The session-context prompt section (`build_session_context_prompt`), built again only when
+    what it is made of changed since the session's last turn in the agent cache: the source
+    (names, topic, thread) and whether the session is shared. The rest (connected platforms,
+    home channels, the adapters' labels, the plugins' notes, pseudonyms and redaction rules)
+    is fixed while the gateway runs, and equal inputs give the same text (docs/behaviour.md §7:
+    the section stays the same from turn to turn). Building it costs several hook calls and
+    about a twentieth of a message's event-loop time (docs/behaviour.md §12)."""
+    inputs = (context.source, context.shared_multi_user_session)
+    if live.prompt is not None and live.prompt[0] == inputs:
+        return live.prompt[1]
+    prompt = build_session_context_prompt(context, redact_pii=deps.config.redaction.enabled, pm=deps.pm,
+                                          specs={name: a.spec for name, a in deps.adapters.items()})
+    live.prompt = (inputs, prompt)
+    return prompt
 
 
 def _take_steered(deps: PipelineDeps, key: str, live,

@@ -12,7 +12,7 @@ import logging
 import sqlite3
 from contextlib import closing
 from dataclasses import fields
-from functools import partial
+from functools import lru_cache, partial
 from typing import Any, Callable, Iterable, Sequence
 
 from ..model import SessionEntry, TokenUsage, format_timestamp
@@ -31,6 +31,11 @@ _MSG_COLS = ("session_id", "role", "content", "tool_call_id", "tool_name", "tool
              "platform_message_id", "timestamp", "reasoning")
 _INSERT_MSG = (f"INSERT INTO messages ({', '.join(_MSG_COLS)}) "
                f"VALUES ({', '.join('?' for _ in _MSG_COLS)})")
+# A reply's rows (tool calls, tool results, the reply) go in as one multi-row INSERT of up to this
+# many rows: each statement is one step, and each step hands the GIL back to the event loop and
+# has to win it again, which is what a group's wall time on the SQLite thread is made of while
+# the loop is busy (docs/behaviour.md §12). 100 rows are 900 parameters, far below SQLite's limit.
+_ROWS_PER_INSERT = 100
 _UPSERT_ROUTE = (
     "INSERT INTO routes (session_key, session_id, entry, updated_ts, suspended) VALUES (?, ?, ?, ?, ?) "
     "ON CONFLICT(session_key) DO UPDATE SET session_id = excluded.session_id, entry = excluded.entry, "
@@ -72,6 +77,25 @@ def _message_params(session_id: str, row: MessageRow) -> tuple:
     """`_INSERT_MSG` parameters of one row."""
     return (session_id, row.role, row.content, row.tool_call_id, row.tool_name, row.tool_calls,
             row.platform_message_id, row.timestamp, row.reasoning)
+
+
+@lru_cache(maxsize=_ROWS_PER_INSERT)
+def _insert_msgs_sql(count: int) -> str:
+    """`_INSERT_MSG` with `count` rows of values."""
+    one = f"({', '.join('?' for _ in _MSG_COLS)})"
+    return f"INSERT INTO messages ({', '.join(_MSG_COLS)}) VALUES {', '.join([one] * count)}"
+
+
+def _insert_messages(conn: sqlite3.Connection, session_id: str, rows: Sequence[MessageRow]) -> int | None:
+    """Insert `rows` in order, `_ROWS_PER_INSERT` per statement; returns the last row's id (None
+    without rows). SQLite inserts a multi-row VALUES in its order, and `lastrowid` is the last
+    row's (the full-text trigger's own inserts do not change it)."""
+    last = None
+    for start in range(0, len(rows), _ROWS_PER_INSERT):
+        chunk = rows[start:start + _ROWS_PER_INSERT]
+        params = [value for row in chunk for value in _message_params(session_id, row)]
+        last = conn.execute(_insert_msgs_sql(len(chunk)), params).lastrowid
+    return last
 
 
 def entry_json(entry: SessionEntry) -> str:
@@ -434,8 +458,8 @@ class SqliteBackend:
                                 obligation: NewObligation | None, before: Sequence[MessageRow], route: tuple | None,
                                 inbound_ids: Sequence[int], now_ts: float,
                                 conn: sqlite3.Connection) -> tuple[int | None, int | None]:
-        conn.executemany(_INSERT_MSG, [_message_params(session_id, r) for r in before])
-        message_id = self._insert_message(conn, session_id, row) if row is not None else None
+        last_id = _insert_messages(conn, session_id, [*before, row] if row is not None else before)
+        message_id = last_id if row is not None else None
         ob_id = None
         if obligation is not None:
             carried = message_id if message_id is not None else obligation.message_id

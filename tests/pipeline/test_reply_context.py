@@ -2,6 +2,7 @@
 message, never the system prompt and never the transcript (docs/behaviour.md §7)."""
 
 from hermes_core.agents.echo import EchoAgent
+from hermes_core.markers import hookimpl
 from hermes_core.model import MessageEvent, SessionSource
 from hermes_core.model.events import event_from_dict, event_to_dict
 from hermes_core.pipeline.busy import BURST, Job
@@ -82,5 +83,36 @@ async def test_the_agent_reads_the_prefix_the_transcript_keeps_the_text_the_syst
         entry = await app.store.get_entry(KEY)
         stored = [m["content"] for m in await app.store.load_transcript(entry.session_id) if m["role"] == "user"]
         assert stored == ["first", "and this?"]
+    finally:
+        await app.stop()
+
+
+class CountedNotes:
+    """A platform plugin's notes, counting how often the prompt section is built."""
+
+    def __init__(self):
+        self.calls = 0
+
+    @hookimpl
+    def hermes_platform_notes(self, context):
+        self.calls += 1
+        return ["Replies are plain text."]
+
+
+async def test_the_prompt_section_is_built_again_only_when_the_source_changes(tmp_path):
+    # docs/behaviour.md §7: the section is kept with the session's live transcript and built
+    # again when the source it shows changed (here the user's display name).
+    agent, notes = Recording(), CountedNotes()
+    app = await start_app(tmp_path, RecordingAdapter(), agent)
+    app.pm.register(notes, name="counted-notes")
+    try:
+        for number, name in enumerate(["Ann", "Ann", "Ann", "Annie"]):
+            await app.runner.handle(MessageEvent(source=dm(name=name), text=f"m{number}", message_id=f"m{number}"))
+            await app.runner.join()
+        prompts = [prompt for _, prompt in agent.calls]
+        assert notes.calls == 2
+        assert prompts[0] == prompts[1] == prompts[2]
+        assert '**User:** "Ann"' in prompts[0] and '**User:** "Annie"' in prompts[3]
+        assert "Replies are plain text." in prompts[3]
     finally:
         await app.stop()

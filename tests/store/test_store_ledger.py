@@ -100,3 +100,20 @@ async def test_delivery_reports_older_than_a_day_are_not_matched(home_config, cl
         await _delivered(store, WA, WA_KEY, "reply", ["wamid.OLD"])
         clock.advance(86401)
         assert await store.settle_sent_message("whatsapp_cloud", "wamid.OLD", "failed", "late") is None
+
+
+async def test_a_reply_after_many_tool_steps_keeps_their_order_and_owes_the_reply_itself(home_config, clock):
+    # The rows before a reply go in as multi-row inserts of up to 100 rows; the obligation must
+    # still point at the reply (docs/behaviour.md §6), and the transcript keep the agent's order.
+    config, _ = home_config
+    steps = [{"role": "assistant", "content": f"step {n}"} for n in range(101)]
+    async with SessionStore(config.sessions_dir, config, clock=clock) as store:
+        entry = await store.get_or_create_session(DM)
+        await store.begin_turn(KEY, entry.session_id, {"role": "user", "content": "q"})
+        ob = await store.record_reply(KEY, entry.session_id, {"role": "assistant", "content": "finalanswer"},
+                                      origin=DM, content="finalanswer", before=steps)
+        contents = [m["content"] for m in await store.load_transcript(entry.session_id)]
+        assert contents == ["q"] + [f"step {n}" for n in range(101)] + ["finalanswer"]
+        [hit] = await store.search_transcripts("finalanswer")
+        [row] = await store.open_obligations()
+        assert (row["id"], row["message_id"]) == (ob, hit["message_id"])
