@@ -9,11 +9,14 @@ already) with `RECOVERED_PREFIX`, a 'pending' or 'failed' one plainly.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from typing import Any, Callable, Coroutine
 
 from ..model.source import SessionSource
+from ..store.backend import lease_scope, scope_tokens
 from ..store.ledger import MAX_AGE_S, MAX_ATTEMPTS, recovered_text
+from ..store.records import SentOutcome
 from .deps import PipelineDeps
 
 log = logging.getLogger(__name__)
@@ -22,17 +25,17 @@ log = logging.getLogger(__name__)
 async def send_obligation(deps: PipelineDeps, obligation_id: int, target: SessionSource, text: str, *,
                           session_key: str, session_id: str | None, reply_to: str | None,
                           kind: str = "reply", attempting: bool = False,
-                          detach: Callable[[Coroutine[Any, Any, None]], None] | None = None) -> bool:
+                          recorder: "OutcomeRecorder | None" = None) -> bool:
     """Send obligation `obligation_id` (`text` to `target`) and record the outcome.
 
     Args:
         attempting: the obligation was recorded 'attempting' with this attempt counted (the
             live path, `store.record_reply(sending=True)`): no write before the send.
-        detach: runs a coroutine as a tracked background task (`GatewayRunner`): the outcome is
-            then recorded there and this returns once the send is done, so the session's next
-            write need not wait for that commit (docs/behaviour.md §12). A crash before it
-            commits is a crash during the send (re-sent once, labelled, §6); a failure to record
-            it is logged. None: recorded before this returns.
+        recorder: records the outcome off the session's path (`OutcomeRecorder`): this returns
+            once the send is done, so the session's next write need not wait for that commit
+            (docs/behaviour.md §12). A crash before it commits is a crash during the send
+            (re-sent once, labelled, §6); a failure to record it is logged. None: recorded
+            before this returns.
 
     Returns:
         True when delivered. A missing adapter or a failed send leaves it 'failed' (retried at
@@ -47,21 +50,80 @@ async def send_obligation(deps: PipelineDeps, obligation_id: int, target: Sessio
         await store.start_delivery(obligation_id)
     outcome = await deps.deliverer.deliver(adapter, target, text, session_key=session_key,
                                            session_id=session_id, reply_to=reply_to, kind=kind)
-    record = store.finish_delivery(obligation_id, outcome.delivered, outcome.error, sent_ids=outcome.message_ids)
-    if detach is None:
-        await record
+    if recorder is None:
+        await store.finish_delivery(obligation_id, outcome.delivered, outcome.error, sent_ids=outcome.message_ids)
     else:
-        detach(_logged(record, obligation_id, session_key))
+        recorder.add(session_key, SentOutcome(obligation_id, outcome.delivered, outcome.error, outcome.message_ids))
     return outcome.delivered
 
 
-async def _logged(record: Coroutine[Any, Any, None], obligation_id: int, session_key: str) -> None:
-    try:
-        await record
-    except Exception as exc:
-        log.error("obligation %s of %s was sent but its outcome could not be recorded (%s); the next start "
-                  "sends it again, labelled as a possible duplicate", obligation_id, session_key,
-                  " ".join(str(exc).split()))
+class OutcomeRecorder:
+    """Records the outcomes of sends off the sessions' paths, those that came in together in one
+    store write (docs/behaviour.md §12 "'delivered' off the session's path").
+
+    `add` only queues an outcome; one background task at a time (started with `spawn`, which
+    tracks it, `GatewayRunner._side_task`) writes what is queued with `store.finish_deliveries`,
+    then what came in meanwhile, until nothing is left. Under load that is one write, and one
+    group member, for the outcomes of many sessions, instead of a task, a coroutine and a member
+    for each. On a store that leases sessions to replicas each outcome is written apart, under
+    the lease tokens of the job that sent it (`lease_scope`), as that job's own writes are: a
+    job whose lease was lost records nothing more. An outcome that could not be recorded is
+    logged with its obligation and session: the obligation stays 'attempting', so the next start
+    sends it again, labelled (§6).
+
+    Args:
+        store: the SessionStore.
+        spawn: runs a coroutine as a tracked background task.
+    """
+
+    def __init__(self, store: Any, spawn: Callable[[Coroutine[Any, Any, None]], asyncio.Task]) -> None:
+        self._store = store
+        self._spawn = spawn
+        self._queued: list[tuple[str, SentOutcome, dict[str, int] | None]] = []
+        self._task: asyncio.Task | None = None
+
+    def add(self, session_key: str, outcome: SentOutcome) -> None:
+        """Queue `outcome` (of a send for `session_key`, from the job that sent it) for the next
+        write."""
+        self._queued.append((session_key, outcome, scope_tokens()))
+        # A running task sees it at its next look at the queue: nothing awaits between its last
+        # look and its end, so an outcome queued here is never left behind.
+        if self._task is None or self._task.done():
+            self._task = self._spawn(self._write())
+
+    async def _write(self) -> None:
+        while self._queued:
+            batch, self._queued = self._queued, []
+            keys = {outcome.obligation_id: key for key, outcome, _ in batch}
+            try:
+                if self._store.leased:
+                    failed = await self._write_fenced(batch)
+                else:
+                    failed = await self._store.finish_deliveries([outcome for _, outcome, _ in batch])
+            except Exception as exc:
+                failed = [(ob_id, exc) for ob_id in keys]
+            for ob_id, exc in failed:
+                log.error("obligation %s of %s was sent but its outcome could not be recorded (%s); the next "
+                          "start sends it again, labelled as a possible duplicate", ob_id, keys.get(ob_id),
+                          " ".join(str(exc).split()))
+
+    async def _write_fenced(self, batch: list[tuple[str, SentOutcome, dict[str, int] | None]]
+                            ) -> list[tuple[int, Exception]]:
+        """Each outcome in a task of its own started in its job's lease scope (the task keeps
+        that context); returns the failures."""
+        tasks = []
+        for _, outcome, tokens in batch:
+            with lease_scope(tokens):
+                tasks.append(asyncio.ensure_future(self._store.finish_deliveries([outcome])))
+        failed: list[tuple[int, Exception]] = []
+        for (_, outcome, _), result in zip(batch, await asyncio.gather(*tasks, return_exceptions=True)):
+            if isinstance(result, Exception):
+                failed.append((outcome.obligation_id, result))
+            elif isinstance(result, BaseException):
+                raise result
+            else:
+                failed.extend(result)
+        return failed
 
 
 async def redeliver(deps: PipelineDeps, ob: dict[str, Any]) -> str:

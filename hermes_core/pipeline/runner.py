@@ -64,7 +64,7 @@ from . import commands
 from .busy import COMMAND, CONTROL, INTERNAL, STEERED_TEXT, TURN, Acceptance, Job, SessionQueue
 from .placement import ANSWER_NOW, CLEAR_SLOT, FRONT, HAND_TO_TURN, MERGE, MODES, Placement, place
 from .deps import PipelineDeps, maybe_await
-from .ledger import redeliver
+from .ledger import OutcomeRecorder, redeliver
 from .notices import INTERNAL_ERROR, failure_notice
 from .turn import run_turn
 
@@ -109,6 +109,8 @@ class GatewayRunner:
         # Acknowledgements, immediate command answers, interrupt retries: tracked so `join()`
         # and `drain()` wait for (or cancel) them too.
         self._side: set[asyncio.Task] = set()
+        # The outcomes of replies sent, recorded together off the sessions' paths (a side task).
+        self._outcomes = OutcomeRecorder(deps.store, self._side_task)
         self._idle = asyncio.Event()
         self._idle.set()
         self._closed = False
@@ -526,11 +528,12 @@ class GatewayRunner:
         while worker.current is job and not job.answered and not self.deps.agent.interrupt(key):
             await asyncio.sleep(self.INTERRUPT_RETRY_S)
 
-    def _side_task(self, coro: Any) -> None:
+    def _side_task(self, coro: Any) -> asyncio.Task:
         task = asyncio.create_task(coro)
         self._side.add(task)
         self._idle.clear()
         task.add_done_callback(self._side_done)
+        return task
 
     def _side_done(self, task: asyncio.Task) -> None:
         self._side.discard(task)
@@ -708,7 +711,7 @@ class GatewayRunner:
         result = await run_turn(self.deps, key, event, inbound_id=inbound_id, as_recorded=as_recorded,
                                 steered=job.steered, on_answered=answered,
                                 accept_event=acceptance.event if acceptance is not None and acceptance.pending else None,
-                                on_accepted=accepted, detach=self._side_task)
+                                on_accepted=accepted, recorder=self._outcomes)
         job.finished.update(i for _, i in job.steered[:result.steered_used] if i is not None)
         leftover = job.steered[result.steered_used:]
         if leftover:

@@ -46,7 +46,7 @@ from .compression import compress_session, should_compress
 from .context import (build_session_context, build_session_context_prompt, chat_instructions_block, sender_prefix,
                       should_redact)
 from .deps import PipelineDeps, maybe_await
-from .ledger import send_obligation
+from .ledger import OutcomeRecorder, send_obligation
 from .notices import AGENT_FAILED, AGENT_TIMEOUT, failure_notice, tell_pending_notice
 from .reply_context import quoted_context
 from .typing_indicator import typing_while
@@ -134,7 +134,7 @@ async def run_turn(deps: PipelineDeps, key: str, event: MessageEvent, *, inbound
                    on_answered: Callable[[], None] | None = None,
                    accept_event: dict[str, Any] | None = None,
                    on_accepted: Callable[[int | None], None] | None = None,
-                   detach: Callable[[Any], None] | None = None) -> TurnResult:
+                   recorder: OutcomeRecorder | None = None) -> TurnResult:
     """Run one turn for `event` in session `key` and deliver the answer; the turn is counted
     (`hermes_turns_total`, its duration) and logged in one structured line whatever its outcome
     (`error`: an exception, `cancelled`: the task was cancelled, e.g. by the shutdown drain).
@@ -157,8 +157,8 @@ async def run_turn(deps: PipelineDeps, key: str, event: MessageEvent, *, inbound
             stored: its error propagates). `on_accepted(inbound_id)` is called once it committed;
             None there is a duplicate: the turn ends with status `duplicate`, nothing recorded,
             counted or logged as a turn.
-        detach: runs a coroutine as a tracked background task: the reply's 'delivered' mark is
-            recorded there (`ledger.send_obligation(detach=)`), off the session's path.
+        recorder: records the reply's 'delivered' mark off the session's path
+            (`ledger.send_obligation(recorder=)`).
 
     After a completed turn whose prompt exceeded the configured share of the context window, the
     transcript is compressed (`compression`; docs/behaviour.md §11). The first turn after `/new` or
@@ -171,7 +171,7 @@ async def run_turn(deps: PipelineDeps, key: str, event: MessageEvent, *, inbound
     try:
         result = await _run_turn(deps, key, event, inbound_id=inbound_id, resume=resume, as_recorded=as_recorded,
                                  steered=steered, on_answered=on_answered, accept_event=accept_event,
-                                 on_accepted=on_accepted, detach=detach)
+                                 on_accepted=on_accepted, recorder=recorder)
         outcome, usage = result.status, result.usage
         return result
     except asyncio.CancelledError:
@@ -190,7 +190,7 @@ async def run_turn(deps: PipelineDeps, key: str, event: MessageEvent, *, inbound
 async def _run_turn(deps: PipelineDeps, key: str, event: MessageEvent, *, inbound_id: int | None,
                     resume: bool, as_recorded: bool, steered: list[tuple[MessageEvent, int | None]] | None,
                     on_answered: Callable[[], None] | None, accept_event: dict[str, Any] | None,
-                    on_accepted: Callable[[int | None], None] | None, detach: Callable[[Any], None] | None
+                    on_accepted: Callable[[int | None], None] | None, recorder: OutcomeRecorder | None
                     ) -> TurnResult:
     store, source = deps.store, event.source
     adapter = deps.adapters[source.platform]
@@ -243,7 +243,7 @@ async def _run_turn(deps: PipelineDeps, key: str, event: MessageEvent, *, inboun
     try:
         result, prompt_tokens = await _answer(deps, key, source, entry, context, adapter, live, history, text,
                                               recorded_user, reply_to=reply_to, internal=internal,
-                                              inbound_id=inbound_id, on_answered=on_answered, detach=detach,
+                                              inbound_id=inbound_id, on_answered=on_answered, recorder=recorder,
                                               steered=steered if steered is not None else [])
     except BaseException:
         # A failed store write or a cancelled turn: the live transcript may no longer match
@@ -285,7 +285,7 @@ async def _answer(deps: PipelineDeps, key: str, source, entry, context, adapter,
                   inbound_id: int | None,
                   steered: list[tuple[MessageEvent, int | None]],
                   on_answered: Callable[[], None] | None = None,
-                  detach: Callable[[Any], None] | None = None) -> tuple[TurnResult, int]:
+                  recorder: OutcomeRecorder | None = None) -> tuple[TurnResult, int]:
     """The rest of the turn once the user message is recorded: agent, reply, delivery.
     Returns the TurnResult and the prompt tokens the agent reported (0 when it did not answer)."""
     store, cache = deps.store, deps.agent_cache
@@ -352,7 +352,7 @@ async def _answer(deps: PipelineDeps, key: str, source, entry, context, adapter,
     if ob_id is not None:
         await send_obligation(deps, ob_id, source, owed, session_key=key, session_id=entry.session_id,
                               reply_to=reply_to, kind="reply" if status == "completed" else "notice",
-                              attempting=True, detach=detach)
+                              attempting=True, recorder=recorder)
     if status == "completed":
         if deps.on_turn_completed is not None:
             await maybe_await(deps.on_turn_completed(key))

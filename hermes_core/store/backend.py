@@ -183,6 +183,13 @@ class StoreBackend(Protocol):
         """Set an obligation's state (counting an attempt when `attempt`; `sent_ids`, a JSON
         array text, replaces the recorded platform message ids when given)."""
 
+    async def obligations_finished(self, finished: Sequence[tuple[int, str, str | None, str | None]],
+                                   now_iso: str, now_ts: float) -> list[tuple[int, Exception]]:
+        """Set the final state of several obligations, each `(ob_id, state, error, sent_ids)` as
+        in `obligation_update` (no attempt counted), in as few writes as the engine allows: the
+        outcomes of sends recorded together (docs/behaviour.md §6, §12). Returns the obligations
+        whose state could not be set, each with its error (empty when all were)."""
+
     async def obligation_by_sent_id(self, platform: str, sent_id: str, since_ts: float) -> tuple[int, str] | None:
         """`(id, state)` of the newest obligation to `platform` changed at or after `since_ts`
         whose `sent_ids` hold `sent_id`, or None."""
@@ -300,7 +307,7 @@ _LEASE_SCOPE: ContextVar[dict[str, int] | None] = ContextVar("hermes_lease_scope
 
 
 @contextmanager
-def lease_scope() -> Iterator[dict[str, int]]:
+def lease_scope(tokens: dict[str, int] | None = None) -> Iterator[dict[str, int]]:
     """Run one unit of work (a job of the runner) under the lease tokens it first writes with.
 
     Inside the scope, the first write for a session key fixes the token of the lease this
@@ -308,8 +315,12 @@ def lease_scope() -> Iterator[dict[str, int]]:
     that same token. So work begun under a lease this replica lost can never write again, not
     even after the replica took the session back under a new token. Yields the `{key: token}`
     map (tasks started inside the scope share it).
+
+    Args:
+        tokens: the map of a scope to continue (`scope_tokens()` of work that left a write to be
+            done later, off its task); None starts a new one.
     """
-    tokens: dict[str, int] = {}
+    tokens = {} if tokens is None else tokens
     reset = _LEASE_SCOPE.set(tokens)
     try:
         yield tokens

@@ -32,7 +32,7 @@ from typing import Any, Iterable, Sequence
 
 from ..model import SessionSource, TokenUsage, format_timestamp
 from ..model.text import to_json
-from .records import MessageRow, NewObligation
+from .records import MessageRow, NewObligation, SentOutcome
 from .rows import normalize_message
 
 log = logging.getLogger(__name__)
@@ -152,11 +152,28 @@ class LedgerOps:
                 None entries are skipped). Recorded so that a later delivery report of the
                 platform settles this obligation (`settle_sent_message`).
         """
+        failed = await self.finish_deliveries([SentOutcome(obligation_id, delivered, error, tuple(sent_ids))])
+        if failed:
+            raise failed[0][1]
+
+    async def finish_deliveries(self, outcomes: Sequence[SentOutcome]) -> list[tuple[int, Exception]]:
+        """`finish_delivery` for several sends at once, in as few writes as the engine allows
+        (SQLite: one, all or none; docs/behaviour.md §12 "'delivered' off the session's path").
+
+        Returns:
+            `(obligation_id, error)` of each outcome that could not be recorded (empty when all
+            were): the obligation stays as it was ('attempting' on the live path, so the next
+            start sends it again, labelled).
+        """
+        if not outcomes:
+            return []
         now = self._now()
-        ids = [str(i) for i in sent_ids if i]
-        await self._b().obligation_update(obligation_id, "delivered" if delivered else "failed",
-                                          format_timestamp(now), now.timestamp(), error=error,
-                                          sent_ids=to_json(ids) if ids else None)
+        finished = []
+        for outcome in outcomes:
+            ids = [str(i) for i in outcome.sent_ids if i]
+            finished.append((outcome.obligation_id, "delivered" if outcome.delivered else "failed", outcome.error,
+                             to_json(ids) if ids else None))
+        return await self._b().obligations_finished(finished, format_timestamp(now), now.timestamp())
 
     async def settle_sent_message(self, platform: str, message_id: str, status: str,
                                   error: str | None = None) -> int | None:

@@ -244,3 +244,15 @@ class RemovalPlan:
             ("intake", "inbound", "session_key", list(self.keys)),
             ("intake", "inbound", "id", list(self.intake)),
         ]
+
+
+@dataclass(frozen=True, slots=True)
+class SentOutcome:
+    """The outcome of one send, to record on its obligation (`finish_deliveries`): delivered or
+    failed with `error`, and the platform message ids of the chunks that went out (None entries
+    skipped)."""
+
+    obligation_id: int
+    delivered: bool
+    error: str | None = None
+    sent_ids: tuple[str | None, ...] = ()

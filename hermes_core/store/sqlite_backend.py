@@ -36,6 +36,9 @@ _INSERT_MSG = (f"INSERT INTO messages ({', '.join(_MSG_COLS)}) "
 # has to win it again, which is what a group's wall time on the SQLite thread is made of while
 # the loop is busy (docs/behaviour.md §12). 100 rows are 900 parameters, far below SQLite's limit.
 _ROWS_PER_INSERT = 100
+_UPDATE_OBLIGATION = ("UPDATE delivery_obligations SET state = ?, attempts = attempts + ?, "
+                      "last_error = coalesce(?, last_error), sent_ids = coalesce(?, sent_ids), updated_at = ?, "
+                      "updated_ts = ? WHERE id = ?")
 _UPSERT_ROUTE = (
     "INSERT INTO routes (session_key, session_id, entry, updated_ts, suspended) VALUES (?, ?, ?, ?, ?) "
     "ON CONFLICT(session_key) DO UPDATE SET session_id = excluded.session_id, entry = excluded.entry, "
@@ -479,10 +482,20 @@ class SqliteBackend:
     async def obligation_update(self, ob_id: int, state: str, now_iso: str, now_ts: float, *,
                                 attempt: bool = False, error: str | None = None,
                                 sent_ids: str | None = None) -> None:
-        await self.db.write_one(
-            "UPDATE delivery_obligations SET state = ?, attempts = attempts + ?, last_error = coalesce(?, last_error), "
-            "sent_ids = coalesce(?, sent_ids), updated_at = ?, updated_ts = ? WHERE id = ?",
-            (state, 1 if attempt else 0, error, sent_ids, now_iso, now_ts, ob_id))
+        await self.db.write_one(_UPDATE_OBLIGATION, (state, 1 if attempt else 0, error, sent_ids, now_iso, now_ts,
+                                                     ob_id))
+
+    async def obligations_finished(self, finished: Sequence[tuple[int, str, str | None, str | None]],
+                                   now_iso: str, now_ts: float) -> list[tuple[int, Exception]]:
+        # One write for all: it is one transaction, so it stores all of them or none.
+        if not finished:
+            return []
+        try:
+            await self.db.executemany(_UPDATE_OBLIGATION, [(state, 0, error, sent_ids, now_iso, now_ts, ob_id)
+                                                           for ob_id, state, error, sent_ids in finished])
+        except Exception as exc:
+            return [(ob_id, exc) for ob_id, *_ in finished]
+        return []
 
     async def obligation_by_sent_id(self, platform: str, sent_id: str, since_ts: float) -> tuple[int, str] | None:
         # The updated_ts index bounds the scan to the last day's obligations; json_each reads

@@ -340,6 +340,24 @@ class StoreBackendContract:
         await b.obligation_update(ob_id, "delivered", "2026-01-01T12:00:03Z", T0.timestamp() + 3, error="read")
         assert await b.obligation_by_sent_id("telegram", "wamid.1", T0.timestamp() + 2) == (ob_id, "delivered")
 
+    async def test_the_outcomes_of_several_sends_are_recorded_together(self, store_backend):
+        # docs/behaviour.md §12 "'delivered' off the session's path": each keeps its attempts,
+        # takes its own state, error and ids; an empty list writes nothing.
+        b = store_backend
+        await b.save(entry(), new_session=True)
+        _, first = await b.record_reply(KEY, SID, row("assistant", "one"), obligation(KEY, SID, "one"))
+        _, second = await b.record_reply(KEY, SID, row("assistant", "two"), obligation(KEY, SID, "two"))
+        await b.obligation_update(first, "attempting", "2026-01-01T12:00:01Z", T0.timestamp() + 1, attempt=True)
+        assert await b.obligations_finished([], "2026-01-01T12:00:02Z", T0.timestamp() + 2) == []
+        assert await b.obligations_finished(
+            [(first, "delivered", None, '["m.1"]'), (second, "failed", "HTTP 502", None)],
+            "2026-01-01T12:00:03Z", T0.timestamp() + 3) == []
+        [failed] = await b.obligations(("failed",))
+        assert (failed.id, failed.attempts, failed.last_error, failed.updated_ts) == (
+            second, 0, "HTTP 502", T0.timestamp() + 3)
+        assert await b.obligations(("pending", "attempting")) == []
+        assert await b.obligation_by_sent_id("telegram", "m.1", T0.timestamp()) == (first, "delivered")
+
     # ---- intake --------------------------------------------------------------------------
 
     async def test_intake_dedupe_order_merge_and_prune(self, store_backend):

@@ -130,7 +130,7 @@ async def test_a_delivered_mark_that_cannot_be_written_is_logged_and_resent_labe
         raise sqlite3.OperationalError("disk I/O error")
 
     try:
-        app.store.finish_delivery = broken
+        app.store.finish_deliveries = broken
         await say(app, dm(), "hello", "m1")
         assert adapter.texts() == ["ok hello"]  # no error notice: the reply went out
         states = await app.store._b().db.fetchall("SELECT state FROM delivery_obligations")

@@ -111,15 +111,15 @@ async def test_a_message_while_the_delivery_is_written_down_is_the_next_turn(tmp
     adapter, agent = ChatAdapter(), CountingEchoAgent()
     app = await start_app(tmp_path, adapter, agent)
     writing, release = asyncio.Event(), asyncio.Event()
-    finish_delivery = app.store.finish_delivery
+    finish_deliveries = app.store.finish_deliveries
 
-    async def held_finish_delivery(*args, **kwargs):
+    async def held_finish_deliveries(*args, **kwargs):
         if not writing.is_set():
             writing.set()
             await release.wait()
-        return await finish_delivery(*args, **kwargs)
+        return await finish_deliveries(*args, **kwargs)
 
-    app.store.finish_delivery = held_finish_delivery
+    app.store.finish_deliveries = held_finish_deliveries
     try:
         await app.runner.handle(MessageEvent(source=dm(), text="first", message_id="m1"))
         await until(writing.is_set)
@@ -147,7 +147,7 @@ async def test_an_interrupt_that_came_too_late_stops_trying_once_the_reply_is_re
     app.runner.INTERRUPT_RETRY_S = 0
     recording, release_record = asyncio.Event(), asyncio.Event()
     delivering, release_delivery = asyncio.Event(), asyncio.Event()
-    record_reply, finish_delivery = app.store.record_reply, app.store.finish_delivery
+    record_reply, finish_deliveries = app.store.record_reply, app.store.finish_deliveries
 
     async def held_record_reply(*args, **kwargs):
         if not recording.is_set():
@@ -155,13 +155,13 @@ async def test_an_interrupt_that_came_too_late_stops_trying_once_the_reply_is_re
             await release_record.wait()
         return await record_reply(*args, **kwargs)
 
-    async def held_finish_delivery(*args, **kwargs):
+    async def held_finish_deliveries(*args, **kwargs):
         if not delivering.is_set():
             delivering.set()
             await release_delivery.wait()
-        return await finish_delivery(*args, **kwargs)
+        return await finish_deliveries(*args, **kwargs)
 
-    app.store.record_reply, app.store.finish_delivery = held_record_reply, held_finish_delivery
+    app.store.record_reply, app.store.finish_deliveries = held_record_reply, held_finish_deliveries
     try:
         await app.runner.handle(MessageEvent(source=dm(), text="first", message_id="m1"))
         await until(recording.is_set)  # the agent has answered; the reply is not recorded yet

@@ -211,3 +211,52 @@ async def test_failed_send_stays_owed_and_is_sent_at_the_next_start(tmp_path):
         assert ledger_rows(tmp_path) == [("echo: hi", "delivered", 2)]
     finally:
         await app.stop()
+
+
+async def test_the_outcomes_of_sends_that_came_in_together_are_one_write(tmp_path, caplog):
+    # docs/behaviour.md §12 "'delivered' off the session's path": three sessions' outcomes queued
+    # while nothing records yet go into one commit; a write that fails names every obligation.
+    from hermes_core.model import SessionSource
+    from hermes_core.pipeline.ledger import OutcomeRecorder
+    from hermes_core.store import SessionStore
+    from hermes_core.store.records import SentOutcome
+
+    config = GatewayConfig(home=tmp_path)
+    spawned: list[asyncio.Task] = []
+
+    def spawn(coro):
+        spawned.append(asyncio.ensure_future(coro))
+        return spawned[-1]
+
+    async with SessionStore(config.sessions_dir, config) as store:
+        obligations = []
+        for chat in ("1", "2", "3"):
+            source = SessionSource("telegram", chat, chat_type="dm", user_id=chat)
+            key = store.session_key(source)
+            entry = await store.get_or_create_session(source)
+            await store.begin_turn(key, entry.session_id, {"role": "user", "content": "q"})
+            obligations.append((key, await store.record_reply(key, entry.session_id, {"role": "assistant",
+                                                                                        "content": "a"},
+                                                              origin=source, content="a", sending=True)))
+        recorder = OutcomeRecorder(store, spawn)
+        commits = store._b().db.commits
+        for key, ob in obligations:
+            recorder.add(key, SentOutcome(ob, True, sent_ids=(f"sent-{ob}",)))
+        await asyncio.gather(*spawned)
+        assert len(spawned) == 1
+        assert store._b().db.commits - commits == 1
+        assert [o["state"] for o in await store.obligations_in("delivered")] == ["delivered"] * 3
+
+        async def broken(outcomes):
+            raise sqlite3.OperationalError("disk I/O error")
+
+        store.finish_deliveries = broken
+        recorder.add("agent:main:telegram:dm:1", SentOutcome(obligations[0][1], False, "HTTP 502"))
+        recorder.add("agent:main:telegram:dm:2", SentOutcome(obligations[1][1], True))
+        await asyncio.gather(*spawned)
+        assert len(spawned) == 2
+        assert [r.getMessage() for r in caplog.records if "could not be recorded" in r.getMessage()] == [
+            f"obligation {obligations[0][1]} of agent:main:telegram:dm:1 was sent but its outcome could not be "
+            "recorded (disk I/O error); the next start sends it again, labelled as a possible duplicate",
+            f"obligation {obligations[1][1]} of agent:main:telegram:dm:2 was sent but its outcome could not be "
+            "recorded (disk I/O error); the next start sends it again, labelled as a possible duplicate"]

@@ -105,8 +105,9 @@ def test_the_one_engine_implements_the_backend_protocol_with_typed_records():
 
     methods = sorted(n for n, v in vars(StoreBackend).items() if inspect.iscoroutinefunction(v))
     # obligation_by_sent_id: delivery reports (docs/behaviour.md §6); adoptable_session: pruning
-    # keeps sessions (§2); set_title, recent_sessions: conversation commands (§11)
-    assert len(methods) == 45
+    # keeps sessions (§2); set_title, recent_sessions: conversation commands (§11);
+    # obligations_finished: the outcomes of sends recorded together (§12)
+    assert len(methods) == 46
     assert [n for n in methods if not inspect.iscoroutinefunction(getattr(SqliteBackend, n, None))] == []
     for name in methods:
         assert list(inspect.signature(getattr(SqliteBackend, name)).parameters) == list(

@@ -678,6 +678,19 @@ class PostgresBackend:
                 "updated_ts = %s WHERE id = %s",
                 (state, 1 if attempt else 0, error, sent_ids, now_iso, now_ts, ob_id))
 
+    async def obligations_finished(self, finished: Sequence[tuple[int, str, str | None, str | None]],
+                                   now_iso: str, now_ts: float) -> list[tuple[int, Exception]]:
+        # Each in a transaction of its own, fenced by its own session's lease: one obligation of a
+        # session this replica lost must not cost the others their state.
+        results = await asyncio.gather(*(self.obligation_update(ob_id, state, now_iso, now_ts, error=error,
+                                                                sent_ids=sent_ids)
+                                         for ob_id, state, error, sent_ids in finished), return_exceptions=True)
+        failed = [(ob_id, result) for (ob_id, *_), result in zip(finished, results) if isinstance(result, BaseException)]
+        for _, result in failed:
+            if not isinstance(result, Exception):  # a cancellation is not an outcome to report
+                raise result
+        return failed
+
     async def obligation_by_sent_id(self, platform: str, sent_id: str, since_ts: float) -> tuple[int, str] | None:
         # The updated_ts index bounds the scan to the last day's obligations.
         row = await self._one(

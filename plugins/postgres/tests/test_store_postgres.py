@@ -92,3 +92,44 @@ async def test_a_role_without_rights_on_the_schema_fails_the_start_naming_the_st
     assert str(caught.value) == (f"PostgreSQL store 127.0.0.1:{pg_cluster.port}/{database} cannot be used: "
                                  "permission denied for schema public")
     assert store.is_open is False
+
+
+async def test_outcomes_recorded_together_keep_the_lease_of_the_job_that_sent_each(tmp_path, pg_dsn):
+    # docs/behaviour.md §12 "'delivered' off the session's path": on a leased store each outcome
+    # is written under its own job's lease tokens; a job whose lease was lost records nothing.
+    import asyncio
+
+    import psycopg
+
+    from hermes_core.pipeline.ledger import OutcomeRecorder
+    from hermes_core.store.backend import lease_scope
+    from hermes_core.store.records import SentOutcome
+
+    spawned = []
+
+    def spawn(coro):
+        spawned.append(asyncio.ensure_future(coro))
+        return spawned[-1]
+
+    async with SessionStore(tmp_path / "home" / "sessions", config(tmp_path, dsn=pg_dsn)) as store:
+        recorder = OutcomeRecorder(store, spawn)
+        obligations = {}
+        for chat in ("1", "2"):
+            source = SessionSource(platform="telegram", chat_id=chat, user_id=chat)
+            entry = await store.get_or_create_session(source)
+            with lease_scope():  # a job: the reply, then its outcome queued
+                await store.begin_turn(entry.session_key, entry.session_id, {"role": "user", "content": "q"})
+                obligations[chat] = await store.record_reply(
+                    entry.session_key, entry.session_id, {"role": "assistant", "content": "a"}, origin=source,
+                    content="a", sending=True)
+                if chat == "1":  # this job's lease runs out and the replica takes the session back
+                    with psycopg.connect(pg_dsn, autocommit=True) as conn:
+                        conn.execute("UPDATE session_leases SET expires_at = now() - interval '1 second' "
+                                     "WHERE session_key = %s", (entry.session_key,))
+                    await store._b().renew_leases()
+                    await store._b().acquire_lease(entry.session_key)
+                recorder.add(entry.session_key, SentOutcome(obligations[chat], True))
+        await asyncio.gather(*spawned)
+        states = {o["id"]: o["state"] for o in await store.open_obligations()}
+        assert states == {obligations["1"]: "attempting"}
+        assert [o["id"] for o in await store.obligations_in("delivered")] == [obligations["2"]]
