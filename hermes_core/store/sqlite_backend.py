@@ -387,7 +387,7 @@ class SqliteBackend:
     async def rewrite(self, session_id: str, rows: list[MessageRow]) -> None:
         def work(conn: sqlite3.Connection) -> None:
             conn.execute("UPDATE messages SET active = 0 WHERE session_id = ? AND active = 1", (session_id,))
-            conn.executemany(_INSERT_MSG, [_message_params(session_id, row) for row in rows])
+            _insert_messages(conn, session_id, rows)
         await self._with_fts_repair(lambda: self.db.run(work))
 
     async def rewind(self, session_id: str, n: int) -> dict[str, Any] | None:
