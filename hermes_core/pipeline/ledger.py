@@ -82,6 +82,18 @@ class OutcomeRecorder:
         self._queued: list[tuple[str, SentOutcome, dict[str, int] | None]] = []
         self._task: asyncio.Task | None = None
 
+    @property
+    def task(self) -> asyncio.Task | None:
+        """The background task writing the queued outcomes, None before the first."""
+        return self._task
+
+    async def flush(self) -> None:
+        """Wait until the outcomes queued so far are written (or logged as not written): the last
+        step of a drain that timed out, which cancels the turns it cut off but not this record
+        of replies already sent (docs/behaviour.md §6 "Drain timeout"). Never raises."""
+        if self._task is not None:
+            await asyncio.wait({self._task})
+
     def add(self, session_key: str, outcome: SentOutcome) -> None:
         """Queue `outcome` (of a send for `session_key`, from the job that sent it) for the next
         write."""

@@ -815,7 +815,8 @@ class GatewayRunner:
 
     async def drain(self, timeout: float) -> list[str]:
         """Stop accepting events and starting jobs (what is queued stays in the intake for the next
-        start), wait up to `timeout` seconds for the running ones, then cancel them.
+        start), wait up to `timeout` seconds for the running ones, then cancel them; the outcomes
+        of replies already sent are still recorded (`OutcomeRecorder.flush`).
 
         Returns:
             The session keys whose turn was still running when the drain timed out (the app marks
@@ -831,8 +832,13 @@ class GatewayRunner:
             for key, worker in self._workers.items():
                 if worker.queue:
                     self._leave_queued(key, worker)
-            tasks = [w.task for w in self._workers.values() if w.task is not None] + list(self._side)
+            # The record of replies already sent is not cut off with the turns: cancelled, it
+            # would leave them 'attempting', sent again at the next start as possible duplicates.
+            recording = self._outcomes.task
+            tasks = [w.task for w in self._workers.values() if w.task is not None] + [
+                task for task in self._side if task is not recording]
             for task in tasks:
                 task.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
+            await self._outcomes.flush()
             return interrupted

@@ -260,3 +260,33 @@ async def test_the_outcomes_of_sends_that_came_in_together_are_one_write(tmp_pat
             "recorded (disk I/O error); the next start sends it again, labelled as a possible duplicate",
             f"obligation {obligations[1][1]} of agent:main:telegram:dm:2 was sent but its outcome could not be "
             "recorded (disk I/O error); the next start sends it again, labelled as a possible duplicate"]
+
+
+async def test_a_delivered_reply_is_recorded_even_when_the_drain_times_out(tmp_path):
+    # docs/behaviour.md §6 (drain timeout) and §12 "'delivered' off the session's path": the drain
+    # cuts off the turns still running, not the record of a reply already sent; a graceful stop
+    # leaves it 'delivered', so the next start does not send it again as a possible duplicate.
+    from pipeline_helpers import HeldAgent, start_app, until
+
+    adapter, agent = RecordingAdapter(), HeldAgent()
+    agent.let_interrupted_end.set()
+    app = await start_app(tmp_path, adapter, agent, scheduler={"drain_timeout_s": 0.2})
+    writing, release = asyncio.Event(), asyncio.Event()
+    finish_deliveries = app.store.finish_deliveries
+
+    async def held_finish_deliveries(outcomes):
+        writing.set()
+        await release.wait()
+        return await finish_deliveries(outcomes)
+
+    app.store.finish_deliveries = held_finish_deliveries
+    agent.open("a")
+    await app.runner.handle(MessageEvent(source=dm("100", "u100"), text="a", message_id="m1"))
+    await app.runner.handle(MessageEvent(source=dm("200", "u200"), text="b", message_id="m2"))
+    await until(lambda: writing.is_set() and agent.started == ["a", "b"])
+    stopping = asyncio.create_task(app.stop())
+    await until(lambda: agent.interrupted == ["b"])  # the drain timed out and cut b's turn off
+    release.set()
+    await stopping
+    assert adapter.texts() == ["ok a"]
+    assert ledger_rows(tmp_path) == [("ok a", "delivered", 1)]
