@@ -32,7 +32,7 @@ import hashlib
 import logging
 import time
 from typing import Any, Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import partial
 
 from ..agents.base import AgentError, AgentInterrupted
@@ -369,12 +369,16 @@ async def _answer(deps: PipelineDeps, key: str, source, entry, context, adapter,
 def _context_prompt(deps: PipelineDeps, live, context) -> str:
     """The session-context prompt section (`build_session_context_prompt`), built again only when
     what it is made of changed since the session's last turn in the agent cache: the source
-    (names, topic, thread) and whether the session is shared. The rest (connected platforms,
-    home channels, the adapters' labels, the plugins' notes, pseudonyms and redaction rules)
-    is fixed while the gateway runs, and equal inputs give the same text (docs/behaviour.md §7:
-    the section stays the same from turn to turn). Building it costs several hook calls and
-    about a twentieth of a message's event-loop time (docs/behaviour.md §12)."""
-    inputs = (context.source, context.shared_multi_user_session)
+    (names, topic, thread; not the message's own id) and whether the session is shared. The
+    rest (connected platforms, home channels, the adapters' labels, the plugins' notes,
+    pseudonyms and redaction rules) is fixed while the gateway runs, and equal inputs give the
+    same text (docs/behaviour.md §7: the section stays the same from turn to turn). Building it
+    costs several hook calls and about a twentieth of a message's event-loop time
+    (docs/behaviour.md §12)."""
+    # Without the message's own id, which some adapters (Discord) put on every source: the
+    # section never shows it, and with it every turn would build the section again.
+    source = replace(context.source, message_id=None) if context.source.message_id else context.source
+    inputs = (source, context.shared_multi_user_session)
     if live.prompt is not None and live.prompt[0] == inputs:
         return live.prompt[1]
     prompt = build_session_context_prompt(context, redact_pii=deps.config.redaction.enabled, pm=deps.pm,

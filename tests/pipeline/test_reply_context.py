@@ -116,3 +116,22 @@ async def test_the_prompt_section_is_built_again_only_when_the_source_changes(tm
         assert "Replies are plain text." in prompts[3]
     finally:
         await app.stop()
+
+
+async def test_a_source_carrying_each_message_id_does_not_build_the_section_again(tmp_path):
+    # docs/behaviour.md §7: the section is built again only when what it shows changed. Some
+    # adapters (Discord) put the message's own id on its source; the section never shows it.
+    from dataclasses import replace
+
+    agent, notes = Recording(), CountedNotes()
+    app = await start_app(tmp_path, RecordingAdapter(), agent)
+    app.pm.register(notes, name="counted-notes")
+    try:
+        for number in range(3):
+            source = replace(dm(), message_id=f"m{number}")
+            await app.runner.handle(MessageEvent(source=source, text=f"m{number}", message_id=f"m{number}"))
+            await app.runner.join()
+        assert notes.calls == 1
+        assert len(agent.calls) == 3
+    finally:
+        await app.stop()
