@@ -11,6 +11,8 @@ argument is handed to the runner as a message from chat 100 and answered. MODE:
                 (`busy_input_mode = "queue"`): the later ones are still waiting at the kill;
   kill-in-second-send  the first reply is sent, the second send kills: the second message
                 came to an idle session, so it was accepted with its turn (docs/behaviour.md §12);
+  kill-in-record  the reply is sent, then the outcome recorder's write kills the process before
+                'delivered' is recorded (docs/behaviour.md §12 "'delivered' off the session's path");
   serve         answer, then stop cleanly.
 """
 
@@ -62,6 +64,11 @@ async def main(home: str, mode: str, messages: list[str]) -> None:
     app = GatewayApp(config, adapters={"testchat": PrintingAdapter(KILL_AT_SEND.get(mode))},
                      agent=EchoAgent(), watcher=False)
     await app.start()
+    if mode == "kill-in-record":
+        async def killing_finish_deliveries(outcomes):
+            os.kill(os.getpid(), signal.SIGKILL)
+
+        app.store.finish_deliveries = killing_finish_deliveries
     try:
         await app.runner.join()
         source = SessionSource("testchat", "100", chat_type="dm", user_id="u100", user_name="Ann")

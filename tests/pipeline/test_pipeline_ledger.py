@@ -93,6 +93,29 @@ async def test_sigkill_during_the_send_of_a_turn_accepted_with_its_message_resen
         conn.close()
 
 
+@pytest.mark.slow
+@pytest.mark.parametrize("backend", ["sqlite", "degraded"])
+async def test_sigkill_after_the_send_before_the_recorder_wrote_resends_once(tmp_path, backend):
+    # docs/behaviour.md §12 "'delivered' off the session's path": the reply went out, then the
+    # process died in the outcome recorder's write; the obligation stays 'attempting', so the
+    # next start sends it again once, labelled, and a third start sends nothing.
+    if backend == "degraded":
+        (tmp_path / "state.db").mkdir()
+    code, sent, err = await run_script(tmp_path, "kill-in-record", "hello:m1")
+    assert code == -signal.SIGKILL, err
+    assert sent == [{"chat": "100", "text": "echo: hello", "reply_to": "m1"}]
+    assert ledger_rows(tmp_path) == [("echo: hello", "attempting", 1)]
+
+    code, sent, err = await run_script(tmp_path, "serve")
+    assert code == 0, err
+    assert sent == [{"chat": "100", "text": "Recovered reply (may be a duplicate):\necho: hello", "reply_to": "m1"}]
+    assert ledger_rows(tmp_path) == [("echo: hello", "delivered", 2)]
+
+    code, sent, err = await run_script(tmp_path, "serve")
+    assert code == 0, err
+    assert sent == []
+
+
 async def start_app(home: Path, adapter=None, agent=None, clock=None, **config):
     cfg = GatewayConfig(home=home, platforms={"testchat": {"allow_all": True}}, **config)
     app = GatewayApp(cfg, adapters={"testchat": adapter or RecordingAdapter()}, agent=agent or EchoAgent(),
