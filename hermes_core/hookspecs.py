@@ -144,7 +144,8 @@ def hermes_platform_notes(context: SessionContext) -> Iterable[str] | None:
     redaction rules, but rules only catch what they match (contact details, id shapes): do not
     put raw user or chat ids in notes. The turn keeps the section it built with the session's
     live transcript and builds it again only when the source or the sharing changes
-    (docs/behaviour.md §7): return the same lines for the same source (its `message_id` aside).
+    (docs/behaviour.md §7): return the same lines for the same source (its `message_id` aside, and
+    in a shared session its sender).
     Wrap: no.
     Timeout: none.
     """

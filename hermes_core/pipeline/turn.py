@@ -32,11 +32,13 @@ import hashlib
 import logging
 import time
 from typing import Any, Awaitable, Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields
 from functools import partial
+from operator import attrgetter
 
 from ..agents.base import AgentError, AgentInterrupted
 from ..model.events import MessageEvent
+from ..model.source import SessionSource
 from ..store import is_disk_full
 from ..store.ledger import text_owed
 from ..store.records import MessageRow
@@ -366,19 +368,27 @@ async def _answer(deps: PipelineDeps, key: str, source, entry, context, adapter,
             prompt_tokens)
 
 
+# What the memo of the session-context section compares of a source (`_context_prompt`): every
+# field but the message's own id, which some adapters (Discord) put on every source and the
+# section never shows; in a shared session not the sender's fields either, since its section
+# names no user (docs/behaviour.md §7; seed §5). A field added to SessionSource counts by default.
+_SENDER_FIELDS = frozenset({"user_id", "user_name", "user_id_alt", "is_bot", "role_authorized"})
+_source_shown = attrgetter(*(f.name for f in fields(SessionSource) if f.name != "message_id"))
+_shared_source_shown = attrgetter(*(f.name for f in fields(SessionSource)
+                                    if f.name != "message_id" and f.name not in _SENDER_FIELDS))
+
+
 def _context_prompt(deps: PipelineDeps, live, context) -> str:
     """The session-context prompt section (`build_session_context_prompt`), built again only when
     what it is made of changed since the session's last turn in the agent cache: the source
-    (names, topic, thread; not the message's own id) and whether the session is shared. The
-    rest (connected platforms, home channels, the adapters' labels, the plugins' notes,
-    pseudonyms and redaction rules) is fixed while the gateway runs, and equal inputs give the
-    same text (docs/behaviour.md §7: the section stays the same from turn to turn). Building it
-    costs several hook calls and about a twentieth of a message's event-loop time
-    (docs/behaviour.md §12)."""
-    # Without the message's own id, which some adapters (Discord) put on every source: the
-    # section never shows it, and with it every turn would build the section again.
-    source = replace(context.source, message_id=None) if context.source.message_id else context.source
-    inputs = (source, context.shared_multi_user_session)
+    (names, topic, thread; not the message's own id, nor the sender in a shared session) and
+    whether the session is shared. The rest (connected platforms, home channels, the adapters'
+    labels, the plugins' notes, pseudonyms and redaction rules) is fixed while the gateway runs,
+    and equal inputs give the same text (docs/behaviour.md §7: the section stays the same from
+    turn to turn). Building it costs several hook calls and about a twentieth of a message's
+    event-loop time (docs/behaviour.md §12)."""
+    shared = context.shared_multi_user_session
+    inputs = (shared, (_shared_source_shown if shared else _source_shown)(context.source))
     if live.prompt is not None and live.prompt[0] == inputs:
         return live.prompt[1]
     prompt = build_session_context_prompt(context, redact_pii=deps.config.redaction.enabled, pm=deps.pm,

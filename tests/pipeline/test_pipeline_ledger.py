@@ -289,7 +289,7 @@ async def test_a_delivered_reply_is_recorded_even_when_the_drain_times_out(tmp_p
     # docs/behaviour.md §6 (drain timeout) and §12 "'delivered' off the session's path": the drain
     # cuts off the turns still running, not the record of a reply already sent; a graceful stop
     # leaves it 'delivered', so the next start does not send it again as a possible duplicate.
-    from pipeline_helpers import HeldAgent, start_app, until
+    from pipeline_helpers import HeldAgent, until
 
     adapter, agent = RecordingAdapter(), HeldAgent()
     agent.let_interrupted_end.set()

@@ -135,3 +135,26 @@ async def test_a_source_carrying_each_message_id_does_not_build_the_section_agai
         assert len(agent.calls) == 3
     finally:
         await app.stop()
+
+
+async def test_in_a_shared_session_another_sender_does_not_build_the_section_again(tmp_path):
+    # docs/behaviour.md §7 and seed §5: a shared session's section names no user, so the senders
+    # taking turns keep it; a renamed group builds it again.
+    agent, notes = Recording(), CountedNotes()
+    app = await start_app(tmp_path, RecordingAdapter(), agent, group_sessions_per_user=False)
+    app.pm.register(notes, name="counted-notes")
+    try:
+        senders = [("u1", "Alice", "Dev"), ("u2", "Bob", "Dev"), ("u1", "Alice", "Dev"), ("u2", "Bob", "Ops")]
+        for number, (user, name, group) in enumerate(senders):
+            source = SessionSource("testchat", "-5", chat_type="group", chat_name=group, user_id=user,
+                                   user_name=name)
+            await app.runner.handle(MessageEvent(source=source, text=f"m{number}", message_id=f"m{number}"))
+            await app.runner.join()
+        prompts = [prompt for _, prompt in agent.calls]
+        assert notes.calls == 2
+        assert prompts[0] == prompts[1] == prompts[2] != prompts[3]
+        assert '**Source:** Test chat ("group: Dev")' in prompts[0]
+        assert '**Source:** Test chat ("group: Ops")' in prompts[3]
+        assert [message for message, _ in agent.calls] == ["[Alice] m0", "[Bob] m1", "[Alice] m2", "[Bob] m3"]
+    finally:
+        await app.stop()
