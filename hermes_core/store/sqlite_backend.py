@@ -32,9 +32,9 @@ _MSG_COLS = ("session_id", "role", "content", "tool_call_id", "tool_name", "tool
 _INSERT_MSG = (f"INSERT INTO messages ({', '.join(_MSG_COLS)}) "
                f"VALUES ({', '.join('?' for _ in _MSG_COLS)})")
 # A reply's rows (tool calls, tool results, the reply) go in as one multi-row INSERT of up to this
-# many rows: each statement is one step, and each step hands the GIL back to the event loop and
-# has to win it again, which is what a group's wall time on the SQLite thread is made of while
-# the loop is busy (docs/behaviour.md §12). 100 rows are 900 parameters, far below SQLite's limit.
+# many rows: a statement is a step of its own, and between two steps the SQLite thread needs the
+# interpreter lock back from the event loop (docs/behaviour.md §12 "Where the time goes at 10,000
+# sessions"). 100 rows are 900 parameters, far below SQLite's limit.
 _ROWS_PER_INSERT = 100
 _UPDATE_OBLIGATION = ("UPDATE delivery_obligations SET state = ?, attempts = attempts + ?, "
                       "last_error = coalesce(?, last_error), sent_ids = coalesce(?, sent_ids), updated_at = ?, "

@@ -685,7 +685,8 @@ class PostgresBackend:
         results = await asyncio.gather(*(self.obligation_update(ob_id, state, now_iso, now_ts, error=error,
                                                                 sent_ids=sent_ids)
                                          for ob_id, state, error, sent_ids in finished), return_exceptions=True)
-        failed = [(ob_id, result) for (ob_id, *_), result in zip(finished, results) if isinstance(result, BaseException)]
+        failed = [(ob_id, result) for (ob_id, *_), result in zip(finished, results)
+                  if isinstance(result, BaseException)]
         for _, result in failed:
             if not isinstance(result, Exception):  # a cancellation is not an outcome to report
                 raise result
