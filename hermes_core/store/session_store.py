@@ -32,7 +32,7 @@ from ..model import (
 from ..dirs import ensure_private_dir
 from ..settings import GatewayConfig
 from .aliases import AliasMap, AliasOps
-from .backend import LeasedBackend, StoreBackend
+from .backend import StoreBackend
 from .backends import create_store_backend
 from .claims import ClaimOps
 from .db import Database, SchemaTooNewError, StoreError
@@ -913,10 +913,9 @@ class SessionStore(TurnOps, TranscriptOps, AliasOps, ErasureOps, ClaimOps):
         """
         async with self._locks.hold_all():
             doomed = await self._prune_doomed_locked(max_age_days)
-            backend = self._b()
-            if not doomed or not isinstance(backend, LeasedBackend):
+            if not doomed or not self.leased:
                 return doomed, {}
-            kept = {k.session_key: k.reason for k in await backend.routes_kept(doomed)}
+            kept = {k.session_key: k.reason for k in await self._b().routes_kept(doomed)}
             return [key for key in doomed if key not in kept], kept
 
     async def _prune_doomed_locked(self, max_age_days: float | None) -> list[str]:

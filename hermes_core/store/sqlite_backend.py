@@ -29,8 +29,6 @@ log = logging.getLogger(__name__)
 
 _MSG_COLS = ("session_id", "role", "content", "tool_call_id", "tool_name", "tool_calls",
              "platform_message_id", "timestamp", "reasoning")
-_INSERT_MSG = (f"INSERT INTO messages ({', '.join(_MSG_COLS)}) "
-               f"VALUES ({', '.join('?' for _ in _MSG_COLS)})")
 # A reply's rows (tool calls, tool results, the reply) go in as one multi-row INSERT of up to this
 # many rows: a statement is a step of its own, and between two steps the SQLite thread needs the
 # interpreter lock back from the event loop (docs/behaviour.md §12 "Where the time goes at 10,000
@@ -77,14 +75,14 @@ _SESSION_COLS = ", ".join(f.name for f in fields(SessionRow))
 
 
 def _message_params(session_id: str, row: MessageRow) -> tuple:
-    """`_INSERT_MSG` parameters of one row."""
+    """The INSERT parameters of one message row (`_MSG_COLS` order)."""
     return (session_id, row.role, row.content, row.tool_call_id, row.tool_name, row.tool_calls,
             row.platform_message_id, row.timestamp, row.reasoning)
 
 
 @lru_cache(maxsize=_ROWS_PER_INSERT)
 def _insert_msgs_sql(count: int) -> str:
-    """`_INSERT_MSG` with `count` rows of values."""
+    """The INSERT of `count` message rows (`_MSG_COLS` each)."""
     one = f"({', '.join('?' for _ in _MSG_COLS)})"
     return f"INSERT INTO messages ({', '.join(_MSG_COLS)}) VALUES {', '.join([one] * count)}"
 
@@ -287,10 +285,6 @@ class SqliteBackend:
 
     # ---- transcripts ----------------------------------------------------------------------
 
-    @staticmethod
-    def _insert_message(conn: sqlite3.Connection, session_id: str, row: MessageRow) -> int:
-        return conn.execute(_INSERT_MSG, _message_params(session_id, row)).lastrowid
-
     async def _with_fts_repair(self, work):
         """Run a write; if it fails because the FTS index is damaged, rebuild the index and retry
         once, so a damaged derived index never costs a message."""
@@ -307,7 +301,7 @@ class SqliteBackend:
         params = _message_params(session_id, row)
 
         async def work():
-            cur = await self.db.write_one(_INSERT_MSG, params)
+            cur = await self.db.write_one(_insert_msgs_sql(1), params)
             return cur.lastrowid
         return await self._with_fts_repair(work)
 
@@ -326,7 +320,7 @@ class SqliteBackend:
             if cur.rowcount != 1:
                 return None  # a duplicate: its turn is not begun
             accepted = cur.lastrowid
-        message_id = self._insert_message(conn, session_id, row)
+        message_id = _insert_messages(conn, session_id, (row,))
         cur = conn.execute("UPDATE routes SET turn_session_id = ?, turn_message_id = ?, turn_started_ts = ? "
                            "WHERE session_key = ?", (session_id, message_id, started_ts, session_key))
         if cur.rowcount == 0:
