@@ -263,7 +263,7 @@ class GatewayApp:
             self.metrics.recoveries(self.recovery.counts())
         for name, adapter in self.adapters.items():
             adapter.bind(self.runner.handle, record_aliases=self.store.record_aliases,
-                         report_delivery=self.store.settle_sent_message, failure_notice=self._failure_notice,
+                         report_delivery=self.runner.settle_sent_message, failure_notice=self._failure_notice,
                          edit_queued=self._edit_queued)
             if self.coordinator is not None and name in self.coordinator.receivers:
                 continue  # started by the coordinator while this replica holds its ingress lease

@@ -87,12 +87,19 @@ class OutcomeRecorder:
         """The background task writing the queued outcomes, None before the first."""
         return self._task
 
-    async def flush(self) -> None:
-        """Wait until the outcomes queued so far are written (or logged as not written): the last
-        step of a drain that timed out, which cancels the turns it cut off but not this record
-        of replies already sent (docs/behaviour.md §6 "Drain timeout"). Never raises."""
+    @property
+    def pending(self) -> bool:
+        """True while outcomes are queued or being written (the task runs until none is left)."""
+        return self._task is not None and not self._task.done()
+
+    async def flush(self, timeout: float | None = None) -> None:
+        """Wait until the outcomes queued so far are written (or logged as not written), at most
+        `timeout` seconds when given: the last step of a drain that timed out, which cancels
+        the turns it cut off but not this record of replies already sent (docs/behaviour.md §6
+        "Drain timeout"), and what a delivery report that came before its outcome waits for
+        (`GatewayRunner.settle_sent_message`). Never raises."""
         if self._task is not None:
-            await asyncio.wait({self._task})
+            await asyncio.wait({self._task}, timeout=timeout)
 
     def add(self, session_key: str, outcome: SentOutcome) -> None:
         """Queue `outcome` (of a send for `session_key`, from the job that sent it) for the next

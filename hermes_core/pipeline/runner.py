@@ -102,6 +102,10 @@ class GatewayRunner:
     # Seconds between retries of an interrupt that found no agent call running yet (the turn was
     # still recording its user message): the interrupt must not be lost in that window.
     INTERRUPT_RETRY_S = 0.02
+    # Longest wait of a delivery report that came before its reply's outcome was written, in
+    # seconds (`settle_sent_message`): bounded so a stuck write cannot hold the platform's
+    # request that carried the report.
+    REPORT_WAIT_S = 10.0
 
     def __init__(self, deps: PipelineDeps, *, paused: bool = False) -> None:
         self.deps = deps
@@ -812,6 +816,25 @@ class GatewayRunner:
                 return
             self._idle.clear()
             self._update_idle()
+
+    async def settle_sent_message(self, platform: str, message_id: str, status: str,
+                                  error: str | None = None) -> int | None:
+        """Apply a platform's delivery report about a message the gateway sent: what the app binds
+        as every adapter's `report_delivery` (docs/behaviour.md §6 "Delivery reports").
+        Arguments, return value and errors are `SessionStore.settle_sent_message`'s.
+
+        A reply's sent message ids reach its obligation with its outcome, which is recorded off
+        the session's path (`OutcomeRecorder`, docs/behaviour.md §12), so a report can arrive
+        before them and find no obligation. When that happens while outcomes wait to be
+        written, the report waits for them (at most `REPORT_WAIT_S` seconds) and is tried once
+        more: a quick 'failed' is applied after the 'delivered' recorded for the send, not lost.
+        """
+        store = self.deps.store
+        settled = await store.settle_sent_message(platform, message_id, status, error)
+        if settled is None and self._outcomes.pending:
+            await self._outcomes.flush(self.REPORT_WAIT_S)
+            settled = await store.settle_sent_message(platform, message_id, status, error)
+        return settled
 
     async def drain(self, timeout: float) -> list[str]:
         """Stop accepting events and starting jobs (what is queued stays in the intake for the next

@@ -313,3 +313,42 @@ async def test_a_delivered_reply_is_recorded_even_when_the_drain_times_out(tmp_p
     await stopping
     assert adapter.texts() == ["ok a"]
     assert ledger_rows(tmp_path) == [("ok a", "delivered", 1)]
+
+
+async def test_a_failure_report_that_comes_before_the_outcome_is_written_is_applied(tmp_path):
+    # docs/behaviour.md §6 "Delivery reports": the sent ids reach the obligation with the outcome,
+    # which is written off the session's path (§12). A report that comes first waits for that
+    # write and is applied after it: a 'failed' is not lost behind the 'delivered'.
+    from pipeline_helpers import until
+
+    adapter = RecordingAdapter()
+    app = await start_app(tmp_path, adapter)
+    writing, release = asyncio.Event(), asyncio.Event()
+    finish_deliveries = app.store.finish_deliveries
+
+    async def held_finish_deliveries(outcomes):
+        writing.set()
+        await release.wait()
+        return await finish_deliveries(outcomes)
+
+    app.store.finish_deliveries = held_finish_deliveries
+    try:
+        await app.runner.handle(MessageEvent(source=dm("100", "u100"), text="a", message_id="m1"))
+        await until(writing.is_set)
+        assert adapter.sent == [("100", "echo: a", "m1")]
+        report = asyncio.create_task(adapter.report_delivery("1", "failed", "Message undeliverable"))
+        await asyncio.sleep(0.1)
+        assert not report.done()  # it found no obligation yet and waits for the write
+        release.set()
+        assert await report == 1
+        conn = sqlite3.connect(tmp_path / "state.db")
+        try:
+            assert conn.execute("SELECT content, state, last_error, sent_ids FROM delivery_obligations").fetchall() \
+                == [("echo: a", "failed", "Message undeliverable", '["1"]')]
+        finally:
+            conn.close()
+        # A report about a message no obligation sent changes nothing, and waits for nothing.
+        assert await adapter.report_delivery("999", "failed", "x") is None
+    finally:
+        release.set()
+        await app.stop()
