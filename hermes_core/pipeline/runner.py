@@ -839,7 +839,8 @@ class GatewayRunner:
     async def drain(self, timeout: float) -> list[str]:
         """Stop accepting events and starting jobs (what is queued stays in the intake for the next
         start), wait up to `timeout` seconds for the running ones, then cancel them; the outcomes
-        of replies already sent are still recorded (`OutcomeRecorder.flush`).
+        of replies already sent are still recorded (`OutcomeRecorder.flush`, waiting up to
+        `timeout` seconds more).
 
         Returns:
             The session keys whose turn was still running when the drain timed out (the app marks
@@ -863,5 +864,7 @@ class GatewayRunner:
             for task in tasks:
                 task.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
-            await self._outcomes.flush()
+            # Bounded too (as long again as the drain): a stuck write must not hold the stop up;
+            # what it did not record stays 'attempting' and is sent again at the next start (§6).
+            await self._outcomes.flush(timeout)
             return interrupted

@@ -352,3 +352,26 @@ async def test_a_failure_report_that_comes_before_the_outcome_is_written_is_appl
     finally:
         release.set()
         await app.stop()
+
+
+async def test_a_stuck_outcome_write_does_not_hold_the_stop_up(tmp_path):
+    # docs/behaviour.md §6 "Drain timeout": the record of replies already sent gets at most
+    # drain_timeout_s more after the drain; one it did not write stays 'attempting' (sent again,
+    # labelled, at the next start).
+    from pipeline_helpers import until
+
+    adapter = RecordingAdapter()
+    app = await start_app(tmp_path, adapter, scheduler={"drain_timeout_s": 0.2})
+    writing, never = asyncio.Event(), asyncio.Event()
+
+    async def stuck_finish_deliveries(outcomes):
+        writing.set()
+        await never.wait()
+
+    app.store.finish_deliveries = stuck_finish_deliveries
+    await app.runner.handle(MessageEvent(source=dm("100", "u100"), text="a", message_id="m1"))
+    await until(writing.is_set)
+    async with asyncio.timeout(5):
+        await app.stop()
+    assert adapter.texts() == ["echo: a"]
+    assert ledger_rows(tmp_path) == [("echo: a", "attempting", 1)]
