@@ -68,8 +68,9 @@ class OutcomeRecorder:
     for each. On a store that leases sessions to replicas each outcome is written apart, under
     the lease tokens of the job that sent it (`lease_scope`), as that job's own writes are: a
     job whose lease was lost records nothing more. An outcome that could not be recorded is
-    logged with its obligation and session: the obligation stays 'attempting', so the next start
-    sends it again, labelled (§6).
+    logged with its obligation and session: the obligation stays 'attempting', so it is sent
+    again, labelled (§6), by whoever recovers the session next: the next start, or on a leased
+    store the replica that takes the session over.
 
     Args:
         store: the SessionStore.
@@ -101,6 +102,11 @@ class OutcomeRecorder:
         if self._task is not None:
             await asyncio.wait({self._task}, timeout=timeout)
 
+    @property
+    def _recovered_by(self) -> str:
+        """Who sends an unrecorded outcome's obligation again, as the log line names it."""
+        return "by the replica that takes it over, or at the next start" if self._store.leased else "at the next start"
+
     def add(self, session_key: str, outcome: SentOutcome) -> None:
         """Queue `outcome` (of a send for `session_key`, from the job that sent it) for the next
         write."""
@@ -122,9 +128,9 @@ class OutcomeRecorder:
             except Exception as exc:
                 failed = [(ob_id, exc) for ob_id in keys]
             for ob_id, exc in failed:
-                log.error("obligation %s of %s was sent but its outcome could not be recorded (%s); the next "
-                          "start sends it again, labelled as a possible duplicate", ob_id, keys.get(ob_id),
-                          " ".join(str(exc).split()))
+                log.error("obligation %s of %s was sent but its outcome could not be recorded (%s); it is sent "
+                          "again, labelled as a possible duplicate, when the session is next recovered (%s)",
+                          ob_id, keys.get(ob_id), " ".join(str(exc).split()), self._recovered_by)
 
     async def _write_fenced(self, batch: list[tuple[str, SentOutcome, dict[str, int] | None]]
                             ) -> list[tuple[int, Exception]]:

@@ -280,9 +280,11 @@ async def test_the_outcomes_of_sends_that_came_in_together_are_one_write(tmp_pat
         assert len(spawned) == 2
         assert [r.getMessage() for r in caplog.records if "could not be recorded" in r.getMessage()] == [
             f"obligation {obligations[0][1]} of agent:main:telegram:dm:1 was sent but its outcome could not be "
-            "recorded (disk I/O error); the next start sends it again, labelled as a possible duplicate",
+            "recorded (disk I/O error); it is sent again, labelled as a possible duplicate, when the session is "
+            "next recovered (at the next start)",
             f"obligation {obligations[1][1]} of agent:main:telegram:dm:2 was sent but its outcome could not be "
-            "recorded (disk I/O error); the next start sends it again, labelled as a possible duplicate"]
+            "recorded (disk I/O error); it is sent again, labelled as a possible duplicate, when the session is "
+            "next recovered (at the next start)"]
 
 
 async def test_a_delivered_reply_is_recorded_even_when_the_drain_times_out(tmp_path):

@@ -94,7 +94,7 @@ async def test_a_role_without_rights_on_the_schema_fails_the_start_naming_the_st
     assert store.is_open is False
 
 
-async def test_outcomes_recorded_together_keep_the_lease_of_the_job_that_sent_each(tmp_path, pg_dsn):
+async def test_outcomes_recorded_together_keep_the_lease_of_the_job_that_sent_each(tmp_path, pg_dsn, caplog):
     # docs/behaviour.md §12 "'delivered' off the session's path": on a leased store each outcome
     # is written under its own job's lease tokens; a job whose lease was lost records nothing.
     import asyncio
@@ -133,3 +133,9 @@ async def test_outcomes_recorded_together_keep_the_lease_of_the_job_that_sent_ea
         states = {o["id"]: o["state"] for o in await store.open_obligations()}
         assert states == {obligations["1"]: "attempting"}
         assert [o["id"] for o in await store.obligations_in("delivered")] == [obligations["2"]]
+        # Another replica may be the one that sends it again: the log line says so.
+        [line] = [r.getMessage() for r in caplog.records if "could not be recorded" in r.getMessage()]
+        assert line.startswith(f"obligation {obligations['1']} of agent:main:telegram:dm:1 was sent but its "
+                               "outcome could not be recorded (")
+        assert line.endswith("; it is sent again, labelled as a possible duplicate, when the session is next "
+                             "recovered (by the replica that takes it over, or at the next start)")
