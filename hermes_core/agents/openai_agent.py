@@ -20,6 +20,7 @@ older messages as history and `SUMMARY_REQUEST` as the user message.
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import openai
@@ -126,17 +127,32 @@ class OpenAIAgent(Agent):
                 model=self.settings.model, messages=messages)
         except openai.APIError as exc:
             raise AgentError(self._request_failure(exc)) from exc
+        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+            # A 200 declared as JSON whose body does not parse (a proxy that cut it short): the
+            # client's json decoding raises. A failure of the backend, so the chat gets
+            # `agent_failure_notice` and the log one line (docs/behaviour.md §0).
+            raise self._not_a_completion("not valid JSON") from exc
         # A 200 whose body is not a chat completion (an HTML page, plain text): the client hands
         # back the raw body instead of raising.
         if not hasattr(completion, "choices"):
-            what = "text, not JSON" if isinstance(completion, (str, bytes)) else "not the completion's fields"
-            raise AgentError(f"chat-completions server at {self.settings.base_url} answered with something "
-                             f"that is not a chat completion ({what})")
+            raise self._not_a_completion(
+                "text, not JSON" if isinstance(completion, (str, bytes)) else "not the completion's fields")
         if not completion.choices:
             raise AgentError(f"chat-completions server at {self.settings.base_url} returned no choices")
-        reply = completion.choices[0].message
+        # The client does not validate the body's shape: a message or content of another type
+        # reaches here as it was parsed, and would fail later in the gateway instead.
+        reply = getattr(completion.choices[0], "message", None)
+        if not hasattr(reply, "content"):
+            raise self._not_a_completion("its choice has no message")
+        if not isinstance(reply.content, (str, type(None))):
+            raise self._not_a_completion(f"its message content is {type(reply.content).__name__}, not text")
         return AgentReply(text=reply.content or "", usage=usage_from_completion(completion.usage),
                           reasoning=reasoning_fields(reply))
+
+    def _not_a_completion(self, what: str) -> AgentError:
+        """The AgentError for a 200 whose body is not a usable chat completion; `what` says how."""
+        return AgentError(f"chat-completions server at {self.settings.base_url} answered with something "
+                          f"that is not a chat completion ({what})")
 
     def _request_failure(self, exc: openai.APIError) -> str:
         """What went wrong with one request, in words for the operator's log line (the server's

@@ -21,6 +21,9 @@ class FakeChatServer:
         self.hang = False
         self.status = 200
         self.html = False
+        # Set: the answer is this body (bytes) with HTTP 200 and content type application/json,
+        # whatever it holds (a proxy that cut the body short, a server answering in its own shape).
+        self.raw_json_body: bytes | None = None
         # Set: the next request waits for this event before answering (then it is cleared).
         self.hold: asyncio.Event | None = None
         # Extra fields of the reply message (what reasoning models add beside the content).
@@ -47,6 +50,8 @@ class FakeChatServer:
                                      status=self.status)
         if self.html:  # a 200 that is not a chat completion (a proxy's page)
             return web.Response(text="<html>upstream says hello</html>", content_type="text/html")
+        if self.raw_json_body is not None:
+            return web.Response(body=self.raw_json_body, content_type="application/json")
         return web.json_response({
             "id": "chatcmpl-1", "object": "chat.completion", "created": 1700000000,
             "model": self.requests[-1].get("model", "m"),

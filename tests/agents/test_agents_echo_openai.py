@@ -175,6 +175,33 @@ async def test_openai_agent_a_200_that_is_not_a_completion_is_agent_error(tmp_pa
         await agent.aclose()
 
 
+@pytest.mark.parametrize("body, what", [
+    # A JSON content type over a body that is not JSON (a proxy that cut it short).
+    (b'{"id": "chatcmpl-1", "choices": [{"index"', "not valid JSON"),
+    (b"\xff\xfe not even text", "not valid JSON"),
+    # JSON, but the reply's content is no text.
+    (b'{"choices": [{"index": 0, "message": {"role": "assistant", "content": 42}}]}',
+     "its message content is int, not text"),
+    (b'{"choices": [{"index": 0, "message": {"role": "assistant", "content": {"text": "hi"}}}]}',
+     "its message content is dict, not text"),
+    (b'{"choices": [1]}', "its choice has no message"),
+    (b'{"choices": [{"index": 0, "message": "hi"}]}', "its choice has no message"),
+])
+async def test_openai_agent_a_200_json_body_that_is_not_a_completion_is_agent_error(
+        tmp_path, fake_chat_server, body, what):
+    # docs/behaviour.md §0: a failing model backend is an AgentError (the chat gets
+    # `agent_failure_notice`), never a gateway failure with a traceback.
+    fake_chat_server.raw_json_body = body
+    agent = create_agent(_openai_config(tmp_path, fake_chat_server.base_url))
+    try:
+        with pytest.raises(AgentError) as err:
+            await agent.run_turn(CONTEXT, [], "hi")
+        assert str(err.value) == (f"chat-completions server at {fake_chat_server.base_url} answered with "
+                                  f"something that is not a chat completion ({what})")
+    finally:
+        await agent.aclose()
+
+
 async def test_openai_agent_interrupt_cancels_the_request(tmp_path, fake_chat_server):
     fake_chat_server.hang = True
     agent = create_agent(_openai_config(tmp_path, fake_chat_server.base_url))
