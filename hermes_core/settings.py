@@ -477,11 +477,21 @@ def _dotenv_values() -> tuple[Path, dict[str, str | None]] | None:
 
 
 def describe_value_source(path: list[str], overrides: Mapping[str, Any], toml_path: Path) -> str:
-    """Name where the value at config key `path` came from, strongest source first (the order
-    `GatewayConfig` merges them): `keyword argument 'agent'`, `environment variable
-    HERMES_AGENT__GATEWAY_TIMEOUT`, `.env file /abs/.env (HERMES_…)`, `config file /abs/hermes.toml`.
+    """Name where the value at config key `path` came from (`find_value_source`), falling back
+    to a list of the places it could have come from when none holds it."""
+    found = find_value_source(path, overrides, toml_path)
+    if found is not None:
+        return found
+    where = f"config file {toml_path}" if toml_path.is_file() else f"no config file at {toml_path}"
+    return f"from keyword arguments, HERMES_* environment variables or .env; {where}"
 
-    Falls back to a list of the places it could have come from when none holds it."""
+
+def find_value_source(path: list[str], overrides: Mapping[str, Any], toml_path: Path) -> str | None:
+    """Name where the value at config key `path` (lower-case names, e.g. `["agent",
+    "gateway_timeout"]`) came from, strongest source first (the order `GatewayConfig` merges
+    them): `keyword argument 'agent'`, `environment variable HERMES_AGENT__GATEWAY_TIMEOUT`,
+    `.env file /abs/.env (HERMES_…)`, `config file /abs/hermes.toml`; None when none of them
+    holds it. Shared with the platform tables' errors (`plugin_system.settings`)."""
     if path and _lookup(overrides, path):
         return f"keyword argument {path[0]!r}"
     variable = _env_variable_for(path, os.environ) if path else None
@@ -499,8 +509,7 @@ def describe_value_source(path: list[str], overrides: Mapping[str, Any], toml_pa
                     return f"config file {toml_path}"
         except (OSError, tomllib.TOMLDecodeError, UnicodeDecodeError):
             pass
-    where = f"config file {toml_path}" if toml_path.is_file() else f"no config file at {toml_path}"
-    return f"from keyword arguments, HERMES_* environment variables or .env; {where}"
+    return None
 
 
 _VALUE_NOT_SHOWN = frozenset({"extra_forbidden", "dict_type", "model_type", "model_attributes_type"})

@@ -7,20 +7,22 @@ adapter's `spec.settings_model`). Every table also accepts the common keys of
 `sdk.settings.PlatformSettings` (access lists, home channel, `edits_as_turns`); a plugin model
 normally subclasses it and so validates them itself. For a model that does not, the common keys
 are validated separately (`common_platform_settings`) and removed before the plugin's model
-sees the table. `enabled` and `adapter` belong to the core. Error messages name the section and
-key but never the value, because values may be tokens.
+sees the table. `enabled` and `adapter` belong to the core. Error messages name the section, the
+key and where its value came from (docs/configuration.md §1), but never the value, because
+values may be tokens.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any, Iterable
 
 from pydantic import BaseModel, ValidationError
 
 from ..sdk.settings import COMMON_PLATFORM_KEYS, PlatformSettings
-from ..settings import ConfigError, error_words
+from ..settings import ConfigError, config_file_path, error_words, find_value_source
 from ..types import SettingsSpec
 from .loader import ADAPTERS_GROUP, entry_point_names
 
@@ -67,43 +69,52 @@ def collect_settings_specs(pm) -> dict[str, tuple[str, SettingsSpec]]:
     return found
 
 
-def _describe(section: str, err: ValidationError) -> str:
+def _describe(section: str, err: ValidationError, toml_path: Path | None) -> str:
     parts = []
     for item in err.errors():
-        key = ".".join(str(p) for p in item.get("loc", ())) or "<table>"
-        parts.append(f"{key}: {error_words(item)}")
+        loc = [str(p) for p in item.get("loc", ())]
+        # Where the value came from, as the core's settings errors say it (docs/configuration.md
+        # §1): the table may come from the environment, not the file the section's name suggests.
+        source = find_value_source(["platforms", section, *loc], {}, toml_path) if toml_path else None
+        parts.append(f"{'.'.join(loc) or '<table>'}: {error_words(item)}" + (f" ({source})" if source else ""))
     return f"invalid settings in [platforms.{section}]: " + "; ".join(parts)
 
 
-def _validate_common(section: str, table: Mapping[str, Any]) -> PlatformSettings:
+def _validate_common(section: str, table: Mapping[str, Any], toml_path: Path | None = None) -> PlatformSettings:
     try:
         return PlatformSettings.model_validate({k: v for k, v in table.items() if k in COMMON_PLATFORM_KEYS})
     except ValidationError as err:
-        raise PluginSettingsError(_describe(section, err)) from None
+        raise PluginSettingsError(_describe(section, err, toml_path)) from None
 
 
-def validate_section(section: str, model: type[BaseModel], table: Mapping[str, Any]) -> BaseModel:
+def validate_section(section: str, model: type[BaseModel], table: Mapping[str, Any], *,
+                     toml_path: Path | None = None) -> BaseModel:
     """Validate one `[platforms.<section>]` table into `model`.
 
     A `PlatformSettings` subclass receives the whole table (common keys included). Any other
     model receives the table without `enabled` / `adapter` and without the common keys it does
     not declare itself; those are checked against `PlatformSettings` first.
 
+    Args:
+        toml_path: the config file the table may come from (`config_file_path(config.home)`);
+            with it, each invalid key is followed by where its value came from (an environment
+            variable, the `.env` file or this file), when one of them holds it.
+
     Raises:
         PluginSettingsError: a key is unknown (when the model forbids extras) or a value is
-            invalid; the message names section and key, never the value.
+            invalid; the message names section, key and source, never the value.
     """
     if issubclass(model, PlatformSettings):
         data = dict(table)
     else:
-        _validate_common(section, table)
+        _validate_common(section, table, toml_path)
         own = set(model.model_fields)
         data = {k: v for k, v in table.items()
                 if k not in CORE_PLATFORM_KEYS and (k not in COMMON_PLATFORM_KEYS or k in own)}
     try:
         return model.model_validate(data)
     except ValidationError as err:
-        raise PluginSettingsError(_describe(section, err)) from None
+        raise PluginSettingsError(_describe(section, err, toml_path)) from None
 
 
 def common_platform_settings(config, validated: Mapping[str, BaseModel]) -> dict[str, PlatformSettings]:
@@ -131,7 +142,7 @@ def common_platform_settings(config, validated: Mapping[str, BaseModel]) -> dict
         if not isinstance(table, Mapping):
             continue
         try:
-            out[section] = _validate_common(section, table)
+            out[section] = _validate_common(section, table, config_file_path(config.home))
         except PluginSettingsError as exc:
             if table.get("enabled"):
                 raise
@@ -172,6 +183,7 @@ def validate_plugin_settings(pm, config, *, adapter_classes: Mapping[str, type] 
         if spec is not None and spec.settings_model is not None:
             models.setdefault(platform, spec.settings_model)
     installed = set(entry_point_names(ADAPTERS_GROUP) if installed_adapters is None else installed_adapters)
+    toml_path = config_file_path(config.home)
 
     validated: dict[str, BaseModel] = {}
     for section, table in sorted((config.platforms or {}).items()):
@@ -181,7 +193,7 @@ def validate_plugin_settings(pm, config, *, adapter_classes: Mapping[str, type] 
         model = models.get(section)
         if model is not None:
             try:
-                validated[section] = validate_section(section, model, table)
+                validated[section] = validate_section(section, model, table, toml_path=toml_path)
             except PluginSettingsError as exc:
                 if enabled:
                     raise
@@ -197,7 +209,7 @@ def validate_plugin_settings(pm, config, *, adapter_classes: Mapping[str, type] 
             log.warning("[platforms.%s] is configured but no installed plugin provides it; ignored", section)
             continue
         try:
-            _validate_common(section, table)
+            _validate_common(section, table, toml_path)
         except PluginSettingsError:
             if enabled:
                 raise

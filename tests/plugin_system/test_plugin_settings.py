@@ -9,7 +9,7 @@ from hermes_core.markers import hookimpl
 from hermes_core.plugin_system import PluginSettingsError, create_plugin_manager, validate_plugin_settings
 from hermes_core.plugin_system.settings import common_platform_settings
 from hermes_core.sdk import PlatformSettings
-from hermes_core.settings import GatewayConfig
+from hermes_core.settings import GatewayConfig, load_config
 from hermes_core.types import SettingsSpec
 
 
@@ -151,6 +151,29 @@ def test_a_bad_common_key_of_an_enabled_platform_is_named(tmp_path):
         validate_plugin_settings(pm, _config(tmp_path, {"acme": table}), installed_adapters=["acme"])
     assert str(info.value) == ("invalid settings in [platforms.acme]: allow_all: Input should be a valid boolean,"
                                " unable to interpret input")
+
+
+def test_a_bad_value_from_an_environment_variable_names_the_variable(tmp_path, monkeypatch):
+    """docs/configuration.md §1: every config error names the key and where the value came
+    from; `[platforms.acme]` alone would send the operator to a table the file does not hold."""
+    monkeypatch.setenv("HERMES_PLATFORMS__ACME__ENABLED", "true")
+    monkeypatch.setenv("HERMES_PLATFORMS__ACME__BOT_TOKEN", "123:SECRET")
+    monkeypatch.setenv("HERMES_PLATFORMS__ACME__ALLOW_ALL", "SOMETIMES")
+    with pytest.raises(PluginSettingsError) as info:
+        validate_plugin_settings(_pm_with(AcmePlugin()), load_config(home=tmp_path), installed_adapters=["acme"])
+    assert str(info.value) == ("invalid settings in [platforms.acme]: allow_all: Input should be a valid boolean,"
+                               " unable to interpret input (environment variable HERMES_PLATFORMS__ACME__ALLOW_ALL)")
+    assert "SECRET" not in str(info.value) and "SOMETIMES" not in str(info.value)
+
+
+def test_a_bad_key_from_the_config_file_names_the_file(tmp_path, monkeypatch):
+    monkeypatch.delenv("HERMES_CONFIG", raising=False)
+    (tmp_path / "hermes.toml").write_text('[platforms.acme]\nenabled = true\nbot_token = "123:SECRET"\n'
+                                         'reply_in_thred = "TOPSECRETVALUE"\n')
+    with pytest.raises(PluginSettingsError) as info:
+        validate_plugin_settings(_pm_with(AcmePlugin()), load_config(home=tmp_path), installed_adapters=["acme"])
+    assert str(info.value) == ("invalid settings in [platforms.acme]: reply_in_thred: Extra inputs are not"
+                               f" permitted (config file {tmp_path / 'hermes.toml'})")
 
 
 class AcmeChannel(BaseModel):
