@@ -61,7 +61,8 @@ class ExportFormat(str, Enum):
 
 
 def _run(work: Callable[[SessionStore], Awaitable[Any]], *, write: bool = False,
-         need_state: bool = True, reads_index: bool = False) -> Any:
+         need_state: bool = True, reads_index: bool = False,
+         prepare: Callable[[], None] | None = None) -> Any:
     """Load the config (the CLI's one loader), open the store (locked for writes), run `work`,
     close. Every failure is the CLI's one error line and exit 2.
 
@@ -73,9 +74,16 @@ def _run(work: Callable[[SessionStore], Awaitable[Any]], *, write: bool = False,
     command whose open takes an older gateway's sessions.json into a state.db that held no
     session) is left with the `.clean_shutdown` marker a clean stop leaves (`_mark_never_ran`).
     `reads_index`: `work` reads the full-text index, so a bare "database disk image is
-    malformed" may be its damage as well as the file's, and the error line names both."""
+    malformed" may be its damage as well as the file's, and the error line names both.
+    `prepare`: called once the config has loaded, before the home is touched (`import` reads its
+    file there); its OSError or ValueError is the CLI's one error line, exit 2."""
     # No stderr logging set-up: the commands print their own report (skipped entries included).
     config = load_cli_config_or_exit(logging_on=False)
+    if prepare is not None:
+        try:
+            prepare()
+        except (OSError, ValueError) as exc:
+            raise fail(exc) from None
     if need_state and config.store.builtin and not config.db_path.is_file():
         raise fail(f"no gateway state at {config.home} (state.db not found at {config.db_path})")
     if not write and config.store.builtin and config.db_path.is_file() and config.db_path.stat().st_size == 0:
@@ -493,13 +501,15 @@ def import_cmd(
     as_json: bool = typer.Option(False, "--json", help="machine-readable output"),
 ) -> None:
     """Import an existing gateway's sessions.json (and legacy .jsonl transcripts beside it)."""
-    from ..store.importer import import_sessions_json
+    from ..store.importer import import_sessions_json, read_sessions_json
+
+    read: list[tuple[Path, dict]] = []  # the file, read before the store (and so the home) is made
 
     async def work(store: SessionStore):
         with progress(f"importing {path}", None):
-            return await import_sessions_json(store, path, replace=replace)
+            return await import_sessions_json(store, path, replace=replace, read=read[0])
 
-    report = _run(work, write=True, need_state=False)
+    report = _run(work, write=True, need_state=False, prepare=lambda: read.append(read_sessions_json(path)))
     if as_json:
         print_json(report.as_dict())
         return

@@ -52,25 +52,18 @@ class ImportReport:
                 "warnings": list(self.warnings), "kept_newer": list(self.kept_newer)}
 
 
-async def import_sessions_json(store: SessionStore, path: Path, *, replace: bool = False) -> ImportReport:
-    """Read `path` (once) and add its entries (routes + session rows) to the open `store`.
-
-    A legacy `{session_id}.jsonl` beside the file is imported only into a session that exists in
-    the store after the import (a route imported now, or a session row already there) and that
-    has no transcript yet: messages never land under a session that was never created (a route
-    kept because its key already exists points at *our* session, not the file's).
+def read_sessions_json(path: Path) -> tuple[Path, dict]:
+    """Read an older gateway's sessions.json for `import_sessions_json`, before any store is
+    opened: a path it cannot read must not leave a new home behind (README "Using it").
 
     Args:
-        store: an open store (holding the home lock: this writes).
-        path: an older gateway's sessions.json, or the folder holding it.
-        replace: overwrite routes whose session key already exists (default: keep ours).
+        path: the sessions.json, or the folder holding it.
     Returns:
-        An ImportReport; `skipped` has one line per bad entry, per transcript not imported and
-        per bad transcript line.
+        `(the file's path, its JSON object)`.
     Raises:
-        FileNotFoundError: `path` does not exist. ValueError: `path` is not a JSON object.
+        FileNotFoundError: no such file (`no sessions.json at <path>`). ValueError: it is not
+            (UTF-8) JSON, or not a JSON object. OSError: it cannot be read.
     """
-    started = time.monotonic()  # the progress clock covers the routes too (`_import_legacy_transcripts`)
     path = Path(path)
     if path.is_dir():  # the older gateway's sessions folder: its sessions.json is the index
         path = path / SESSIONS_FILE_NAME
@@ -82,6 +75,32 @@ async def import_sessions_json(store: SessionStore, path: Path, *, replace: bool
         raise ValueError(f"{path} is not valid JSON: {exc}") from None
     if not isinstance(data, dict):
         raise ValueError(f"{path} does not hold a JSON object of session entries")
+    return path, data
+
+
+async def import_sessions_json(store: SessionStore, path: Path, *, replace: bool = False,
+                               read: tuple[Path, dict] | None = None) -> ImportReport:
+    """Read `path` (once) and add its entries (routes + session rows) to the open `store`.
+
+    A legacy `{session_id}.jsonl` beside the file is imported only into a session that exists in
+    the store after the import (a route imported now, or a session row already there) and that
+    has no transcript yet: messages never land under a session that was never created (a route
+    kept because its key already exists points at *our* session, not the file's).
+
+    Args:
+        store: an open store (holding the home lock: this writes).
+        path: an older gateway's sessions.json, or the folder holding it.
+        replace: overwrite routes whose session key already exists (default: keep ours).
+        read: what `read_sessions_json(path)` returned, when the caller read the file before
+            opening the store; read here otherwise.
+    Returns:
+        An ImportReport; `skipped` has one line per bad entry, per transcript not imported and
+        per bad transcript line.
+    Raises:
+        as `read_sessions_json`.
+    """
+    started = time.monotonic()  # the progress clock covers the routes too (`_import_legacy_transcripts`)
+    path, data = read if read is not None else read_sessions_json(path)
     report = ImportReport()
     entries, _extras = entries_from_data(data, path, report.skipped, report.warnings)
     if len(entries) > IMPORT_BATCH:

@@ -340,6 +340,24 @@ def test_import_of_a_folder_without_sessions_json_names_the_file(tmp_path):
     assert (code, out, err) == (2, "", f"hermes-gateway: error: no sessions.json at {empty / 'sessions.json'}\n")
 
 
+@pytest.mark.parametrize("name, content, error", [
+    ("missing.json", None, "no sessions.json at {path}"),
+    ("notjson.json", "garbage{", "{path} is not valid JSON: Expecting value: line 1 column 1 (char 0)"),
+    ("list.json", "[1, 2]", "{path} does not hold a JSON object of session entries"),
+])
+def test_an_import_that_cannot_read_its_file_creates_no_home(tmp_path, name, content, error):
+    """README "Using it": the admin commands never create a home, except `sessions import`, which
+    may fill a new one; a file it cannot read (a mistyped path) fills nothing, so it creates no
+    home either (no state.db, gateway.log or .clean_shutdown in a HERMES_HOME that was not there)."""
+    path = tmp_path / name
+    if content is not None:
+        path.write_text(content)
+    home = tmp_path / "home"
+    code, out, err = run(["sessions", "import", str(path)], gateway_env(home), tmp_path)
+    assert (code, out, err) == (2, "", f"hermes-gateway: error: {error.format(path=path)}\n")
+    assert not home.exists()
+
+
 def test_reindex_reports_healthy_then_rebuilds_a_damaged_index(tmp_path):
     home = tmp_path / "home"
     assert run(["chat"], gateway_env(home), tmp_path, stdin="the lighthouse keeper\n")[0] == 0
