@@ -71,12 +71,15 @@ def source(n: int) -> SessionSource:
 
 
 @asynccontextmanager
-async def open_pipeline(root: Path, store_class: type[SessionStore] = SessionStore) -> AsyncIterator[Pipeline]:
+async def open_pipeline(root: Path, store_class: type[SessionStore] = SessionStore,
+                        agent_cache_size: int | None = None) -> AsyncIterator[Pipeline]:
     """A runner on a fresh home created under `root` (removed on exit, after the runner
     drained and the store closed), with the garbage collector tuned as `GatewayApp` tunes it
-    (undone on exit). `store_class`: the store to run (a subclass for a baseline)."""
+    (undone on exit). `store_class`: the store to run (a subclass for a baseline).
+    `agent_cache_size`: `[agent.agent_cache] max_size` (None: the default, the seed's 128)."""
     with tempfile.TemporaryDirectory(dir=root) as tmp:
-        config = GatewayConfig(home=Path(tmp) / "home", platforms={"benchchat": {"allow_all": True}})
+        cache = {"agent": {"agent_cache": {"max_size": agent_cache_size}}} if agent_cache_size else {}
+        config = GatewayConfig(home=Path(tmp) / "home", platforms={"benchchat": {"allow_all": True}}, **cache)
         gc_before = tune_gc(config.core.gc_young_threshold)
         store = store_class(config.sessions_dir, config)
         await store.open()

@@ -43,12 +43,14 @@ the time until the last one in flight at the deadline was done (in both variants
 `--repeat` rounds so a noisy neighbour hits both alike; figures are the rounds' means.
 
 Run: `.venv/bin/python benchmarks/bench_throughput.py [--seconds 5] [--sessions 1 100 10000]
-[--repeat 1] [--dir DIR]` (total wall time with the defaults on the 2-core machine: about 60 s
+[--repeat 1] [--dir DIR] [--agent-cache-size N]` (total wall time with the defaults on the 2-core machine: about 60 s
 with the pipeline at ~1,500 msg/s at 10,000 sessions, most of it creating those sessions and their
 first round of messages, each 10,000 / the pipeline's msg/s. At 10,000 sessions one round of the
 loops outlasts 5 s, so `--seconds 20` gives a steadier figure there).
 Homes are created under `--dir`, default the system temp folder: use a real disk, not tmpfs,
-or fsync costs nothing.
+or fsync costs nothing. `--agent-cache-size` sets the pipeline's `[agent.agent_cache] max_size`
+(default the seed's 128): with more sessions than that, every turn reloads its transcript
+(docs/behaviour.md §8 "Many concurrent chats").
 
 Targets: pipeline/raw ≥ 0.3× at 1 session and ≥ 1.0× at 100 and at 10,000 sessions (group
 commit across sessions lets the gateway beat a commit per message); on the single-session path
@@ -65,6 +67,7 @@ import sys
 import tempfile
 import time
 from datetime import datetime, timezone
+from functools import partial
 from pathlib import Path
 
 import aiosqlite
@@ -74,7 +77,7 @@ from rich.table import Table
 
 from _harness import closed_loops, create_sessions, open_pipeline, run_loops, source
 from hermes_core.ops.gc_tuning import tune_gc
-from hermes_core.settings import CoreSettings
+from hermes_core.settings import AgentCacheSettings, CoreSettings
 from hermes_core.store.db import Database
 
 RAW, FLOOR, PIPELINE = "raw insert+commit", "engine floor", "pipeline"
@@ -191,9 +194,11 @@ async def measure_floor(root: Path, sessions: int, seconds: float) -> dict[str, 
             await db.close()
 
 
-async def measure_pipeline(root: Path, sessions: int, seconds: float) -> dict[str, float]:
-    """N sessions created, then N closed loops through the gateway; msg/s, commits and calls per msg."""
-    async with open_pipeline(root) as pipe:
+async def measure_pipeline(root: Path, sessions: int, seconds: float,
+                           agent_cache_size: int | None = None) -> dict[str, float]:
+    """N sessions created, then N closed loops through the gateway; msg/s, commits and calls per msg.
+    `agent_cache_size`: the agent cache's entry limit (None: the default)."""
+    async with open_pipeline(root, agent_cache_size=agent_cache_size) as pipe:
         sources = [source(i) for i in range(sessions)]
         started = time.perf_counter()
         await create_sessions(pipe, sources)
@@ -212,13 +217,14 @@ async def measure_pipeline(root: Path, sessions: int, seconds: float) -> dict[st
                 "loop_us": loop_cpu / done * 1e6, "loop_busy": loop_cpu / wall, "sqlite_us": sqlite_cpu / done * 1e6}
 
 
-async def run(root: Path, levels: list[int], seconds: float, repeat: int) -> dict:
+async def run(root: Path, levels: list[int], seconds: float, repeat: int, agent_cache_size: int | None) -> dict:
     results: dict[tuple[str, int], list[dict[str, float]]] = {}
+    pipeline = partial(measure_pipeline, agent_cache_size=agent_cache_size)
     for sessions in levels:
         for round_no in range(repeat):
             order = (RAW, FLOOR, PIPELINE) if round_no % 2 == 0 else (PIPELINE, FLOOR, RAW)
             for variant in order:
-                measure = {RAW: measure_raw, FLOOR: measure_floor, PIPELINE: measure_pipeline}[variant]
+                measure = {RAW: measure_raw, FLOOR: measure_floor, PIPELINE: pipeline}[variant]
                 result = await measure(root, sessions, seconds)
                 results.setdefault((variant, sessions), []).append(result)
                 extra = (f", {result['commits']:.3g} commits/msg, loop {result['loop_us']:.0f} µs/msg "
@@ -328,6 +334,8 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=1, help="rounds per level (variants alternate)")
     parser.add_argument("--dir", type=Path, default=Path(tempfile.gettempdir()),
                         help="where the temporary homes are created (a real disk)")
+    parser.add_argument("--agent-cache-size", type=int, default=None, metavar="N",
+                        help="[agent.agent_cache] max_size of the pipeline (default: the seed's 128)")
     parser.add_argument("--no-hand-overs", dest="hand_overs", action="store_false",
                         help="skip the extra 1-session round that times each call to the SQLite thread")
     args = parser.parse_args()
@@ -336,9 +344,10 @@ def main() -> None:
     # Every variant under the collector settings of a gateway process (docs/behaviour.md §12).
     tune_gc(CoreSettings().gc_young_threshold)
     started = time.perf_counter()
-    results = asyncio.run(run(args.dir, levels, args.seconds, args.repeat))
-    console.print(f"{args.seconds:g} s per variant × {args.repeat} round(s), means shown; homes under "
-                  f"{args.dir}; total {time.perf_counter() - started:.0f} s")
+    results = asyncio.run(run(args.dir, levels, args.seconds, args.repeat, args.agent_cache_size))
+    cache = AgentCacheSettings().max_size if args.agent_cache_size is None else args.agent_cache_size
+    console.print(f"{args.seconds:g} s per variant × {args.repeat} round(s), means shown; agent cache of "
+                  f"{cache:,} entries; homes under {args.dir}; total {time.perf_counter() - started:.0f} s")
     report(results, levels)
     if args.hand_overs and 1 in levels:
         report_hand_overs(asyncio.run(measure_hand_overs(args.dir, args.seconds)))
