@@ -79,6 +79,9 @@ class OutcomeRecorder:
 
     def __init__(self, store: Any, spawn: Callable[[Coroutine[Any, Any, None]], asyncio.Task]) -> None:
         self._store = store
+        # Read once, while the store is open: a write the stop did not wait for may fail after
+        # the store closed, and its log line must still be written (§6 "Drain timeout").
+        self._leased = bool(store.leased)
         self._spawn = spawn
         self._queued: list[tuple[str, SentOutcome, dict[str, int] | None]] = []
         self._task: asyncio.Task | None = None
@@ -105,7 +108,7 @@ class OutcomeRecorder:
     @property
     def _recovered_by(self) -> str:
         """Who sends an unrecorded outcome's obligation again, as the log line names it."""
-        return "by the replica that takes it over, or at the next start" if self._store.leased else "at the next start"
+        return "by the replica that takes it over, or at the next start" if self._leased else "at the next start"
 
     def add(self, session_key: str, outcome: SentOutcome) -> None:
         """Queue `outcome` (of a send for `session_key`, from the job that sent it) for the next
@@ -121,7 +124,7 @@ class OutcomeRecorder:
             batch, self._queued = self._queued, []
             keys = {outcome.obligation_id: key for key, outcome, _ in batch}
             try:
-                if self._store.leased:
+                if self._leased:
                     failed = await self._write_fenced(batch)
                 else:
                     failed = await self._store.finish_deliveries([outcome for _, outcome, _ in batch])

@@ -377,3 +377,36 @@ async def test_a_stuck_outcome_write_does_not_hold_the_stop_up(tmp_path):
         await app.stop()
     assert adapter.texts() == ["echo: a"]
     assert ledger_rows(tmp_path) == [("echo: a", "attempting", 1)]
+
+
+async def test_an_outcome_write_that_fails_after_the_stop_is_logged_and_resent_once(tmp_path, caplog):
+    # docs/behaviour.md §6 "Drain timeout": the stop does not wait for a stuck write past
+    # drain_timeout_s; when that write fails later (the store is closed by then), the log line
+    # still names the obligation and who sends it again, and the next start sends it once, labelled.
+    from pipeline_helpers import until
+
+    adapter = RecordingAdapter()
+    app = await start_app(tmp_path, adapter, scheduler={"drain_timeout_s": 0.2})
+    writing, release = asyncio.Event(), asyncio.Event()
+    finish_deliveries = app.store.finish_deliveries
+
+    async def stuck_finish_deliveries(outcomes):
+        writing.set()
+        await release.wait()
+        return await finish_deliveries(outcomes)
+
+    app.store.finish_deliveries = stuck_finish_deliveries
+    await app.runner.handle(MessageEvent(source=dm("100", "u100"), text="a", message_id="m1"))
+    await until(writing.is_set)
+    await app.stop()
+    release.set()
+    await asyncio.wait({app.runner._outcomes.task}, timeout=5)
+    assert [r.getMessage() for r in caplog.records if r.levelname == "ERROR"] == [
+        "obligation 1 of agent:main:testchat:dm:100 was sent but its outcome could not be recorded (the session "
+        "store is not open (call await store.open())); it is sent again, labelled as a possible duplicate, when "
+        "the session is next recovered (at the next start)"]
+    again = RecordingAdapter()
+    app = await start_app(tmp_path, again)
+    await app.stop()
+    assert again.texts() == ["Recovered reply (may be a duplicate):\necho: a"]
+    assert ledger_rows(tmp_path) == [("echo: a", "delivered", 2)]
