@@ -84,6 +84,10 @@ class OutcomeRecorder:
         self._leased = bool(store.leased)
         self._spawn = spawn
         self._queued: list[tuple[str, SentOutcome, dict[str, int] | None]] = []
+        # Resolved once the outcomes queued now, and those in the write going on, are written
+        # (or logged as not written): what `flush` waits for.
+        self._queued_done: asyncio.Future | None = None
+        self._writing_done: asyncio.Future | None = None
         self._task: asyncio.Task | None = None
 
     @property
@@ -101,9 +105,13 @@ class OutcomeRecorder:
         `timeout` seconds when given: the last step of a drain that timed out, which cancels
         the turns it cut off but not this record of replies already sent (docs/behaviour.md §6
         "Drain timeout"), and what a delivery report that came before its outcome waits for
-        (`GatewayRunner.settle_sent_message`). Never raises."""
-        if self._task is not None:
-            await asyncio.wait({self._task}, timeout=timeout)
+        (`GatewayRunner.settle_sent_message`). Outcomes queued after the call are not waited
+        for: under steady traffic the task never runs out of them. Never raises."""
+        # The queued outcomes are written after the write going on: the later one suffices.
+        done = self._queued_done or self._writing_done
+        if done is not None and not done.done():
+            # The task too: cancelled before it took the queued outcomes, it never resolves them.
+            await asyncio.wait({done, self._task}, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
 
     @property
     def _recovered_by(self) -> str:
@@ -114,6 +122,8 @@ class OutcomeRecorder:
         """Queue `outcome` (of a send for `session_key`, from the job that sent it) for the next
         write."""
         self._queued.append((session_key, outcome, scope_tokens()))
+        if self._queued_done is None:
+            self._queued_done = asyncio.get_running_loop().create_future()
         # A running task sees it at its next look at the queue: nothing awaits between its last
         # look and its end, so an outcome queued here is never left behind.
         if self._task is None or self._task.done():
@@ -122,18 +132,27 @@ class OutcomeRecorder:
     async def _write(self) -> None:
         while self._queued:
             batch, self._queued = self._queued, []
-            keys = {outcome.obligation_id: key for key, outcome, _ in batch}
+            done = self._writing_done = self._queued_done
+            self._queued_done = None
             try:
-                if self._leased:
-                    failed = await self._write_fenced(batch)
-                else:
-                    failed = await self._store.finish_deliveries([outcome for _, outcome, _ in batch])
-            except Exception as exc:
-                failed = [(ob_id, exc) for ob_id in keys]
-            for ob_id, exc in failed:
-                log.error("obligation %s of %s was sent but its outcome could not be recorded (%s); it is sent "
-                          "again, labelled as a possible duplicate, when the session is next recovered (%s)",
-                          ob_id, keys.get(ob_id), " ".join(str(exc).split()), self._recovered_by)
+                await self._write_batch(batch)
+            finally:  # cancelled too: nothing is left for a waiting `flush` to wait for
+                done.set_result(None)
+
+    async def _write_batch(self, batch: list[tuple[str, SentOutcome, dict[str, int] | None]]) -> None:
+        """Write one batch of queued outcomes; log each that could not be recorded."""
+        keys = {outcome.obligation_id: key for key, outcome, _ in batch}
+        try:
+            if self._leased:
+                failed = await self._write_fenced(batch)
+            else:
+                failed = await self._store.finish_deliveries([outcome for _, outcome, _ in batch])
+        except Exception as exc:
+            failed = [(ob_id, exc) for ob_id in keys]
+        for ob_id, exc in failed:
+            log.error("obligation %s of %s was sent but its outcome could not be recorded (%s); it is sent "
+                      "again, labelled as a possible duplicate, when the session is next recovered (%s)",
+                      ob_id, keys.get(ob_id), " ".join(str(exc).split()), self._recovered_by)
 
     async def _write_fenced(self, batch: list[tuple[str, SentOutcome, dict[str, int] | None]]
                             ) -> list[tuple[int, Exception]]:

@@ -379,6 +379,44 @@ async def test_a_stuck_outcome_write_does_not_hold_the_stop_up(tmp_path):
     assert ledger_rows(tmp_path) == [("echo: a", "attempting", 1)]
 
 
+async def test_a_report_waits_for_the_outcomes_written_before_it_not_for_later_ones(tmp_path):
+    # docs/behaviour.md §6 "Delivery reports": a report that finds no obligation waits for the
+    # outcomes queued when it came (at most 10 s), not for the ones other chats queue after it:
+    # under steady traffic the recorder is never idle, and the webhook request carrying the
+    # report would be held the whole 10 s.
+    from pipeline_helpers import until
+
+    adapter = RecordingAdapter()
+    app = await start_app(tmp_path, adapter)
+    writes: list[asyncio.Event] = []
+    finish_deliveries = app.store.finish_deliveries
+
+    async def held_finish_deliveries(outcomes):
+        writes.append(release := asyncio.Event())
+        await release.wait()
+        return await finish_deliveries(outcomes)
+
+    app.store.finish_deliveries = held_finish_deliveries
+    try:
+        await app.runner.handle(MessageEvent(source=dm("100", "u100"), text="a", message_id="m1"))
+        await until(lambda: len(writes) == 1)
+        report = asyncio.create_task(adapter.report_delivery("1", "failed", "Message undeliverable"))
+        await asyncio.sleep(0.05)
+        # Another chat's reply is sent meanwhile: its outcome is queued behind the write going on.
+        await app.runner.handle(MessageEvent(source=dm("200", "u200"), text="b", message_id="m2"))
+        await until(lambda: len(adapter.sent) == 2)
+        writes[0].set()
+        await until(lambda: len(writes) == 2)  # the later outcome's write is going on, held
+        async with asyncio.timeout(2):
+            assert await report == 1
+        assert ledger_rows(tmp_path) == [("echo: a", "failed", 1), ("echo: b", "attempting", 1)]
+    finally:
+        for release in writes:
+            release.set()
+        app.store.finish_deliveries = finish_deliveries
+        await app.stop()
+
+
 async def test_an_outcome_write_that_fails_after_the_stop_is_logged_and_resent_once(tmp_path, caplog):
     # docs/behaviour.md §6 "Drain timeout": the stop does not wait for a stuck write past
     # drain_timeout_s; when that write fails later (the store is closed by then), the log line
