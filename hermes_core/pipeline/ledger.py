@@ -84,6 +84,7 @@ class OutcomeRecorder:
         self._leased = bool(store.leased)
         self._spawn = spawn
         self._queued: list[tuple[str, SentOutcome, dict[str, int] | None]] = []
+        self._writing: list[tuple[str, SentOutcome, dict[str, int] | None]] = []  # the write going on
         # Resolved once the outcomes queued now, and those in the write going on, are written
         # (or logged as not written): what `flush` waits for.
         self._queued_done: asyncio.Future | None = None
@@ -114,8 +115,14 @@ class OutcomeRecorder:
             await asyncio.wait({done, self._task}, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
 
     @property
-    def _recovered_by(self) -> str:
-        """Who sends an unrecorded outcome's obligation again, as the log line names it."""
+    def unwritten(self) -> list[int]:
+        """The obligation ids of the outcomes queued or being written, in the order sent: what a
+        stop that did not wait for them longer leaves 'attempting'."""
+        return [outcome.obligation_id for _, outcome, _ in self._writing + self._queued]
+
+    @property
+    def recovered_by(self) -> str:
+        """Who sends an unrecorded outcome's obligation again, in the log lines' words."""
         return "by the replica that takes it over, or at the next start" if self._leased else "at the next start"
 
     def add(self, session_key: str, outcome: SentOutcome) -> None:
@@ -134,9 +141,11 @@ class OutcomeRecorder:
             batch, self._queued = self._queued, []
             done = self._writing_done = self._queued_done
             self._queued_done = None
+            self._writing = batch
             try:
                 await self._write_batch(batch)
             finally:  # cancelled too: nothing is left for a waiting `flush` to wait for
+                self._writing = []
                 done.set_result(None)
 
     async def _write_batch(self, batch: list[tuple[str, SentOutcome, dict[str, int] | None]]) -> None:
@@ -152,7 +161,7 @@ class OutcomeRecorder:
         for ob_id, exc in failed:
             log.error("obligation %s of %s was sent but its outcome could not be recorded (%s); it is sent "
                       "again, labelled as a possible duplicate, when the session is next recovered (%s)",
-                      ob_id, keys.get(ob_id), " ".join(str(exc).split()), self._recovered_by)
+                      ob_id, keys.get(ob_id), " ".join(str(exc).split()), self.recovered_by)
 
     async def _write_fenced(self, batch: list[tuple[str, SentOutcome, dict[str, int] | None]]
                             ) -> list[tuple[int, Exception]]:

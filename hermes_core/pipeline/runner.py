@@ -867,4 +867,10 @@ class GatewayRunner:
             # Bounded too (as long again as the drain): a stuck write must not hold the stop up;
             # what it did not record stays 'attempting' and is sent again at the next start (§6).
             await self._outcomes.flush(timeout)
+            if unwritten := self._outcomes.unwritten:
+                # Said here: the process ends with the write still going on, its task cancelled
+                # without a line of its own.
+                log.warning("stop: the outcome of sent reply(ies) %s was not recorded within %g s more; they stay "
+                            "'attempting' and are sent again %s, labelled as possible duplicates",
+                            ", ".join(map(str, unwritten)), timeout, self._outcomes.recovered_by)
             return interrupted

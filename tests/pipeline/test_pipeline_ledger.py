@@ -356,7 +356,7 @@ async def test_a_failure_report_that_comes_before_the_outcome_is_written_is_appl
         await app.stop()
 
 
-async def test_a_stuck_outcome_write_does_not_hold_the_stop_up(tmp_path):
+async def test_a_stuck_outcome_write_does_not_hold_the_stop_up(tmp_path, caplog):
     # docs/behaviour.md §6 "Drain timeout": the record of replies already sent gets at most
     # drain_timeout_s more after the drain; one it did not write stays 'attempting' (sent again,
     # labelled, at the next start).
@@ -377,6 +377,11 @@ async def test_a_stuck_outcome_write_does_not_hold_the_stop_up(tmp_path):
         await app.stop()
     assert adapter.texts() == ["echo: a"]
     assert ledger_rows(tmp_path) == [("echo: a", "attempting", 1)]
+    # The process ends with the write (its task is cancelled, nothing more is logged): the stop
+    # says what it left unrecorded.
+    assert [r.getMessage() for r in caplog.records if r.levelname == "WARNING" and "recorded" in r.getMessage()] \
+        == ["stop: the outcome of sent reply(ies) 1 was not recorded within 0.2 s more; they stay 'attempting' "
+            "and are sent again at the next start, labelled as possible duplicates"]
 
 
 async def test_a_report_waits_for_the_outcomes_written_before_it_not_for_later_ones(tmp_path):
