@@ -78,7 +78,7 @@ async def open_pipeline(root: Path, store_class: type[SessionStore] = SessionSto
     (undone on exit). `store_class`: the store to run (a subclass for a baseline).
     `agent_cache_size`: `[agent.agent_cache] max_size` (None: the default, the seed's 128)."""
     with tempfile.TemporaryDirectory(dir=root) as tmp:
-        cache = {"agent": {"agent_cache": {"max_size": agent_cache_size}}} if agent_cache_size else {}
+        cache = {"agent": {"agent_cache": {"max_size": agent_cache_size}}} if agent_cache_size is not None else {}
         config = GatewayConfig(home=Path(tmp) / "home", platforms={"benchchat": {"allow_all": True}}, **cache)
         gc_before = tune_gc(config.core.gc_young_threshold)
         store = store_class(config.sessions_dir, config)

@@ -339,6 +339,8 @@ def main() -> None:
     parser.add_argument("--no-hand-overs", dest="hand_overs", action="store_false",
                         help="skip the extra 1-session round that times each call to the SQLite thread")
     args = parser.parse_args()
+    if args.agent_cache_size is not None and args.agent_cache_size < 1:  # as [agent.agent_cache] max_size
+        parser.error(f"--agent-cache-size must be at least 1, got {args.agent_cache_size}")
     levels = sorted(set(args.sessions))
     ThreadCalls.install()
     # Every variant under the collector settings of a gateway process (docs/behaviour.md §12).
