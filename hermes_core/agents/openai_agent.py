@@ -137,10 +137,14 @@ class OpenAIAgent(Agent):
         if not hasattr(completion, "choices"):
             raise self._not_a_completion(
                 "text, not JSON" if isinstance(completion, (str, bytes)) else "not the completion's fields")
+        # The client does not validate the body's shape: a field of another type reaches here as
+        # it was parsed, and would fail later in the gateway instead.
+        if not isinstance(completion.choices, (list, type(None))):
+            raise self._not_a_completion(f"its choices are {type(completion.choices).__name__}, not a list")
+        if completion.usage is not None and not hasattr(completion.usage, "prompt_tokens"):
+            raise self._not_a_completion(f"its usage is {type(completion.usage).__name__}, not the usage's fields")
         if not completion.choices:
             raise AgentError(f"chat-completions server at {self.settings.base_url} returned no choices")
-        # The client does not validate the body's shape: a message or content of another type
-        # reaches here as it was parsed, and would fail later in the gateway instead.
         reply = getattr(completion.choices[0], "message", None)
         if not hasattr(reply, "content"):
             raise self._not_a_completion("its choice has no message")

@@ -186,6 +186,10 @@ async def test_openai_agent_a_200_that_is_not_a_completion_is_agent_error(tmp_pa
      "its message content is dict, not text"),
     (b'{"choices": [1]}', "its choice has no message"),
     (b'{"choices": [{"index": 0, "message": "hi"}]}', "its choice has no message"),
+    (b'{"choices": {"0": {"message": {"role": "assistant", "content": "hi"}}}}', "its choices are dict, not a list"),
+    (b'{"choices": 5}', "its choices are int, not a list"),
+    (b'{"choices": [{"index": 0, "message": {"role": "assistant", "content": "hi"}}], "usage": "lots"}',
+     "its usage is str, not the usage's fields"),
 ])
 async def test_openai_agent_a_200_json_body_that_is_not_a_completion_is_agent_error(
         tmp_path, fake_chat_server, body, what):
