@@ -287,6 +287,21 @@ async def test_the_outcomes_of_sends_that_came_in_together_are_one_write(tmp_pat
             "next recovered (at the next start)"]
 
 
+def hold_outcome_writes(app) -> list[asyncio.Event]:
+    """Hold each write of the outcome recorder (`store.finish_deliveries`) until its event is set:
+    one event per write, in the order the writes began."""
+    writes: list[asyncio.Event] = []
+    finish_deliveries = app.store.finish_deliveries
+
+    async def held_finish_deliveries(outcomes):
+        writes.append(release := asyncio.Event())
+        await release.wait()
+        return await finish_deliveries(outcomes)
+
+    app.store.finish_deliveries = held_finish_deliveries
+    return writes
+
+
 async def test_a_delivered_reply_is_recorded_even_when_the_drain_times_out(tmp_path):
     # docs/behaviour.md §6 (drain timeout) and §12 "'delivered' off the session's path": the drain
     # cuts off the turns still running, not the record of a reply already sent; a graceful stop
@@ -296,22 +311,14 @@ async def test_a_delivered_reply_is_recorded_even_when_the_drain_times_out(tmp_p
     adapter, agent = RecordingAdapter(), HeldAgent()
     agent.let_interrupted_end.set()
     app = await start_app(tmp_path, adapter, agent, scheduler={"drain_timeout_s": 0.2})
-    writing, release = asyncio.Event(), asyncio.Event()
-    finish_deliveries = app.store.finish_deliveries
-
-    async def held_finish_deliveries(outcomes):
-        writing.set()
-        await release.wait()
-        return await finish_deliveries(outcomes)
-
-    app.store.finish_deliveries = held_finish_deliveries
+    writes = hold_outcome_writes(app)
     agent.open("a")
     await app.runner.handle(MessageEvent(source=dm("100", "u100"), text="a", message_id="m1"))
     await app.runner.handle(MessageEvent(source=dm("200", "u200"), text="b", message_id="m2"))
-    await until(lambda: writing.is_set() and agent.started == ["a", "b"])
+    await until(lambda: writes and agent.started == ["a", "b"])
     stopping = asyncio.create_task(app.stop())
     await until(lambda: agent.interrupted == ["b"])  # the drain timed out and cut b's turn off
-    release.set()
+    writes[0].set()
     await stopping
     assert adapter.texts() == ["ok a"]
     assert ledger_rows(tmp_path) == [("ok a", "delivered", 1)]
@@ -325,23 +332,15 @@ async def test_a_failure_report_that_comes_before_the_outcome_is_written_is_appl
 
     adapter = RecordingAdapter()
     app = await start_app(tmp_path, adapter)
-    writing, release = asyncio.Event(), asyncio.Event()
-    finish_deliveries = app.store.finish_deliveries
-
-    async def held_finish_deliveries(outcomes):
-        writing.set()
-        await release.wait()
-        return await finish_deliveries(outcomes)
-
-    app.store.finish_deliveries = held_finish_deliveries
+    writes = hold_outcome_writes(app)
     try:
         await app.runner.handle(MessageEvent(source=dm("100", "u100"), text="a", message_id="m1"))
-        await until(writing.is_set)
+        await until(lambda: writes)
         assert adapter.sent == [("100", "echo: a", "m1")]
         report = asyncio.create_task(adapter.report_delivery("1", "failed", "Message undeliverable"))
         await asyncio.sleep(0.1)
         assert not report.done()  # it found no obligation yet and waits for the write
-        release.set()
+        writes[0].set()
         assert await report == 1
         conn = sqlite3.connect(tmp_path / "state.db")
         try:
@@ -350,9 +349,11 @@ async def test_a_failure_report_that_comes_before_the_outcome_is_written_is_appl
         finally:
             conn.close()
         # A report about a message no obligation sent changes nothing, and waits for nothing.
-        assert await adapter.report_delivery("999", "failed", "x") is None
+        async with asyncio.timeout(1):
+            assert await adapter.report_delivery("999", "failed", "x") is None
     finally:
-        release.set()
+        for release in writes:
+            release.set()
         await app.stop()
 
 
@@ -364,15 +365,9 @@ async def test_a_stuck_outcome_write_does_not_hold_the_stop_up(tmp_path, caplog)
 
     adapter = RecordingAdapter()
     app = await start_app(tmp_path, adapter, scheduler={"drain_timeout_s": 0.2})
-    writing, never = asyncio.Event(), asyncio.Event()
-
-    async def stuck_finish_deliveries(outcomes):
-        writing.set()
-        await never.wait()
-
-    app.store.finish_deliveries = stuck_finish_deliveries
+    writes = hold_outcome_writes(app)  # never released
     await app.runner.handle(MessageEvent(source=dm("100", "u100"), text="a", message_id="m1"))
-    await until(writing.is_set)
+    await until(lambda: writes)
     async with asyncio.timeout(5):
         await app.stop()
     assert adapter.texts() == ["echo: a"]
@@ -393,15 +388,7 @@ async def test_a_report_waits_for_the_outcomes_written_before_it_not_for_later_o
 
     adapter = RecordingAdapter()
     app = await start_app(tmp_path, adapter)
-    writes: list[asyncio.Event] = []
-    finish_deliveries = app.store.finish_deliveries
-
-    async def held_finish_deliveries(outcomes):
-        writes.append(release := asyncio.Event())
-        await release.wait()
-        return await finish_deliveries(outcomes)
-
-    app.store.finish_deliveries = held_finish_deliveries
+    writes = hold_outcome_writes(app)
     try:
         await app.runner.handle(MessageEvent(source=dm("100", "u100"), text="a", message_id="m1"))
         await until(lambda: len(writes) == 1)
@@ -418,7 +405,6 @@ async def test_a_report_waits_for_the_outcomes_written_before_it_not_for_later_o
     finally:
         for release in writes:
             release.set()
-        app.store.finish_deliveries = finish_deliveries
         await app.stop()
 
 
@@ -430,19 +416,11 @@ async def test_an_outcome_write_that_fails_after_the_stop_is_logged_and_resent_o
 
     adapter = RecordingAdapter()
     app = await start_app(tmp_path, adapter, scheduler={"drain_timeout_s": 0.2})
-    writing, release = asyncio.Event(), asyncio.Event()
-    finish_deliveries = app.store.finish_deliveries
-
-    async def stuck_finish_deliveries(outcomes):
-        writing.set()
-        await release.wait()
-        return await finish_deliveries(outcomes)
-
-    app.store.finish_deliveries = stuck_finish_deliveries
+    writes = hold_outcome_writes(app)
     await app.runner.handle(MessageEvent(source=dm("100", "u100"), text="a", message_id="m1"))
-    await until(writing.is_set)
+    await until(lambda: writes)
     await app.stop()
-    release.set()
+    writes[0].set()
     await asyncio.wait({app.runner._outcomes.task}, timeout=5)
     assert [r.getMessage() for r in caplog.records if r.levelname == "ERROR"] == [
         "obligation 1 of agent:main:testchat:dm:100 was sent but its outcome could not be recorded (the session "
