@@ -365,18 +365,21 @@ class GatewayApp:
         return valid
 
     def _build_adapters(self) -> None:
-        from .plugin_system.settings import common_platform_settings
+        from .plugin_system.settings import common_platform_settings, warn_unprovided_platforms
 
         given = self._given_adapters
         if given is not None:
             items = given.items() if isinstance(given, Mapping) else ((a.spec.name, a) for a in given)
             self.adapters.update(items)
+            # The other platforms do not run here (`chat`), but a misspelt table is still named.
+            warn_unprovided_platforms(self.pm, self.config, running=self.adapters, report=self.report)
         else:
             from .plugin_system.adapters import resolve_adapter_classes
             from .plugin_system.settings import validate_plugin_settings
 
             classes = resolve_adapter_classes(self.config.enabled_platforms(), self.report, config=self.config)
-            self.platform_settings = validate_plugin_settings(self.pm, self.config, adapter_classes=classes)
+            self.platform_settings = validate_plugin_settings(self.pm, self.config, adapter_classes=classes,
+                                                              report=self.report)
             for name, cls in classes.items():
                 self.adapters[name] = cls(self.platform_settings.get(name))
         self.common_platform_settings = common_platform_settings(self.config, self.platform_settings)

@@ -70,7 +70,7 @@ def load_for_run(config: Any, *, raise_on_fatal: bool = True) -> tuple[Any, Any,
 
     pm, report = create_plugin_manager(config, raise_on_fatal=raise_on_fatal)
     classes = resolve_adapter_classes(config.enabled_platforms(), report, config=config)
-    settings = validate_plugin_settings(pm, config, adapter_classes=classes)
+    settings = validate_plugin_settings(pm, config, adapter_classes=classes, report=report)
     return pm, report, settings
 
 

@@ -14,7 +14,7 @@ from typing import Any
 
 from stevedore import NamedExtensionManager
 
-from .loader import ADAPTERS_GROUP
+from .loader import ADAPTERS_GROUP, installed_platforms_note
 from .report import LoadReport, PluginRecord
 
 log = logging.getLogger(__name__)
@@ -59,8 +59,9 @@ def resolve_adapter_classes(platforms: list[str], report: LoadReport | None = No
         `{platform name: adapter class}`.
 
     Raises:
-        AdapterLoadError: an enabled platform has no adapter entry point, it failed to load, or
-            its `adapter` override cannot be imported.
+        AdapterLoadError: an enabled platform has no adapter entry point (the message names the
+            installed platform ids and the close one, `installed_platforms_note`), it failed to
+            load, or its `adapter` override cannot be imported.
     """
     swaps = {name: target for name, target in _adapter_overrides(config).items() if name in platforms}
     failures: dict[str, str] = {}
@@ -92,7 +93,8 @@ def resolve_adapter_classes(platforms: list[str], report: LoadReport | None = No
             if report is not None:
                 report.add(PluginRecord(name, ADAPTERS_GROUP, "loaded"))
             continue
-        reason = failures.get(name, "no adapter entry point is installed")
+        # A name no entry point has is most often a misspelt table: the installed ids say so.
+        reason = failures.get(name) or f"no adapter entry point is installed ({installed_platforms_note(name)})"
         if report is not None:
             report.add(PluginRecord(name, ADAPTERS_GROUP, "failed", reason))
         raise AdapterLoadError(f"platform {name!r} is enabled but its adapter cannot be loaded: {reason}")

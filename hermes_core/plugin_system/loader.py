@@ -26,6 +26,7 @@ in `metadata.py`, and the report records in `report.py`; their public names are 
 
 from __future__ import annotations
 
+import difflib
 import importlib
 import importlib.metadata
 import importlib.util
@@ -33,7 +34,7 @@ import logging
 import os
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterable
 
 from stevedore import ExtensionManager, NamedExtensionManager
 
@@ -62,9 +63,9 @@ LOCAL_FILE_NAME = "hermes_local.py"
 __all__ = [
     "ADAPTERS_GROUP", "BLOCKED", "DEPLOYMENT_PREFIX", "DistributionIndex", "FAILED", "LOADED",
     "LOCAL_FILE_NAME", "LoadReport", "MISSING", "OVERRIDES_GROUP", "PLUGINS_GROUP", "PluginLoadError",
-    "PluginRecord", "SAFE_MODE", "check_plugin_policies", "clear_entry_point_cache", "distribution_of",
-    "entry_point_names", "env_allowlist", "list_entry_points", "load_entry_point_plugins", "load_overrides",
-    "local_file_path", "plugin_api_error",
+    "PluginRecord", "SAFE_MODE", "check_plugin_policies", "clear_entry_point_cache", "close_platform",
+    "distribution_of", "entry_point_names", "env_allowlist", "installed_platforms_note", "list_entry_points",
+    "load_entry_point_plugins", "load_overrides", "local_file_path", "plugin_api_error",
 ]
 
 
@@ -75,6 +76,40 @@ def entry_point_names(group: str) -> list[str]:
     (a `NamedExtensionManager` asked for no names only lists them)."""
     manager = NamedExtensionManager(group, [], on_missing_entrypoints_callback=None)
     return sorted(set(manager.entry_points_names()))
+
+
+def close_platform(platform: str, installed: Iterable[str] | None = None) -> str | None:
+    """The installed platform id closest to `platform` (a misspelt `[platforms.telegrm]` table:
+    `telegram`), by `difflib.get_close_matches`' default cutoff; None when none is close.
+
+    Args:
+        platform: a `[platforms.<id>]` table name that no installed adapter entry point has.
+        installed: the installed platform ids (default: the `hermes_core.adapters` entry
+            points' names, read without importing them).
+    """
+    names = sorted(set(entry_point_names(ADAPTERS_GROUP) if installed is None else installed))
+    close = difflib.get_close_matches(platform, names, n=1)
+    return close[0] if close else None
+
+
+def installed_platforms_note(platform: str, installed: Iterable[str] | None = None) -> str:
+    """What every report of a `[platforms.<platform>]` table that no installed adapter provides
+    adds (`run`, `doctor`, `chat`; docs/configuration.md §2 `[platforms.<id>]`): the installed platform
+    ids, and the one close to `platform` when there is one. A typo would otherwise read like a
+    platform whose package is missing.
+
+    Args:
+        platform: the table's name as configured.
+        installed: the installed platform ids (default: the `hermes_core.adapters` entry
+            points' names, read without importing them).
+
+    Returns:
+        One clause, e.g. `installed platforms: discord, local, telegram; did you mean telegram?`
+        (`installed platforms: none` when no adapter is installed).
+    """
+    names = sorted(set(entry_point_names(ADAPTERS_GROUP) if installed is None else installed))
+    close = close_platform(platform, names)
+    return f"installed platforms: {', '.join(names) or 'none'}" + (f"; did you mean {close}?" if close else "")
 
 
 def list_entry_points(group: str) -> list[importlib.metadata.EntryPoint]:

@@ -24,7 +24,8 @@ from pydantic import BaseModel, ValidationError
 from ..sdk.settings import COMMON_PLATFORM_KEYS, PlatformSettings
 from ..settings import ConfigError, config_file_path, error_words, find_value_source
 from ..types import SettingsSpec
-from .loader import ADAPTERS_GROUP, entry_point_names
+from .loader import ADAPTERS_GROUP, close_platform, entry_point_names, installed_platforms_note
+from .report import LoadReport
 
 log = logging.getLogger(__name__)
 
@@ -151,8 +152,58 @@ def common_platform_settings(config, validated: Mapping[str, BaseModel]) -> dict
     return out
 
 
+def _provided(section: str, table: Mapping[str, Any], models: Mapping[str, Any], installed: set[str]) -> bool:
+    """A `[platforms.<section>]` table is provided by a plugin's settings model, an installed
+    adapter entry point, or its own `adapter = "pkg.mod:Class"` key."""
+    return section in models or section in installed or "adapter" in table
+
+
+def _warn_unprovided(section: str, installed: Iterable[str], report: LoadReport | None) -> str:
+    """Log (and add to `report`) the warning for a `[platforms.<section>]` table that no
+    installed plugin provides, naming the installed platform ids and the close one: the same
+    words from `run`, `doctor` and `chat`."""
+    text = (f"[platforms.{section}] is configured but no installed plugin provides it; ignored"
+            f" ({installed_platforms_note(section, installed)})")
+    log.warning("%s", text)
+    if report is not None:
+        report.warnings.append(text)
+    return text
+
+
+def warn_unprovided_platforms(pm, config, *, running: Iterable[str] = (),
+                              report: LoadReport | None = None) -> list[str]:
+    """Warn about each `[platforms.<id>]` table that no installed plugin provides, for a gateway
+    given its adapters (`chat`'s terminal, docs/configuration.md §2 `[platforms.<id>]`): the
+    other tables are not validated there, since their platforms do not run, but a misspelt
+    table name (`[platforms.telegrm]`) must not pass in silence.
+
+    Args:
+        pm: the application's plugin manager (its `hermes_settings_schema` sections count as
+            provided, as in `validate_plugin_settings`).
+        config: the `GatewayConfig` (its raw `platforms` tables).
+        running: the platform ids of the adapters given to the gateway (provided by them).
+        report: the load's `LoadReport`, whose `warnings` get each line too.
+
+    Returns:
+        The warning lines, one per table, in table-name order (each also logged as a warning);
+        none when the plugins' settings sections cannot be collected (a section declared twice:
+        `run` refuses to start for it, and names it).
+    """
+    try:
+        models = collect_settings_specs(pm)
+    except PluginSettingsError as exc:
+        log.debug("platform tables not checked: %s", exc)
+        return []
+    installed = set(entry_point_names(ADAPTERS_GROUP))
+    provided = installed | set(running)
+    return [_warn_unprovided(section, installed, report)
+            for section, table in sorted((config.platforms or {}).items())
+            if isinstance(table, Mapping) and not _provided(section, table, models, provided)]
+
+
 def validate_plugin_settings(pm, config, *, adapter_classes: Mapping[str, type] | None = None,
-                             installed_adapters: Iterable[str] | None = None) -> dict[str, BaseModel]:
+                             installed_adapters: Iterable[str] | None = None,
+                             report: LoadReport | None = None) -> dict[str, BaseModel]:
     """Validate every `[platforms.<id>]` table into its plugin's settings model (docs/architecture.md §5).
 
     Args:
@@ -162,6 +213,8 @@ def validate_plugin_settings(pm, config, *, adapter_classes: Mapping[str, type] 
             `spec.settings_model` is used for sections no `hermes_settings_schema` declares.
         installed_adapters: names of installed `hermes_core.adapters` entry points (default:
             read from the entry points without importing them).
+        report: the load's `LoadReport`; the warning for a table no installed plugin provides
+            is added to its `warnings` too (`doctor` shows them as rows).
 
     Returns:
         `{section: validated model}` for every section that has a model (the app keeps these and
@@ -171,7 +224,8 @@ def validate_plugin_settings(pm, config, *, adapter_classes: Mapping[str, type] 
 
     Raises:
         PluginSettingsError: invalid table of an enabled platform; duplicate section; an enabled
-            section that no installed plugin or adapter provides.
+            section that no installed plugin or adapter provides (the message names the
+            installed platform ids and the close one: `loader.installed_platforms_note`).
 
     Logs a warning (naming section and key, never the value) for an invalid table of a disabled
     platform, and for a disabled section that nothing provides.
@@ -200,13 +254,16 @@ def validate_plugin_settings(pm, config, *, adapter_classes: Mapping[str, type] 
                 # A disabled platform's table cannot break start-up, but its mistake is named.
                 log.warning("%s (platform disabled; table ignored)", exc)
             continue
-        provided = section in installed or "adapter" in table
-        if not provided:
+        if not _provided(section, table, models, installed):
             if enabled:
+                # A close installed id means a typo: no package to install (a `pip install` of
+                # the misspelt name could fetch somebody else's).
+                install = ("" if close_platform(section, installed) else
+                           f"; install its package, e.g. `pip install hermes-gateway-{section}`")
                 raise PluginSettingsError(
                     f"[platforms.{section}] is enabled but no installed plugin provides platform"
-                    f" {section!r} (install its package, e.g. `pip install hermes-gateway-{section}`)")
-            log.warning("[platforms.%s] is configured but no installed plugin provides it; ignored", section)
+                    f" {section!r} ({installed_platforms_note(section, installed)}{install})")
+            _warn_unprovided(section, installed, report)
             continue
         try:
             _validate_common(section, table, toml_path)

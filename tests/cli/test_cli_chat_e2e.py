@@ -141,6 +141,18 @@ def test_a_line_the_store_refuses_gets_the_configured_error_notice(tmp_path):
     assert "sqlite3.IntegrityError: x" in log
 
 
+def test_a_misspelt_platform_table_is_named_with_the_installed_platforms(tmp_path):
+    """`chat` runs the terminal only, but says what `run` and `doctor` say of a table no
+    installed plugin provides (docs/configuration.md §2 `[platforms.<id>]`)."""
+    (tmp_path / "hermes.toml").write_text("[platforms.telegrm]\nenabled = true\n")
+    result = run_cli(tmp_path, "chat", stdin="hello\n")
+    assert (result.returncode, result.stdout) == (0, "echo: hello\n")
+    assert result.stderr == (
+        "hermes-gateway: WARNING: [platforms.telegrm] is configured but no installed plugin provides it; ignored"
+        " (installed platforms: discord, local, signal, slack, telegram, whatsapp, whatsapp_cloud;"
+        " did you mean telegram?)\n")
+
+
 def test_corrupt_config_file_is_one_line_naming_the_file(tmp_path):
     config = tmp_path / "hermes.toml"
     config.write_text("[core\nmax_input_chars = = 5\n")

@@ -24,6 +24,10 @@ def _doctor(home: Path, cwd: Path, *args: str, **env: str) -> tuple[int, dict[st
     return code, {row["check"]: row for row in json.loads(out)}
 
 
+# The platform ids of the adapters `scripts/install.sh` installs (every `plugins/*` package).
+INSTALLED = "installed platforms: discord, local, signal, slack, telegram, whatsapp, whatsapp_cloud"
+
+
 def _this_user() -> str:
     """How doctor names the user it runs as (docs/operations.md §1)."""
     import pwd
@@ -329,7 +333,27 @@ def test_rows_that_cannot_be_checked_say_why(tmp_path):
                                       '[platforms.nosuch]\nenabled = true\n')
     code, checks = _doctor(home, tmp_path)
     why = ("not checked: the platforms' settings could not be loaded (platform 'nosuch' is enabled but its "
-           "adapter cannot be loaded: no adapter entry point is installed)")
+           f"adapter cannot be loaded: no adapter entry point is installed ({INSTALLED}))")
     assert (code, checks["plugins"]["status"]) == (1, "fail")
     assert checks["credentials nosuch"] == {"check": "credentials nosuch", "status": "warn", "detail": why}
     assert checks["access nosuch"] == {"check": "access nosuch", "status": "warn", "detail": why}
+
+
+@pytest.mark.parametrize("enabled", [True, False])
+def test_a_misspelt_platform_table_names_the_installed_platforms(tmp_path, enabled):
+    """docs/configuration.md §2 `[platforms.<id>]`: enabled, the table stops `run` (a `fail`);
+    disabled, it is a `warn` row where it was a log line nobody saw. Both name the close id."""
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / "hermes.toml").write_text(f"[platforms.local]\nenabled = true\n"
+                                      f"[platforms.telegrm]\nenabled = {str(enabled).lower()}\n")
+    code, out, err = run(["doctor", "--json"], gateway_env(home), tmp_path)
+    rows = [row for row in json.loads(out) if row["check"] == "plugins"]
+    if enabled:
+        assert (code, err, rows) == (1, "", [{"check": "plugins", "status": "fail", "detail": (
+            "platform 'telegrm' is enabled but its adapter cannot be loaded: no adapter entry point is installed"
+            f" ({INSTALLED}; did you mean telegram?)")}])
+    else:
+        assert (code, err, rows[1:]) == (0, "", [{"check": "plugins", "status": "warn", "detail": (
+            "[platforms.telegrm] is configured but no installed plugin provides it; ignored"
+            f" ({INSTALLED}; did you mean telegram?)")}])

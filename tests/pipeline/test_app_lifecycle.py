@@ -164,13 +164,44 @@ async def test_a_start_that_fails_before_any_job_ran_keeps_the_clean_stop_marker
     assert await _next_start_is_unclean(tmp_path) is False
 
 
-async def test_unknown_enabled_platform_is_a_startup_error(tmp_path):
-    app = GatewayApp(GatewayConfig(home=tmp_path, platforms={"nosuch": {"enabled": True}}),
+@pytest.mark.parametrize("name, suggestion", [("nosuch", ""), ("telegrm", "; did you mean telegram?")])
+async def test_unknown_enabled_platform_is_a_startup_error(tmp_path, monkeypatch, name, suggestion):
+    """It names the installed platform ids, and the close one for a typo (docs/configuration.md §2)."""
+    from hermes_core.plugin_system import loader
+
+    monkeypatch.setattr(loader, "entry_point_names", lambda group: ["discord", "local", "telegram"])
+    app = GatewayApp(GatewayConfig(home=tmp_path, platforms={name: {"enabled": True}}),
                      agent=EchoAgent(), watcher=False)
     with pytest.raises(StartupError) as info:
         await app.start()
-    assert str(info.value) == ("platform 'nosuch' is enabled but its adapter cannot be loaded: "
-                               "no adapter entry point is installed")
+    assert str(info.value) == (f"platform {name!r} is enabled but its adapter cannot be loaded: "
+                               "no adapter entry point is installed (installed platforms: discord, local, "
+                               f"telegram{suggestion})")
+
+
+async def test_a_gateway_given_its_adapters_warns_about_a_misspelt_platform_table(tmp_path, monkeypatch, caplog):
+    """`chat` runs the terminal only and validates no other table, but a misspelt one is named
+    with the warning `run` gives; a table the given adapters run is not warned about."""
+    import io
+    import logging
+
+    from hermes_core.plugin_system import loader, settings
+
+    for module in (loader, settings):
+        monkeypatch.setattr(module, "entry_point_names", lambda group: ["discord", "local", "telegram"])
+    config = GatewayConfig(home=tmp_path, platforms={"telegrm": {"enabled": True}, "telegram": {},
+                                                     "fake": {"enabled": True}, "local": {"enabled": True}})
+    terminals = [LocalAdapter(stdin=io.StringIO(""), stdout=io.StringIO()) for _ in range(2)]
+    app = GatewayApp(config, adapters=dict(zip(("local", "fake"), terminals)),
+                     agent=EchoAgent(), watcher=False)
+    with caplog.at_level(logging.WARNING, logger="hermes_core.plugin_system.settings"):
+        await app.start()
+    try:
+        assert [r.getMessage() for r in caplog.records if r.name == "hermes_core.plugin_system.settings"] == [
+            "[platforms.telegrm] is configured but no installed plugin provides it; ignored"
+            " (installed platforms: discord, local, telegram; did you mean telegram?)"]
+    finally:
+        await app.stop()
 
 
 def test_load_gateway_config_errors_are_startup_errors(tmp_path):

@@ -92,6 +92,33 @@ def test_section_of_uninstalled_plugin_warns_or_fails_when_enabled(tmp_path, cap
         validate_plugin_settings(pm, _config(tmp_path, {"nowhere": {"enabled": True}}), installed_adapters=[])
 
 
+def test_misspelt_platform_table_names_the_installed_platforms(tmp_path, caplog):
+    """docs/configuration.md §2 `[platforms.<id>]`: a table no installed plugin provides names the
+    installed platform ids and, for a typo, the close one (no `pip install` of the typo)."""
+    from hermes_core.plugin_system.loader import LoadReport
+
+    installed = ["discord", "local", "telegram"]
+    report = LoadReport()
+    with caplog.at_level(logging.WARNING):
+        validate_plugin_settings(_pm_with(), _config(tmp_path, {"telegrm": {"enabled": False}}),
+                                 installed_adapters=installed, report=report)
+    line = ("[platforms.telegrm] is configured but no installed plugin provides it; ignored"
+            " (installed platforms: discord, local, telegram; did you mean telegram?)")
+    assert [r.getMessage() for r in caplog.records] == [line]
+    assert report.warnings == [line]  # what doctor shows as a row
+    with pytest.raises(PluginSettingsError) as info:
+        validate_plugin_settings(_pm_with(), _config(tmp_path, {"telegrm": {"enabled": True}}),
+                                 installed_adapters=installed)
+    assert str(info.value) == ("[platforms.telegrm] is enabled but no installed plugin provides platform"
+                               " 'telegrm' (installed platforms: discord, local, telegram; did you mean telegram?)")
+    with pytest.raises(PluginSettingsError) as info:
+        validate_plugin_settings(_pm_with(), _config(tmp_path, {"matrix": {"enabled": True}}),
+                                 installed_adapters=installed)
+    assert str(info.value) == ("[platforms.matrix] is enabled but no installed plugin provides platform"
+                               " 'matrix' (installed platforms: discord, local, telegram; install its package,"
+                               " e.g. `pip install hermes-gateway-matrix`)")
+
+
 def test_adapter_spec_settings_model_is_used_when_no_schema_hook(tmp_path):
     from hermes_core.testing.fakes import CapturingAdapter
 
