@@ -26,7 +26,7 @@ import typer
 
 from ..model.text import clean_text, escape_controls
 
-from ..model import SessionEntry, format_timestamp
+from ..model import SessionEntry, format_timestamp, validate_session_id
 from ..store import HomeLockedError, SessionStore, StoreError, TranscriptReadError, is_damaged
 from ..store.files import CLEAN_SHUTDOWN, write_atomic
 from ..store.fts import is_index_damage, match_expression
@@ -53,6 +53,20 @@ def _stored_form(value: str) -> str:
     with "'utf-8' codec can't encode character '\\udcff' …", naming neither the argument nor
     the problem; now `show` answers "no session with key or id '…'" like any unknown key."""
     return clean_text(value)
+
+
+def _refuse_empty(usage: str, *arguments: tuple[str, str]) -> None:
+    """Refuse the empty or blank ones of `arguments` (`(what the argument is, its value)`, e.g.
+    `("session key or session id", key_or_id)`) in one line naming each and the command's
+    `usage`, exit code 2, before anything is opened: an empty key or id would only ever find
+    nothing, or fail in the store in words about something else (docs/operations.md §5).
+
+    Raises:
+        typer.Exit: (code 2) after printing the error line.
+    """
+    empty = [what for what, value in arguments if not value.strip()]
+    if empty:
+        raise fail(f"the {' and the '.join(empty)} must not be empty ({usage})")
 
 
 class ExportFormat(str, Enum):
@@ -251,8 +265,15 @@ def list_cmd(
 
 
 async def _resolve(store: SessionStore, key_or_id: str) -> SessionEntry | None:
+    """The entry whose session key, or else session id, is `key_or_id`; None when neither is.
+    A text no session id can be (`validate_session_id`: not path-safe, or one of the store's
+    own file names) is looked up as a key only: it finds no session, like any unknown key."""
     entry = await store.get_entry(key_or_id)
-    if entry is None and "/" not in key_or_id and "\\" not in key_or_id and ".." not in key_or_id:
+    if entry is None:
+        try:
+            validate_session_id(key_or_id)
+        except ValueError:
+            return None
         entry = await store.lookup_by_session_id(key_or_id)
     return entry
 
@@ -270,6 +291,8 @@ def show_cmd(
     as_json: bool = typer.Option(False, "--json", help="machine-readable output"),
 ) -> None:
     """Show one session entry and its transcript."""
+    _refuse_empty("hermes-gateway sessions show KEY_OR_ID", ("session key or session id", key_or_id))
+
     async def work(store: SessionStore):
         entry = await _resolve(store, key_or_id)
         if entry is None:
@@ -337,6 +360,8 @@ def export_cmd(
     output: Path = typer.Option(None, "--output", "-o", help="write to this file instead of stdout"),
 ) -> None:
     """Export a transcript as JSON lines or Markdown."""
+    _refuse_empty("hermes-gateway sessions export SESSION_ID", ("session id", session_id))
+
     async def work(store: SessionStore):
         if await store.session_info(session_id) is None and not await store.load_transcript(session_id):
             return None
@@ -423,6 +448,8 @@ def delete_cmd(
     as_json: bool = typer.Option(False, "--json", help="machine-readable output"),
 ) -> None:
     """Delete one session: its transcript, index rows, obligations and, if current, its route."""
+    _refuse_empty("hermes-gateway sessions delete SESSION_ID", ("session id", session_id))
+
     async def work(store: SessionStore):
         preview = await store.delete_session(session_id, dry_run=True)
         if preview is None or dry_run:
@@ -453,10 +480,7 @@ def erase_user_cmd(
     (`--json`: `found` false)."""
     # An empty id would only ever find nothing (exit 1, "nothing of  user ''"), which reads as
     # "this person has no data" when the command line is what is wrong.
-    empty = [name for name, value in (("platform", platform), ("user id", user_id)) if not value.strip()]
-    if empty:
-        raise fail(f"the {' and the '.join(empty)} must not be empty "
-                   "(hermes-gateway sessions erase-user PLATFORM USER_ID)")
+    _refuse_empty("hermes-gateway sessions erase-user PLATFORM USER_ID", ("platform", platform), ("user id", user_id))
 
     async def work(store: SessionStore):
         preview = await store.erase_user(platform, user_id, dry_run=True)

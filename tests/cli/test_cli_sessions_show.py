@@ -86,3 +86,23 @@ def test_undecodable_bytes_in_a_key_or_id_find_nothing_instead_of_an_encoding_er
     assert run(["sessions", "erase-user", "telegram", undecodable, "--dry-run"], env, tmp_path) == (
         1, "", "hermes-gateway: nothing of telegram user 'caf\ufffd' is stored (no session, message, intake row "
                "or alias of theirs): nothing to erase\n")
+
+
+def test_an_empty_or_impossible_key_or_id_is_named_as_what_the_command_takes(tmp_path):
+    """`show` takes a session key or a session id, `export` and `delete` a session id
+    (docs/operations.md §5): an empty one is refused naming that and the usage, and a `show`
+    argument no session id can be (one of the store's own file names) finds no session, like
+    any unknown key, instead of an error about session ids."""
+    home = tmp_path / "home"
+    env = gateway_env(home)
+    assert run(["chat"], env, tmp_path, stdin="hello\n")[0] == 0
+    for args, what in ((["show", ""], "the session key or session id must not be empty "
+                                      "(hermes-gateway sessions show KEY_OR_ID)"),
+                       (["show", " "], "the session key or session id must not be empty "
+                                       "(hermes-gateway sessions show KEY_OR_ID)"),
+                       (["export", ""], "the session id must not be empty (hermes-gateway sessions export SESSION_ID)"),
+                       (["delete", "", "--yes"], "the session id must not be empty "
+                                                 "(hermes-gateway sessions delete SESSION_ID)"),
+                       (["show", "journal"], "no session with key or id 'journal'"),
+                       (["show", ".hidden"], "no session with key or id '.hidden'")):
+        assert run(["sessions", *args], env, tmp_path) == (2, "", f"hermes-gateway: error: {what}\n"), args
