@@ -31,8 +31,9 @@ from ..store import HomeLockedError, SessionStore, StoreError, TranscriptReadErr
 from ..store.files import CLEAN_SHUTDOWN, write_atomic
 from ..store.fts import is_index_damage, match_expression
 from ..store.home_lock import home_is_locked
+from ..store.journal import pending_journal
 from .common import (HELP_MARKUP, CliError, choice_parser, fail, load_cli_config_or_exit, quiet_terminal_logging,
-                     run_async, setup_logging)
+                     run_async, setup_logging, warn)
 from .output import human_time, print_fields, print_json, print_table, progress
 
 log = logging.getLogger(__name__)
@@ -90,7 +91,10 @@ def _run(work: Callable[[SessionStore], Awaitable[Any]], *, write: bool = False,
     `reads_index`: `work` reads the full-text index, so a bare "database disk image is
     malformed" may be its damage as well as the file's, and the error line names both.
     `prepare`: called once the config has loaded, before the home is touched (`import` reads its
-    file there); its OSError or ValueError is the CLI's one error line, exit 2."""
+    file there); its OSError or ValueError is the CLI's one error line, exit 2.
+    A read (list, show, search, export) of a state.db whose degraded run's journal is not merged
+    yet (`store.journal.pending_journal`, what `doctor` checks) ends with one warning line on
+    stderr saying that what that run wrote is not shown (docs/behaviour.md §12)."""
     # No stderr logging set-up: the commands print their own report (skipped entries included).
     config = load_cli_config_or_exit(logging_on=False)
     if prepare is not None:
@@ -154,7 +158,15 @@ def _run(work: Callable[[SessionStore], Awaitable[Any]], *, write: bool = False,
             if creates_state or store.adopted_sessions_json:
                 _mark_never_ran(config.home)
 
-    return run_async(main, expected=_EXPECTED)
+    result = run_async(main, expected=_EXPECTED)
+    if not write and config.store.builtin:
+        journal = pending_journal(config.sessions_dir)
+        if journal is not None:  # said after a read that worked: a failure stays one error line
+            # What a degraded run wrote is in the journal until the next start merges it
+            # (docs/behaviour.md §12): the read above saw state.db without it.
+            warn("sessions and messages written during a degraded run are not shown until the next gateway "
+                 f"start merges them ({journal} holds them)")
+    return result
 
 
 def _has_gateway_state(db_path: Path, sessions_dir: Path) -> bool:

@@ -389,12 +389,12 @@ def check_leftovers(config: Any) -> list[Check]:
     """Files of a degraded run: the journal (merged at the next healthy start), the damaged
     transcripts a merge kept aside (docs/behaviour.md §12) and the files of an older gateway's
     degraded run (never merged automatically)."""
-    from ..store.journal import JOURNAL_FILE_NAME
+    from ..store.journal import pending_journal
     from ..store.merge import DAMAGED_DIR_NAME
     from ..store.session_store import OLD_DEGRADED_MARKER
 
     checks = []
-    if (config.sessions_dir / JOURNAL_FILE_NAME).exists():
+    if pending_journal(config.sessions_dir) is not None:
         checks.append(_check_journal(config.sessions_dir))
     kept = sorted(p for p in (config.sessions_dir / DAMAGED_DIR_NAME).glob("*/*") if p.is_file())
     if kept:

@@ -158,6 +158,14 @@ def _json_lines(path: Path, bad: list[int] | None = None, *, from_line: int = 1,
         yield number, item
 
 
+def pending_journal(sessions_dir: Path) -> Path | None:
+    """The degraded run's journal in `sessions_dir` when one waits to be merged into state.db by
+    the next start with a healthy state.db (docs/behaviour.md §12), else None. Until then
+    state.db lacks what that run wrote: `doctor` warns, and the `sessions` reads say so."""
+    path = Path(sessions_dir) / JOURNAL_FILE_NAME
+    return path if path.exists() else None
+
+
 def read_journal(sessions_dir: Path) -> JournalState | None:
     """Read `journal.jsonl` of `sessions_dir`; None when there is none.
 

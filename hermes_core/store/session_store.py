@@ -39,7 +39,7 @@ from .db import Database, SchemaTooNewError, StoreError
 from .home_lock import HomeLock
 from .importer import import_sessions_json
 from .keylocks import KeyedLocks
-from .journal import JOURNAL_FILE_NAME, JournaledDatabase
+from .journal import JOURNAL_FILE_NAME, JournaledDatabase, pending_journal
 from .merge import DAMAGED_DIR_NAME, merge_journal
 from .mirror import SESSIONS_FILE_NAME, MirrorWriter, file_signature, load_sessions_json
 from .entries import entry_from_session_row, parse_or_none
@@ -276,7 +276,7 @@ class SessionStore(TurnOps, TranscriptOps, AliasOps, ErasureOps, ClaimOps):
         Raises:
             what a write raises (the routes go in one transaction: all or none).
         """
-        if not self.sessions_file.is_file() or (self.sessions_dir / JOURNAL_FILE_NAME).exists():
+        if not self.sessions_file.is_file() or pending_journal(self.sessions_dir) is not None:
             return False
         resuming = bool(await backend.get_meta(ADOPTING_META))
         if not resuming and await backend.has_any_sessions():

@@ -106,3 +106,30 @@ def test_an_empty_or_impossible_key_or_id_is_named_as_what_the_command_takes(tmp
                        (["show", "journal"], "no session with key or id 'journal'"),
                        (["show", ".hidden"], "no session with key or id '.hidden'")):
         assert run(["sessions", *args], env, tmp_path) == (2, "", f"hermes-gateway: error: {what}\n"), args
+
+
+def test_reads_say_once_on_stderr_that_a_degraded_runs_journal_is_not_merged_yet(tmp_path):
+    """docs/behaviour.md §12, docs/operations.md §5: while a degraded run's journal waits for
+    the next start to merge it, `list`, `show`, `search` and `export` read the state.db without
+    it, and say so in one warning line on stderr (never in the `--json` stdout)."""
+    home = tmp_path / "home"
+    env = gateway_env(home)
+    assert run(["chat"], env, tmp_path, stdin="hello\n")[0] == 0
+    saved = (home / "state.db").read_bytes()
+    (home / "state.db").write_bytes(b"not a database" * 100)  # the next chat runs degraded
+    code, out, _err = run(["chat"], env, tmp_path, stdin="/new\ndegraded words\n")
+    assert code == 0 and out.endswith("echo: degraded words\n")
+    (home / "state.db").write_bytes(saved)
+    journal = home / "sessions" / "journal.jsonl"
+    assert journal.is_file()
+    warning = (f"hermes-gateway: WARNING: sessions and messages written during a degraded run are not shown until "
+               f"the next gateway start merges them ({journal} holds them)\n")
+    code, out, err = run(["sessions", "list", "--all", "--json"], env, tmp_path)
+    assert (code, err, len(json.loads(out))) == (0, warning, 1)  # the degraded run's session is not there yet
+    session_id = json.loads(out)[0]["session_id"]
+    for args in (["show", session_id, "--json"], ["search", "hello"], ["export", session_id], ["list"]):
+        code, _out, err = run(["sessions", *args], env, tmp_path)
+        assert (code, err) == (0, warning), args
+    assert run(["chat"], env, tmp_path, stdin="")[0] == 0  # a healthy start merges the journal
+    code, out, err = run(["sessions", "list", "--all", "--json"], env, tmp_path)
+    assert (code, err, len(json.loads(out))) == (0, "", 2)
