@@ -77,7 +77,7 @@ class ExportFormat(str, Enum):
 
 def _run(work: Callable[[SessionStore], Awaitable[Any]], *, write: bool = False,
          need_state: bool = True, reads_index: bool = False,
-         prepare: Callable[[], None] | None = None) -> Any:
+         prepare: Callable[[], None] | None = None, removes: bool = False) -> Any:
     """Load the config (the CLI's one loader), open the store (locked for writes), run `work`,
     close. Every failure is the CLI's one error line and exit 2.
 
@@ -94,7 +94,9 @@ def _run(work: Callable[[SessionStore], Awaitable[Any]], *, write: bool = False,
     file there); its OSError or ValueError is the CLI's one error line, exit 2.
     A read (list, show, search, export) of a state.db whose degraded run's journal is not merged
     yet (`store.journal.pending_journal`, what `doctor` checks) ends with one warning line on
-    stderr saying that what that run wrote is not shown (docs/behaviour.md §12)."""
+    stderr saying that what that run wrote is not shown (docs/behaviour.md §12). With `removes`
+    (delete, erase-user, prune) such a state.db is refused instead: the removal would miss what
+    that run wrote, which the next start merges in and its journal keeps (docs/operations.md §5)."""
     # No stderr logging set-up: the commands print their own report (skipped entries included).
     config = load_cli_config_or_exit(logging_on=False)
     if prepare is not None:
@@ -121,6 +123,10 @@ def _run(work: Callable[[SessionStore], Awaitable[Any]], *, write: bool = False,
         if pid is not None:
             holder = f" (pid {pid})" if pid else ""
             raise fail(f"a gateway is running on HERMES_HOME {config.home}{holder}; stop it first")
+    if removes and config.store.builtin and (journal := pending_journal(config.sessions_dir)) is not None:
+        raise fail(f"a degraded run's journal waits to be merged into state.db ({journal}): this would not remove "
+                   "what that run wrote; start the gateway once (its start merges the journal), stop it, then run "
+                   "this again")
 
     async def main() -> Any:
         # No degraded fallback: its copy holds no transcripts, so a listing or an export would
@@ -420,7 +426,7 @@ def prune_cmd(
         with progress(f"pruning {len(doomed)} route(s)", None):
             return await store.prune_routes(days)
 
-    removed, kept = _run(work, write=True)  # on a dry run: what would be removed and kept
+    removed, kept = _run(work, write=True, removes=True)  # on a dry run: what would be removed and kept
     # A server store keeps the routes of sessions another replica holds (docs/operations.md §5);
     # a dry run names them as the prune would, from the leases as they stand.
     kept_rows = [{"session_key": key, "reason": why} for key, why in kept.items()]
@@ -469,7 +475,7 @@ def delete_cmd(
         _confirm(f"Delete session {session_id} ({preview.counts.get('messages', 0)} message(s))?", yes)
         return await store.delete_session(session_id)
 
-    report = _run(work, write=True)
+    report = _run(work, write=True, removes=True)
     if report is None:
         raise fail(f"no session with id {session_id!r}")
     _forget_restart_counts(report)
@@ -505,7 +511,7 @@ def erase_user_cmd(
         with progress(f"erasing {platform} user data", None):
             return await store.erase_user(platform, user_id)
 
-    report = _run(work, write=True)
+    report = _run(work, write=True, removes=True)
     if not any(report.counts.values()):
         # A mistyped id or platform must not read as "erased": zero counts and exit 0 would.
         if as_json:

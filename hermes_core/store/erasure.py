@@ -25,6 +25,7 @@ from __future__ import annotations
 import json
 import logging
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import Any
 
 from ..model import SessionSource, validate_session_id
@@ -32,6 +33,8 @@ from ..model.text import sender_label
 from .backend import RemovalBackend
 from .db import StoreError
 from .entries import origin_or_none
+from .journal import JOURNAL_FILE_NAME
+from .merge import DAMAGED_DIR_NAME, MERGED_DIR_NAME
 from .records import ALL_SESSION_COLUMNS, RemovalPlan
 
 log = logging.getLogger(__name__)
@@ -166,7 +169,7 @@ class ErasureOps:
     async def _apply(self, backend: RemovalBackend, plan: RemovalPlan, report: ErasureReport) -> ErasureReport:
         """Count (dry run) or remove everything `plan` names (the engine's one transaction),
         then the files, caches, stuck-loop counts and sessions.json."""
-        files = [self.sessions_dir / f"{sid}.jsonl" for sid in plan.sessions]
+        files = self._files_of(plan)
         report.keys = list(plan.keys)
         if report.dry_run:
             for kind, n in (await backend.count_removal(plan)).items():
@@ -187,6 +190,22 @@ class ErasureOps:
         report.add("files", removed)
         await self._forget_keys(plan.keys)
         return report
+
+    def _files_of(self, plan: RemovalPlan) -> list[Path]:
+        """The files holding what `plan` removes: the `{session_id}.jsonl` of each session deleted
+        whole, and what merged degraded runs set aside (`sessions/merged/` and
+        `sessions/damaged/`, docs/behaviour.md §12) for every session the plan touches: its
+        transcript copies, and each set-aside journal that names it. Those are copies of rows
+        already in state.db, kept to recover from; they must not outlive a deletion or an
+        erasure (docs/operations.md §5). A set-aside journal holds other sessions' rows too and
+        goes whole: it is a copy."""
+        files = [self.sessions_dir / f"{sid}.jsonl" for sid in plan.sessions]
+        touched = set(plan.sessions) | set(plan.scrub)
+        for folder in (MERGED_DIR_NAME, DAMAGED_DIR_NAME):
+            for path in sorted((self.sessions_dir / folder).glob("*/*.jsonl")):
+                if path.stem in touched or (path.name == JOURNAL_FILE_NAME and _names_any(path, touched)):
+                    files.append(path)
+        return files
 
     async def _forget_keys(self, keys: list[str]) -> None:
         for key in keys:
@@ -221,3 +240,15 @@ def _payload_source(payload: str | None) -> SessionSource | None:
 def _payload_sender(payload: str | None) -> set[str]:
     source = _payload_source(payload)
     return {i for i in (source.user_id, source.user_id_alt) if i} if source is not None else set()
+
+
+def _names_any(path: Path, session_ids: set[str]) -> bool:
+    """True when the set-aside journal at `path` names one of `session_ids` (its lines carry the
+    session id of every row they hold). An unreadable file names none: it is left for the
+    operator, as `doctor` lists it."""
+    try:
+        text = path.read_text(encoding="utf-8", errors="replace")
+    except OSError as exc:
+        log.warning("set-aside journal %s could not be read (%s); not checked for the removed sessions", path, exc)
+        return False
+    return any(sid in text for sid in session_ids)

@@ -133,3 +133,34 @@ def test_reads_say_once_on_stderr_that_a_degraded_runs_journal_is_not_merged_yet
     assert run(["chat"], env, tmp_path, stdin="")[0] == 0  # a healthy start merges the journal
     code, out, err = run(["sessions", "list", "--all", "--json"], env, tmp_path)
     assert (code, err, len(json.loads(out))) == (0, "", 2)
+
+
+def test_removals_are_refused_while_a_degraded_runs_journal_waits_to_be_merged(tmp_path):
+    """docs/operations.md §5: `delete`, `erase-user` and `prune` would miss what a degraded run
+    wrote (it is in its journal until the next start merges it, and the journal is kept after
+    the merge), so they are refused until a start has merged it; then the erasure reaches it."""
+    home = tmp_path / "home"
+    env = gateway_env(home)
+    assert run(["chat"], env, tmp_path, stdin="hello\n")[0] == 0
+    saved = (home / "state.db").read_bytes()
+    (home / "state.db").write_bytes(b"not a database" * 100)  # the next chat runs degraded
+    assert run(["chat"], env, tmp_path, stdin="my number is 5551234\n")[0] == 0
+    (home / "state.db").write_bytes(saved)
+    journal = home / "sessions" / "journal.jsonl"
+    code, out, _err = run(["sessions", "show", "agent:main:local:dm:terminal", "--json"], env, tmp_path)
+    entry = json.loads(out)["entry"]
+    user_id, session_id = entry["origin"]["user_id"], entry["session_id"]
+    refusal = (f"hermes-gateway: error: a degraded run's journal waits to be merged into state.db ({journal}): this "
+               "would not remove what that run wrote; start the gateway once (its start merges the journal), stop "
+               "it, then run this again\n")
+    for args in (["erase-user", "local", user_id, "--yes"], ["delete", session_id, "--yes"],
+                 ["prune", "--days", "0", "--yes"], ["erase-user", "local", user_id, "--dry-run"]):
+        assert run(["sessions", *args], env, tmp_path) == (2, "", refusal), args
+    assert journal.is_file()
+    assert run(["chat"], env, tmp_path, stdin="")[0] == 0  # a healthy start merges the journal
+    code, out, _err = run(["sessions", "search", "5551234", "--json"], env, tmp_path)
+    assert (code, [hit["session_id"] for hit in json.loads(out)]) == (0, [session_id, session_id])
+    assert run(["sessions", "erase-user", "local", user_id, "--yes"], env, tmp_path)[0] == 0
+    assert run(["sessions", "search", "5551234", "--json"], env, tmp_path) == (0, "[]\n", "")
+    # What the merge set aside (its journal and the transcript copy) went with the erasure.
+    assert [p.name for p in (home / "sessions").rglob("*") if p.is_file() and "5551234" in p.read_text()] == []
