@@ -98,8 +98,14 @@ class OutcomeRecorder:
 
     @property
     def pending(self) -> bool:
-        """True while outcomes are queued or being written (the task runs until none is left)."""
-        return self._task is not None and not self._task.done()
+        """True while outcomes are queued or being written: `flush` has something to wait for."""
+        return self._awaited() is not None
+
+    def _awaited(self) -> asyncio.Future | None:
+        """What `flush` waits for: the write that takes the outcomes queued now (it follows the
+        write going on), else the write going on; None when neither is left."""
+        done = self._queued_done or self._writing_done
+        return done if done is not None and not done.done() else None
 
     async def flush(self, timeout: float | None = None) -> None:
         """Wait until the outcomes queued so far are written (or logged as not written), at most
@@ -108,9 +114,8 @@ class OutcomeRecorder:
         "Drain timeout"), and what a delivery report that came before its outcome waits for
         (`GatewayRunner.settle_sent_message`). Outcomes queued after the call are not waited
         for: under steady traffic the task never runs out of them. Never raises."""
-        # The queued outcomes are written after the write going on: the later one suffices.
-        done = self._queued_done or self._writing_done
-        if done is not None and not done.done():
+        done = self._awaited()
+        if done is not None:
             # The task too: cancelled before it took the queued outcomes, it never resolves them.
             await asyncio.wait({done, self._task}, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
 
