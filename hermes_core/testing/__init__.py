@@ -7,7 +7,8 @@ contract suites are imported from here and subclassed in a plugin's tests::
     from hermes_core.testing import StoreBackendContract    # store engines (store_contract.py)
 
 Also: `CapturingAdapter` / `FakeGateway` / `FakeClock` / `HeldEchoAgent` (fakes.py), `PII_SAMPLES` (pii_corpus.py),
-`write_distribution` / `DistributionSandbox` (distributions.py).
+`write_distribution` / `DistributionSandbox` (distributions.py), and for crash tests a real
+`hermes-gateway run` process: `start_gateway` / `gateway_env` / `wait_for_delivered` (process.py).
 
 The kit modules are imported lazily (PEP 562), after they are registered for pytest's assertion
 rewriting, so failing contract checks show the compared values.
@@ -32,6 +33,8 @@ _EXPORTS = {
     "NON_PII_TEXTS": "pii_corpus", "PII_SAMPLES": "pii_corpus", "PiiSample": "pii_corpus",
     "samples_for": "pii_corpus",
     "StoreBackendContract": "store_contract",
+    "GATEWAY_SCRIPT": "process", "count_delivered": "process", "gateway_env": "process",
+    "start_gateway": "process", "wait_for_delivered": "process",
 }
 
 __all__ = sorted(_EXPORTS)

@@ -7,23 +7,14 @@ import asyncio
 import os
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-SCRIPT = str(Path(sys.executable).with_name("hermes-gateway"))
+from hermes_core.testing.process import GATEWAY_SCRIPT, gateway_env  # noqa: F401  (gateway_env: for the CLI tests)
+
+SCRIPT = str(GATEWAY_SCRIPT)
 """The console script of the venv running the tests."""
-
-
-def gateway_env(home: Path | str | None, **extra: str) -> dict[str, str]:
-    """The caller's environment without any HERMES_* variable (in any case), with HERMES_HOME =
-    `home` (left unset when None) and then `extra` (variable name -> value) added."""
-    env = {k: v for k, v in os.environ.items() if not k.upper().startswith("HERMES_")}
-    if home is not None:
-        env["HERMES_HOME"] = str(home)
-    env.update(extra)
-    return env
 
 
 def bound_by_file_modes() -> list[str]:

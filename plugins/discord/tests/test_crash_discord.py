@@ -11,42 +11,14 @@ contains the token.
 from __future__ import annotations
 
 import asyncio
-import os
 import signal
-import sqlite3
-import sys
-from pathlib import Path
 
 import pytest
 
+from hermes_core.testing import start_gateway, wait_for_delivered
 from samples_discord import sample
 from fake_discord import DM_ID
 
-GATEWAY = Path(sys.executable).parent / "hermes-gateway"
-
-
-async def start_gateway(home: Path, token: str) -> asyncio.subprocess.Process:
-    env = dict(os.environ, HERMES_HOME=str(home), HERMES_PLATFORMS__DISCORD__BOT_TOKEN=token)
-    for name in ("HERMES_CONFIG", "HERMES_DISABLE_PLUGIN_AUTOLOAD", "HERMES_PLUGINS"):
-        env.pop(name, None)
-    return await asyncio.create_subprocess_exec(str(GATEWAY), "run", env=env,
-                                                stdout=asyncio.subprocess.DEVNULL,
-                                                stderr=asyncio.subprocess.PIPE)
-
-
-async def wait_for_delivered(home: Path, count: int) -> None:
-    """Poll state.db read-only until `count` delivery obligations are 'delivered'."""
-    uri = (home / "state.db").resolve().as_uri() + "?mode=ro"
-    for _ in range(600):
-        conn = sqlite3.connect(uri, uri=True, timeout=5)
-        try:
-            if conn.execute("SELECT COUNT(*) FROM delivery_obligations WHERE state = 'delivered'"
-                            ).fetchone()[0] >= count:
-                return
-        finally:
-            conn.close()
-        await asyncio.sleep(0.05)
-    raise AssertionError(f"{count} deliveries were never recorded")
 
 
 @pytest.mark.slow
@@ -60,7 +32,7 @@ async def test_sigkill_then_restart_identifies_anew_and_answers_once(fake, tmp_p
         f'api_base = "{fake.api_base}"\n'
         f'gateway_url = "{fake.gateway_url}"\n'
     )
-    first = await start_gateway(home, fake.token)
+    first = await start_gateway(home, HERMES_PLATFORMS__DISCORD__BOT_TOKEN=fake.token)
     try:
         await fake.wait_for(lambda: len(fake.identifies) == 1 and fake.connected, timeout=30)
         await fake.message(sample("d3_dm"))
@@ -73,7 +45,7 @@ async def test_sigkill_then_restart_identifies_anew_and_answers_once(fake, tmp_p
         await first.wait()
     assert first.returncode == -signal.SIGKILL
 
-    second = await start_gateway(home, fake.token)
+    second = await start_gateway(home, HERMES_PLATFORMS__DISCORD__BOT_TOKEN=fake.token)
     try:
         await fake.wait_for(lambda: len(fake.identifies) == 2 and fake.connected, timeout=30)
         await fake.message(sample("d3_dm"))

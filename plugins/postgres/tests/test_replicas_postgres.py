@@ -26,8 +26,8 @@ sys.path.insert(0, str(HERE))
 from replica_servers import FakePlatform, ScriptedAgent, serve  # noqa: E402
 
 from hermes_core.store.ledger import RECOVERED_PREFIX  # noqa: E402
+from hermes_core.testing import start_gateway  # noqa: E402
 
-GATEWAY = Path(sys.executable).parent / "hermes-gateway"
 SESSIONS = 50
 LEASE_TTL_S = 2.0
 
@@ -56,14 +56,10 @@ def write_config(home: Path, name: str, dsn: str, base_url: str,
 
 
 async def start_replica(home: Path, dsn: str) -> asyncio.subprocess.Process:
-    env = dict(os.environ, HERMES_HOME=str(home), HERMES_STORE__DSN=dsn,
-               PYTHONPATH=os.pathsep.join([str(HERE), os.environ.get("PYTHONPATH", "")]))
-    for name in ("HERMES_CONFIG", "HERMES_DISABLE_PLUGIN_AUTOLOAD", "HERMES_PLUGINS"):
-        env.pop(name, None)
     log = open(home / "stderr.log", "wb")  # the gateway logs INFO and up to gateway.log itself
     try:
-        return await asyncio.create_subprocess_exec(str(GATEWAY), "run", env=env, stdin=asyncio.subprocess.DEVNULL,
-                                                    stdout=log, stderr=log)
+        return await start_gateway(home, stdout=log, stderr=log, HERMES_STORE__DSN=dsn,
+                                   PYTHONPATH=os.pathsep.join([str(HERE), os.environ.get("PYTHONPATH", "")]))
     finally:
         log.close()
 

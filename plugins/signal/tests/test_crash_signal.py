@@ -8,17 +8,13 @@ after the restart.
 from __future__ import annotations
 
 import asyncio
-import os
 import signal
-import sqlite3
-import sys
-from pathlib import Path
 
 import pytest
 
+from hermes_core.testing import start_gateway, wait_for_delivered
 from fake_signal import ACCOUNT
 
-GATEWAY = Path(sys.executable).parent / "hermes-gateway"
 ALICE = "7d1e2c3b-4a59-4687-9a0b-1c2d3e4f5a6b"
 BOB = "0b9c8d7e-6f5a-4b3c-8d2e-1f0a9b8c7d6e"
 CAROL = "1a2b3c4d-5e6f-4a1b-8c2d-3e4f5a6b7c8d"
@@ -29,31 +25,6 @@ def dm(timestamp: int, text: str, uuid: str, name: str) -> dict:
                          "sourceDevice": 1, "timestamp": timestamp,
                          "dataMessage": {"timestamp": timestamp, "message": text}},
             "account": ACCOUNT}
-
-
-async def start_gateway(home: Path) -> asyncio.subprocess.Process:
-    env = dict(os.environ, HERMES_HOME=str(home))
-    for name in ("HERMES_CONFIG", "HERMES_DISABLE_PLUGIN_AUTOLOAD", "HERMES_PLUGINS"):
-        env.pop(name, None)
-    return await asyncio.create_subprocess_exec(str(GATEWAY), "run", env=env, stdout=asyncio.subprocess.DEVNULL,
-                                                stderr=asyncio.subprocess.PIPE)
-
-
-async def wait_for_delivered(home: Path, count: int) -> None:
-    """Poll state.db read-only until `count` delivery obligations are 'delivered'."""
-    for _ in range(600):
-        if (home / "state.db").exists():
-            conn = sqlite3.connect((home / "state.db").resolve().as_uri() + "?mode=ro", uri=True, timeout=5)
-            try:
-                if conn.execute("SELECT COUNT(*) FROM delivery_obligations WHERE state = 'delivered'"
-                                ).fetchone()[0] >= count:
-                    return
-            except sqlite3.OperationalError:  # the schema is still being created
-                pass
-            finally:
-                conn.close()
-        await asyncio.sleep(0.05)
-    raise AssertionError(f"{count} deliveries were never recorded")
 
 
 @pytest.mark.slow

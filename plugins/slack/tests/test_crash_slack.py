@@ -11,51 +11,23 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import signal
-import sqlite3
-import sys
 from pathlib import Path
 
 import pytest
+
+from hermes_core.testing import GATEWAY_SCRIPT, gateway_env, start_gateway, wait_for_delivered
 from fake_slack import APP_TOKEN, BOT_TOKEN
 
+TOKENS = {"HERMES_PLATFORMS__SLACK__BOT_TOKEN": BOT_TOKEN, "HERMES_PLATFORMS__SLACK__APP_TOKEN": APP_TOKEN}
+
 FIXTURES = Path(__file__).parent / "fixtures"
-GATEWAY = Path(sys.executable).parent / "hermes-gateway"
 
 
 def load(name: str, **event_changes) -> dict:
     payload = json.loads((FIXTURES / f"{name}.json").read_text())
     payload["event"].update(event_changes)
     return payload
-
-
-def gateway_env(home: Path) -> dict[str, str]:
-    """The environment of a gateway on `home`, tokens from the environment only."""
-    env = dict(os.environ, HERMES_HOME=str(home), HERMES_PLATFORMS__SLACK__BOT_TOKEN=BOT_TOKEN,
-               HERMES_PLATFORMS__SLACK__APP_TOKEN=APP_TOKEN)
-    for name in ("HERMES_CONFIG", "HERMES_DISABLE_PLUGIN_AUTOLOAD", "HERMES_PLUGINS"):
-        env.pop(name, None)
-    return env
-
-
-async def start_gateway(home: Path) -> asyncio.subprocess.Process:
-    return await asyncio.create_subprocess_exec(str(GATEWAY), "run", env=gateway_env(home),
-                                                stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE)
-
-
-async def wait_for_delivered(home: Path, count: int) -> None:
-    """Poll state.db read-only until `count` delivery obligations are 'delivered'."""
-    uri = (home / "state.db").resolve().as_uri() + "?mode=ro"
-    for _ in range(600):
-        conn = sqlite3.connect(uri, uri=True, timeout=5)
-        try:
-            if conn.execute("SELECT COUNT(*) FROM delivery_obligations WHERE state = 'delivered'").fetchone()[0] >= count:
-                return
-        finally:
-            conn.close()
-        await asyncio.sleep(0.05)
-    raise AssertionError(f"{count} deliveries were never recorded")
 
 
 @pytest.mark.slow
@@ -70,7 +42,7 @@ async def test_sigkill_then_restart_answers_held_messages_once(slack, tmp_path):
         f'api_base_url = "{slack.api_url}"\n'
         "ping_interval = 1\n"
     )
-    first = await start_gateway(home)
+    first = await start_gateway(home, **TOKENS)
     try:
         await slack.push(load("s1_message_im"))
         await slack.wait_for(lambda: len(slack.posted) == 1, timeout=30)
@@ -83,7 +55,7 @@ async def test_sigkill_then_restart_answers_held_messages_once(slack, tmp_path):
     # While the gateway is dead Alice writes again, and Slack sends the first message once more.
     ts = "1767226900.000100"
     await slack.push(load("s1_message_im"), load("s1_message_im", ts=ts, event_ts=ts, text="still there?"))
-    second = await start_gateway(home)
+    second = await start_gateway(home, **TOKENS)
     try:
         await slack.wait_for(lambda: len(slack.posted) == 2 and not slack.pending(), timeout=30)
     finally:
@@ -100,8 +72,8 @@ async def test_sigkill_then_restart_answers_held_messages_once(slack, tmp_path):
         if path.is_file():
             data = path.read_bytes()
             assert BOT_TOKEN.encode() not in data and APP_TOKEN.encode() not in data, path
-    listing = await asyncio.create_subprocess_exec(str(GATEWAY), "plugins", "--json", env=gateway_env(home),
-                                                   stdout=asyncio.subprocess.PIPE)
+    listing = await asyncio.create_subprocess_exec(str(GATEWAY_SCRIPT), "plugins", "--json",
+                                                   env=gateway_env(home, **TOKENS), stdout=asyncio.subprocess.PIPE)
     out, _ = await listing.communicate()
     assert [p["status"] for p in json.loads(out) if p["name"] == "slack"] == ["loaded"]
     assert BOT_TOKEN.encode() not in out and APP_TOKEN.encode() not in out

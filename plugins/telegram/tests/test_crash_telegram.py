@@ -10,45 +10,18 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import signal
-import sqlite3
-import sys
 from pathlib import Path
 
 import pytest
 
+from hermes_core.testing import start_gateway, wait_for_delivered
+
 FIXTURES = Path(__file__).parent / "fixtures"
-GATEWAY = Path(sys.executable).parent / "hermes-gateway"
 
 
 def load(name: str) -> dict:
     return json.loads((FIXTURES / f"{name}.json").read_text())
-
-
-async def start_gateway(home: Path, token: str, **extra: str) -> asyncio.subprocess.Process:
-    env = dict(os.environ, HERMES_HOME=str(home), HERMES_PLATFORMS__TELEGRAM__BOT_TOKEN=token, **extra)
-    env.pop("HERMES_CONFIG", None)
-    env.pop("HERMES_DISABLE_PLUGIN_AUTOLOAD", None)
-    env.pop("HERMES_PLUGINS", None)
-    return await asyncio.create_subprocess_exec(str(GATEWAY), "run", env=env,
-                                                stdout=asyncio.subprocess.DEVNULL,
-                                                stderr=asyncio.subprocess.PIPE)
-
-
-async def wait_for_delivered(home: Path, count: int) -> None:
-    """Poll state.db read-only until `count` delivery obligations are 'delivered'."""
-    uri = (home / "state.db").resolve().as_uri() + "?mode=ro"
-    for _ in range(600):
-        conn = sqlite3.connect(uri, uri=True, timeout=5)
-        try:
-            if conn.execute("SELECT COUNT(*) FROM delivery_obligations WHERE state = 'delivered'"
-                            ).fetchone()[0] >= count:
-                return
-        finally:
-            conn.close()
-        await asyncio.sleep(0.05)
-    raise AssertionError(f"{count} deliveries were never recorded")
 
 
 @pytest.mark.slow
@@ -64,7 +37,7 @@ async def test_sigkill_then_restart_answers_pending_updates_once(tg, tmp_path):
         "poll_timeout = 1\n"
         'parse_mode = "plain"\n'
     )
-    first = await start_gateway(home, tg.token)
+    first = await start_gateway(home, HERMES_PLATFORMS__TELEGRAM__BOT_TOKEN=tg.token)
     try:
         await tg.push(load("t1_private_dm"))
         await tg.wait_for(lambda: len(tg.sent) == 1, timeout=30)
@@ -83,7 +56,7 @@ async def test_sigkill_then_restart_answers_pending_updates_once(tg, tmp_path):
     # otherwise, docs/operations.md §4) — and must not carry the token.
     log_before = (home / "gateway.log").read_text()
     assert "HTTP Request: POST" not in log_before
-    second = await start_gateway(home, tg.token, HERMES_LOG_LEVEL="DEBUG")
+    second = await start_gateway(home, HERMES_PLATFORMS__TELEGRAM__BOT_TOKEN=tg.token, HERMES_LOG_LEVEL="DEBUG")
     try:
         await tg.wait_for(lambda: any(c.body.get("offset") == "900000009" for c in tg.calls_of("getUpdates")),
                           timeout=30)

@@ -9,18 +9,15 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import signal
 import socket
-import sqlite3
-import sys
 from pathlib import Path
 
 import pytest
 
+from hermes_core.testing import start_gateway, wait_for_delivered
 from fake_whatsapp import ACCESS_TOKEN, APP_SECRET, PHONE_NUMBER_ID, VERIFY_TOKEN, MetaPoster
 
-GATEWAY = Path(sys.executable).parent / "hermes-gateway"
 FIXTURES = Path(__file__).parent / "fixtures"
 
 
@@ -28,31 +25,6 @@ def upsert(chat: str, text: str, message_id: str, name: str) -> dict:
     return {"type": "notify", "messages": [{
         "key": {"remoteJid": chat, "fromMe": False, "id": message_id}, "messageTimestamp": 1767225600,
         "pushName": name, "message": {"conversation": text}}]}
-
-
-async def start_gateway(home: Path) -> asyncio.subprocess.Process:
-    env = dict(os.environ, HERMES_HOME=str(home))
-    for name in ("HERMES_CONFIG", "HERMES_DISABLE_PLUGIN_AUTOLOAD", "HERMES_PLUGINS"):
-        env.pop(name, None)
-    return await asyncio.create_subprocess_exec(str(GATEWAY), "run", env=env, stdout=asyncio.subprocess.DEVNULL,
-                                                stderr=asyncio.subprocess.PIPE)
-
-
-async def wait_for_delivered(home: Path, count: int) -> None:
-    """Poll state.db read-only until `count` delivery obligations are 'delivered'."""
-    for _ in range(600):
-        if (home / "state.db").exists():
-            conn = sqlite3.connect((home / "state.db").resolve().as_uri() + "?mode=ro", uri=True, timeout=5)
-            try:
-                if conn.execute("SELECT COUNT(*) FROM delivery_obligations WHERE state = 'delivered'"
-                                ).fetchone()[0] >= count:
-                    return
-            except sqlite3.OperationalError:  # the schema is still being created
-                pass
-            finally:
-                conn.close()
-        await asyncio.sleep(0.05)
-    raise AssertionError(f"{count} deliveries were never recorded")
 
 
 async def stop(process: asyncio.subprocess.Process) -> bytes:
@@ -108,7 +80,7 @@ def free_port() -> int:
 
 
 @pytest.mark.slow
-async def test_sigkill_then_meta_retries_reach_the_restarted_gateway(graph, tmp_path, monkeypatch):
+async def test_sigkill_then_meta_retries_reach_the_restarted_gateway(graph, tmp_path):
     home = tmp_path / "home"
     home.mkdir()
     port = free_port()
@@ -121,11 +93,11 @@ async def test_sigkill_then_meta_retries_reach_the_restarted_gateway(graph, tmp_
         f"http_port = {port}\n"
     )
     # secrets come from the environment, as the README advises
-    monkeypatch.setenv("HERMES_PLATFORMS__WHATSAPP_CLOUD__ACCESS_TOKEN", ACCESS_TOKEN)
-    monkeypatch.setenv("HERMES_PLATFORMS__WHATSAPP_CLOUD__APP_SECRET", APP_SECRET)
-    monkeypatch.setenv("HERMES_PLATFORMS__WHATSAPP_CLOUD__VERIFY_TOKEN", VERIFY_TOKEN)
+    secrets = {"HERMES_PLATFORMS__WHATSAPP_CLOUD__ACCESS_TOKEN": ACCESS_TOKEN,
+               "HERMES_PLATFORMS__WHATSAPP_CLOUD__APP_SECRET": APP_SECRET,
+               "HERMES_PLATFORMS__WHATSAPP_CLOUD__VERIFY_TOKEN": VERIFY_TOKEN}
     poster = MetaPoster(f"http://127.0.0.1:{port}/whatsapp/webhook", retry_s=0.2, attempts=200)
-    first = await start_gateway(home)
+    first = await start_gateway(home, **secrets)
     try:
         assert await poster.deliver(json.loads((FIXTURES / "w5_cloud_dm.json").read_text())) == 200
         await graph.wait_for(lambda: len(graph.sent) == 1, timeout=30)
@@ -138,7 +110,7 @@ async def test_sigkill_then_meta_retries_reach_the_restarted_gateway(graph, tmp_
     answered = len(poster.answers)
     retrying = asyncio.create_task(poster.deliver(json.loads((FIXTURES / "w7_cloud_username.json").read_text())))
     await asyncio.sleep(0.5)
-    second = await start_gateway(home)
+    second = await start_gateway(home, **secrets)
     try:
         assert await asyncio.wait_for(retrying, 60) == 200
         await graph.wait_for(lambda: len(graph.sent) == 2, timeout=30)
