@@ -24,17 +24,15 @@ import typer
 
 from .. import __version__
 from ..settings import config_file_path
-from .common import (  # noqa: F401  (re-exported: the CLI's shared helpers)
+from .common import (
     EXIT_ERROR,
     HELP_MARKUP,
     CliError,
     fail,
     held_terminal_log,
-    load_cli_config,
     load_cli_config_or_exit,
     log,
     run_async,
-    setup_logging,
 )
 
 app = typer.Typer(name="hermes-gateway", help="Session lifecycle core of an AI-agent messaging gateway.",

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 
-from pipeline_helpers import KEY, ChatAdapter, dm, start_app, until
+from pipeline_helpers import ChatAdapter, dm, start_app, until
 
 from hermes_core.agents import EchoAgent
 from hermes_core.model import MessageEvent

@@ -4,8 +4,6 @@ canonical ids; seed §5), and platform names are kept verbatim (docs/behaviour.m
 
 from __future__ import annotations
 
-import pytest
-
 from hermes_core import GatewayConfig, SessionSource, build_session_key
 from hermes_core.store import SessionStore
 

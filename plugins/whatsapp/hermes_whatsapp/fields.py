@@ -9,7 +9,7 @@ surrogates replaced instead, so one bad character never loses a message.
 from __future__ import annotations
 
 import re
-from typing import Any, Mapping
+from typing import Mapping
 
 from hermes_core.sdk import MalformedPayload, field_list, field_object, type_name
 
