@@ -18,7 +18,8 @@ A platform plugin imports from here only (and from `hermes_core.testing` in its 
     RetryAfter, RetryAfterExceeded, SendError  errors adapters raise / callers see (sdk/errors.py)
     MalformedPayload                           a payload a mapping function cannot read (sdk/errors.py)
     describe_failure                           a caught exception in words for an operator's line (sdk/errors.py)
-    field_object, field_list, type_name        typed payload fields naming the bad one (sdk/payload.py)
+    field_object, field_list, field_text,      typed payload fields naming the bad one (sdk/payload.py)
+    field_id, field_int, field_bool, type_name
     DeliveryPlan, OutboundDelivery, RedactionRule, SessionContext   records some hooks take or return
     neutralize_untrusted                       make user-chosen text (names, topics) safe for a prompt
     normalize_whatsapp_id, canonical_whatsapp_identifier   the key builder's WhatsApp id rule (keys.py)
@@ -46,7 +47,7 @@ from .changes import QueuedChange, offer_change
 from .chunking import chunk_text, measure
 from .commands import COMMAND_MENU
 from .errors import MalformedPayload, RetryAfter, RetryAfterExceeded, SendError, describe_failure
-from .payload import field_list, field_object, type_name
+from .payload import field_bool, field_id, field_int, field_list, field_object, field_text, type_name
 from .sending import ChatSendQueue, RetryPolicy, deliver_plan, send_chunks, send_with_retry
 from .settings import PlatformSettings
 
@@ -59,7 +60,7 @@ __all__ = [
     "CAP_REACTIONS", "CAP_THREADS", "CAP_TYPING", "CAP_WEBHOOK", "COMMAND_MENU", "ChatSendQueue", "DeliveryPlan",
     "DeliveryReporter",
     "HERMES_PLUGIN_API", "INGRESS_SHARED", "INGRESS_SINGLE_RECEIVER", "IdentityAlias", "InboundHandler",
-    "MalformedPayload", "MessageEvent", "field_list", "field_object", "type_name", "OutboundDelivery", "Platform", "PlatformSettings", "QueuedChange", "QueuedEditor", "RedactionRule",
+    "MalformedPayload", "MessageEvent", "field_bool", "field_id", "field_int", "field_list", "field_object", "field_text", "type_name", "OutboundDelivery", "Platform", "PlatformSettings", "QueuedChange", "QueuedEditor", "RedactionRule",
     "RetryAfter", "RetryAfterExceeded", "RetryPolicy", "SendError", "SendResult", "SessionContext",
     "SessionSource", "SessionWork", "SettingsSpec", "SourceError", "TESTING_PACKAGE", "WorkHandle",
     "canonical_whatsapp_identifier", "chunk_text", "deliver_plan", "describe_failure", "hookimpl", "measure", "neutralize_untrusted",

@@ -12,16 +12,12 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from hermes_core.sdk import MalformedPayload
+from hermes_core.sdk import MalformedPayload, field_bool, field_int, field_list, field_object, type_name
 
 SNOWFLAKE_MAX = 2**64 - 1
 
 __all__ = ["MalformedPayload", "SNOWFLAKE_MAX", "array", "boolean", "integer", "obj", "snowflake",
            "snowflake_value", "string"]
-
-
-def _type_name(value: Any) -> str:
-    return type(value).__name__
 
 
 def _check_text(value: str, path: str) -> str:
@@ -33,15 +29,8 @@ def _check_text(value: str, path: str) -> str:
 
 
 def obj(data: Mapping, key: str, path: str, *, required: bool = True) -> dict | None:
-    """`data[key]` as a dict (None when absent/null and not required)."""
-    value = data.get(key)
-    if value is None:
-        if required:
-            raise MalformedPayload(f"{path}.{key}", "is missing")
-        return None
-    if not isinstance(value, dict):
-        raise MalformedPayload(f"{path}.{key}", f"must be an object, got {_type_name(value)}")
-    return value
+    """`data[key]` as a dict: the SDK's `field_object`, required unless told otherwise."""
+    return field_object(data, key, path, required=required)
 
 
 def snowflake(data: Mapping, key: str, path: str, *, required: bool = True) -> str | None:
@@ -57,7 +46,7 @@ def snowflake(data: Mapping, key: str, path: str, *, required: bool = True) -> s
 def snowflake_value(value: Any, path: str) -> str:
     """Check one snowflake value (see `snowflake`)."""
     if not isinstance(value, str):
-        raise MalformedPayload(path, f"must be a snowflake string, got {_type_name(value)}")
+        raise MalformedPayload(path, f"must be a snowflake string, got {type_name(value)}")
     if not value.isascii() or not value.isdigit() or len(value) > 20 or int(value) > SNOWFLAKE_MAX:
         raise MalformedPayload(path, "is not a snowflake (a 64-bit unsigned decimal number)")
     return value
@@ -71,37 +60,14 @@ def string(data: Mapping, key: str, path: str, *, required: bool = False) -> str
             raise MalformedPayload(f"{path}.{key}", "is missing")
         return None
     if not isinstance(value, str):
-        raise MalformedPayload(f"{path}.{key}", f"must be a string, got {_type_name(value)}")
+        raise MalformedPayload(f"{path}.{key}", f"must be a string, got {type_name(value)}")
     return _check_text(value, f"{path}.{key}")
 
 
 def integer(data: Mapping, key: str, path: str, *, required: bool = True) -> int | None:
-    """`data[key]` as an int (booleans are refused; None when absent and not required)."""
-    value = data.get(key)
-    if value is None:
-        if required:
-            raise MalformedPayload(f"{path}.{key}", "is missing")
-        return None
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise MalformedPayload(f"{path}.{key}", f"must be an integer, got {_type_name(value)}")
-    return value
+    """`data[key]` as an int: the SDK's `field_int` (booleans refused), required unless told otherwise."""
+    return field_int(data, key, path, required=required)
 
 
-def boolean(data: Mapping, key: str, path: str) -> bool:
-    """`data[key]` as a bool (absent/null → False)."""
-    value = data.get(key)
-    if value is None:
-        return False
-    if not isinstance(value, bool):
-        raise MalformedPayload(f"{path}.{key}", f"must be a boolean, got {_type_name(value)}")
-    return value
-
-
-def array(data: Mapping, key: str, path: str) -> list:
-    """`data[key]` as a list (absent/null → [])."""
-    value = data.get(key)
-    if value is None:
-        return []
-    if not isinstance(value, list):
-        raise MalformedPayload(f"{path}.{key}", f"must be an array, got {_type_name(value)}")
-    return value
+# Booleans and arrays as the SDK reads them (absent or null: False, []).
+boolean, array = field_bool, field_list

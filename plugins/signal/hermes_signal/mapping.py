@@ -49,8 +49,8 @@ import logging
 from dataclasses import dataclass, replace
 from typing import Any, Callable, Container, Mapping
 
-from hermes_core.sdk import (IdentityAlias, MalformedPayload, MessageEvent, QueuedChange, SessionSource, field_list,
-                             field_object, type_name)
+from hermes_core.sdk import (IdentityAlias, MalformedPayload, MessageEvent, QueuedChange, SessionSource, field_id,
+                             field_int, field_list, field_object, field_text, type_name)
 
 log = logging.getLogger(__name__)
 
@@ -80,48 +80,21 @@ class Sender:
 
 # ---- typed field access ---------------------------------------------------------------------
 
-# The object and list readers are the SDK's (`hermes_core.sdk.payload`).
-_type_name, _obj, _list = type_name, field_object, field_list
+# The readers are the SDK's (`hermes_core.sdk.payload`); numbers default to `0..MAX_TIMESTAMP`.
+_obj, _list = field_object, field_list
 
 
 def _int(data: Mapping, key: str, path: str, *, required: bool = False, low: int = 0,
          high: int = MAX_TIMESTAMP) -> int | None:
-    value = data.get(key)
-    if value is None:
-        if required:
-            raise MalformedPayload(f"{path}.{key}", "is missing")
-        return None
     # bool is an int subclass; signal-cli never sends a bool where it means a number.
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise MalformedPayload(f"{path}.{key}", f"must be an integer, got {_type_name(value)}")
-    if not low <= value <= high:
-        raise MalformedPayload(f"{path}.{key}", f"is out of range ({low}..{high})")
-    return value
+    return field_int(data, key, path, required=required, low=low, high=high)
 
 
 def _str(data: Mapping, key: str, path: str, *, required: bool = False, ident: bool = False) -> str | None:
     """A string field; `ident=True` for ids, which must be valid Unicode (they become keys,
-    database rows and send targets). Free text (names) has lone surrogates replaced instead."""
-    value = data.get(key)
-    if value is None:
-        if required:
-            raise MalformedPayload(f"{path}.{key}", "is missing")
-        return None
-    if not isinstance(value, str):
-        raise MalformedPayload(f"{path}.{key}", f"must be a string, got {_type_name(value)}")
-    try:
-        value.encode("utf-8")
-    except UnicodeEncodeError:
-        if ident:
-            raise MalformedPayload(f"{path}.{key}", "is not valid Unicode (lone surrogate)") from None
-        # U+FFFD, as everywhere a message is built (docs/behaviour.md §7 "Untrusted metadata");
-        # a surrogate pair split in two is joined again.
-        value = value.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
-    if ident and not value.strip():
-        if required:
-            raise MalformedPayload(f"{path}.{key}", "is empty")
-        return None
-    return value
+    database rows and send targets: `field_id`). Free text (names) has lone surrogates replaced
+    instead (`field_text`)."""
+    return (field_id if ident else field_text)(data, key, path, required=required)
 
 
 # ---- wrappers -------------------------------------------------------------------------------
@@ -134,7 +107,7 @@ def unwrap(payload: Any) -> dict | None:
         MalformedPayload: not an object, or a `receive` notification without its object.
     """
     if not isinstance(payload, dict):
-        raise MalformedPayload("payload", f"must be an object, got {_type_name(payload)}")
+        raise MalformedPayload("payload", f"must be an object, got {type_name(payload)}")
     if "jsonrpc" not in payload and "method" not in payload:
         return payload
     method = payload.get("method")
@@ -215,7 +188,7 @@ def render_mentions(text: str, mentions: list, path: str) -> str:
     for i, mention in enumerate(mentions):
         where = f"{path}[{i}]"
         if not isinstance(mention, dict):
-            raise MalformedPayload(where, f"must be an object, got {_type_name(mention)}")
+            raise MalformedPayload(where, f"must be an object, got {type_name(mention)}")
         start = _int(mention, "start", where, required=True, high=2 ** 31)
         length = _int(mention, "length", where, required=True, high=2 ** 31)
         label = (_str(mention, "name", where, ident=True) or _str(mention, "number", where, ident=True)
@@ -243,7 +216,7 @@ def _media(data: Mapping, path: str) -> list[dict[str, Any]]:
     for i, item in enumerate(_list(data, "attachments", path)):
         where = f"{path}.attachments[{i}]"
         if not isinstance(item, dict):
-            raise MalformedPayload(where, f"must be an object, got {_type_name(item)}")
+            raise MalformedPayload(where, f"must be an object, got {type_name(item)}")
         entry = {"kind": "attachment", "id": _str(item, "id", where, ident=True),
                  "content_type": _str(item, "contentType", where), "filename": _str(item, "filename", where),
                  "size": _int(item, "size", where), "caption": _str(item, "caption", where)}

@@ -8,69 +8,25 @@ surrogates replaced instead, so one bad character never loses a message.
 
 from __future__ import annotations
 
-import re
 from typing import Mapping
 
-from hermes_core.sdk import MalformedPayload, field_list, field_object, type_name
+from hermes_core.sdk import MalformedPayload, field_bool, field_id, field_list, field_object, field_text, type_name
 
 # Longest id accepted (a BSUID is a country code, a dot and up to 128 alphanumerics; JIDs are
 # far shorter). Anything longer is somebody's garbage, not an id.
 MAX_ID_LENGTH = 256
 # Timestamps are epoch seconds; anything past year 9999 is not one.
 MAX_TIMESTAMP = 253402300799
-_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
-# The object and list readers are the SDK's; the WhatsApp-specific ones follow.
-obj, items = field_object, field_list
-
-
-def text(data: Mapping, key: str, path: str) -> str | None:
-    """A free-text string field (lone surrogates replaced), None when absent."""
-    value = data.get(key)
-    if value is None:
-        return None
-    if not isinstance(value, str):
-        raise MalformedPayload(f"{path}.{key}", f"must be a string, got {type_name(value)}")
-    try:
-        value.encode("utf-8")
-    except UnicodeEncodeError:
-        value = _SURROGATE.sub("\ufffd", value)
-    return value
+# The generic readers are the SDK's (`hermes_core.sdk.payload`); WhatsApp's own formats follow.
+obj, items, text, flag = field_object, field_list, field_text, field_bool
 
 
 def ident(data: Mapping, key: str, path: str, *, required: bool = False) -> str | None:
-    """An id field: a non-empty string of valid Unicode, at most `MAX_ID_LENGTH` characters.
-    Numbers are refused (ids are strings on the wire; an integer id has lost its `+` or digits)."""
-    value = data.get(key)
-    if value is None or value == "":
-        if required:
-            raise MalformedPayload(f"{path}.{key}", "is missing")
-        return None
-    if not isinstance(value, str):
-        raise MalformedPayload(f"{path}.{key}", f"must be a string, got {type_name(value)}")
-    try:
-        value.encode("utf-8")
-    except UnicodeEncodeError:
-        raise MalformedPayload(f"{path}.{key}", "is not valid Unicode (lone surrogate)") from None
-    value = value.strip()
-    if not value:
-        if required:
-            raise MalformedPayload(f"{path}.{key}", "is empty")
-        return None
-    if len(value) > MAX_ID_LENGTH:
-        raise MalformedPayload(f"{path}.{key}", f"is longer than {MAX_ID_LENGTH} characters")
-    return value
-
-
-def flag(data: Mapping, key: str, path: str) -> bool:
-    """A boolean field, False when absent."""
-    value = data.get(key, False)
-    if value is None:
-        return False
-    if not isinstance(value, bool):
-        raise MalformedPayload(f"{path}.{key}", f"must be a boolean, got {type_name(value)}")
-    return value
+    """An id field (the SDK's `field_id`): a non-empty string of valid Unicode, at most
+    `MAX_ID_LENGTH` characters. Numbers are refused (an integer id has lost its `+` or digits)."""
+    return field_id(data, key, path, required=required, max_length=MAX_ID_LENGTH)
 
 
 def timestamp(data: Mapping, key: str, path: str) -> int | None:
