@@ -130,8 +130,13 @@ def run() -> None:
         from ..app import GatewayApp
 
         if not config.enabled_platforms():
+            from ..plugin_system.settings import unprovided_platform_notes
+
+            # A misspelt table may be why nothing is enabled: name it, or enabling it is the
+            # next thing the operator tries (docs/configuration.md §2 `[platforms.<id>]`).
+            notes = "".join(f"; {note}" for note in unprovided_platform_notes(config))
             raise CliError("no platform is enabled: set `enabled = true` in a [platforms.<name>] "
-                           f"table of {config_file_path(config.home)}")
+                           f"table of {config_file_path(config.home)}{notes}")
         requests = StopRequests()
         # `/restart` from an admin does what SIGUSR1 does.
         gateway = GatewayApp(_with_terminal_platform(config), on_restart=lambda: requests.request_restart("/restart"))

@@ -158,12 +158,17 @@ def _provided(section: str, table: Mapping[str, Any], models: Mapping[str, Any],
     return section in models or section in installed or "adapter" in table
 
 
+def _unprovided_text(section: str, installed: Iterable[str]) -> str:
+    """The words for a `[platforms.<section>]` table that no installed plugin provides, naming
+    the installed platform ids and the close one: the same from `run`, `doctor` and `chat`."""
+    return (f"[platforms.{section}] is configured but no installed plugin provides it; ignored"
+            f" ({installed_platforms_note(section, installed)})")
+
+
 def _warn_unprovided(section: str, installed: Iterable[str], report: LoadReport | None) -> str:
     """Log (and add to `report`) the warning for a `[platforms.<section>]` table that no
-    installed plugin provides, naming the installed platform ids and the close one: the same
-    words from `run`, `doctor` and `chat`."""
-    text = (f"[platforms.{section}] is configured but no installed plugin provides it; ignored"
-            f" ({installed_platforms_note(section, installed)})")
+    installed plugin provides (`_unprovided_text`)."""
+    text = _unprovided_text(section, installed)
     log.warning("%s", text)
     if report is not None:
         report.warnings.append(text)
@@ -199,6 +204,29 @@ def warn_unprovided_platforms(pm, config, *, running: Iterable[str] = (),
     return [_warn_unprovided(section, installed, report)
             for section, table in sorted((config.platforms or {}).items())
             if isinstance(table, Mapping) and not _provided(section, table, models, provided)]
+
+
+def unprovided_platform_notes(config, installed: Iterable[str] | None = None) -> list[str]:
+    """What `run` adds when no platform is enabled (docs/configuration.md §2 `[platforms.<id>]`):
+    one line per `[platforms.<id>]` table that no installed adapter entry point provides and
+    that names no `adapter` of its own, in `_warn_unprovided`'s words. A misspelt table
+    (`[platforms.telegrm]`) may be why nothing is enabled, and enabling it would not help.
+
+    No plugin is loaded: a platform runs only through an adapter, so a settings section that a
+    plugin declares without one is no platform either.
+
+    Args:
+        config: the `GatewayConfig` (its raw `platforms` tables).
+        installed: the installed platform ids (default: the `hermes_core.adapters` entry
+            points' names, read without importing them).
+
+    Returns:
+        The lines in table-name order; none when every table is provided.
+    """
+    installed = set(entry_point_names(ADAPTERS_GROUP) if installed is None else installed)
+    return [_unprovided_text(section, installed)
+            for section, table in sorted((config.platforms or {}).items())
+            if isinstance(table, Mapping) and not _provided(section, table, {}, installed)]
 
 
 def validate_plugin_settings(pm, config, *, adapter_classes: Mapping[str, type] | None = None,

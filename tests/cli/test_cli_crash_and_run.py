@@ -206,6 +206,23 @@ async def test_run_with_no_enabled_platform_is_one_line(tmp_path):
                             f"[platforms.<name>] table of {tmp_path / 'hermes.toml'}\n")
 
 
+@pytest.mark.parametrize("table", ["enabled = false\n", 'bot_token = "x"\n'])
+async def test_run_with_only_a_misspelt_disabled_table_names_it(tmp_path, table):
+    """docs/configuration.md §2 `[platforms.<id>]`: a table no installed plugin provides is
+    named with the installed platform ids and the close one, also when it is the reason
+    nothing is enabled (enabling the misspelt table would not help)."""
+    (tmp_path / "hermes.toml").write_text("[platforms.telegrm]\n" + table)
+    proc = await asyncio.create_subprocess_exec(
+        SCRIPT, "run", stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE, env=gateway_env(tmp_path))
+    out, err = await asyncio.wait_for(proc.communicate(), 60)
+    assert (proc.returncode, err.decode()) == (2, (
+        "hermes-gateway: error: no platform is enabled: set `enabled = true` in a "
+        f"[platforms.<name>] table of {tmp_path / 'hermes.toml'}; [platforms.telegrm] is configured "
+        "but no installed plugin provides it; ignored (installed platforms: discord, local, signal, "
+        "slack, telegram, whatsapp, whatsapp_cloud; did you mean telegram?)\n"))
+
+
 async def test_chat_on_the_openai_backend_maps_usage_onto_the_entry(tmp_path, chat_completions_server):
     chat_completions_server.answer = "Hi from the model."
     code, out, err = await chat(
