@@ -89,7 +89,9 @@ def check_plugins(config: Any) -> tuple[list[Check], dict[str, Any] | str]:
             return failed, load_for_run(config, raise_on_fatal=False)[2]
         except Exception as again:
             why = " ".join(str(again).split()) or describe_failure(again)
-            return failed, f"the platforms' settings could not be loaded ({why})"
+            # A colon, not parentheses: the loader's line often ends in its own (installed
+            # platforms: …), and the row reads `not checked, since …`.
+            return failed, f"the platforms' settings could not be loaded: {why}"
     checks = [Check(f"plugin {r.name}", WARN, f"{r.status}: {r.error}") for r in report.failed()]
     checks += [Check(f"plugin {r.name}", WARN, warning) for r in report.records for warning in r.warnings]
     checks += [Check("plugins", WARN, warning) for warning in report.warnings]  # e.g. HERMES_PLUGINS typos
@@ -484,7 +486,7 @@ async def run_doctor(config: Any, *, fix: bool = False, online: bool = False) ->
                                                "[platforms.<name>] table"))
     if isinstance(settings, str):
         # Each row still appears, saying why it was not checked (docs/operations.md §1).
-        checks += [Check(f"{name} {platform}", WARN, f"not checked: {settings}")
+        checks += [Check(f"{name} {platform}", WARN, f"not checked, since {settings}")
                    for name in ("credentials", "access") for platform in config.enabled_platforms()
                    if name == "credentials" or platform != "local"]
     else:

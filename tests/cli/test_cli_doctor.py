@@ -332,8 +332,8 @@ def test_rows_that_cannot_be_checked_say_why(tmp_path):
     (home / "hermes.toml").write_text('[plugins]\noverrides = ["no_such_override_mod"]\n'
                                       '[platforms.nosuch]\nenabled = true\n')
     code, checks = _doctor(home, tmp_path)
-    why = ("not checked: the platforms' settings could not be loaded (platform 'nosuch' is enabled but its "
-           f"adapter cannot be loaded: no adapter entry point is installed ({INSTALLED}))")
+    why = ("not checked, since the platforms' settings could not be loaded: platform 'nosuch' is enabled but "
+           f"its adapter cannot be loaded: no adapter entry point is installed ({INSTALLED})")
     assert (code, checks["plugins"]["status"]) == (1, "fail")
     assert checks["credentials nosuch"] == {"check": "credentials nosuch", "status": "warn", "detail": why}
     assert checks["access nosuch"] == {"check": "access nosuch", "status": "warn", "detail": why}
@@ -350,9 +350,14 @@ def test_a_misspelt_platform_table_names_the_installed_platforms(tmp_path, enabl
     code, out, err = run(["doctor", "--json"], gateway_env(home), tmp_path)
     rows = [row for row in json.loads(out) if row["check"] == "plugins"]
     if enabled:
-        assert (code, err, rows) == (1, "", [{"check": "plugins", "status": "fail", "detail": (
-            "platform 'telegrm' is enabled but its adapter cannot be loaded: no adapter entry point is installed"
-            f" ({INSTALLED}; did you mean telegram?)")}])
+        why = ("platform 'telegrm' is enabled but its adapter cannot be loaded: no adapter entry point is installed"
+               f" ({INSTALLED}; did you mean telegram?)")
+        assert (code, err, rows) == (1, "", [{"check": "plugins", "status": "fail", "detail": why}])
+        # The rows it keeps from being checked give the same reason, in one pair of parentheses.
+        assert [row for row in json.loads(out) if row["check"].endswith(" telegrm")] == [
+            {"check": f"{name} telegrm", "status": "warn",
+             "detail": f"not checked, since the platforms' settings could not be loaded: {why}"}
+            for name in ("credentials", "access")]
     else:
         assert (code, err, rows[1:]) == (0, "", [{"check": "plugins", "status": "warn", "detail": (
             "[platforms.telegrm] is configured but no installed plugin provides it; ignored"
