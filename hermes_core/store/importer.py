@@ -30,6 +30,10 @@ log = logging.getLogger(__name__)
 IMPORT_BATCH = 256
 PROGRESS_EVERY_S = 5.0
 
+# What binding a value read from the file raises when the store cannot hold it: a lone
+# surrogate (UnicodeEncodeError, a ValueError) or an integer beyond 64 bits (OverflowError).
+UNSTORABLE = (ValueError, OverflowError)
+
 
 @dataclass
 class ImportReport:
@@ -97,7 +101,9 @@ async def import_sessions_json(store: SessionStore, path: Path, *, replace: bool
         An ImportReport; `skipped` has one line per bad entry, per transcript not imported and
         per bad transcript line.
     Raises:
-        as `read_sessions_json`.
+        as `read_sessions_json`; ValueError naming the file when an entry, or a legacy
+        transcript's message, holds a value the store cannot take (`UNSTORABLE`: no route is
+        imported then, or not that transcript).
     """
     started = time.monotonic()  # the progress clock covers the routes too (`_import_legacy_transcripts`)
     path, data = read if read is not None else read_sessions_json(path)
@@ -106,9 +112,15 @@ async def import_sessions_json(store: SessionStore, path: Path, *, replace: bool
     if len(entries) > IMPORT_BATCH:
         # The routes go in one transaction, with no progress line of their own (20,000 take seconds).
         log.info("importing %s: taking %d route(s), then the legacy transcripts beside them", path, len(entries))
-    existing = {key for key in entries if await store.get_entry(key) is not None}
-    wanted = [e for key, e in entries.items() if replace or key not in existing]
-    imported, skipped_existing = await store.import_entries(wanted, replace=replace)
+    try:
+        existing = {key for key in entries if await store.get_entry(key) is not None}
+        wanted = [e for key, e in entries.items() if replace or key not in existing]
+        imported, skipped_existing = await store.import_entries(wanted, replace=replace)
+    except UNSTORABLE as exc:
+        # SQLite's words name neither the file nor the entry (the key's look-up binds it too);
+        # the routes go in one transaction.
+        raise ValueError(f"{path}: an entry holds a value the store cannot take ({exc}); "
+                         "no session was imported") from exc
     report.imported = imported
     report.skipped_existing = skipped_existing + (0 if replace else len(existing))
     if replace and skipped_existing:
@@ -177,7 +189,13 @@ async def _import_legacy_transcript(store: SessionStore, key: str, session_id: s
             skipped.append((number, str(exc)))
             continue
         numbers.append(number)
-    bad = await store.import_transcript(session_id, messages)
+    try:
+        bad = await store.import_transcript(session_id, messages)
+    except UNSTORABLE as exc:
+        # One transaction per transcript: this one holds nothing; the others are not undone.
+        raise ValueError(f"{legacy}: a message holds a value the store cannot take ({exc}); this transcript "
+                         "was not imported (the routes and the transcripts imported with it are kept: fix it "
+                         "and import again)") from exc
     if bad is None:
         return 0, []  # imported before: never doubled
     skipped += [(numbers[index], why) for index, why in bad]

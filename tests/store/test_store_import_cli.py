@@ -134,6 +134,46 @@ def test_import_missing_or_bad_file_is_one_line(home, tmp_path):
     assert code == 2 and len(out.strip().splitlines()) == 1 and "not valid JSON" in out
 
 
+_ENTRY = {"session_id": "20250101_000000_abcd1234", "created_at": "2025-01-01T00:00:00"}
+
+
+@pytest.mark.parametrize("data, why", [
+    ({"agent:main:telegram:dm:\ud800": _ENTRY},  # a lone surrogate: UTF-8 cannot encode it
+     "'utf-8' codec can't encode character '\\ud800' in position 23: surrogates not allowed"),
+    ({"agent:main:telegram:dm:1": {**_ENTRY, "input_tokens": 10 ** 26}},  # beyond SQLite's 64 bits
+     "Python int too large to convert to SQLite INTEGER"),
+])
+def test_an_entry_the_store_cannot_take_is_an_error_naming_the_file(home, tmp_path, data, why):
+    """docs/operations.md §5 `sessions import`: an error about the input file names it, also
+    when the store finds it (SQLite's own words name neither file nor entry)."""
+    source = tmp_path / "sessions.json"
+    source.write_text(json.dumps(data))
+    code, out = run("import", str(source))
+    assert (code, out) == (2, f"hermes-gateway: error: {source}: an entry holds a value the store cannot "
+                              f"take ({why}); no session was imported\n")
+
+    async def routes(store):
+        return await store.list_sessions()
+    assert _store_call(home, routes) == []
+
+
+def test_a_transcript_the_store_cannot_take_is_an_error_naming_it(home, tmp_path):
+    """The routes are imported; the legacy transcript holding a lone surrogate is named, and
+    importing again once it is fixed takes it (nothing is doubled)."""
+    source = tmp_path / "sessions.json"
+    source.write_text(json.dumps({"agent:main:telegram:dm:1": _ENTRY}))
+    legacy = tmp_path / "20250101_000000_abcd1234.jsonl"
+    legacy.write_text('{"role": "user", "content": "\\ud800"}\n')
+    code, out = run("import", str(source))
+    assert (code, out) == (2, (
+        f"hermes-gateway: error: {legacy}: a message holds a value the store cannot take ('utf-8' codec "
+        "can't encode character '\\ud800' in position 0: surrogates not allowed); this transcript was not "
+        "imported (the routes and the transcripts imported with it are kept: fix it and import again)\n"))
+    legacy.write_text('{"role": "user", "content": "fixed"}\n')
+    code, out = run("import", str(source), "--json")
+    assert (code, json.loads(out)["skipped_existing"], json.loads(out)["messages"]) == (0, 1, 1)
+
+
 def _populate(home):
     async def fill(store):
         e = await store.get_or_create_session(SessionSource(platform="telegram", chat_id="1", user_id="1"))
