@@ -408,14 +408,15 @@ def _error_key_path(error: Mapping[str, Any]) -> list[str]:
     return path
 
 
-def _lookup(tree: Any, path: list[str]) -> bool:
+def _lookup(tree: Any, path: list[str], *, fold_case: bool = False) -> bool:
     """True when the nested mapping `tree` holds a value at `path` (or a non-table on the way,
-    which is then the bad value)."""
+    which is then the bad value); `fold_case` matches keys case-insensitively, as
+    pydantic-settings reads an environment variable's JSON object."""
     node = tree
     for part in path:
         if not isinstance(node, Mapping):
             return True
-        matches = [k for k in node if str(k) == part]
+        matches = [k for k in node if (str(k).lower() == part.lower() if fold_case else str(k) == part)]
         if not matches:
             return False
         node = node[matches[0]]
@@ -424,16 +425,32 @@ def _lookup(tree: Any, path: list[str]) -> bool:
 
 def _env_variable_for(path: list[str], environ: Mapping[str, str | None]) -> str | None:
     """The `HERMES_*` variable (as spelled in `environ`) that supplied `path`: the most specific
-    name first (`HERMES_AGENT__GATEWAY_TIMEOUT`), then a JSON-valued parent (`HERMES_AGENT`).
-    Names are case-insensitive, as pydantic-settings reads them."""
+    name first (`HERMES_AGENT__GATEWAY_TIMEOUT`), then a JSON-valued parent (`HERMES_AGENT`)
+    whose object holds the rest of `path` (a parent that is not a JSON object, e.g. a
+    comma-separated id list, is the bad value itself). Names are case-insensitive, as
+    pydantic-settings reads them."""
     by_lower = {str(k).lower(): k for k in environ}
     for depth in range(len(path), 0, -1):
         wanted = ("HERMES_" + "__".join(path[:depth])).lower()
         if wanted in by_lower:
-            if _is_plugin_allowlist(wanted, environ[by_lower[wanted]]):
+            value = environ[by_lower[wanted]]
+            if _is_plugin_allowlist(wanted, value):
                 continue  # the loader's allowlist, hidden from the settings source
+            if depth < len(path) and not _lookup(_json_or_none(value), path[depth:], fold_case=True):
+                # pydantic-settings merges its object with the file's table: a key it does not
+                # hold came from elsewhere (the config file), which must be named instead.
+                continue
             return str(by_lower[wanted])
     return None
+
+
+def _json_or_none(value: str | None) -> Any:
+    """`value` parsed as JSON, or None when it is not JSON (`_lookup` then takes it for the
+    holder of any key under it, a non-table on the way)."""
+    try:
+        return json.loads(value or "")
+    except ValueError:
+        return None
 
 
 def _bom_note(path: Path) -> str:

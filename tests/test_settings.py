@@ -40,10 +40,19 @@ def test_bad_nested_env_value_drops_pydantic_union_tags(home, monkeypatch):
     assert text.endswith(", got 'lots' (environment variable HERMES_AGENT__AGENT_CACHE__MEMORY_HIGH_MB)")
 
 
-def test_json_env_table_is_named(home, monkeypatch):
-    monkeypatch.setenv("HERMES_AGENT", '{"gateway_timeout": -1}')
+@pytest.mark.parametrize("key", ["gateway_timeout", "Gateway_Timeout"])  # read case-insensitively
+def test_json_env_table_is_named(home, monkeypatch, key):
+    monkeypatch.setenv("HERMES_AGENT", f'{{"{key}": -1}}')
     assert _error() == ("invalid config value for 'agent.gateway_timeout': Input should be greater than 0, "
                         "got -1 (environment variable HERMES_AGENT)")
+
+
+def test_a_json_env_table_without_the_bad_key_leaves_the_blame_with_the_file(home, monkeypatch):
+    """The variable's table and the file's are merged: the key only the file sets is the file's."""
+    monkeypatch.setenv("HERMES_AGENT", '{"backend": "echo"}')
+    (home / "hermes.toml").write_text("[agent]\ngateway_timeout = 0\n")
+    assert _error() == ("invalid config value for 'agent.gateway_timeout': Input should be greater than 0, "
+                        f"got 0 (config file {home / 'hermes.toml'})")
 
 
 TABLE_EXPECTED = 'expected a table: a JSON object ({"<key>": <value>, …}) or one variable per key'

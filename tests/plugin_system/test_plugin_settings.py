@@ -1,5 +1,6 @@
 """Per-plugin settings (docs/architecture.md §5): validated into the plugin's own model."""
 
+import json
 import logging
 
 import pytest
@@ -201,6 +202,30 @@ def test_a_bad_key_from_the_config_file_names_the_file(tmp_path, monkeypatch):
         validate_plugin_settings(_pm_with(AcmePlugin()), load_config(home=tmp_path), installed_adapters=["acme"])
     assert str(info.value) == ("invalid settings in [platforms.acme]: reply_in_thred: Extra inputs are not"
                                f" permitted (config file {tmp_path / 'hermes.toml'})")
+
+
+@pytest.mark.parametrize("variable", ["HERMES_PLATFORMS__ACME", "HERMES_PLATFORMS"])
+def test_a_json_variable_that_does_not_set_the_bad_key_is_not_blamed(tmp_path, monkeypatch, variable):
+    """docs/configuration.md §1: a JSON-valued table variable and the config file are merged;
+    the bad key named in the file is the file's, not the variable's that enabled the table."""
+    monkeypatch.delenv("HERMES_CONFIG", raising=False)
+    enabled = {"enabled": True}
+    monkeypatch.setenv(variable, json.dumps(enabled if variable.endswith("ACME") else {"acme": enabled}))
+    (tmp_path / "hermes.toml").write_text('[platforms.acme]\nbot_token = "123:SECRET"\nallow_all = "SOMETIMES"\n')
+    with pytest.raises(PluginSettingsError) as info:
+        validate_plugin_settings(_pm_with(AcmePlugin()), load_config(home=tmp_path), installed_adapters=["acme"])
+    assert str(info.value) == ("invalid settings in [platforms.acme]: allow_all: Input should be a valid boolean,"
+                               f" unable to interpret input (config file {tmp_path / 'hermes.toml'})")
+
+
+def test_a_json_variable_that_sets_the_bad_key_is_named(tmp_path, monkeypatch):
+    monkeypatch.delenv("HERMES_CONFIG", raising=False)
+    monkeypatch.setenv("HERMES_PLATFORMS__ACME", '{"enabled": true, "allow_all": "SOMETIMES"}')
+    (tmp_path / "hermes.toml").write_text('[platforms.acme]\nbot_token = "123:SECRET"\n')
+    with pytest.raises(PluginSettingsError) as info:
+        validate_plugin_settings(_pm_with(AcmePlugin()), load_config(home=tmp_path), installed_adapters=["acme"])
+    assert str(info.value) == ("invalid settings in [platforms.acme]: allow_all: Input should be a valid boolean,"
+                               " unable to interpret input (environment variable HERMES_PLATFORMS__ACME)")
 
 
 class AcmeChannel(BaseModel):
