@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import Any
+from typing import Any, Callable
 
 from ..model.source import SessionSource
 from ..ops.metrics import NULL_METRICS, NullMetrics
@@ -50,7 +50,7 @@ class Deliverer:
 
     async def deliver(self, adapter: Any, target: SessionSource, text: str, *, session_key: str,
                       session_id: str | None, reply_to: str | None = None,
-                      kind: str = "reply") -> DeliveryOutcome:
+                      kind: str = "reply", on_sent: Callable[[Any], None] | None = None) -> DeliveryOutcome:
         """Plan and send `text` to `target` through `adapter`; never raises for send failures.
 
         Args:
@@ -60,6 +60,7 @@ class Deliverer:
             session_key / session_id: the session the text belongs to.
             reply_to: platform id of the triggering message, or None.
             kind: `"reply"`, `"notice"` or `"recovered"`.
+            on_sent: called with each chunk's `SendResult` as it is sent (`sdk.sending.send_chunks`).
 
         Returns:
             DeliveryOutcome (delivered or not, message ids, error text).
@@ -71,7 +72,8 @@ class Deliverer:
         started = time.monotonic()
         try:
             plan = self.plan(delivery)
-            outcome = await deliver_plan(adapter, target, plan, queue=self.queue, policy=adapter.retry_policy)
+            outcome = await deliver_plan(adapter, target, plan, queue=self.queue, policy=adapter.retry_policy,
+                                         on_sent=on_sent)
         except Exception as exc:  # a broken planning plugin must not kill the session worker
             log.error("delivery planning failed for %s: %s: %s", session_key, type(exc).__name__, exc)
             outcome = DeliveryOutcome(delivered=False, error=f"{type(exc).__name__}: {exc}")

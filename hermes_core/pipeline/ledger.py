@@ -34,8 +34,10 @@ async def send_obligation(deps: PipelineDeps, obligation_id: int, target: Sessio
         recorder: records the outcome off the session's path (`OutcomeRecorder`): this returns
             once the send is done, so the session's next write need not wait for that commit
             (docs/behaviour.md §12). A crash before it commits is a crash during the send
-            (re-sent once, labelled, §6); a failure to record it is logged. None: recorded
-            before this returns.
+            (re-sent once, labelled, §6); a failure to record it is logged. The recorder also
+            knows the platform message ids of the chunks sent so far while the send goes on,
+            so a delivery report about one of them waits for this outcome (§6 "Delivery
+            reports"). None: recorded before this returns.
 
     Returns:
         True when delivered. A missing adapter or a failed send leaves it 'failed' (retried at
@@ -48,13 +50,47 @@ async def send_obligation(deps: PipelineDeps, obligation_id: int, target: Sessio
         return False
     if not attempting:
         await store.start_delivery(obligation_id)
-    outcome = await deps.deliverer.deliver(adapter, target, text, session_key=session_key,
-                                           session_id=session_id, reply_to=reply_to, kind=kind)
     if recorder is None:
+        outcome = await deps.deliverer.deliver(adapter, target, text, session_key=session_key,
+                                               session_id=session_id, reply_to=reply_to, kind=kind)
         await store.finish_delivery(obligation_id, outcome.delivered, outcome.error, sent_ids=outcome.message_ids)
-    else:
-        recorder.add(session_key, SentOutcome(obligation_id, outcome.delivered, outcome.error, outcome.message_ids))
+        return outcome.delivered
+    send = recorder.begin(target.platform)
+    try:
+        outcome = await deps.deliverer.deliver(adapter, target, text, session_key=session_key,
+                                               session_id=session_id, reply_to=reply_to, kind=kind,
+                                               on_sent=send.sent)
+        recorder.add(session_key, SentOutcome(obligation_id, outcome.delivered, outcome.error, outcome.message_ids),
+                     send)
+    finally:  # cancelled too: nothing is kept about a send that ended
+        recorder.end(send)
     return outcome.delivered
+
+
+class SendInProgress:
+    """A send of an obligation that is going on, as its `OutcomeRecorder` knows it
+    (`OutcomeRecorder.begin`): the platform message ids of its chunks sent so far, so that a
+    delivery report about one of them, which finds no obligation yet, waits for this send's
+    outcome (docs/behaviour.md §6 "Delivery reports"). Memory only; forgotten when the send ends.
+    """
+
+    __slots__ = ("_index", "platform", "ids", "written", "ended")
+
+    def __init__(self, index: dict[tuple[str, str], "SendInProgress"], platform: str) -> None:
+        self._index = index
+        self.platform = platform
+        self.ids: list[str] = []
+        # The write that takes this send's outcome (set when it is queued); `ended` resolves when
+        # the send ends, made only when a report waits for it (most sends get no early report).
+        self.written: asyncio.Future | None = None
+        self.ended: asyncio.Future | None = None
+
+    def sent(self, result: Any) -> None:
+        """Note a chunk just sent (its `SendResult`; one without a message id is skipped)."""
+        message_id = getattr(result, "message_id", None)
+        if message_id:
+            self.ids.append(message_id := str(message_id))
+            self._index[(self.platform, message_id)] = self
 
 
 class OutcomeRecorder:
@@ -71,6 +107,10 @@ class OutcomeRecorder:
     logged with its obligation and session: the obligation stays 'attempting', so it is sent
     again, labelled (§6), by whoever recovers the session next: the next start, or on a leased
     store the replica that takes the session over.
+
+    The sends whose outcomes it records are known to it while they go on (`begin` … `end`,
+    `SendInProgress`): a delivery report about a chunk already sent waits, through `flush`, for
+    the outcome of its send as for one already queued (§6 "Delivery reports").
 
     Args:
         store: the SessionStore.
@@ -90,6 +130,8 @@ class OutcomeRecorder:
         self._queued_done: asyncio.Future | None = None
         self._writing_done: asyncio.Future | None = None
         self._task: asyncio.Task | None = None
+        # The sends going on, by (platform, platform message id) of each chunk sent so far.
+        self._sending: dict[tuple[str, str], SendInProgress] = {}
 
     @property
     def task(self) -> asyncio.Task | None:
@@ -107,17 +149,47 @@ class OutcomeRecorder:
         done = self._queued_done or self._writing_done
         return done if done is not None and not done.done() else None
 
-    async def flush(self, timeout: float | None = None) -> None:
+    @property
+    def sending(self) -> int:
+        """How many chunks of sends going on are known (`SendInProgress`): 0 when none is."""
+        return len(self._sending)
+
+    async def flush(self, timeout: float | None = None, *, report: tuple[str, str] | None = None) -> bool:
         """Wait until the outcomes queued so far are written (or logged as not written), at most
         `timeout` seconds when given: the last step of a drain that timed out, which cancels
         the turns it cut off but not this record of replies already sent (docs/behaviour.md §6
         "Drain timeout"), and what a delivery report that came before its outcome waits for
         (`GatewayRunner.settle_sent_message`). Outcomes queued after the call are not waited
-        for: under steady traffic the task never runs out of them. Never raises."""
-        done = self._awaited()
+        for: under steady traffic the task never runs out of them. Never raises.
+
+        Args:
+            timeout: seconds, in all; None waits as long as it takes.
+            report: `(platform, platform message id)` of a delivery report. When a send going on
+                sent that message, what is waited for is that send's end, then the write of its
+                outcome (a send cancelled, or ended without an outcome, ends the wait), instead
+                of the outcomes queued now.
+
+        Returns:
+            Whether there was anything to wait for (written in time or not).
+        """
+        send = self._sending.get(report) if report is not None else None
+        if send is None:
+            done = self._awaited()
+        else:
+            loop = asyncio.get_running_loop()
+            started = loop.time()
+            if send.ended is None:
+                send.ended = loop.create_future()
+            await asyncio.wait({send.ended}, timeout=timeout)
+            if not send.ended.done():
+                return True
+            done = send.written if send.written is not None and not send.written.done() else None
+            if timeout is not None:
+                timeout = max(0.0, timeout - (loop.time() - started))
         if done is not None:
             # The task too: cancelled before it took the queued outcomes, it never resolves them.
             await asyncio.wait({done, self._task}, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+        return send is not None or done is not None
 
     @property
     def unwritten(self) -> list[int]:
@@ -130,12 +202,29 @@ class OutcomeRecorder:
         """Who sends an unrecorded outcome's obligation again, in the log lines' words."""
         return "by the replica that takes it over, or at the next start" if self._leased else "at the next start"
 
-    def add(self, session_key: str, outcome: SentOutcome) -> None:
+    def begin(self, platform: str) -> SendInProgress:
+        """A send to `platform` begins: the returned record notes its chunks as they are sent
+        (`SendInProgress.sent`); `end` it however the send ends."""
+        return SendInProgress(self._sending, platform)
+
+    def end(self, send: SendInProgress) -> None:
+        """The send `send` ended (its outcome queued with `add`, or not: failed, cancelled): it is
+        forgotten, and the reports waiting for it go on to the write of its outcome."""
+        for message_id in send.ids:
+            # A platform reusing an id for a later send of ours: that send's entry stays.
+            if self._sending.get(key := (send.platform, message_id)) is send:
+                del self._sending[key]
+        if send.ended is not None:
+            send.ended.set_result(None)
+
+    def add(self, session_key: str, outcome: SentOutcome, send: SendInProgress | None = None) -> None:
         """Queue `outcome` (of a send for `session_key`, from the job that sent it) for the next
-        write."""
+        write; `send` is that send, when `begin` announced it."""
         self._queued.append((session_key, outcome, scope_tokens()))
         if self._queued_done is None:
             self._queued_done = asyncio.get_running_loop().create_future()
+        if send is not None:
+            send.written = self._queued_done
         # A running task sees it at its next look at the queue: nothing awaits between its last
         # look and its end, so an outcome queued here is never left behind.
         if self._task is None or self._task.done():

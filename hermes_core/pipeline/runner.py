@@ -824,15 +824,16 @@ class GatewayRunner:
         Arguments, return value and errors are `SessionStore.settle_sent_message`'s.
 
         A reply's sent message ids reach its obligation with its outcome, which is recorded off
-        the session's path (`OutcomeRecorder`, docs/behaviour.md §12), so a report can arrive
-        before them and find no obligation. When that happens while outcomes wait to be
-        written, the report waits for them (at most `REPORT_WAIT_S` seconds) and is tried once
-        more: a quick 'failed' is applied after the 'delivered' recorded for the send, not lost.
+        the session's path (`OutcomeRecorder`, docs/behaviour.md §12) after the whole send, so
+        a report can arrive before them and find no obligation. When that happens while
+        outcomes wait to be written, or while the send that sent the message goes on (a later
+        chunk still being sent), the report waits for that outcome's write (at most
+        `REPORT_WAIT_S` seconds in all) and is tried once more: a quick 'failed' is applied
+        after the 'delivered' recorded for the send, not lost.
         """
         store = self.deps.store
         settled = await store.settle_sent_message(platform, message_id, status, error)
-        if settled is None and self._outcomes.pending:
-            await self._outcomes.flush(self.REPORT_WAIT_S)
+        if settled is None and await self._outcomes.flush(self.REPORT_WAIT_S, report=(platform, str(message_id))):
             settled = await store.settle_sent_message(platform, message_id, status, error)
         return settled
 

@@ -156,7 +156,8 @@ class ChatSendQueue:
 
 async def send_chunks(adapter: Any, target: Any, chunks: list[str], *, reply_to: str | None = None,
                       metadata: dict[str, Any] | None = None, queue: ChatSendQueue | None = None,
-                      policy: RetryPolicy = DEFAULT_RETRY_POLICY, sleep: Sleep = asyncio.sleep) -> list:
+                      policy: RetryPolicy = DEFAULT_RETRY_POLICY, sleep: Sleep = asyncio.sleep,
+                      on_sent: Callable[[Any], None] | None = None) -> list:
     """Send `chunks` to `target` through `adapter.send`, in order, under the chat's lock.
 
     Args:
@@ -166,6 +167,9 @@ async def send_chunks(adapter: Any, target: Any, chunks: list[str], *, reply_to:
         reply_to: platform message id the first chunk replies to; later chunks are plain.
         queue: the app's `ChatSendQueue` (a private one when None: ordering within this call only).
         policy / sleep: retry-after handling, see `send_with_retry`.
+        on_sent: called with each chunk's `SendResult` as soon as that chunk is sent, before the
+            next one goes out (the gateway notes the platform message ids of a send in
+            progress, docs/behaviour.md §6 "Delivery reports"); it must not raise.
 
     Returns:
         The `SendResult` of each chunk, in order.
@@ -183,20 +187,23 @@ async def send_chunks(adapter: Any, target: Any, chunks: list[str], *, reply_to:
                 return await adapter.send(target, chunk, reply_to=anchor, metadata=metadata)
 
             try:
-                results.append(await send_with_retry(one, policy=policy, sleep=sleep))
+                results.append(result := await send_with_retry(one, policy=policy, sleep=sleep))
             except RetryAfterExceeded as err:
                 err.sent = tuple(results)
                 raise
             except Exception as exc:  # the adapter's own error: report which chunk failed
                 raise SendError(f"chunk {index + 1}/{len(chunks)} failed: {type(exc).__name__}: {exc}",
                                 cause=exc, sent=tuple(results)) from exc
+            if on_sent is not None:
+                on_sent(result)
     return results
 
 
 async def deliver_plan(adapter: Any, target: Any, plan: DeliveryPlan, *, queue: ChatSendQueue | None = None,
                        policy: RetryPolicy = DEFAULT_RETRY_POLICY,
-                       sleep: Sleep = asyncio.sleep) -> DeliveryOutcome:
+                       sleep: Sleep = asyncio.sleep, on_sent: Callable[[Any], None] | None = None) -> DeliveryOutcome:
     """Perform a `DeliveryPlan` and describe the result; never raises for send failures.
+    `queue`, `policy`, `sleep` and `on_sent` are `send_chunks`'s.
 
     Returns:
         `DeliveryOutcome(delivered=True, message_ids=…)` when every chunk went out;
@@ -207,7 +214,8 @@ async def deliver_plan(adapter: Any, target: Any, plan: DeliveryPlan, *, queue: 
         return DeliveryOutcome(delivered=False, error=f"vetoed: {plan.reason or 'no reason given'}")
     try:
         results = await send_chunks(adapter, target, plan.chunks, reply_to=plan.reply_to_message_id,
-                                    metadata=plan.metadata or None, queue=queue, policy=policy, sleep=sleep)
+                                    metadata=plan.metadata or None, queue=queue, policy=policy, sleep=sleep,
+                              on_sent=on_sent)
     except SendError as err:
         log.warning("delivery failed after %d chunk(s): %s", len(err.sent), err)
         return DeliveryOutcome(delivered=False,

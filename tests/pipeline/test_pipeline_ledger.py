@@ -431,3 +431,67 @@ async def test_an_outcome_write_that_fails_after_the_stop_is_logged_and_resent_o
     await app.stop()
     assert again.texts() == ["Recovered reply (may be a duplicate):\necho: a"]
     assert ledger_rows(tmp_path) == [("echo: a", "delivered", 2)]
+
+
+class HeldSecondChunk(RecordingAdapter):
+    """Splits replies into chunks of 10 characters; the send of each reply's second chunk waits
+    for `release` (a later chunk of a long reply still going out when the platform reports on
+    the first)."""
+
+    def __init__(self):
+        super().__init__(limit=10)
+        self.release = asyncio.Event()
+
+    async def send(self, target, text, *, reply_to=None, metadata=None):
+        if reply_to is None:  # the first chunk answers the trigger, the later ones do not
+            await self.release.wait()
+        return await super().send(target, text, reply_to=reply_to, metadata=metadata)
+
+
+async def test_a_failure_report_about_a_chunk_that_comes_while_a_later_chunk_is_sent_is_applied(tmp_path):
+    # docs/behaviour.md §6 "Delivery reports": chunk 1's 'failed' comes before chunk 2's send
+    # returns, so the send's outcome is not even queued: the report waits for the send to end
+    # and its outcome to be written, then is applied; the 'delivered' of the send does not stand.
+    from pipeline_helpers import until
+
+    adapter = HeldSecondChunk()
+    app = await start_app(tmp_path, adapter)
+    try:
+        await app.runner.handle(MessageEvent(source=dm("100", "u100"), text="abcdefghij", message_id="m1"))
+        await until(lambda: adapter.sent == [("100", "echo: ", "m1")])
+        report = asyncio.create_task(adapter.report_delivery("1", "failed", "Message undeliverable"))
+        await asyncio.sleep(0.1)
+        assert not report.done()  # it waits for the send that sent message 1
+        adapter.release.set()
+        async with asyncio.timeout(2):
+            assert await report == 1
+        conn = sqlite3.connect(tmp_path / "state.db")
+        try:
+            assert conn.execute("SELECT content, state, last_error, sent_ids FROM delivery_obligations").fetchall() \
+                == [("echo: abcdefghij", "failed", "Message undeliverable", '["1","2"]')]
+        finally:
+            conn.close()
+        assert app.runner._outcomes.sending == 0  # the send ended: nothing kept about it
+    finally:
+        adapter.release.set()
+        await app.stop()
+
+
+async def test_a_report_about_a_send_in_progress_waits_at_most_the_report_wait(tmp_path, monkeypatch):
+    # docs/behaviour.md §6 "Delivery reports": the wait is bounded (10 s; shortened here), so a
+    # send that does not end cannot hold the platform's request; a cancelled send keeps nothing.
+    from pipeline_helpers import until
+
+    from hermes_core.pipeline.runner import GatewayRunner
+
+    monkeypatch.setattr(GatewayRunner, "REPORT_WAIT_S", 0.2)
+    adapter = HeldSecondChunk()
+    app = await start_app(tmp_path, adapter, scheduler={"drain_timeout_s": 0.2})
+    await app.runner.handle(MessageEvent(source=dm("100", "u100"), text="abcdefghij", message_id="m1"))
+    await until(lambda: len(adapter.sent) == 1)
+    async with asyncio.timeout(2):
+        assert await adapter.report_delivery("1", "failed", "Message undeliverable") is None
+    assert app.runner._outcomes.sending == 1
+    await app.stop()  # the drain times out and cancels the turn in its send
+    assert app.runner._outcomes.sending == 0
+    assert ledger_rows(tmp_path) == [("echo: abcdefghij", "attempting", 1)]
