@@ -821,7 +821,11 @@ class GatewayRunner:
                                   error: str | None = None) -> int | None:
         """Apply a platform's delivery report about a message the gateway sent: what the app binds
         as every adapter's `report_delivery` (docs/behaviour.md §6 "Delivery reports").
-        Arguments, return value and errors are `SessionStore.settle_sent_message`'s.
+        Arguments and errors are `SessionStore.settle_sent_message`'s.
+
+        Returns:
+            The id of the obligation the report changed, or None (no obligation sent that
+            message, or it changed nothing): `BaseAdapter.report_delivery`'s contract.
 
         A reply's sent message ids reach its obligation with its outcome, which is recorded off
         the session's path (`OutcomeRecorder`, docs/behaviour.md §12) after the whole send, so
@@ -829,13 +833,14 @@ class GatewayRunner:
         outcomes wait to be written, or while the send that sent the message goes on (a later
         chunk still being sent), the report waits for that outcome's write (at most
         `REPORT_WAIT_S` seconds in all) and is tried once more: a quick 'failed' is applied
-        after the 'delivered' recorded for the send, not lost.
+        after the 'delivered' recorded for the send, not lost. A report that found its
+        obligation, changed or not (a 'read' of one already 'delivered'), waits for nothing.
         """
         store = self.deps.store
-        settled = await store.settle_sent_message(platform, message_id, status, error)
-        if settled is None and await self._outcomes.flush(self.REPORT_WAIT_S, report=(platform, str(message_id))):
-            settled = await store.settle_sent_message(platform, message_id, status, error)
-        return settled
+        found = await store.settle_sent_message(platform, message_id, status, error)
+        if found is None and await self._outcomes.flush(self.REPORT_WAIT_S, report=(platform, str(message_id))):
+            found = await store.settle_sent_message(platform, message_id, status, error)
+        return found.obligation_id if found is not None and found.changed else None
 
     async def drain(self, timeout: float) -> list[str]:
         """Stop accepting events and starting jobs (what is queued stays in the intake for the next

@@ -26,8 +26,9 @@ from .sending import DEFAULT_RETRY_POLICY, RetryPolicy
 InboundHandler = Callable[[MessageEvent], Awaitable[None]]
 # Records identity aliases in the gateway's store (SessionStore.record_aliases).
 AliasRecorder = Callable[[Iterable[IdentityAlias]], Awaitable[Any]]
-# Applies a platform's delivery report to the ledger (SessionStore.settle_sent_message):
-# (platform, platform message id, "delivered" | "failed", error or None) -> obligation id or None.
+# Applies a platform's delivery report to the ledger (GatewayRunner.settle_sent_message, over
+# SessionStore.settle_sent_message): (platform, platform message id, "delivered" | "failed",
+# error or None) -> the id of the obligation it changed, or None.
 DeliveryReporter = Callable[[str, str, str, "str | None"], Awaitable["int | None"]]
 # Edits or withdraws a message still queued in the gateway (Runner.edit_queued / withdraw_queued,
 # docs/behaviour.md §5): (source, platform message id, new text or None to withdraw) -> whether

@@ -32,7 +32,7 @@ from typing import Any, Iterable, Sequence
 
 from ..model import SessionSource, TokenUsage, format_timestamp
 from ..model.text import to_json
-from .records import MessageRow, NewObligation, SentOutcome
+from .records import MessageRow, NewObligation, ReportMatch, SentOutcome
 from .rows import normalize_message
 
 log = logging.getLogger(__name__)
@@ -176,7 +176,7 @@ class LedgerOps:
         return await self._b().obligations_finished(finished, format_timestamp(now), now.timestamp())
 
     async def settle_sent_message(self, platform: str, message_id: str, status: str,
-                                  error: str | None = None) -> int | None:
+                                  error: str | None = None) -> ReportMatch | None:
         """Apply a platform's delivery report about one sent message to its obligation
         (docs/behaviour.md §6 "Delivery reports"; WhatsApp status callbacks).
 
@@ -187,10 +187,13 @@ class LedgerOps:
             error: for `"failed"`, why (shown in the ledger's `last_error`; no secrets, no text).
 
         Returns:
-            The obligation id that was settled, or None when no obligation of the last
-            `MAX_AGE_S` seconds sent that message (a notice, an old message) or nothing changed.
-            A failure wins over a confirmation: a 'failed' obligation is not made 'delivered'
-            by a report about another of its chunks; an 'abandoned' one is left alone.
+            None when no obligation of the last `MAX_AGE_S` seconds sent that message (a
+            notice, an old message, or one whose outcome is not written yet: only then may the
+            caller wait and try again, `GatewayRunner.settle_sent_message`). Otherwise
+            `ReportMatch(obligation_id, changed)`; `changed` is False when the report changed
+            nothing: the obligation is already in that state (a 'read' after 'delivered'), a
+            failure wins over a confirmation (a 'failed' obligation is not made 'delivered' by
+            a report about another of its chunks), an 'abandoned' one is left alone.
 
         Raises:
             ValueError: `status` is neither "delivered" nor "failed".
@@ -206,10 +209,10 @@ class LedgerOps:
             return None
         ob_id, state = found
         if state == "abandoned" or state == status or (status == "delivered" and state == "failed"):
-            return None
+            return ReportMatch(ob_id, False)
         await self._b().obligation_update(ob_id, status, format_timestamp(now), now.timestamp(),
                                           error=error if status == "failed" else None)
-        return ob_id
+        return ReportMatch(ob_id, True)
 
     async def abandon_delivery(self, obligation_id: int, reason: str) -> None:
         """Give an obligation up ('abandoned'), recording why."""

@@ -256,3 +256,13 @@ class SentOutcome:
     delivered: bool
     error: str | None = None
     sent_ids: tuple[str | None, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class ReportMatch:
+    """The obligation a platform's delivery report found (`SessionStore.settle_sent_message`,
+    docs/behaviour.md §6 "Delivery reports"): its id, and whether the report changed its state
+    (False: already in that state, a confirmation after a failure, or 'abandoned')."""
+
+    obligation_id: int
+    changed: bool

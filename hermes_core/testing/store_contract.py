@@ -339,6 +339,10 @@ class StoreBackendContract:
         # A later update without ids keeps the recorded ones.
         await b.obligation_update(ob_id, "delivered", "2026-01-01T12:00:03Z", T0.timestamp() + 3, error="read")
         assert await b.obligation_by_sent_id("telegram", "wamid.1", T0.timestamp() + 2) == (ob_id, "delivered")
+        # Found in whatever state, settled ones too: the store tells "found, nothing to change"
+        # from "no obligation sent it" (only the latter waits for outcomes, docs/behaviour.md §6).
+        await b.obligation_update(ob_id, "abandoned", "2026-01-01T12:00:04Z", T0.timestamp() + 4, error="gave up")
+        assert await b.obligation_by_sent_id("telegram", "wamid.2", T0.timestamp() + 4) == (ob_id, "abandoned")
 
     async def test_the_outcomes_of_several_sends_are_recorded_together(self, store_backend):
         # docs/behaviour.md §12 "'delivered' off the session's path": each keeps its attempts,

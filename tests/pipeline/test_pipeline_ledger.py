@@ -495,3 +495,26 @@ async def test_a_report_about_a_send_in_progress_waits_at_most_the_report_wait(t
     await app.stop()  # the drain times out and cancels the turn in its send
     assert app.runner._outcomes.sending == 0
     assert ledger_rows(tmp_path) == [("echo: abcdefghij", "attempting", 1)]
+
+
+async def test_a_report_that_finds_its_obligation_unchanged_waits_for_nothing(tmp_path):
+    # docs/behaviour.md §6 "Delivery reports": only a report that finds no obligation waits for
+    # the outcomes being written; a 'read' of a reply already 'delivered' found its obligation
+    # (nothing to change) and returns at once, even while another reply's outcome is held.
+    from pipeline_helpers import until
+
+    adapter = RecordingAdapter()
+    app = await start_app(tmp_path, adapter)
+    await say(app, dm("100", "u100"), "a", "m1")
+    await app.runner._outcomes.flush()
+    writes = hold_outcome_writes(app)
+    try:
+        await app.runner.handle(MessageEvent(source=dm("200", "u200"), text="b", message_id="m2"))
+        await until(lambda: writes)
+        async with asyncio.timeout(1):
+            assert await adapter.report_delivery("1", "delivered") is None
+        assert ledger_rows(tmp_path) == [("echo: a", "delivered", 1), ("echo: b", "attempting", 1)]
+    finally:
+        for release in writes:
+            release.set()
+        await app.stop()

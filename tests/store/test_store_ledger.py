@@ -8,6 +8,7 @@ import pytest
 
 from hermes_core import GatewayConfig, SessionSource
 from hermes_core.store import SessionStore
+from hermes_core.store.records import ReportMatch
 
 DM = SessionSource("telegram", "12345", chat_type="dm", user_id="12345")
 KEY = "agent:main:telegram:dm:12345"
@@ -80,18 +81,31 @@ async def test_delivery_reports_settle_the_obligation_that_sent_the_message(home
     async with SessionStore(config.sessions_dir, config, clock=clock) as store:
         ob = await _delivered(store, WA, WA_KEY, "a long reply", ["wamid.A1", None, "wamid.A2"])
         other = await _delivered(store, DM, KEY, "telegram reply", ["wamid.A2"])  # same id, other platform
-        assert await store.settle_sent_message("whatsapp_cloud", "wamid.A1", "delivered") is None  # no change
+        # Found, nothing changed (already delivered) is told apart from no obligation at all.
+        assert await store.settle_sent_message("whatsapp_cloud", "wamid.A1", "delivered") == ReportMatch(ob, False)
         assert await store.settle_sent_message("whatsapp_cloud", "wamid.unknown", "failed", "x") is None
         assert await store.settle_sent_message("whatsapp_cloud", "wamid.A2", "failed",
-                                               "131047: more than 24 hours have passed") == ob
+                                               "131047: more than 24 hours have passed") == ReportMatch(ob, True)
         # a confirmation of the other chunk does not undo the failure
-        assert await store.settle_sent_message("whatsapp_cloud", "wamid.A1", "delivered") is None
+        assert await store.settle_sent_message("whatsapp_cloud", "wamid.A1", "delivered") == ReportMatch(ob, False)
         with pytest.raises(ValueError, match="delivery report status must be one of"):
             await store.settle_sent_message("whatsapp_cloud", "wamid.A1", "read")
     async with SessionStore(config.sessions_dir, config, clock=clock) as store:
         [row] = await store.open_obligations()
         assert (row["id"], row["state"], row["last_error"]) == (ob, "failed", "131047: more than 24 hours have passed")
         assert [o["id"] for o in await store.obligations_in("delivered")] == [other]
+
+
+async def test_a_report_about_an_abandoned_obligation_finds_it_and_changes_nothing(home_config, clock):
+    # docs/behaviour.md §6 "Delivery reports": an 'abandoned' obligation is left alone; the
+    # report still found it (it does not wait for outcomes, as one that found nothing does).
+    config, _ = home_config
+    async with SessionStore(config.sessions_dir, config, clock=clock) as store:
+        ob = await _delivered(store, WA, WA_KEY, "reply", ["wamid.B1"])
+        await store.abandon_delivery(ob, "gave up after 3 attempts")
+        assert await store.settle_sent_message("whatsapp_cloud", "wamid.B1", "failed", "x") == ReportMatch(ob, False)
+        assert [(o["id"], o["last_error"]) for o in await store.obligations_in("abandoned")] == [
+            (ob, "gave up after 3 attempts")]
 
 
 async def test_delivery_reports_older_than_a_day_are_not_matched(home_config, clock):

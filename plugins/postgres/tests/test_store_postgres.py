@@ -8,6 +8,7 @@ from hermes_core.model import SessionSource
 from hermes_core.settings import GatewayConfig
 from hermes_core.store import SessionStore, StoreError
 from hermes_core.store.backends import store_backend_names
+from hermes_core.store.records import ReportMatch
 from hermes_postgres.backend import PostgresBackend
 
 
@@ -36,6 +37,25 @@ async def test_session_store_runs_on_postgres(tmp_path, pg_dsn):
         assert [h["session_id"] for h in await store.search_transcripts("HELLO")] == [entry.session_id]
         # Nothing is served from memory: another replica may have written the route meanwhile.
         assert store.cache_size == 0 and store._cache == {}
+
+
+async def test_delivery_reports_tell_an_unchanged_obligation_from_none_on_postgres(tmp_path, pg_dsn):
+    # docs/behaviour.md §6 "Delivery reports": found and changed, found and unchanged (a
+    # confirmation after a failure, a second 'failed'), and no obligation at all are three answers.
+    store = SessionStore(tmp_path / "home" / "sessions", config(tmp_path, dsn=pg_dsn))
+    async with store:
+        source = SessionSource(platform="whatsapp_cloud", chat_id="16505551234", user_id="16505551234")
+        entry = await store.get_or_create_session(source)
+        await store.begin_turn(entry.session_key, entry.session_id, {"role": "user", "content": "hello"})
+        ob_id = await store.record_reply(entry.session_key, entry.session_id, {"role": "assistant", "content": "hi"},
+                                         origin=source, content="hi", sending=True)
+        await store.finish_delivery(ob_id, True, sent_ids=["wamid.1", "wamid.2"])
+        assert await store.settle_sent_message("whatsapp_cloud", "wamid.2", "failed", "131047") == ReportMatch(ob_id, True)
+        assert await store.settle_sent_message("whatsapp_cloud", "wamid.1", "delivered") == ReportMatch(ob_id, False)
+        assert await store.settle_sent_message("whatsapp_cloud", "wamid.2", "failed", "131047") == ReportMatch(ob_id, False)
+        assert await store.settle_sent_message("whatsapp_cloud", "wamid.9", "failed", "131047") is None
+        assert [(o["id"], o["state"], o["last_error"]) for o in await store.open_obligations()] == [
+            (ob_id, "failed", "131047")]
 
 
 async def test_without_a_dsn_the_start_fails_naming_the_setting(tmp_path):
