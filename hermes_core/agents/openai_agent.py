@@ -14,6 +14,7 @@ after its reply at the request boundary and the model is asked again; usage adds
 Reasoning models: the fields such servers add to the reply message (`reasoning`,
 `reasoning_content`, `reasoning_details`, `codex_reasoning_items`) are returned in
 `AgentReply.reasoning` and kept in the transcript beside the text; they are not sent back.
+`reasoning` or `reasoning_content` that is not text is dropped with a warning (`reasoning_fields`).
 Summaries (context compression): one request with `SUMMARY_PROMPT` as the system message, the
 older messages as history and `SUMMARY_REQUEST` as the user message.
 """
@@ -21,6 +22,7 @@ older messages as history and `SUMMARY_REQUEST` as the user message.
 from __future__ import annotations
 
 import json
+import logging
 from typing import Any
 
 import openai
@@ -31,10 +33,15 @@ from ..model.usage import TokenUsage
 from ..sdk.errors import describe_failure
 from .base import Agent, AgentError, AgentReply
 
+log = logging.getLogger(__name__)
+
 # Message keys the chat-completions API accepts from a stored transcript row.
 _PASS_THROUGH = ("tool_call_id", "tool_calls", "name")
 _ROLES = frozenset({"system", "user", "assistant", "tool"})
 REASONING_FIELDS = ("reasoning", "reasoning_content", "reasoning_details", "codex_reasoning_items")
+# The reasoning fields that hold the model's reasoning as text; `reasoning_details` and
+# `codex_reasoning_items` are structured (lists of objects) and are kept as any JSON value.
+TEXT_REASONING_FIELDS = frozenset({"reasoning", "reasoning_content"})
 SUMMARY_PROMPT = ("You compress conversations. Summarise the conversation you are given so that it "
                   "can replace it: keep facts, decisions, names, numbers and open questions; be brief.")
 SUMMARY_REQUEST = "Write the summary of the conversation above now, in the language it was held in."
@@ -71,15 +78,29 @@ def usage_from_completion(usage: Any) -> TokenUsage:
                       cost_status="unknown")
 
 
-def reasoning_fields(message: Any) -> dict[str, Any]:
+def reasoning_fields(message: Any, server: str) -> dict[str, Any]:
     """The reasoning fields a server added to a reply message (`REASONING_FIELDS` that are set;
-    the client keeps unknown fields as extra attributes)."""
+    the client keeps unknown fields as extra attributes).
+
+    A field of `TEXT_REASONING_FIELDS` that is not text (a number, an object) is dropped with
+    a warning naming `server` (the base URL, for the log only) and the field, never its value;
+    the structured fields are kept as the JSON they are (docs/configuration.md `[agent.openai]`).
+    """
     extra = getattr(message, "model_extra", None) or {}
     found = {}
     for name in REASONING_FIELDS:
         value = extra.get(name, getattr(message, name, None))
-        if value is not None:
-            found[name] = value
+        if value is None:
+            continue
+        # Dropped, not an AgentError as a malformed completion is: the reply's text and usage
+        # are valid and are what the chat is owed, while the reasoning is only stored beside the
+        # reply (never sent, never shown); refusing the answer for it would give the chat
+        # `agent_failure_notice` instead of a good reply (docs/behaviour.md §0).
+        if name in TEXT_REASONING_FIELDS and not isinstance(value, str):
+            log.warning("chat-completions server at %s sent the reply's reasoning field '%s' as %s, not text; "
+                        "the field is dropped, the reply kept", server, name, type(value).__name__)
+            continue
+        found[name] = value
     return found
 
 
@@ -151,7 +172,7 @@ class OpenAIAgent(Agent):
         if not isinstance(reply.content, (str, type(None))):
             raise self._not_a_completion(f"its message content is {type(reply.content).__name__}, not text")
         return AgentReply(text=reply.content or "", usage=usage_from_completion(completion.usage),
-                          reasoning=reasoning_fields(reply))
+                          reasoning=reasoning_fields(reply, self.settings.base_url))
 
     def _not_a_completion(self, what: str) -> AgentError:
         """The AgentError for a 200 whose body is not a usable chat completion; `what` says how."""

@@ -264,6 +264,26 @@ async def test_openai_agent_keeps_the_reasoning_fields_of_the_reply(tmp_path, fa
                                "reasoning_details": [{"type": "reasoning.text", "text": "short"}]}
 
 
+async def test_openai_agent_drops_a_reasoning_text_field_that_is_not_text_and_keeps_the_reply(
+        tmp_path, fake_chat_server, caplog):
+    # docs/configuration.md `[agent.openai]`: `reasoning` and `reasoning_content` are the model's
+    # reasoning as text; another type is dropped with a warning naming the field, and the reply,
+    # which is valid, is still the turn's answer (docs/behaviour.md §0, nothing accepted is lost).
+    fake_chat_server.message_extra = {"reasoning": {"a": 1}, "reasoning_content": 5,
+                                      "reasoning_details": [{"type": "reasoning.text", "text": "short"}]}
+    agent = create_agent(_openai_config(tmp_path, fake_chat_server.base_url))
+    try:
+        reply = await agent.run_turn(CONTEXT, [], "hi")
+    finally:
+        await agent.aclose()
+    assert (reply.text, reply.reasoning) == ("fake reply", {"reasoning_details": [{"type": "reasoning.text",
+                                                                                  "text": "short"}]})
+    assert [r.getMessage() for r in caplog.records if r.levelname == "WARNING"] == [
+        f"chat-completions server at {fake_chat_server.base_url} sent the reply's reasoning field "
+        f"'{name}' as {kind}, not text; the field is dropped, the reply kept"
+        for name, kind in (("reasoning", "dict"), ("reasoning_content", "int"))]
+
+
 async def test_openai_agent_summary_request_and_its_prompt_tokens(tmp_path, fake_chat_server):
     fake_chat_server.reply = "They planned a trip."
     agent = create_agent(_openai_config(tmp_path, fake_chat_server.base_url))
