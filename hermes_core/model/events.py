@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -22,6 +23,8 @@ INTERNAL = "internal"
 REPLY_FIELDS = ("reply_to_message_id", "reply_to_text", "reply_to_author_id", "reply_to_author_name")
 # Optional string facts a platform may know about a message beyond its text.
 _OPTIONAL_IDS = REPLY_FIELDS + ("platform_update_id", "media_group_id", "bound_session_id")
+# A command's name (everything up to the first whitespace) and the rest of its text.
+_COMMAND_NAME = re.compile(r"(\S*)(.*)", re.DOTALL)
 
 
 @dataclass(slots=True)
@@ -97,11 +100,13 @@ class MessageEvent:
     def command(self) -> tuple[str, str]:
         """Split a slash command into `(name, argument)`: `"/queue hi"` → `("queue", "hi")`.
 
-        A Telegram-style `/cmd@botname` suffix is dropped. Returns `("", text)` for non-commands.
+        The name ends at the first whitespace of any kind (docs/behaviour.md §11): chat apps send
+        `/queue`, a line break and a message of several lines as one text. A Telegram-style
+        `/cmd@botname` suffix is dropped. Returns `("", text)` for non-commands.
         """
         if not self.is_command:
             return "", self.text
-        head, _, rest = self.text[1:].partition(" ")
+        head, rest = _COMMAND_NAME.match(self.text, 1).groups()
         return head.split("@", 1)[0].lower(), rest.strip()
 
 

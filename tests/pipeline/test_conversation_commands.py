@@ -248,6 +248,23 @@ async def test_undo_rewinds_turns_counts_rewinds_and_the_agent_never_sees_them_a
         await app.stop()
 
 
+async def test_a_command_name_ends_at_any_whitespace_not_only_a_space(tmp_path):
+    # docs/behaviour.md §11: the name ends at the first whitespace; a chat app sends "/queue",
+    # a line break and a message of several lines as one text.
+    app, adapter, clock = await start(tmp_path)
+    try:
+        await say(app, "/queue\nline one\nline two", clock=clock)
+        assert adapter.texts()[-1] == "echo: line one\nline two"
+        await say(app, "/title\tTrip\nplanning", clock=clock)
+        assert adapter.texts()[-1] == 'Session titled "Trip planning".'
+        await say(app, "/undo@hermes_bot\n1", clock=clock)
+        assert adapter.texts()[-1] == 'Undid 1 turn(s) (2 message(s)), back to before "line one line two".'
+        await say(app, "/undo\u30001", clock=clock)  # an ideographic space
+        assert adapter.texts()[-1] == "Nothing to undo."
+    finally:
+        await app.stop()
+
+
 async def test_retry_runs_the_last_message_again_without_the_old_reply(tmp_path):
     app, adapter, clock = await start(tmp_path)
     try:
