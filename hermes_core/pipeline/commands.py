@@ -393,8 +393,11 @@ def help_text(deps: PipelineDeps, platform: str) -> str:
 
 def unknown_text(deps: PipelineDeps, name: str) -> str:
     """The answer to an unknown `/name` (docs/behaviour.md §11): the commands that work here, as
-    `/help` lists them (no `/restart` where nothing would start the gateway again)."""
-    return f"Unknown command /{name}. Commands: " + ", ".join(f"/{c.name}" for c in _available(deps)) + "."
+    `/help` lists them (no `/restart` where nothing would start the gateway again). The name is
+    echoed cut to `LABEL_MAX_CHARS`: it is no argument, so no length limit refused a long one,
+    and the answer stays one short message."""
+    return (f"Unknown command /{_short(name)}. Commands: " + ", ".join(f"/{c.name}" for c in _available(deps))
+            + ".")
 
 
 def _available(deps: PipelineDeps) -> list[Command]:

@@ -86,6 +86,12 @@ async def test_status_help_unknown_and_new(tmp_path):
         await say(app, dm(), "/frobnicate now")
         assert adapter.texts()[-1] == ("Unknown command /frobnicate. Commands: /new, /reset, /stop, /queue, /resume, "
                                        "/title, /undo, /retry, /compress, /status, /help.")
+        # docs/behaviour.md §11: the name is echoed cut to 60 characters, in one short message
+        # (a 50,000-character name is no argument, so no length limit refused it).
+        sent = len(adapter.sent)
+        await say(app, dm(), "/" + "x" * 50_000)
+        assert adapter.texts()[sent:] == ["Unknown command /" + "x" * 59 + "…. Commands: /new, /reset, /stop, "
+                                          "/queue, /resume, /title, /undo, /retry, /compress, /status, /help."]
         await say(app, dm(), "/new")
         second = (await app.store.get_entry("agent:main:testchat:dm:100")).session_id
         assert second != first
