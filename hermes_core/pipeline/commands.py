@@ -14,8 +14,9 @@ queue (`placement`):
   once even while a turn runs.
 
 Every command answers in one short message (the texts below are the literal replies, documented
-in docs/behaviour.md §11). `/retry` also asks the runner to run a turn afterwards
-(`CommandResult.turn_text`). The store is canonical: after `/undo`, `/retry`, `/compress` and
+in docs/behaviour.md §11). `/undo` finishes its intake row in the transaction of its rewind, and
+`/retry` begins its turn again in that transaction (the runner then answers it,
+`CommandResult.turn_begun`): a crash never runs either command twice. The store is canonical: after `/undo`, `/retry`, `/compress` and
 `/resume` the session's live transcript in the agent cache is dropped, so the next turn is built
 from the store and never sees a rewound or replaced message.
 """
@@ -73,18 +74,20 @@ RESTART_UNAVAILABLE_TEXT = "Restarting is not available here: nothing would star
 
 @dataclass(frozen=True, slots=True)
 class CommandResult:
-    """What a command did: `text` is the reply; `turn_text`, when set, is a user message the
-    runner runs as a new turn right after the reply (`/retry`), exactly as it was recorded."""
+    """What a command did: `text` is the reply; `turn_begun` (`/retry`): the command recorded the
+    session's last user message again with its turn marker (`store.retry_turn`), and the runner
+    answers it right after the reply (`run_turn(begun=True)`)."""
 
     text: str
-    turn_text: str | None = None
+    turn_begun: bool = False
 
 
 @dataclass(frozen=True, slots=True)
 class CommandCall:
     """One command being run: the gateway's services, the session key, the event, the argument
     and, for the runner's bookkeeping, the queue depth (`/status`), whether `/stop` found
-    something to stop and how many queued messages the command cleared."""
+    something to stop, how many queued messages the command cleared and the command's intake
+    row (`/undo` and `/retry` settle it in the transaction of their rewind)."""
 
     deps: PipelineDeps
     key: str
@@ -93,6 +96,7 @@ class CommandCall:
     queue_depth: int = 0
     stopped: bool = False
     dropped: int = 0
+    inbound_id: int | None = None
 
 
 Handler = Callable[[CommandCall], Awaitable[CommandResult]]
@@ -277,11 +281,19 @@ async def _resume(call: CommandCall) -> CommandResult:
 _ALL_TURNS = 2**63 - 1
 
 
-async def _rewind(call: CommandCall, n: int) -> dict | None:
-    entry = await maybe_await(call.deps.store.get_entry(call.key))
+async def _rewind(call: CommandCall, n: int, *, again: bool = False) -> dict | None:
+    """Rewind the last `n` user turns of the key's session, or with `again` (`/retry`, n = 1)
+    rewind the last one and begin it again (`store.retry_turn`); the command's intake row is
+    settled in the same transaction. None: nothing was rewound."""
+    store = call.deps.store
+    entry = await maybe_await(store.get_entry(call.key))
     if entry is None:
         return None
-    result = await call.deps.store.rewind_session(entry.session_id, n)
+    if again:
+        result = await store.retry_turn(call.key, entry.session_id, inbound_id=call.inbound_id,
+                                        platform_message_id=call.event.message_id)
+    else:
+        result = await store.rewind_session(entry.session_id, n, inbound_id=call.inbound_id)
     if result is not None:
         # The store is canonical: the next turn rebuilds its history without the rewound rows.
         call.deps.agent_cache.invalidate_session(entry.session_id)
@@ -310,11 +322,11 @@ async def _retry(call: CommandCall) -> CommandResult:
         # retry would rewind one session and run the text in another (a wake-up's text too,
         # outside the session it is bound to; docs/behaviour.md §10).
         return CommandResult(RETRY_STOPPED_TEXT)
-    result = await _rewind(call, 1)
-    if result is None or not (result["target_text"] or "").strip():
+    # A last message without text (a file alone) is not rewound: there is nothing to send again.
+    result = await _rewind(call, 1, again=True)
+    if result is None:
         return CommandResult(NOTHING_TO_RETRY_TEXT)
-    return CommandResult(RETRYING_TEXT.format(text=_short(result["target_text"])),
-                         turn_text=result["target_text"])
+    return CommandResult(RETRYING_TEXT.format(text=_short(result["target_text"])), turn_begun=True)
 
 
 async def _compress(call: CommandCall) -> CommandResult:
@@ -412,15 +424,16 @@ def placement_of(name: str) -> str:
 
 
 async def run_command(deps: PipelineDeps, key: str, event: MessageEvent, *, queue_depth: int = 0,
-                      stopped: bool = False, dropped: int = 0) -> CommandResult:
+                      stopped: bool = False, dropped: int = 0, inbound_id: int | None = None) -> CommandResult:
     """Execute the slash command in `event` for session `key`.
 
     Args:
         queue_depth: messages waiting in the session's queue (shown by `/status`; seed §8).
         stopped: `/stop` only: a turn, a follow-up or background work was stopped when it arrived.
         dropped: `/new`, `/reset`, `/stop`: queued human messages cleared when it arrived.
+        inbound_id: the command's intake row (`/undo` and `/retry` settle it with their rewind).
     Returns:
-        The CommandResult (reply, and for `/retry` the turn to run next).
+        The CommandResult (reply, and for `/retry` whether its turn was begun).
     Raises:
         StoreError (from the store): the store failed; the worker reports it to the chat.
     """
@@ -430,7 +443,7 @@ async def run_command(deps: PipelineDeps, key: str, event: MessageEvent, *, queu
         log.info("unknown command /%s in %s", name, key)
         return CommandResult(unknown_text(deps, name or ""))
     return await command.handler(CommandCall(deps, key, event, arg, queue_depth=queue_depth,
-                                             stopped=stopped, dropped=dropped))
+                                             stopped=stopped, dropped=dropped, inbound_id=inbound_id))
 
 
 async def status_text(deps: PipelineDeps, key: str, *, queued: int = 0) -> str:

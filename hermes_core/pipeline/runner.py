@@ -673,13 +673,15 @@ class GatewayRunner:
                            on_answered=lambda: setattr(job, "answered", True))
         elif job.kind in (CONTROL, COMMAND):
             result = await commands.run_command(self.deps, key, event, queue_depth=self.queue_depth(key),
-                                                stopped=job.stopped, dropped=job.dropped)
+                                                stopped=job.stopped, dropped=job.dropped, inbound_id=job.inbound_id)
             await self._notify(key, event, result.text)
-            if result.turn_text is not None:
-                # /retry: the rewound message runs again as a full turn of this job, exactly as it
-                # was recorded; /new and /stop may interrupt it, a follow-up waits (from_queue).
+            if result.turn_begun:
+                # /retry recorded the rewound message again with its turn marker (one transaction
+                # with the rewind: a crash from there on is the turn's recovery, never a second
+                # /retry); it is answered as this job's turn, its intake row finished with the
+                # reply; /new and /stop may interrupt it, a follow-up waits (from_queue).
                 job.kind, job.from_queue = TURN, True
-                await self._turn(key, job, replace(event, text=result.turn_text), as_recorded=True)
+                await self._turn(key, job, event, inbound_id=job.inbound_id, begun=True)
         elif job.kind == INTERNAL and not await self._wake_up_is_current(key, event):
             return
         else:
@@ -696,7 +698,7 @@ class GatewayRunner:
             await self._turn(key, job, turn_event, inbound_id=job.inbound_id)
 
     async def _turn(self, key: str, job: Job, event: MessageEvent, *, inbound_id: int | None = None,
-                    as_recorded: bool = False) -> None:
+                    begun: bool = False) -> None:
         """Run `job`'s turn for `event`. Follow-ups handed to it (steer) that the agent did not
         take before it ended are queued next, in order, as turns of their own."""
         def answered() -> None:  # the reply's transaction also finished the turn's intake row
@@ -712,7 +714,7 @@ class GatewayRunner:
             job.acceptance.accepted(new_id)
 
         acceptance = job.acceptance
-        result = await run_turn(self.deps, key, event, inbound_id=inbound_id, as_recorded=as_recorded,
+        result = await run_turn(self.deps, key, event, inbound_id=inbound_id, begun=begun,
                                 steered=job.steered, on_answered=answered,
                                 accept_event=acceptance.event if acceptance is not None and acceptance.pending else None,
                                 on_accepted=accepted, recorder=self._outcomes)

@@ -131,7 +131,7 @@ def _log_turn(deps: PipelineDeps, key: str, platform: str, outcome: str, seconds
 
 
 async def run_turn(deps: PipelineDeps, key: str, event: MessageEvent, *, inbound_id: int | None = None,
-                   resume: bool = False, as_recorded: bool = False,
+                   resume: bool = False, begun: bool = False,
                    steered: list[tuple[MessageEvent, int | None]] | None = None,
                    on_answered: Callable[[], None] | None = None,
                    accept_event: dict[str, Any] | None = None,
@@ -147,8 +147,10 @@ async def run_turn(deps: PipelineDeps, key: str, event: MessageEvent, *, inbound
         resume: auto-continue after a restart (seed §7): no new user message is recorded; the
             session's unanswered last user message is answered again. Nothing to answer →
             `resume_pending` is cleared and nothing is sent.
-        as_recorded: `event.text` is a user message exactly as a turn recorded it before
-            (`/retry`): no sender prefix is added again.
+        begun: the turn's user message and turn marker are recorded already (`/retry`,
+            `store.retry_turn`: the rewound message recorded again as it was, no sender prefix
+            added twice): the session's last user message is answered as a resumed turn answers
+            it, but counted and logged as a turn of its own.
         steered: follow-ups handed to this turn while it runs (`busy_input_mode = "steer"`; the
             list may grow meanwhile); those the agent took are recorded after the user message.
         on_answered: called once the turn's outcome is recorded (reply, delivery obligation and
@@ -171,7 +173,7 @@ async def run_turn(deps: PipelineDeps, key: str, event: MessageEvent, *, inbound
     """
     started, outcome, usage = time.monotonic(), "error", None
     try:
-        result = await _run_turn(deps, key, event, inbound_id=inbound_id, resume=resume, as_recorded=as_recorded,
+        result = await _run_turn(deps, key, event, inbound_id=inbound_id, resume=resume, begun=begun,
                                  steered=steered, on_answered=on_answered, accept_event=accept_event,
                                  on_accepted=on_accepted, recorder=recorder)
         outcome, usage = result.status, result.usage
@@ -190,7 +192,7 @@ async def run_turn(deps: PipelineDeps, key: str, event: MessageEvent, *, inbound
 
 
 async def _run_turn(deps: PipelineDeps, key: str, event: MessageEvent, *, inbound_id: int | None,
-                    resume: bool, as_recorded: bool, steered: list[tuple[MessageEvent, int | None]] | None,
+                    resume: bool, begun: bool, steered: list[tuple[MessageEvent, int | None]] | None,
                     on_answered: Callable[[], None] | None, accept_event: dict[str, Any] | None,
                     on_accepted: Callable[[int | None], None] | None, recorder: OutcomeRecorder | None
                     ) -> TurnResult:
@@ -204,19 +206,20 @@ async def _run_turn(deps: PipelineDeps, key: str, event: MessageEvent, *, inboun
     reply_to = event.message_id
     # A resumed turn answers the stored user message again: judged as a human turn.
     internal = event.is_internal and not resume
-    if resume:
+    if resume or begun:
         live = await cache.acquire(key, entry.session_id, store.load_transcript)
-        last = await store.resume_turn(key, entry.session_id)
+        last = (live.messages[-1] if live.messages else None) if begun else await store.resume_turn(
+            key, entry.session_id)
         if last is None:
             log.info("nothing to resume in %s (its last message has a reply)", key)
             await store.clear_resume_pending(key)
             return TurnResult(status="nothing_to_resume", session_id=entry.session_id, reply="")
-        text, reply_to = last["content"], last["platform_message_id"]
+        text, reply_to = last["content"], last.get("platform_message_id")
         cache.begin_turn(live)
         recorded_user, history = None, _before_last_user(live.messages)
     else:
         text = event.text
-        if context.shared_multi_user_session and not event.is_internal and not as_recorded:
+        if context.shared_multi_user_session and not event.is_internal:
             # Run-time prefix, so the system prompt names no user and stays identical (seed §5).
             text = sender_prefix(source, pm=deps.pm, redact=should_redact(deps.config, adapter.spec)) + text
         user_message = {"role": "user", "content": text, "timestamp": deps.clock()}

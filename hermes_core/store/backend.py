@@ -21,7 +21,7 @@ from typing import Iterable, Iterator, Protocol, Sequence, runtime_checkable
 from ..model import SessionEntry, TokenUsage
 from .db import StoreError
 from .records import (AliasRow, IntakeRow, KeptRoute, MessageRow, NewIntake, NewObligation, Obligation, RemovalPlan,
-                      SearchHit, SessionRow, SessionSummary, StoredMessage, TurnMarker)
+                      RetryTurn, SearchHit, SessionRow, SessionSummary, StoredMessage, TurnMarker)
 
 
 class StoreBackend(Protocol):
@@ -115,9 +115,16 @@ class StoreBackend(Protocol):
     async def rewrite(self, session_id: str, rows: list[MessageRow]) -> None:
         """Deactivate the active rows and append `rows`, all or nothing."""
 
-    async def rewind(self, session_id: str, n: int) -> dict | None:
+    async def rewind(self, session_id: str, n: int, inbound_id: int | None = None, now_ts: float = 0.0,
+                     again: RetryTurn | None = None) -> dict | None:
         """Deactivate from the n-th last active user row on (n >= 1) and count the rewind on the
-        session row (`rewind_count`), in one transaction; docs/behaviour.md §2 return value."""
+        session row (`rewind_count`), in one transaction; docs/behaviour.md §2 return value. In
+        the same transaction, intake row `inbound_id` (the command's) is finished at `now_ts`,
+        or, with `again` (`/retry`), the turn begins again as `begin_turn` begins one: `again.row`
+        with the rewound message's text is appended, the key's turn marker set on it and intake
+        row `inbound_id` made 'running' (so a crash never runs the command twice, and the retried
+        message is answered by crash recovery). None, with nothing changed, without an active
+        user row or, with `again`, when the last one has no text (nothing to run again)."""
 
     async def begin_turn(self, session_key: str, session_id: str, row: MessageRow, started_ts: float,
                          inbound_id: int | None = None, accept: NewIntake | None = None) -> int | None:

@@ -28,6 +28,17 @@ class MessageRow:
 
 
 @dataclass(frozen=True, slots=True)
+class RetryTurn:
+    """`/retry`'s turn, begun again in the transaction of its rewind (`StoreBackend.rewind`,
+    docs/behaviour.md §11): the key whose turn marker is set, the user row to append (its
+    `content` becomes the rewound message's text) and the marker's start time (epoch seconds)."""
+
+    session_key: str
+    row: MessageRow
+    started_ts: float
+
+
+@dataclass(frozen=True, slots=True)
 class SessionSummary:
     """One line of a `/resume` listing: the session, its origin (JSON text), title, last
     activity (ISO UTC: its newest active message, else its creation), active message count and

@@ -11,7 +11,7 @@ import json
 import logging
 import sqlite3
 from contextlib import closing
-from dataclasses import fields
+from dataclasses import fields, replace
 from functools import lru_cache, partial
 from typing import Any, Callable, Iterable, Sequence
 
@@ -22,7 +22,7 @@ from .cpu import in_thread
 from .db import Database, StoreError, migrated_schema, schema_version
 from .mirror import render_from_json_texts
 from .records import (ALL_SESSION_COLUMNS, AliasRow, IntakeRow, MessageRow, NewIntake, NewObligation, Obligation,
-                      RemovalPlan, SearchHit, SessionRow, SessionSummary, StoredMessage, TurnMarker)
+                      RemovalPlan, RetryTurn, SearchHit, SessionRow, SessionSummary, StoredMessage, TurnMarker)
 from .rows import MESSAGE_COLUMNS, TranscriptReadError, messages_from_values
 
 log = logging.getLogger(__name__)
@@ -384,19 +384,25 @@ class SqliteBackend:
             _insert_messages(conn, session_id, rows)
         await self._with_fts_repair(lambda: self.db.run(work))
 
-    async def rewind(self, session_id: str, n: int) -> dict[str, Any] | None:
+    async def rewind(self, session_id: str, n: int, inbound_id: int | None = None, now_ts: float = 0.0,
+                     again: RetryTurn | None = None) -> dict[str, Any] | None:
         def work(conn: sqlite3.Connection) -> dict[str, Any] | None:
             users = conn.execute(
                 "SELECT id, content FROM messages WHERE session_id = ? AND active = 1 AND role = 'user' "
                 "ORDER BY id DESC LIMIT ?", (session_id, n)).fetchall()
-            if not users:
+            if not users or (again is not None and not (users[-1][1] or "").strip()):
                 return None
             target_id, target_text = users[-1][0], users[-1][1]
             rewound = conn.execute("UPDATE messages SET active = 0 WHERE session_id = ? AND active = 1 AND id >= ?",
                                    (session_id, target_id)).rowcount
             conn.execute("UPDATE sessions SET rewind_count = rewind_count + 1 WHERE session_id = ?", (session_id,))
+            if again is not None:
+                self._begin_turn_in_thread(again.session_key, session_id, replace(again.row, content=target_text),
+                                           again.started_ts, inbound_id, None, conn)
+            elif inbound_id is not None:
+                conn.execute(_FINISH_INBOUND, (now_ts, inbound_id))
             return {"rewound_count": rewound, "turns_undone": len(users), "target_text": target_text}
-        return await self.db.run(work)
+        return await self._with_fts_repair(partial(self.db.run, work))
 
     # ---- durable intake (docs/behaviour.md §0, §5) ----------------------------------------------------
 

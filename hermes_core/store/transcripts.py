@@ -116,8 +116,11 @@ class TranscriptOps:
         rows = [normalize_message(m, self._now) for m in messages]
         await self._b().rewrite(session_id, rows)
 
-    async def rewind_session(self, session_id: str, n: int = 1) -> dict[str, Any] | None:
-        """Undo the last `n` user turns by soft delete (seed §3; docs/behaviour.md §2).
+    async def rewind_session(self, session_id: str, n: int = 1, *, inbound_id: int | None = None
+                             ) -> dict[str, Any] | None:
+        """Undo the last `n` user turns by soft delete (seed §3; docs/behaviour.md §2). With
+        `inbound_id` (the intake row of the `/undo` that asks), that row is finished in the same
+        transaction: a crash after the rewind never runs the command again (docs/behaviour.md §11).
 
         Returns:
             `{"rewound_count": rows deactivated, "turns_undone": k, "target_text": text of the
@@ -125,7 +128,7 @@ class TranscriptOps:
         """
         validate_session_id(session_id)
         n = 1 if n is None or n <= 0 else int(n)
-        return await self._b().rewind(session_id, n)
+        return await self._b().rewind(session_id, n, inbound_id, self._now().timestamp())
 
     async def search_transcripts(self, query: str, *, limit: int = 20, owner: SessionSource | None = None
                                  ) -> list[dict[str, Any]]:

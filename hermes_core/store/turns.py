@@ -11,7 +11,7 @@ from typing import Any
 from ..model import format_timestamp, validate_session_id
 from .intake import IntakeOps
 from .ledger import SILENT_NOTICE, LedgerOps, recovered_text, text_owed
-from .records import MessageRow, StoredMessage
+from .records import MessageRow, RetryTurn, StoredMessage
 from .rows import normalize_message
 
 log = logging.getLogger(__name__)
@@ -46,6 +46,31 @@ class TurnOps(IntakeOps, LedgerOps):
         async with self._locks.hold(session_key):
             return await self._b().begin_turn(session_key, session_id, row, self._now().timestamp(), inbound_id,
                                               accept)
+
+    async def retry_turn(self, session_key: str, session_id: str, *, inbound_id: int | None = None,
+                         platform_message_id: str | None = None) -> dict[str, Any] | None:
+        """`/retry` (seed §3; docs/behaviour.md §11): rewind the session's last user turn (soft
+        delete, `rewind_count` + 1) and begin it again, in ONE transaction: its user message is
+        recorded anew, exactly as it was (with `platform_message_id`, the `/retry` message's id),
+        the key's turn marker set on it and intake row `inbound_id` (the command's) made
+        'running'. A crash from then on is the turn's crash recovery (resumed once, or its saved
+        reply delivered once, §6), never a second `/retry`; the caller answers it as a resumed
+        turn would (`run_turn(begun=True)`).
+
+        Returns:
+            `rewind_session`'s dict for the one turn, or None, with nothing changed, when there is
+            no user turn or the last one has no text (a file alone: nothing to send again).
+        Raises:
+            ValueError: path-unsafe session id.
+            StoreError: no entry for `session_key` (nothing is changed).
+        """
+        validate_session_id(session_id)
+        now = self._now()
+        row = normalize_message({"role": "user", "content": "", "timestamp": now,
+                                 "platform_message_id": platform_message_id}, self._now)
+        async with self._locks.hold(session_key):
+            return await self._b().rewind(session_id, 1, inbound_id, now.timestamp(),
+                                          RetryTurn(session_key, row, now.timestamp()))
 
     async def resume_turn(self, session_key: str, session_id: str) -> dict[str, Any] | None:
         """Start a resumed turn (seed §7 auto-continue): when the session's last user message has

@@ -26,7 +26,7 @@ import pytest
 
 from ..model import SessionEntry, SessionSource, TokenUsage, format_timestamp
 from ..store.db import StoreError
-from ..store.records import MessageRow, NewIntake, NewObligation
+from ..store.records import MessageRow, NewIntake, NewObligation, RetryTurn
 
 T0 = datetime(2026, 1, 1, 12, 0, 0, tzinfo=timezone.utc)
 
@@ -225,6 +225,34 @@ class StoreBackendContract:
                                                                                  ("assistant", "ok")]
         assert await b.load_messages("20260101_120000_ffffffff") == []
         assert await b.rewind("20260101_120000_ffffffff", 1) is None
+
+    async def test_rewind_settles_the_commands_intake_row_or_begins_the_turn_again(self, store_backend):
+        # docs/behaviour.md §11: /undo's intake row is finished, /retry's turn begun again, in
+        # the rewind's own transaction.
+        b = store_backend
+        await b.save(entry(), new_session=True)
+        for role, content in (("user", "first"), ("assistant", "one"), ("user", "second"), ("assistant", "two")):
+            await b.append_message(SID, row(role, content))
+        now = "2026-01-01T12:00:00Z"
+        undo = await b.intake_accept("telegram", "c1", "m3", KEY, '{"text": "/undo"}', now, T0.timestamp())
+        retry = await b.intake_accept("telegram", "c1", "m4", KEY, '{"text": "/retry"}', now, T0.timestamp())
+        assert await b.rewind(SID, 1, undo, T0.timestamp()) == {"rewound_count": 2, "turns_undone": 1,
+                                                                "target_text": "second"}
+        assert [(r.id, r.state) for r in await b.intake_open()] == [(retry, "pending")]
+        again = RetryTurn(KEY, row("user", "", platform_message_id="m4"), T0.timestamp() + 5)
+        assert await b.rewind(SID, 1, retry, T0.timestamp(), again) == {"rewound_count": 2, "turns_undone": 1,
+                                                                        "target_text": "first"}
+        assert [(m["role"], m["content"], m["platform_message_id"]) for m in await b.load_messages(SID)] == [
+            ("user", "first", "m4")]
+        [marker] = await b.turn_markers()
+        assert (marker.session_key, marker.session_id, marker.started_ts) == (KEY, SID, T0.timestamp() + 5)
+        assert [(r.id, r.state) for r in await b.intake_open()] == [(retry, "running")]
+        assert (await b.session_info(SID)).rewind_count == 2
+        # A last user message without text (a file alone) is not rewound: nothing to run again.
+        await b.append_message(SID, row("assistant", "again"))
+        await b.append_message(SID, row("user", " "))
+        assert await b.rewind(SID, 1, None, T0.timestamp(), again) is None
+        assert (await b.count_turns(SID), (await b.session_info(SID)).rewind_count) == (2, 2)
 
     # ---- turns ---------------------------------------------------------------------------
 

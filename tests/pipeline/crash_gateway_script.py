@@ -11,6 +11,8 @@ argument is handed to the runner as a message from chat 100 and answered. MODE:
                 (`busy_input_mode = "queue"`): the later ones are still waiting at the kill;
   kill-in-second-send  the first reply is sent, the second send kills: the second message
                 came to an idle session, so it was accepted with its turn (docs/behaviour.md §12);
+  kill-in-third-send  the same with the third send (a command's answer, or the reply of the
+                turn a command began: `/undo`, `/retry`, docs/behaviour.md §11);
   kill-in-record  the reply is sent, then the outcome recorder's write kills the process before
                 'delivered' is recorded (docs/behaviour.md §12 "'delivered' off the session's path");
   serve         answer, then stop cleanly.
@@ -55,7 +57,7 @@ class PrintingAdapter(BaseAdapter):
         return SendResult(message_id="sent")
 
 
-KILL_AT_SEND = {"kill-in-send": 1, "kill-in-send-queued": 1, "kill-in-second-send": 2}
+KILL_AT_SEND = {"kill-in-send": 1, "kill-in-send-queued": 1, "kill-in-second-send": 2, "kill-in-third-send": 3}
 
 
 async def main(home: str, mode: str, messages: list[str]) -> None:

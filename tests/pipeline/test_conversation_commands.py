@@ -284,6 +284,23 @@ async def test_retry_runs_the_last_message_again_without_the_old_reply(tmp_path)
         await app.stop()
 
 
+async def test_retry_after_a_file_without_text_rewinds_nothing(tmp_path):
+    # docs/behaviour.md §11: nothing to send again → "Nothing to retry.", and the turn stays.
+    app, adapter, clock = await start(tmp_path)
+    try:
+        await say(app, "u1", clock=clock)
+        await app.runner.handle(MessageEvent(source=dm(), text="", media=[{"type": "photo", "path": "/tmp/p.jpg"}]))
+        await app.runner.join()
+        session = await current(app)
+        await say(app, "/retry", clock=clock)
+        assert adapter.texts()[-1] == "Nothing to retry."
+        assert contents(await app.store.load_transcript(session)) == [
+            ("user", "u1"), ("assistant", "echo: u1"), ("user", ""), ("assistant", "echo: ")]
+        assert (await app.store.session_info(session))["rewind_count"] == 0
+    finally:
+        await app.stop()
+
+
 async def test_retry_after_stop_says_the_conversation_was_stopped_and_rewinds_nothing(tmp_path):
     app, adapter, clock = await start(tmp_path)
     try:

@@ -22,6 +22,7 @@ import re
 import socket
 import uuid
 from contextlib import asynccontextmanager
+from dataclasses import replace
 from typing import Any, AsyncIterator, Iterable, Sequence
 
 import psycopg
@@ -33,8 +34,8 @@ from hermes_core.store.backend import LeaseGrant
 from hermes_core.store.db import StoreError
 from hermes_core.store.mirror import render_from_json_texts
 from hermes_core.store.records import (ALL_SESSION_COLUMNS, AliasRow, IntakeRow, KeptRoute, MessageRow, NewIntake,
-                                       NewObligation, Obligation, RemovalPlan, SearchHit, SessionRow, SessionSummary,
-                                       StoredMessage, TurnMarker)
+                                       NewObligation, Obligation, RemovalPlan, RetryTurn, SearchHit, SessionRow,
+                                       SessionSummary, StoredMessage, TurnMarker)
 from hermes_core.store.rows import TranscriptReadError, row_to_message
 from hermes_core.store.sqlite_backend import entry_json, session_params
 
@@ -534,12 +535,14 @@ class PostgresBackend:
             for row in rows:
                 await self._insert_message(conn, session_id, row)
 
-    async def rewind(self, session_id: str, n: int) -> dict[str, Any] | None:
-        async with self._tx(fence_session=session_id) as conn:
+    async def rewind(self, session_id: str, n: int, inbound_id: int | None = None, now_ts: float = 0.0,
+                     again: RetryTurn | None = None) -> dict[str, Any] | None:
+        fence = {"fence_key": again.session_key} if again is not None else {"fence_session": session_id}
+        async with self._tx(**fence) as conn:
             cur = await conn.execute("SELECT id, content FROM messages WHERE session_id = %s AND active AND "
                                      "role = 'user' ORDER BY id DESC LIMIT %s", (session_id, n))
             users = await cur.fetchall()
-            if not users:
+            if not users or (again is not None and not (users[-1][1] or "").strip()):
                 return None
             target_id, target_text = users[-1]
             cur = await conn.execute("UPDATE messages SET active = false WHERE session_id = %s AND active AND id >= %s",
@@ -547,6 +550,11 @@ class PostgresBackend:
             rewound = cur.rowcount
             await conn.execute("UPDATE sessions SET rewind_count = rewind_count + 1 WHERE session_id = %s",
                                (session_id,))
+            if again is not None:
+                await self._begin_turn_in(conn, again.session_key, session_id,
+                                          replace(again.row, content=target_text), again.started_ts, inbound_id)
+            elif inbound_id is not None:
+                await conn.execute(_FINISH_INBOUND, (now_ts, inbound_id))
             return {"rewound_count": rewound, "turns_undone": len(users), "target_text": target_text}
 
     async def begin_turn(self, session_key: str, session_id: str, row: MessageRow, started_ts: float,
@@ -562,13 +570,22 @@ class PostgresBackend:
                 accepted = await cur.fetchone()
                 if accepted is None:
                     return None  # a duplicate: its turn is not begun
-            message_id = await self._insert_message(conn, session_id, row)
-            await conn.execute("UPDATE routes SET turn_session_id = %s, turn_message_id = %s, turn_started_ts = %s "
-                               "WHERE session_key = %s", (session_id, message_id, started_ts, session_key))
-            if inbound_id is not None:
-                await conn.execute("UPDATE inbound SET state = 'running' WHERE id = %s AND state = 'pending'",
-                                   (inbound_id,))
+            await self._begin_turn_in(conn, session_key, session_id, row, started_ts, inbound_id)
         return accepted[0] if accept is not None else inbound_id
+
+    async def _begin_turn_in(self, conn: psycopg.AsyncConnection, session_key: str, session_id: str, row: MessageRow,
+                             started_ts: float, inbound_id: int | None) -> None:
+        """`begin_turn`'s writes in the open transaction `conn`: the user row, the key's turn
+        marker on it, intake row `inbound_id` 'running'. Raises StoreError without a route
+        (the transaction is then rolled back)."""
+        message_id = await self._insert_message(conn, session_id, row)
+        cur = await conn.execute("UPDATE routes SET turn_session_id = %s, turn_message_id = %s, turn_started_ts = %s "
+                                 "WHERE session_key = %s", (session_id, message_id, started_ts, session_key))
+        if cur.rowcount == 0:
+            raise StoreError(f"cannot begin a turn: no session entry for key {session_key!r}")
+        if inbound_id is not None:
+            await conn.execute("UPDATE inbound SET state = 'running' WHERE id = %s AND state = 'pending'",
+                               (inbound_id,))
 
     async def resume_turn(self, session_key: str, session_id: str, started_ts: float) -> StoredMessage | None:
         async with self._tx(session_key) as conn:

@@ -1,0 +1,61 @@
+"""`/undo` and `/retry` across a crash (docs/behaviour.md §11, §6): a process killed with SIGKILL
+after the command changed the transcript never runs it a second time at the next start — one
+`/undo` undoes one turn, one `/retry` answers its message once — and the retried message is never
+lost. Real store (SQLite), real subprocess killed with SIGKILL."""
+
+from __future__ import annotations
+
+import signal
+import sqlite3
+from pathlib import Path
+
+import pytest
+from test_pipeline_ledger import run_script
+
+
+def active_transcript(home: Path) -> list[tuple[str, str]]:
+    conn = sqlite3.connect(home / "state.db")
+    try:
+        return conn.execute("SELECT role, content FROM messages WHERE active = 1 ORDER BY id").fetchall()
+    finally:
+        conn.close()
+
+
+def reply(text: str, to: str) -> dict:
+    return {"chat": "100", "text": text, "reply_to": to}
+
+
+@pytest.mark.slow
+async def test_undo_killed_before_its_answer_is_not_undone_again_at_the_next_start(tmp_path):
+    code, sent, err = await run_script(tmp_path, "kill-in-third-send", "hello:m1", "world:m2", "/undo:m3")
+    assert code == -signal.SIGKILL, err
+    assert sent == [reply("echo: hello", "m1"), reply("echo: world", "m2")]
+    code, sent, err = await run_script(tmp_path, "serve")
+    assert code == 0, err
+    # The undo was done once, before the kill; its answer is lost with the process, not redone.
+    assert sent == []
+    assert active_transcript(tmp_path) == [("user", "hello"), ("assistant", "echo: hello")]
+
+
+@pytest.mark.slow
+async def test_retry_killed_before_its_turn_ran_answers_the_message_once_at_the_next_start(tmp_path):
+    code, sent, err = await run_script(tmp_path, "kill-in-second-send", "hello:m1", "/retry:m2")
+    assert code == -signal.SIGKILL, err
+    assert sent == [reply("echo: hello", "m1")]
+    code, sent, err = await run_script(tmp_path, "serve")
+    assert code == 0, err
+    # The retried turn had begun (its message and turn marker are written with the rewind):
+    # crash recovery answers it once (docs/behaviour.md §6), /retry is not run again.
+    assert sent == [reply("echo: hello", "m2")]
+    assert active_transcript(tmp_path) == [("user", "hello"), ("assistant", "echo: hello")]
+
+
+@pytest.mark.slow
+async def test_retry_killed_in_its_replys_send_resends_that_reply_once_and_retries_nothing_more(tmp_path):
+    code, sent, err = await run_script(tmp_path, "kill-in-third-send", "hello:m1", "/retry:m2")
+    assert code == -signal.SIGKILL, err
+    assert sent == [reply("echo: hello", "m1"), reply('Retrying "hello".', "m2")]
+    code, sent, err = await run_script(tmp_path, "serve")
+    assert code == 0, err
+    assert sent == [reply("Recovered reply (may be a duplicate):\necho: hello", "m2")]
+    assert active_transcript(tmp_path) == [("user", "hello"), ("assistant", "echo: hello")]
