@@ -131,6 +131,24 @@ def test_message_event_command_parsing():
     assert MessageEvent(SessionSource("local", "t"), text="hello").command() == ("", "hello")
 
 
+@pytest.mark.parametrize("text, expected", [
+    ("/undo\u200b", ("undo", "")),            # zero-width space
+    ("/new\u2060 Trip", ("new", "Trip")),      # word joiner
+    ("/\ufeffstatus", ("status", "")),         # BOM / zero-width no-break space
+    ("/re\u200dset", ("reset", "")),           # zero-width joiner inside the name
+    ("/queue@my\u200cbot hi", ("queue", "hi")),  # zero-width non-joiner in the suffix
+])
+def test_command_name_ignores_invisible_format_characters(text, expected):
+    # docs/behaviour.md §11: invisible format characters (zero-width space/joiners, word joiner,
+    # BOM, bidi controls) are no part of a command's name.
+    assert MessageEvent(SessionSource("telegram", "1"), text=text).command() == expected
+
+
+def test_command_argument_keeps_its_invisible_characters():
+    # Only the name is cleaned: the argument is the user's text, kept as written.
+    assert MessageEvent(SessionSource("local", "t"), text="/queue a\u200bb").command() == ("queue", "a\u200bb")
+
+
 def test_message_text_with_lone_surrogates_is_made_valid_utf8():
     assert MessageEvent(SessionSource("local", "t"), text="caf\udce9").text == "caf\ufffd"
     assert MessageEvent(SessionSource("local", "t"), text="a\ud800b").text == "a\ufffdb"

@@ -10,7 +10,7 @@ from typing import Any
 
 from .identity import IdentityAlias
 from .source import SessionSource
-from .text import clean_data, clean_optional, clean_text
+from .text import clean_data, clean_optional, clean_text, strip_invisible
 from .timeutil import format_timestamp, parse_timestamp, utc_now
 
 # Event kinds. "user" is a human message; "internal" is a wake-up the gateway made itself
@@ -101,13 +101,16 @@ class MessageEvent:
         """Split a slash command into `(name, argument)`: `"/queue hi"` → `("queue", "hi")`.
 
         The name ends at the first whitespace of any kind (docs/behaviour.md §11): chat apps send
-        `/queue`, a line break and a message of several lines as one text. A Telegram-style
-        `/cmd@botname` suffix is dropped. Returns `("", text)` for non-commands.
+        `/queue`, a line break and a message of several lines as one text. Invisible format
+        characters (zero-width space and joiners, word joiner, BOM, bidi controls:
+        `text.strip_invisible`) are no part of the name: a keyboard or a copy-paste adds them
+        unseen, and `/undo\u200b` is the `/undo` the user sees. A Telegram-style `/cmd@botname`
+        suffix is dropped. Returns `("", text)` for non-commands.
         """
         if not self.is_command:
             return "", self.text
         head, rest = _COMMAND_NAME.match(self.text, 1).groups()
-        return head.split("@", 1)[0].lower(), rest.strip()
+        return strip_invisible(head).split("@", 1)[0].lower(), rest.strip()
 
 
 def event_to_dict(event: MessageEvent) -> dict[str, Any]:

@@ -8,6 +8,8 @@ peer-controlled metadata made inert before it reaches a prompt, a sender prefix 
   prefix): C0 and C1 control characters, DEL, newlines and line/paragraph separators, zero-width
   and bidi control characters removed or collapsed to one space, length capped.
 * `quote_untrusted`: `neutralize_inline`, then JSON-quoted (the context section's quoted values).
+* `strip_invisible`: the zero-width and bidi control characters removed (what a command's name is
+  looked up by, docs/behaviour.md §11).
 * `escape_controls`: control, zero-width and bidi characters shown as `\\xNN` / `\\uNNNN`, for
   printing stored text to an operator's terminal (the admin CLI).
 """
@@ -70,6 +72,13 @@ def clean_data(value: Any) -> Any:
     return value
 
 
+def strip_invisible(text: str) -> str:
+    """`text` without its zero-width and bidi control characters (U+200B-U+200F, U+202A-U+202E,
+    U+2060-U+2064, U+2066-U+2069, U+FEFF, U+061C, U+180E; all of Unicode category Cf):
+    `"undo\u200b"` → `"undo"`. Other characters are kept."""
+    return _INVISIBLE_RE.sub("", text)
+
+
 def neutralize_inline(text: Any, max_chars: int = UNTRUSTED_MAX_CHARS) -> str:
     """The inert one-line form of untrusted metadata (docs/behaviour.md §7), unquoted.
 
@@ -79,7 +88,7 @@ def neutralize_inline(text: Any, max_chars: int = UNTRUSTED_MAX_CHARS) -> str:
     """
     if text is None:
         return ""
-    cleaned = _INVISIBLE_RE.sub("", clean_text(str(text)))
+    cleaned = strip_invisible(clean_text(str(text)))
     cleaned = " ".join(_BREAKING.sub(" ", cleaned).split())
     if len(cleaned) > max_chars:
         cleaned = cleaned[: max_chars - 1] + "…"

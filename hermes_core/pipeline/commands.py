@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from typing import Awaitable, Callable
 
 from ..model.events import MessageEvent
+from ..model.text import neutralize_inline
 from ..model.timeutil import parse_timestamp
 from ..plugin_system.dispatch import call_broadcast
 from .busy import DROPPED_TEXT, NOTHING_TO_STOP_TEXT, STOPPED_TEXT
@@ -407,8 +408,9 @@ def unknown_text(deps: PipelineDeps, name: str) -> str:
     """The answer to an unknown `/name` (docs/behaviour.md §11): the commands that work here, as
     `/help` lists them (no `/restart` where nothing would start the gateway again). The name is
     echoed cut to `LABEL_MAX_CHARS`: it is no argument, so no length limit refused a long one,
-    and the answer stays one short message."""
-    return (f"Unknown command /{_short(name)}. Commands: " + ", ".join(f"/{c.name}" for c in _available(deps))
+    and the answer stays one short message. It is echoed inert (`neutralize_inline`): no
+    invisible character, and a control character (an escape sequence, a bell) shown as a space."""
+    return (f"Unknown command /{neutralize_inline(name, LABEL_MAX_CHARS)}. Commands: " + ", ".join(f"/{c.name}" for c in _available(deps))
             + ".")
 
 

@@ -92,6 +92,18 @@ async def test_status_help_unknown_and_new(tmp_path):
         await say(app, dm(), "/" + "x" * 50_000)
         assert adapter.texts()[sent:] == ["Unknown command /" + "x" * 59 + "…. Commands: /new, /reset, /stop, "
                                           "/queue, /resume, /title, /undo, /retry, /compress, /status, /help."]
+        # docs/behaviour.md §11: an invisible character after the name does not make a known
+        # command unknown, and an unknown name is never echoed with invisible or control
+        # characters in it.
+        await say(app, dm(), "/status\u200b")
+        assert adapter.texts()[-1] == (f"Session key: agent:main:testchat:dm:100\nSession id: {first}\n"
+                                       "Turns: 1\nTokens: 3 (input 1, output 2)")
+        await say(app, dm(), "/frob\u2060nicate\ufeff")
+        assert adapter.texts()[-1] == ("Unknown command /frobnicate. Commands: /new, /reset, /stop, /queue, /resume, "
+                                       "/title, /undo, /retry, /compress, /status, /help.")
+        await say(app, dm(), "/frob\x1b[2J\x07")
+        assert adapter.texts()[-1] == ("Unknown command /frob [2j. Commands: /new, /reset, /stop, /queue, /resume, "
+                                       "/title, /undo, /retry, /compress, /status, /help.")
         await say(app, dm(), "/new")
         second = (await app.store.get_entry("agent:main:testchat:dm:100")).session_id
         assert second != first
