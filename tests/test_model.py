@@ -144,6 +144,18 @@ def test_command_name_ignores_invisible_format_characters(text, expected):
     assert MessageEvent(SessionSource("telegram", "1"), text=text).command() == expected
 
 
+@pytest.mark.parametrize("text, addressee", [
+    ("/undo@Other_Bot", "Other_Bot"),         # as written: the adapter compares without case
+    ("/queue@other_bot\u200b later", "other_bot"),
+    ("/undo@", None),
+    ("/undo", None),
+    ("hello@bot", None),
+])
+def test_command_addressee_is_the_bot_named_after_the_at(text, addressee):
+    # docs/behaviour.md §11 "Commands addressed to another bot".
+    assert MessageEvent(SessionSource("telegram", "1"), text=text).command_addressee() == addressee
+
+
 def test_command_argument_keeps_its_invisible_characters():
     # Only the name is cleaned: the argument is the user's text, kept as written.
     assert MessageEvent(SessionSource("local", "t"), text="/queue a\u200bb").command() == ("queue", "a\u200bb")

@@ -112,6 +112,16 @@ class MessageEvent:
         head, rest = _COMMAND_NAME.match(self.text, 1).groups()
         return strip_invisible(head).split("@", 1)[0].lower(), rest.strip()
 
+    def command_addressee(self) -> str | None:
+        """The bot a slash command names in a Telegram-style `/cmd@botname` suffix, as written
+        (invisible characters dropped, case kept): `"/undo@Other_Bot"` → `"Other_Bot"`. None
+        for a non-command and for a command without a suffix (or an empty one, `"/undo@"`).
+        `BaseAdapter.emit` compares it with the adapter's `bot_username` (docs/behaviour.md §11)."""
+        if not self.is_command:
+            return None
+        head = strip_invisible(_COMMAND_NAME.match(self.text, 1).group(1))
+        return head.partition("@")[2] or None
+
 
 def event_to_dict(event: MessageEvent) -> dict[str, Any]:
     """The JSON data the durable intake keeps for `event` (docs/behaviour.md §0, §5):

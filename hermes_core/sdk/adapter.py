@@ -11,6 +11,7 @@ chunk, in order.
 from __future__ import annotations
 
 import abc
+import logging
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Awaitable, Callable, ClassVar, Iterable
@@ -20,8 +21,11 @@ from pydantic import BaseModel
 from ..model.events import MessageEvent
 from ..model.identity import IdentityAlias
 from ..model.source import SessionSource
+from ..model.text import neutralize_inline
 from ..types import DEFAULT_ERROR_NOTICE, AdapterSpec
 from .sending import DEFAULT_RETRY_POLICY, RetryPolicy
+
+log = logging.getLogger(__name__)
 
 InboundHandler = Callable[[MessageEvent], Awaitable[None]]
 # Records identity aliases in the gateway's store (SessionStore.record_aliases).
@@ -62,6 +66,10 @@ class BaseAdapter(abc.ABC):
         spec: the class-level AdapterSpec.
         settings: as given.
         data_dir: as given, or set by the core before `start()`.
+        bot_username: the bot's own username on its platform (Telegram: from getMe, without the
+            `@`), set by the adapter when it learns it (normally in `start()`); None (the default)
+            when the platform has none. With it set, `emit` drops a command whose `/cmd@name`
+            suffix names another bot (docs/behaviour.md §11).
     """
 
     spec: ClassVar[AdapterSpec]
@@ -75,6 +83,7 @@ class BaseAdapter(abc.ABC):
         self._report_delivery: DeliveryReporter | None = None
         self._failure_notice: FailureNotice | None = None
         self._edit_queued: QueuedEditor | None = None
+        self.bot_username: str | None = None
 
     @property
     def capabilities(self) -> frozenset[str]:
@@ -123,7 +132,12 @@ class BaseAdapter(abc.ABC):
         return self._failure_notice(source, error)
 
     async def emit(self, event: MessageEvent) -> None:
-        """Hand one inbound event to the gateway; returns after it is durably accepted.
+        """Hand one inbound event to the gateway; returns after it is durably accepted, or at
+        once when it is not for this gateway: a command whose `/cmd@name` suffix names another
+        bot than `bot_username` (compared case-insensitively, as Telegram usernames are) is that
+        bot's (a Telegram group with privacy mode off delivers it to every bot), so it is not
+        answered, stored or run, only logged at info (docs/behaviour.md §11). Either way the
+        adapter may acknowledge the platform.
 
         Raises:
             RuntimeError: no inbound handler is bound.
@@ -132,6 +146,14 @@ class BaseAdapter(abc.ABC):
         """
         if self._on_message is None:
             raise RuntimeError(f"{self.spec.name} adapter has no inbound handler bound")
+        if self.bot_username:
+            addressee = event.command_addressee()
+            if addressee is not None and addressee.lower() != self.bot_username.lower():
+                log.info("%s message %s in chat %s not handled: its command is addressed to @%s, "
+                         "not to this bot (@%s)", self.spec.name, event.message_id,
+                         # a peer's text: one inert line, at most Telegram's 32 characters and some
+                         event.source.chat_id, neutralize_inline(addressee, 64), self.bot_username)
+                return
         await self._on_message(event)
 
     async def edit_queued(self, source: SessionSource, message_id: str, text: str | None) -> bool:

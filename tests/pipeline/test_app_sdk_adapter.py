@@ -142,3 +142,50 @@ async def test_a_failing_typing_indicator_is_logged_and_the_turn_goes_on(tmp_pat
         assert "testchat typing indicator failed (ConnectionError); the turn goes on without it" in caplog.text
     finally:
         await app.stop()
+
+
+async def test_a_command_addressed_to_another_bot_is_not_handled(tmp_path, caplog):
+    # docs/behaviour.md §11: `/cmd@name` naming another bot than the adapter's `bot_username`
+    # is for that bot: not answered, not stored, no turn; ours (any case) and no suffix run.
+    adapter = RecordingAdapter()
+    adapter.bot_username = "hermes_test_bot"
+    app = await start_app(tmp_path, adapter, EchoAgent())
+    try:
+        await adapter.emit(MessageEvent(source=dm(), text="hi", message_id="m1"))
+        await app.runner.join()
+        entry = await app.store.get_entry("agent:main:testchat:dm:100")
+        with caplog.at_level("INFO", logger="hermes_core.sdk.adapter"):
+            for n, text in enumerate(["/new@other_bot", "/undo@Other_Bot", "/queue@other_bot later"]):
+                await adapter.emit(MessageEvent(source=dm(), text=text, message_id=f"x{n}"))
+            await app.runner.join()
+        assert adapter.sent == [("100", "echo: hi", "m1")]
+        assert [r.getMessage() for r in caplog.records if r.name == "hermes_core.sdk.adapter"] == [
+            "testchat message x0 in chat 100 not handled: its command is addressed to @other_bot, "
+            "not to this bot (@hermes_test_bot)",
+            "testchat message x1 in chat 100 not handled: its command is addressed to @Other_Bot, "
+            "not to this bot (@hermes_test_bot)",
+            "testchat message x2 in chat 100 not handled: its command is addressed to @other_bot, "
+            "not to this bot (@hermes_test_bot)"]
+        assert (await app.store.get_entry(entry.session_key)).session_id == entry.session_id
+        assert [m["content"] for m in await app.store.load_transcript(entry.session_id)] == ["hi", "echo: hi"]
+        await adapter.emit(MessageEvent(source=dm(), text="/undo@Hermes_Test_Bot", message_id="m2"))
+        await adapter.emit(MessageEvent(source=dm(), text="/undo", message_id="m3"))
+        await app.runner.join()
+        assert [t for _, t, _ in adapter.sent[1:]] == [
+            'Undid 1 turn(s) (2 message(s)), back to before "hi".', "Nothing to undo."]
+    finally:
+        await app.stop()
+
+
+async def test_without_a_bot_username_a_command_suffix_is_ignored(tmp_path):
+    # An adapter that has no username of its own (the terminal) keeps the documented rule:
+    # the `@name` suffix is dropped, whatever it names.
+    adapter = RecordingAdapter()
+    app = await start_app(tmp_path, adapter, EchoAgent())
+    try:
+        await adapter.emit(MessageEvent(source=dm(), text="/new@other_bot", message_id="m1"))
+        await app.runner.join()
+        entry = await app.store.get_entry("agent:main:testchat:dm:100")
+        assert adapter.sent == [("100", f"Started a new session. Session id: {entry.session_id}", "m1")]
+    finally:
+        await app.stop()

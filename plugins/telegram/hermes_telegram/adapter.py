@@ -154,7 +154,6 @@ class TelegramAdapter(BaseAdapter):
         self._dead_threads: set[tuple[str, str]] = set()
         self._send_queue = ChatSendQueue()
         self.bot_id: int | None = None
-        self.bot_username: str | None = None
         self.webhook_address: tuple[str, int] | None = None
 
     # ---- helpers -----------------------------------------------------------------------------

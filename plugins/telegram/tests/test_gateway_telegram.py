@@ -166,6 +166,29 @@ async def test_group_migrated_to_supergroup_keeps_its_session(tg, gateway):
     assert old_id and old_id == new_id
 
 
+async def test_a_command_for_another_bot_in_a_group_is_left_to_that_bot(tg, gateway):
+    # docs/behaviour.md §11, docs/adapters.md §1.0: with privacy mode off Telegram delivers
+    # `/undo@other_bot` to every bot in the group; it is the other bot's command. Ours is
+    # @hermes_test_bot (the fake's getMe), matched case-insensitively.
+    app = await gateway(parse_mode="plain")
+    group = {"id": -4012345678, "title": "Family", "type": "group"}
+    await tg.push(text_update(900000500, 20, group, "remember me"))
+    await tg.wait_for(lambda: len(tg.sent) == 1)
+    (first,) = await app.store.list_sessions()
+    await tg.push(text_update(900000501, 21, group, "/undo@other_bot"),
+                  text_update(900000502, 22, group, "/new@other_bot fresh start"),
+                  text_update(900000503, 23, group, "/undo@Hermes_Test_Bot"))
+    await tg.wait_for(lambda: len(tg.sent) == 2)
+    await tg.wait_for(lambda: any(c.body.get("offset") == "900000504" for c in tg.calls_of("getUpdates")))
+    assert [s["text"] for s in tg.sent] == ["echo: remember me",
+                                            'Undid 1 turn(s) (2 message(s)), back to before "remember me".']
+    assert tg.sent[1]["reply_parameters"]["message_id"] == 23
+    # `/new@other_bot fresh start` made no session: our /undo undid the first turn of the first one.
+    (entry,) = await app.store.list_sessions()
+    assert (entry.session_key, entry.session_id) == ("agent:main:telegram:group:-4012345678:222333444",
+                                                      first.session_id)
+
+
 async def test_webhook_mode_end_to_end(tg, gateway):
     import aiohttp
 
