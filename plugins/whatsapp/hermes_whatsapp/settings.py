@@ -7,11 +7,18 @@ it. Secrets are `SecretStr` (never in a repr, a log line or `plugins --json`); p
 environment for them: `HERMES_PLATFORMS__WHATSAPP_CLOUD__ACCESS_TOKEN=…`,
 `HERMES_PLATFORMS__WHATSAPP_CLOUD__APP_SECRET=…`, `HERMES_PLATFORMS__WHATSAPP_CLOUD__VERIFY_TOKEN=…`,
 `HERMES_PLATFORMS__WHATSAPP__BRIDGE_TOKEN=…`.
+
+`allowed_users` and `admin_users` entries are read as WhatsApp ids (`user_list_entry`): a phone
+number written with spaces or dashes becomes its digits, an entry that could never match a sender
+is refused (docs/behaviour.md §9).
 """
 
 from __future__ import annotations
 
-from pydantic import Field, SecretStr, field_validator
+import re
+from typing import ClassVar
+
+from pydantic import Field, SecretStr, ValidationInfo, field_validator
 
 from hermes_core.sdk import PlatformSettings
 
@@ -25,7 +32,57 @@ def _http_url(value: str, name: str) -> str:
     return value.rstrip("/")
 
 
-class WhatsAppSettings(PlatformSettings):
+# A phone number as people write it: an optional "+", digits and the separators of a written
+# number (spaces, dashes, dots, parentheses).
+_WRITTEN_PHONE = re.compile(r"\+?[0-9\s().-]*[0-9][0-9\s().-]*")
+# Every character a WhatsApp user id holds: JIDs (`15551234567:12@s.whatsapp.net`), LIDs
+# (`…@lid`), bare numbers, a leading "+", and Cloud BSUIDs (`US.13491208655302741918`).
+_USER_ID = re.compile(r"\+?[A-Za-z0-9@.:_-]+")
+
+
+def user_list_entry(entry: str, name: str) -> str:
+    """One `allowed_users` / `admin_users` entry of a WhatsApp table, in the form a sender's id
+    is matched in (docs/behaviour.md §9).
+
+    Args:
+        entry: the entry as written (`"+1 555 123 4567"`, a JID, a LID, a BSUID).
+        name: the key it is in, for the error (`"platforms.whatsapp.allowed_users"`).
+
+    Returns:
+        A phone number (an optional `+`, digits, spaces, dashes, dots, parentheses) as its
+        digits alone: `"+1-555-123-4567"` → `"15551234567"`, the number of a bridge sender's
+        JID and a Cloud sender's `wa_id`. Why normalised rather than refused: writing a number
+        with spaces is the ordinary way to write it and it means exactly one id, whereas the id
+        rule of the session key (seed §4: drop the first `+`, cut at `:` and `@`) keeps spaces
+        and dashes, so such an entry never matched anyone. Any other entry is returned as is.
+
+    Raises:
+        ValueError: the entry holds a character no WhatsApp id has (a space in a name, a comma,
+            letters in a number): it could never match a sender; the message names it.
+    """
+    text = entry.strip()
+    if _WRITTEN_PHONE.fullmatch(text):
+        return re.sub(r"[^0-9]", "", text)
+    if _USER_ID.fullmatch(text):
+        return text
+    raise ValueError(f"{name}: {entry!r} can never match a WhatsApp sender: write a phone number with "
+                     f"its country code (+1 555 123 4567), a JID (15551234567@s.whatsapp.net), a LID "
+                     f"(…@lid) or a business-scoped user id (US.13491208655302741918)")
+
+
+class _WhatsAppTable(PlatformSettings):
+    """What both WhatsApp tables share: user lists matched the way WhatsApp ids are."""
+
+    # The table's name in messages (`platforms.<table>.allowed_users`).
+    table: ClassVar[str] = "whatsapp"
+
+    @field_validator("allowed_users", "admin_users")
+    @classmethod
+    def _check_user_lists(cls, value: list[str], info: ValidationInfo) -> list[str]:
+        return [user_list_entry(entry, f"platforms.{cls.table}.{info.field_name}") for entry in value]
+
+
+class WhatsAppSettings(_WhatsAppTable):
     """Settings of the bridge adapter (platform `whatsapp`).
 
     Attributes:
@@ -57,7 +114,7 @@ class WhatsAppSettings(PlatformSettings):
         return _http_url(value, "platforms.whatsapp.bridge_url")
 
 
-class WhatsAppCloudSettings(PlatformSettings):
+class WhatsAppCloudSettings(_WhatsAppTable):
     """Settings of the Cloud API adapter (platform `whatsapp_cloud`).
 
     Attributes:
@@ -78,6 +135,8 @@ class WhatsAppCloudSettings(PlatformSettings):
             same user).
         max_body_bytes: largest webhook body accepted (Meta batches at most a few hundred KB).
     """
+
+    table: ClassVar[str] = "whatsapp_cloud"
 
     access_token: SecretStr | None = None
     app_secret: SecretStr | None = None

@@ -199,6 +199,15 @@ async def test_bridge_pn_and_lid_dms_of_one_person_are_one_session_replied_on_th
     assert app.pm.hook.hermes_canonical_identity(platform="whatsapp", kind="user", value=CAROL_LID) == "15551234567"
 
 
+async def test_bridge_sender_allowed_by_a_phone_number_written_with_spaces_is_answered(bridge, gateway):
+    # docs/behaviour.md §9: `"+1 555 123 4567"` in allowed_users is Carol (15551234567@s.whatsapp.net).
+    app = await gateway({"whatsapp": bridge_table(bridge, allow_all=False, allowed_users=["+1 555 123 4567"])})
+    bridge.push(load("w1_dm_pn"))
+    await bridge.wait_for(lambda: len(bridge.sent) == 1)
+    assert bridge.sent == [{"chatId": CAROL_PN, "message": "echo: hello", "replyTo": "3EB0A1B2C3D4E5F60718"}]
+    assert app.runner.deps.access.refused == {}
+
+
 async def test_bridge_group_reply_goes_to_the_group_jid_and_own_echo_and_status_are_ignored(bridge, gateway, tmp_path):
     app = await gateway({"whatsapp": bridge_table(bridge)})
     seqs = bridge.push(load("w4_status_and_echo"), load("w3_whatsmeow_group"))

@@ -56,6 +56,34 @@ def test_bad_settings_are_named(tmp_path, platform, table, named):
     assert named in str(info.value)
 
 
+@pytest.mark.parametrize("platform", ["whatsapp", "whatsapp_cloud"])
+def test_user_lists_take_phone_numbers_as_people_write_them(tmp_path, platform):
+    # docs/behaviour.md §9: a phone number in `allowed_users` / `admin_users` is kept as the
+    # digits a sender's id has (bridge `15551234567@s.whatsapp.net`, Cloud `wa_id`
+    # `15551234567`); ids in other forms are kept as written.
+    table = {"allowed_users": ["+1 555 123 4567", "+1-555-123-4567", "+1 (555) 123-4567", "+15551234567",
+                               "1.555.123.4567", "15551234567@s.whatsapp.net", "98765432109876@lid",
+                               "US.13491208655302741918"],
+             "admin_users": "+44 20 7946 0958, 447700900123"}
+    settings = validated(tmp_path, {platform: table})[platform]
+    assert settings.allowed_users == ["15551234567", "15551234567", "15551234567", "15551234567",
+                                      "15551234567", "15551234567@s.whatsapp.net", "98765432109876@lid",
+                                      "US.13491208655302741918"]
+    assert settings.admin_users == ["442079460958", "447700900123"]
+
+
+@pytest.mark.parametrize("platform,key,entry", [
+    ("whatsapp", "allowed_users", "Carol Smith"),
+    ("whatsapp", "admin_users", "+1 555 CALL NOW"),
+    ("whatsapp_cloud", "allowed_users", "+1 555 123 4567 ext. 2"),
+    ("whatsapp_cloud", "admin_users", "carol@example.com, x"),
+])
+def test_a_user_entry_that_can_never_match_is_refused_and_named(tmp_path, platform, key, entry):
+    with pytest.raises(PluginSettingsError) as info:
+        validated(tmp_path, {platform: {"enabled": True, key: [entry]}})
+    assert (f"platforms.{platform}.{key}: {entry!r} can never match a WhatsApp sender" in str(info.value))
+
+
 async def test_cloud_start_names_the_missing_setting_never_a_value():
     adapter = WhatsAppCloudAdapter({"access_token": SECRET, "app_secret": "s", "phone_number_id": "1"})
     with pytest.raises(WhatsAppCloudStartError) as info:
