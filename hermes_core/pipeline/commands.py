@@ -14,9 +14,10 @@ queue (`placement`):
   once even while a turn runs.
 
 Every command answers in one short message (the texts below are the literal replies, documented
-in docs/behaviour.md §11). `/undo` finishes its intake row in the transaction of its rewind, and
-`/retry` begins its turn again in that transaction (the runner then answers it,
-`CommandResult.turn_begun`): a crash never runs either command twice. The store is canonical: after `/undo`, `/retry`, `/compress` and
+in docs/behaviour.md §11). `/undo` finishes its intake row in the transaction of its rewind,
+`/compress` in the transaction of its rewrite, and `/retry` begins its turn again in the
+transaction of its rewind (the runner then answers it, `CommandResult.turn_begun`): a crash never
+runs any of them twice. The store is canonical: after `/undo`, `/retry`, `/compress` and
 `/resume` the session's live transcript in the agent cache is dropped, so the next turn is built
 from the store and never sees a rewound or replaced message.
 """
@@ -88,7 +89,8 @@ class CommandCall:
     """One command being run: the gateway's services, the session key, the event, the argument
     and, for the runner's bookkeeping, the queue depth (`/status`), whether `/stop` found
     something to stop, how many queued messages the command cleared and the command's intake
-    row (`/undo` and `/retry` settle it in the transaction of their rewind)."""
+    row (`/undo` and `/retry` settle it in the transaction of their rewind, `/compress` in that
+    of its rewrite)."""
 
     deps: PipelineDeps
     key: str
@@ -334,7 +336,9 @@ async def _compress(call: CommandCall) -> CommandResult:
     entry = await maybe_await(call.deps.store.get_entry(call.key))
     if entry is None:
         return CommandResult(NOTHING_TO_COMPRESS_TEXT)
-    outcome = await compress_session(call.deps, call.key, entry, call.event.source)
+    # The intake row is finished with the rewrite: killed before this answer is sent, the next
+    # start does not run /compress again on the summary it wrote (docs/behaviour.md §11).
+    outcome = await compress_session(call.deps, call.key, entry, call.event.source, inbound_id=call.inbound_id)
     if outcome.status == "nothing":
         return CommandResult(NOTHING_TO_COMPRESS_TEXT)
     if outcome.status == "failed":
@@ -433,7 +437,8 @@ async def run_command(deps: PipelineDeps, key: str, event: MessageEvent, *, queu
         queue_depth: messages waiting in the session's queue (shown by `/status`; seed §8).
         stopped: `/stop` only: a turn, a follow-up or background work was stopped when it arrived.
         dropped: `/new`, `/reset`, `/stop`: queued human messages cleared when it arrived.
-        inbound_id: the command's intake row (`/undo` and `/retry` settle it with their rewind).
+        inbound_id: the command's intake row (`/undo` and `/retry` settle it with their rewind,
+            `/compress` with its rewrite).
     Returns:
         The CommandResult (reply, and for `/retry` whether its turn was begun).
     Raises:

@@ -7,7 +7,8 @@ writes, and the recent tail (at least `agent.compression.keep_recent` messages, 
 message so no exchange is cut in half) stays verbatim, reasoning fields included.
 
 The replacement is one `rewrite_transcript` (the old rows are soft-deleted, kept for audit, and
-the new ones inserted in one transaction); the session id stays. A summary that fails (backend
+the new ones inserted in one transaction; `/compress` finishes its intake row in it, so a crash
+never runs the command twice); the session id stays. A summary that fails (backend
 error, interruption, timeout, empty text) or a rewrite that fails changes nothing. The agent
 cache's live transcript is dropped afterwards, so the next turn starts from the store.
 """
@@ -64,13 +65,16 @@ def split_tail(messages: list[dict[str, Any]], keep_recent: int) -> int:
     return start
 
 
-async def compress_session(deps: PipelineDeps, key: str, entry: Any, source: Any) -> CompressionOutcome:
+async def compress_session(deps: PipelineDeps, key: str, entry: Any, source: Any, *,
+                           inbound_id: int | None = None) -> CompressionOutcome:
     """Compress the transcript of `entry`'s session (module docstring).
 
     Args:
         key: the session key (its agent cache entry is dropped after a rewrite).
         entry: the SessionEntry whose `session_id` is compressed.
         source: the SessionSource the summary's session context is built from.
+        inbound_id: the `/compress`'s intake row, finished in the rewrite's transaction (None
+            for the automatic compression after a turn).
     Returns:
         The CompressionOutcome. Never raises for a failed summary; a store failure on reading
         raises (TranscriptReadError) and changes nothing.
@@ -96,7 +100,7 @@ async def compress_session(deps: PipelineDeps, key: str, entry: Any, source: Any
     summary = {"role": SUMMARY_ROLE, "content": SUMMARY_PREFIX + reply.text.strip(),
                "timestamp": older[-1].get("timestamp") or format_timestamp(deps.clock())}
     try:
-        await deps.store.rewrite_transcript(entry.session_id, [summary, *tail])
+        await deps.store.rewrite_transcript(entry.session_id, [summary, *tail], inbound_id=inbound_id)
     except Exception as exc:  # atomic: the old rows stay active
         log.error("compression of %s could not rewrite the transcript (%s); unchanged", entry.session_id, exc)
         return CompressionOutcome(FAILED)

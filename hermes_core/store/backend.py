@@ -112,8 +112,11 @@ class StoreBackend(Protocol):
     async def count_turns(self, session_id: str) -> int:
         """Number of active user rows."""
 
-    async def rewrite(self, session_id: str, rows: list[MessageRow]) -> None:
-        """Deactivate the active rows and append `rows`, all or nothing."""
+    async def rewrite(self, session_id: str, rows: list[MessageRow], inbound_id: int | None = None,
+                      now_ts: float = 0.0) -> None:
+        """Deactivate the active rows and append `rows`, all or nothing; in the same transaction,
+        intake row `inbound_id` (the `/compress`'s) is finished at `now_ts` (epoch seconds), so a
+        crash after the rewrite never runs the command again (docs/behaviour.md §11)."""
 
     async def rewind(self, session_id: str, n: int, inbound_id: int | None = None, now_ts: float = 0.0,
                      again: RetryTurn | None = None) -> dict | None:

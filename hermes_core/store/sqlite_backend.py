@@ -378,10 +378,13 @@ class SqliteBackend:
         return int(await self.db.fetchval(
             "SELECT COUNT(*) FROM messages WHERE session_id = ? AND active = 1 AND role = 'user'", (session_id,)))
 
-    async def rewrite(self, session_id: str, rows: list[MessageRow]) -> None:
+    async def rewrite(self, session_id: str, rows: list[MessageRow], inbound_id: int | None = None,
+                      now_ts: float = 0.0) -> None:
         def work(conn: sqlite3.Connection) -> None:
             conn.execute("UPDATE messages SET active = 0 WHERE session_id = ? AND active = 1", (session_id,))
             _insert_messages(conn, session_id, rows)
+            if inbound_id is not None:
+                conn.execute(_FINISH_INBOUND, (now_ts, inbound_id))
         await self._with_fts_repair(lambda: self.db.run(work))
 
     async def rewind(self, session_id: str, n: int, inbound_id: int | None = None, now_ts: float = 0.0,

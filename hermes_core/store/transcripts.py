@@ -104,17 +104,20 @@ class TranscriptOps:
         return not (backend.degraded and (session_id in backend.db.earlier_elsewhere
                                           or session_id in backend.db.unreadable))
 
-    async def rewrite_transcript(self, session_id: str, messages: Iterable[Mapping[str, Any]]) -> None:
-        """Replace the active transcript (`/retry`, `/undo`, `/compress`; seed §3) atomically: the
-        old rows are soft-deleted and the new ones inserted in one transaction; on any failure
-        the old rows stay active.
+    async def rewrite_transcript(self, session_id: str, messages: Iterable[Mapping[str, Any]], *,
+                                 inbound_id: int | None = None) -> None:
+        """Replace the active transcript (`/compress`; seed §3) atomically: the old rows are
+        soft-deleted and the new ones inserted in one transaction; on any failure the old rows
+        stay active. With `inbound_id` (the intake row of the `/compress` that asks), that row is
+        finished in the same transaction: a crash after the rewrite never runs the command again
+        (docs/behaviour.md §11).
 
         Raises:
             ValueError: a bad message (checked before anything changes) or unsafe id.
         """
         validate_session_id(session_id)
         rows = [normalize_message(m, self._now) for m in messages]
-        await self._b().rewrite(session_id, rows)
+        await self._b().rewrite(session_id, rows, inbound_id, self._now().timestamp())
 
     async def rewind_session(self, session_id: str, n: int = 1, *, inbound_id: int | None = None
                              ) -> dict[str, Any] | None:

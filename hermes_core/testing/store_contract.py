@@ -254,6 +254,23 @@ class StoreBackendContract:
         assert await b.rewind(SID, 1, None, T0.timestamp(), again) is None
         assert (await b.count_turns(SID), (await b.session_info(SID)).rewind_count) == (2, 2)
 
+    async def test_rewrite_finishes_the_commands_intake_row_in_its_transaction(self, store_backend):
+        # docs/behaviour.md §11: /compress's intake row is finished with its rewrite; another
+        # open row is left as it was.
+        b = store_backend
+        await b.save(entry(), new_session=True)
+        for role, content in (("user", "first"), ("assistant", "one")):
+            await b.append_message(SID, row(role, content))
+        now = "2026-01-01T12:00:00Z"
+        compress = await b.intake_accept("telegram", "c1", "m3", KEY, '{"text": "/compress"}', now, T0.timestamp())
+        other = await b.intake_accept("telegram", "c1", "m4", KEY, '{"text": "later"}', now, T0.timestamp())
+        await b.rewrite(SID, [row("system", "summary")], compress, T0.timestamp() + 7)
+        assert [(m["role"], m["content"]) for m in await b.load_messages(SID)] == [("system", "summary")]
+        assert [(r.id, r.state) for r in await b.intake_open()] == [(other, "pending")]
+        # Without an intake row (the automatic compression after a turn) no row is touched.
+        await b.rewrite(SID, [row("system", "summary 2")])
+        assert [(r.id, r.state) for r in await b.intake_open()] == [(other, "pending")]
+
     # ---- turns ---------------------------------------------------------------------------
 
     async def test_begin_turn_sets_the_marker_and_runs_the_intake_row(self, store_backend):

@@ -16,6 +16,8 @@ argument is handed to the runner as a message from chat 100 and answered. MODE:
   kill-in-record  the reply is sent, then the outcome recorder's write kills the process before
                 'delivered' is recorded (docs/behaviour.md §12 "'delivered' off the session's path");
   serve         answer, then stop cleanly.
+Compression keeps the last 2 messages verbatim (`agent.compression.keep_recent`), so a `/compress`
+after two turns summarises the first one (docs/behaviour.md §11).
 """
 
 from __future__ import annotations
@@ -62,7 +64,9 @@ KILL_AT_SEND = {"kill-in-send": 1, "kill-in-send-queued": 1, "kill-in-second-sen
 
 async def main(home: str, mode: str, messages: list[str]) -> None:
     queued = mode == "kill-in-send-queued"
-    config = GatewayConfig(home=Path(home), platforms={"testchat": {"allow_all": True}}, core={"busy_input_mode": "queue" if queued else "interrupt"})
+    config = GatewayConfig(home=Path(home), platforms={"testchat": {"allow_all": True}},
+                           core={"busy_input_mode": "queue" if queued else "interrupt"},
+                           agent={"compression": {"keep_recent": 2}})
     app = GatewayApp(config, adapters={"testchat": PrintingAdapter(KILL_AT_SEND.get(mode))},
                      agent=EchoAgent(), watcher=False)
     await app.start()

@@ -1,6 +1,7 @@
-"""`/undo` and `/retry` across a crash (docs/behaviour.md §11, §6): a process killed with SIGKILL
-after the command changed the transcript never runs it a second time at the next start — one
-`/undo` undoes one turn, one `/retry` answers its message once — and the retried message is never
+"""`/undo`, `/retry` and `/compress` across a crash (docs/behaviour.md §11, §6): a process killed
+with SIGKILL after the command changed the transcript never runs it a second time at the next
+start — one `/undo` undoes one turn, one `/retry` answers its message once, one `/compress` is not
+answered "Nothing to compress yet." for the summary it wrote — and the retried message is never
 lost. Real store (SQLite), real subprocess killed with SIGKILL."""
 
 from __future__ import annotations
@@ -59,3 +60,18 @@ async def test_retry_killed_in_its_replys_send_resends_that_reply_once_and_retri
     assert code == 0, err
     assert sent == [reply("Recovered reply (may be a duplicate):\necho: hello", "m2")]
     assert active_transcript(tmp_path) == [("user", "hello"), ("assistant", "echo: hello")]
+
+
+@pytest.mark.slow
+async def test_compress_killed_before_its_answer_is_not_run_again_at_the_next_start(tmp_path):
+    code, sent, err = await run_script(tmp_path, "kill-in-third-send", "hello:m1", "world:m2", "/compress:m3")
+    assert code == -signal.SIGKILL, err
+    assert sent == [reply("echo: hello", "m1"), reply("echo: world", "m2")]
+    code, sent, err = await run_script(tmp_path, "serve")
+    assert code == 0, err
+    # The compression was done once, before the kill: as after /undo, its answer is lost with the
+    # process; the next start neither compresses again nor says "Nothing to compress yet.".
+    assert sent == []
+    assert active_transcript(tmp_path) == [
+        ("system", "Summary of the earlier conversation:\nSummary of 2 earlier message(s). The user wrote: hello"),
+        ("user", "world"), ("assistant", "echo: world")]

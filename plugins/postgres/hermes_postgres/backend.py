@@ -529,11 +529,14 @@ class PostgresBackend:
                               (session_id,))
         return int(row[0])
 
-    async def rewrite(self, session_id: str, rows: list[MessageRow]) -> None:
+    async def rewrite(self, session_id: str, rows: list[MessageRow], inbound_id: int | None = None,
+                      now_ts: float = 0.0) -> None:
         async with self._tx(fence_session=session_id) as conn:
             await conn.execute("UPDATE messages SET active = false WHERE session_id = %s AND active", (session_id,))
             for row in rows:
                 await self._insert_message(conn, session_id, row)
+            if inbound_id is not None:
+                await conn.execute(_FINISH_INBOUND, (now_ts, inbound_id))
 
     async def rewind(self, session_id: str, n: int, inbound_id: int | None = None, now_ts: float = 0.0,
                      again: RetryTurn | None = None) -> dict[str, Any] | None:
