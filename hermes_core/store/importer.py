@@ -4,7 +4,10 @@
 The seed's entries are read leniently: legacy/unknown fields are ignored, naive timestamps are
 host local time (docs/behaviour.md §0), `_`-prefixed keys and bad entries are skipped one at a time and
 reported. Legacy `{session_id}.jsonl` transcripts beside the file (seed §3 "legacy") are imported
-for sessions that have no transcript in the store yet.
+for sessions that have no transcript in the store yet, bad lines skipped one at a time and
+reported. An entry or a message holding a value the store cannot take (a lone surrogate, an
+integer beyond 64 bits) is such a bad one: it is found before the store sees it
+(`mirror.entries_from_data`, `SessionStore.import_transcript`), so it never fails the others.
 """
 
 from __future__ import annotations
@@ -29,10 +32,6 @@ log = logging.getLogger(__name__)
 # progress lines of a long import.
 IMPORT_BATCH = 256
 PROGRESS_EVERY_S = 5.0
-
-# What binding a value read from the file raises when the store cannot hold it: a lone
-# surrogate (UnicodeEncodeError, a ValueError) or an integer beyond 64 bits (OverflowError).
-UNSTORABLE = (ValueError, OverflowError)
 
 
 @dataclass
@@ -98,12 +97,11 @@ async def import_sessions_json(store: SessionStore, path: Path, *, replace: bool
         read: what `read_sessions_json(path)` returned, when the caller read the file before
             opening the store; read here otherwise.
     Returns:
-        An ImportReport; `skipped` has one line per bad entry, per transcript not imported and
-        per bad transcript line.
+        An ImportReport; `skipped` has one line per bad entry (`<key>: <why>`, a value the store
+        cannot take included), per transcript not imported and per bad transcript line
+        (`<file name> line <n>: <why>`).
     Raises:
-        as `read_sessions_json`; ValueError naming the file when an entry, or a legacy
-        transcript's message, holds a value the store cannot take (`UNSTORABLE`: no route is
-        imported then, or not that transcript).
+        as `read_sessions_json`; what a write raises (the routes go in one transaction).
     """
     started = time.monotonic()  # the progress clock covers the routes too (`_import_legacy_transcripts`)
     path, data = read if read is not None else read_sessions_json(path)
@@ -112,15 +110,9 @@ async def import_sessions_json(store: SessionStore, path: Path, *, replace: bool
     if len(entries) > IMPORT_BATCH:
         # The routes go in one transaction, with no progress line of their own (20,000 take seconds).
         log.info("importing %s: taking %d route(s), then the legacy transcripts beside them", path, len(entries))
-    try:
-        existing = {key for key in entries if await store.get_entry(key) is not None}
-        wanted = [e for key, e in entries.items() if replace or key not in existing]
-        imported, skipped_existing = await store.import_entries(wanted, replace=replace)
-    except UNSTORABLE as exc:
-        # SQLite's words name neither the file nor the entry (the key's look-up binds it too);
-        # the routes go in one transaction.
-        raise ValueError(f"{path}: an entry holds a value the store cannot take ({exc}); "
-                         "no session was imported") from exc
+    existing = {key for key in entries if await store.get_entry(key) is not None}
+    wanted = [e for key, e in entries.items() if replace or key not in existing]
+    imported, skipped_existing = await store.import_entries(wanted, replace=replace)
     report.imported = imported
     report.skipped_existing = skipped_existing + (0 if replace else len(existing))
     if replace and skipped_existing:
@@ -189,13 +181,7 @@ async def _import_legacy_transcript(store: SessionStore, key: str, session_id: s
             skipped.append((number, str(exc)))
             continue
         numbers.append(number)
-    try:
-        bad = await store.import_transcript(session_id, messages)
-    except UNSTORABLE as exc:
-        # One transaction per transcript: this one holds nothing; the others are not undone.
-        raise ValueError(f"{legacy}: a message holds a value the store cannot take ({exc}); this transcript "
-                         "was not imported (the routes and the transcripts imported with it are kept: fix it "
-                         "and import again)") from exc
+    bad = await store.import_transcript(session_id, messages)
     if bad is None:
         return 0, []  # imported before: never doubled
     skipped += [(numbers[index], why) for index, why in bad]

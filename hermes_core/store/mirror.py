@@ -20,6 +20,7 @@ from typing import Any, Awaitable, Callable
 from ..model import SessionEntry, validate_session_id
 from . import cpu
 from .files import WriteFailures, write_atomic
+from .rows import unstorable
 
 log = logging.getLogger(__name__)
 
@@ -117,6 +118,13 @@ def entries_from_data(data: dict[str, Any], path: Path | str, skipped: list[str]
     dict key, with a warning logged and appended to `warnings` (one line naming both keys): the
     route keeps answering the chat it was found under, and the mismatch is never silent.
 
+    An entry holding a value the store cannot take (a lone surrogate, in its key too, or an
+    integer beyond 64 bits: `rows.unstorable`) is a bad entry: skipped here, before the one
+    transaction that stores the others (an import, a start taking an older gateway's file,
+    docs/behaviour.md §3, §12), so it never fails them all. The lines of `skipped` and `warnings`
+    show such a key with `\\ud800`-style escapes: they are printed, and a terminal cannot show a
+    lone surrogate.
+
     Returns:
         `(entries by session key, extras)`; bad entries are skipped and logged one at a time.
     """
@@ -126,23 +134,28 @@ def entries_from_data(data: dict[str, Any], path: Path | str, skipped: list[str]
         if key.startswith("_"):
             extras[key] = value
             continue
+        shown = key.encode("utf-8", "backslashreplace").decode("utf-8")
         if not isinstance(value, dict):
             log.warning("%s: entry %r is not an object; skipped", path, key)
             if skipped is not None:
-                skipped.append(f"{key}: not an object")
+                skipped.append(f"{shown}: not an object")
             continue
         item = dict(value)
         item.setdefault("session_key", key)
         try:
             entry = SessionEntry.from_dict(item)
             validate_session_id(entry.session_id)
+            # Checked as it will be stored: under the dict key, whatever the inner one says.
+            problem = unstorable({**entry.to_dict(), "session_key": key}, "session entry")
+            if problem is not None:
+                raise ValueError(problem)
         except (ValueError, TypeError) as exc:
             log.warning("%s: entry %r skipped: %s", path, key, exc)
             if skipped is not None:
-                skipped.append(f"{key}: {exc}")
+                skipped.append(f"{shown}: {exc}")
             continue
         if entry.session_key != key:
-            line = (f"{key}: inner session_key {entry.session_key!r} differs from its key; "
+            line = (f"{shown}: inner session_key {entry.session_key!r} differs from its key; "
                     f"imported under {key!r}")
             log.warning("%s: entry %s", path, line)
             if warnings is not None:

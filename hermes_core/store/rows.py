@@ -21,8 +21,59 @@ MESSAGE_COLUMNS = ("role", "content", "timestamp", *OPTIONAL_KEYS, "reasoning")
 REASONING_KEYS = ("reasoning", "reasoning_content", "reasoning_details", "codex_reasoning_items")
 
 
+# The integers the store can hold: SQLite's INTEGER and PostgreSQL's bigint are 64-bit signed.
+INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
+
+
 class TranscriptReadError(Exception):
     """A transcript could not be read (I/O or database failure). Never answered with `[]`."""
+
+
+def unstorable(fields: Mapping[str, Any], what: str) -> str | None:
+    """Why the store cannot take a record read from a file it did not write (an older gateway's
+    sessions.json entry, a legacy transcript's message; docs/operations.md §5), or None.
+
+    Checked before the record reaches the store, so that one such record is skipped and reported
+    on its own rather than failing the transaction that holds the others: the database's own
+    error (UTF-8 encoding, SQLite's "int too large") names neither the file nor the record.
+
+    Args:
+        fields: the record as stored, `{field name: value}`; values are text, numbers, None or
+            JSON-like dicts and lists (walked, keys included).
+        what: how the answer names the record (`session entry`, `transcript message`).
+    Returns:
+        `<what> field '<name>' holds a lone surrogate ('\\ud800'), which the store cannot take`
+        (text that is not valid Unicode: UTF-8 cannot encode it), or `… holds an integer beyond
+        64 bits, which …` (outside `INT64_MIN`..`INT64_MAX`), for the first such value; None
+        when every value can be stored.
+    """
+    for name, value in fields.items():
+        problem = _unstorable_value(value)
+        if problem is not None:
+            return f"{what} field {name!r} holds {problem}, which the store cannot take"
+    return None
+
+
+def _unstorable_value(value: Any) -> str | None:
+    """`unstorable`'s check of one value: what it holds that the store cannot take, or None."""
+    if isinstance(value, str):
+        if value.isascii():
+            return None
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            return f"a lone surrogate ({exc.object[exc.start]!a})"
+        return None
+    if isinstance(value, int):
+        return None if INT64_MIN <= value <= INT64_MAX else "an integer beyond 64 bits"
+    if isinstance(value, Mapping):
+        value = [item for pair in value.items() for item in pair]
+    if isinstance(value, (list, tuple)):
+        for item in value:
+            problem = _unstorable_value(item)
+            if problem is not None:
+                return problem
+    return None
 
 
 def normalize_message(message: Mapping[str, Any] | MessageRow, now: Callable[[], datetime]) -> MessageRow:

@@ -10,7 +10,7 @@ from typing import Any, Iterable
 from ..model import SessionSource, validate_session_id
 from . import fts
 from .entries import origin_or_none
-from .rows import TranscriptReadError, normalize_message
+from .rows import MESSAGE_COLUMNS, TranscriptReadError, normalize_message, unstorable
 
 
 class TranscriptOps:
@@ -56,8 +56,8 @@ class TranscriptOps:
             messages: the messages, each as `append_to_transcript` takes it.
         Returns:
             None when the session already has a transcript (nothing is written); else the
-            messages left out, as `(index in messages, why)`: a bad one is skipped, the others
-            are stored.
+            messages left out, as `(index in messages, why)`: a bad one (one holding a value
+            the store cannot take too, `rows.unstorable`) is skipped, the others are stored.
         Raises:
             ValueError: unsafe id. sqlite3.Error / OSError: the write failed (nothing stored).
         """
@@ -67,9 +67,16 @@ class TranscriptOps:
         rows, bad = [], []
         for index, message in enumerate(messages):
             try:
-                rows.append(normalize_message(message, self._now))
+                row = normalize_message(message, self._now)
             except (ValueError, TypeError) as exc:
                 bad.append((index, str(exc)))
+                continue
+            # Checked here, not by the database: its error would fail the whole transcript.
+            problem = unstorable({name: getattr(row, name) for name in MESSAGE_COLUMNS}, "transcript message")
+            if problem is not None:
+                bad.append((index, problem))
+            else:
+                rows.append(row)
         if rows:
             # The transcript is empty (just read): rewriting it appends the rows, all at once.
             await self._b().rewrite(session_id, rows)

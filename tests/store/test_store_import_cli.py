@@ -135,43 +135,47 @@ def test_import_missing_or_bad_file_is_one_line(home, tmp_path):
 
 
 _ENTRY = {"session_id": "20250101_000000_abcd1234", "created_at": "2025-01-01T00:00:00"}
+_GOOD = {"session_id": "20250101_000000_00000002", "created_at": "2025-01-01T00:00:00"}
 
 
-@pytest.mark.parametrize("data, why", [
-    ({"agent:main:telegram:dm:\ud800": _ENTRY},  # a lone surrogate: UTF-8 cannot encode it
-     "'utf-8' codec can't encode character '\\ud800' in position 23: surrogates not allowed"),
-    ({"agent:main:telegram:dm:1": {**_ENTRY, "input_tokens": 10 ** 26}},  # beyond SQLite's 64 bits
-     "Python int too large to convert to SQLite INTEGER"),
+@pytest.mark.parametrize("data, line", [
+    ({"agent:main:telegram:dm:\ud800": _ENTRY, "agent:main:telegram:dm:2": _GOOD},  # UTF-8 cannot encode it
+     "skipped agent:main:telegram:dm:\\ud800: session entry field 'session_key' holds a lone surrogate "
+     "('\\ud800'), which the store cannot take"),
+    ({"agent:main:telegram:dm:1": {**_ENTRY, "input_tokens": 10 ** 26}, "agent:main:telegram:dm:2": _GOOD},
+     "skipped agent:main:telegram:dm:1: session entry field 'input_tokens' holds an integer beyond 64 bits, "
+     "which the store cannot take"),
 ])
-def test_an_entry_the_store_cannot_take_is_an_error_naming_the_file(home, tmp_path, data, why):
-    """docs/operations.md §5 `sessions import`: an error about the input file names it, also
-    when the store finds it (SQLite's own words name neither file nor entry)."""
+def test_an_entry_the_store_cannot_take_is_skipped_and_reported(home, tmp_path, data, line):
+    """docs/operations.md §5 `sessions import`: an entry holding a value the store cannot take is
+    skipped with a report line naming it and why, like any bad entry; the others are imported."""
     source = tmp_path / "sessions.json"
     source.write_text(json.dumps(data))
     code, out = run("import", str(source))
-    assert (code, out) == (2, f"hermes-gateway: error: {source}: an entry holds a value the store cannot "
-                              f"take ({why}); no session was imported\n")
+    assert (code, out) == (0, "imported 1 session(s), kept 0 existing, 0 message(s) from 0 legacy transcript(s)\n"
+                              f"{line}\n")
 
     async def routes(store):
-        return await store.list_sessions()
-    assert _store_call(home, routes) == []
+        return [entry.session_key for entry in await store.list_sessions()]
+    assert _store_call(home, routes) == ["agent:main:telegram:dm:2"]
 
 
-def test_a_transcript_the_store_cannot_take_is_an_error_naming_it(home, tmp_path):
-    """The routes are imported; the legacy transcript holding a lone surrogate is named, and
-    importing again once it is fixed takes it (nothing is doubled)."""
+def test_a_transcript_line_the_store_cannot_take_is_skipped_and_reported(home, tmp_path):
+    """A legacy transcript's message holding a lone surrogate is skipped like any bad line (named
+    by file and line); the transcript's other messages are imported."""
     source = tmp_path / "sessions.json"
     source.write_text(json.dumps({"agent:main:telegram:dm:1": _ENTRY}))
     legacy = tmp_path / "20250101_000000_abcd1234.jsonl"
-    legacy.write_text('{"role": "user", "content": "\\ud800"}\n')
-    code, out = run("import", str(source))
-    assert (code, out) == (2, (
-        f"hermes-gateway: error: {legacy}: a message holds a value the store cannot take ('utf-8' codec "
-        "can't encode character '\\ud800' in position 0: surrogates not allowed); this transcript was not "
-        "imported (the routes and the transcripts imported with it are kept: fix it and import again)\n"))
-    legacy.write_text('{"role": "user", "content": "fixed"}\n')
+    legacy.write_text('{"role": "user", "content": "\\ud800"}\n{"role": "user", "content": "fine"}\n')
     code, out = run("import", str(source), "--json")
-    assert (code, json.loads(out)["skipped_existing"], json.loads(out)["messages"]) == (0, 1, 1)
+    report = json.loads(out)
+    assert (code, report["imported"], report["transcripts"], report["messages"], report["skipped"]) == (
+        0, 1, 1, 1, ["20250101_000000_abcd1234.jsonl line 1: transcript message field 'content' holds a lone "
+                     "surrogate ('\\ud800'), which the store cannot take"])
+
+    async def transcript(store):
+        return [m["content"] for m in await store.load_transcript("20250101_000000_abcd1234")]
+    assert _store_call(home, transcript) == ["fine"]
 
 
 def _populate(home):
@@ -334,6 +338,39 @@ def test_a_truncated_state_db_keeps_the_routes_sessions_json_lists(home, caplog)
         "their routes from it, as `sessions import` does; if state.db was truncated or replaced, stop the gateway "
         "and restore it from a backup (docs/operations.md §1)"]
     assert entry.session_key in json.loads((home / "sessions" / "sessions.json").read_text())
+
+
+@pytest.mark.parametrize("engine", ["state.db", "degraded"])
+def test_a_start_on_a_sessions_json_with_values_the_store_cannot_take_takes_the_other_entries(home, caplog, engine):
+    """docs/behaviour.md §3, §12: a start whose new store takes an older gateway's sessions.json
+    (state.db adopts it; the degraded engine seeds from it) skips an entry holding a lone
+    surrogate or an integer beyond 64 bits, with a line naming the file and the entry, and
+    takes the other entries: it starts, never failing again at every restart."""
+    from hermes_core.app import GatewayApp
+
+    sessions = home / "sessions"
+    sessions.mkdir(parents=True)
+    if engine == "degraded":
+        (home / "state.db").mkdir()  # SQLite cannot open a directory: the journaled engine
+    listed = sessions / "sessions.json"
+    listed.write_text(json.dumps({"agent:main:telegram:dm:\ud800": _ENTRY,
+                                  "agent:main:telegram:dm:big": {**_ENTRY, "input_tokens": 2 ** 64},
+                                  "agent:main:telegram:dm:2": _GOOD}))
+    caplog.set_level("WARNING", logger="hermes_core.store.mirror")
+
+    async def start() -> list[str]:
+        app = GatewayApp(GatewayConfig(home=home), adapters=[], watcher=False)
+        await app.start()
+        try:
+            return [entry.session_key for entry in await app.store.list_sessions()]
+        finally:
+            await app.stop()
+    assert asyncio.run(start()) == ["agent:main:telegram:dm:2"]
+    assert [r.getMessage() for r in caplog.records if r.name == "hermes_core.store.mirror"] == [
+        f"{listed}: entry 'agent:main:telegram:dm:\\ud800' skipped: session entry field 'session_key' holds a "
+        "lone surrogate ('\\ud800'), which the store cannot take",
+        f"{listed}: entry 'agent:main:telegram:dm:big' skipped: session entry field 'input_tokens' holds an "
+        "integer beyond 64 bits, which the store cannot take"]
 
 
 def test_a_writing_command_that_takes_an_older_gateways_folder_leaves_the_first_start_clean(home, seed_dir):
