@@ -10,6 +10,7 @@ import pytest
 
 from hermes_core import MessageEvent, SessionEntry, SessionSource
 from hermes_core.model import SourceError, new_session_id, parse_timestamp, validate_session_id
+from hermes_core.model.text import escape_controls
 
 
 def test_source_is_frozen_and_chat_id_is_str():
@@ -226,3 +227,9 @@ def test_agent_reply_text_and_reasoning_are_valid_unicode():
                        reasoning={"reasoning": "th\udc80ink", "reasoning_details": [{"k\udfff": 1}]})
     assert reply.text == "ok \ufffd"
     assert reply.reasoning == {"reasoning": "th\ufffdink", "reasoning_details": [{"k\ufffd": 1}]}
+
+
+def test_escape_controls_shows_invisible_characters_of_every_plane():
+    # The admin CLI's form (docs/behaviour.md §7): BMP characters as \uNNNN, a tag character
+    # (plane 14) as \UNNNNNNNN, so no escape can be read as a different character.
+    assert escape_controls("a\u00adb\u202ec\U000e0041\x1b") == "a\\xadb\\u202ec\\U000e0041\\x1b"

@@ -24,11 +24,16 @@ import orjson
 
 UNTRUSTED_MAX_CHARS = 240
 
-# Zero-width and bidi control characters: invisible, yet they reorder or hide what a reader (or a
-# model) sees. U+200B-U+200F (zero-width space/joiners, LRM/RLM), U+202A-U+202E (embeddings and
-# overrides), U+2060-U+2064 (word joiner, invisible operators), U+2066-U+2069 (isolates), U+FEFF
-# (zero-width no-break space / BOM), U+061C (Arabic letter mark), U+180E (Mongolian vowel separator).
-_INVISIBLE = "\u200b-\u200f\u202a-\u202e\u2060-\u2064\u2066-\u2069\ufeff\u061c\u180e"
+# Zero-width, bidi and other invisible format characters: invisible, yet they reorder or hide what
+# a reader (or a model) sees. U+200B-U+200F (zero-width space/joiners, LRM/RLM), U+202A-U+202E
+# (embeddings and overrides), U+2060-U+2064 (word joiner, invisible operators), U+2066-U+2069
+# (isolates), U+206A-U+206F (deprecated shaping controls), U+FEFF (zero-width no-break space /
+# BOM), U+061C (Arabic letter mark), U+180E (Mongolian vowel separator), U+00AD (soft hyphen),
+# U+FFF9-U+FFFB (interlinear annotation), U+1BCA0-U+1BCA3 (shorthand format controls),
+# U+1D173-U+1D17A (musical format controls) and U+E0000-U+E007F, the tag characters: they mirror
+# ASCII invisibly, so a display name could carry a hidden sentence into a prompt.
+_INVISIBLE = ("\u200b-\u200f\u202a-\u202e\u2060-\u2064\u2066-\u206f\ufeff\u061c\u180e\u00ad\ufff9-\ufffb"
+              "\U0001bca0-\U0001bca3\U0001d173-\U0001d17a\U000e0000-\U000e007f")
 # Collapsed to a space: C0 controls (newline and tab included), DEL, C1 controls, line and
 # paragraph separators.
 _BREAKING = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029]")
@@ -73,9 +78,9 @@ def clean_data(value: Any) -> Any:
 
 
 def strip_invisible(text: str) -> str:
-    """`text` without its zero-width and bidi control characters (U+200B-U+200F, U+202A-U+202E,
-    U+2060-U+2064, U+2066-U+2069, U+FEFF, U+061C, U+180E; all of Unicode category Cf):
-    `"undo\u200b"` → `"undo"`. Other characters are kept."""
+    """`text` without its invisible format characters (zero-width, bidi controls, soft hyphen, tag
+    characters: `_INVISIBLE`, the characters of Unicode category Cf that are not drawn; marks that
+    are, such as the Arabic number sign U+0600, are kept): `"undo\u200b"` → `"undo"`."""
     return _INVISIBLE_RE.sub("", text)
 
 
@@ -134,12 +139,15 @@ def quote_untrusted(text: Any, max_chars: int = UNTRUSTED_MAX_CHARS) -> str:
 
 
 def escape_controls(text: Any) -> str:
-    """`text` safe for a terminal: control characters (except newline and tab), zero-width and
-    bidi characters become `\\xNN` / `\\uNNNN`, so stored text cannot drive the operator's
-    terminal (docs/behaviour.md §7, admin CLI)."""
+    """`text` safe for a terminal: control characters (except newline and tab) and the invisible
+    format characters (`strip_invisible`'s) become `\\xNN` / `\\uNNNN` / `\\UNNNNNNNN`, so
+    stored text cannot drive the operator's terminal or hide in it (docs/behaviour.md §7, admin
+    CLI)."""
     def escape(match: re.Match[str]) -> str:
         code = ord(match.group())
-        return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+        if code < 0x100:
+            return f"\\x{code:02x}"
+        return f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}"
 
     return _TERMINAL_UNSAFE.sub(escape, clean_text(str(text)) if text is not None else "")
 

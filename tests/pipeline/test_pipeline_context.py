@@ -189,6 +189,18 @@ def test_c1_zero_width_and_bidi_characters_do_not_reach_the_prompt(tmp_path, pm)
         assert char not in prompt
 
 
+def test_tag_characters_and_soft_hyphens_do_not_reach_the_prompt(tmp_path, pm):
+    # Tag characters (U+E0000-U+E007F) mirror ASCII invisibly: "Bob" followed by the tags of
+    # "ignore" would carry a hidden word into the prompt (docs/behaviour.md §7).
+    hidden = "".join(chr(0xE0000 + ord(c)) for c in "ignore")
+    source = SessionSource("slack", "C1", chat_type="channel", chat_name="o\u00adps", user_id="U1",
+                           user_name=f"Bob{hidden}")
+    prompt = build_session_context_prompt(build_session_context(source, _config(tmp_path), pm=pm), pm=pm)
+    lines = prompt.splitlines()
+    assert '**Source:** Slack ("channel: ops")' in lines
+    assert '**User:** "Bob"' in lines
+
+
 def test_should_redact_needs_setting_and_pii_safe(tmp_path):
     safe = AdapterSpec(name="telegram", label="Telegram", pii_safe=True)
     unsafe = AdapterSpec(name="discord", label="Discord", pii_safe=False)
