@@ -9,6 +9,7 @@ A platform plugin imports from here only (and from `hermes_core.testing` in its 
     CAP_EDIT … CAP_WEBHOOK, CAPABILITIES       capability names for `AdapterSpec.capabilities`
     INGRESS_SINGLE_RECEIVER, INGRESS_SHARED    values of `AdapterSpec.ingress`
     PlatformSettings                           keys every `[platforms.<id>]` table accepts (sdk/settings.py)
+    IdRule                                     how a platform reads its access lists' entries (sdk/idlists.py)
     SessionSource, MessageEvent, Platform      the data model (model/)
     IdentityAlias, AliasError                  one person or chat under several ids (model/identity.py)
     hookimpl, HERMES_PLUGIN_API                hook marker and plugin API version (markers.py)
@@ -49,6 +50,7 @@ from .commands import COMMAND_MENU
 from .errors import MalformedPayload, RetryAfter, RetryAfterExceeded, SendError, describe_failure
 from .payload import field_bool, field_id, field_int, field_list, field_object, field_text, type_name
 from .sending import ChatSendQueue, RetryPolicy, deliver_plan, send_chunks, send_with_retry
+from .idlists import IdRule
 from .settings import PlatformSettings
 
 # The test kit (contract suites, fakes, fixtures) is a separate package so that importing the
@@ -59,7 +61,7 @@ __all__ = [
     "AdapterSpec", "AliasError", "AliasRecorder", "BaseAdapter", "CAPABILITIES", "CAP_EDIT", "CAP_MEDIA",
     "CAP_REACTIONS", "CAP_THREADS", "CAP_TYPING", "CAP_WEBHOOK", "COMMAND_MENU", "ChatSendQueue", "DeliveryPlan",
     "DeliveryReporter",
-    "HERMES_PLUGIN_API", "INGRESS_SHARED", "INGRESS_SINGLE_RECEIVER", "IdentityAlias", "InboundHandler",
+    "HERMES_PLUGIN_API", "IdRule", "INGRESS_SHARED", "INGRESS_SINGLE_RECEIVER", "IdentityAlias", "InboundHandler",
     "MalformedPayload", "MessageEvent", "field_bool", "field_id", "field_int", "field_list", "field_object", "field_text", "type_name", "OutboundDelivery", "Platform", "PlatformSettings", "QueuedChange", "QueuedEditor", "RedactionRule",
     "RetryAfter", "RetryAfterExceeded", "RetryPolicy", "SendError", "SendResult", "SessionContext",
     "SessionSource", "SessionWork", "SettingsSpec", "SourceError", "TESTING_PACKAGE", "WorkHandle",

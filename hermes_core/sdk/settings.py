@@ -12,11 +12,12 @@ by the plugin itself.
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, ClassVar
 
-from pydantic import ConfigDict, Field, field_validator
+from pydantic import ConfigDict, Field, ValidationInfo, field_validator
 
 from ..strict_numbers import NoBoolNumbers
+from .idlists import IdRule
 
 DEFAULT_REFUSAL_NOTICE = "This assistant is private."
 
@@ -39,7 +40,17 @@ class PlatformSettings(NoBoolNumbers):
         home_channel_name: display name of `home_channel`.
         edits_as_turns: an edited message (no longer queued) starts a new turn; by default edits
             of messages already answered are ignored and logged (docs/behaviour.md §5).
+
+    Class attributes a platform's model sets (docs/behaviour.md §9, sdk/idlists.py):
+        table: the table's name in errors (`"telegram"` → `platforms.telegram.allowed_users`).
+        user_id_rule: how `allowed_users` and `admin_users` entries are read; None (the
+            default): kept as written.
+        chat_id_rule: the same for `allowed_chats`.
     """
+
+    table: ClassVar[str | None] = None
+    user_id_rule: ClassVar[IdRule | None] = None
+    chat_id_rule: ClassVar[IdRule | None] = None
 
     # Ids written as TOML integers (`allowed_users = [12345]`) are ids all the same.
     model_config = ConfigDict(extra="forbid", coerce_numbers_to_str=True)
@@ -72,6 +83,16 @@ class PlatformSettings(NoBoolNumbers):
             except ValueError:
                 pass
         return [part.strip() for part in text.split(",") if part.strip()]
+
+    @field_validator("allowed_users", "admin_users", "allowed_chats")
+    @classmethod
+    def _read_ids(cls, value: list[str], info: ValidationInfo) -> list[str]:
+        """Entries in the form the platform sends its ids, by the model's rule; an entry that can
+        never match is an error naming it (docs/behaviour.md §9)."""
+        rule = cls.chat_id_rule if info.field_name == "allowed_chats" else cls.user_id_rule
+        if rule is None:
+            return value
+        return rule.entries(value, f"platforms.{cls.table or cls.__name__}.{info.field_name}")
 
     def missing_credentials(self) -> list[str]:
         """Keys of this table the platform needs to start but that are unset (tokens, account

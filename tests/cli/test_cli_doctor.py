@@ -362,3 +362,18 @@ def test_a_misspelt_platform_table_names_the_installed_platforms(tmp_path, enabl
         assert (code, err, rows[1:]) == (0, "", [{"check": "plugins", "status": "warn", "detail": (
             "[platforms.telegrm] is configured but no installed plugin provides it; ignored"
             f" ({INSTALLED}; did you mean telegram?)")}])
+
+
+def test_an_access_entry_that_can_never_match_is_a_failed_row_naming_it(tmp_path):
+    # docs/behaviour.md §9: a username where Telegram sends numeric ids is refused at load; the
+    # plugins row says which key and entry, and which forms work.
+    home = tmp_path / "home"
+    code, checks = _doctor(home, tmp_path, HERMES_PLATFORMS__TELEGRAM__ENABLED="true",
+                           HERMES_PLATFORMS__TELEGRAM__BOT_TOKEN="123:abc",
+                           HERMES_PLATFORMS__TELEGRAM__ALLOWED_USERS="111222333,@alice")
+    assert code == 1
+    assert checks["plugins"]["status"] == "fail"
+    assert checks["plugins"]["detail"].startswith(
+        "invalid settings in [platforms.telegram]: allowed_users: Value error, platforms.telegram.allowed_users: "
+        "'@alice' can never match a Telegram user: write a numeric user id (123456789; a @username is not one)")
+    assert "123:abc" not in json.dumps(checks)

@@ -146,3 +146,21 @@ def test_the_telegram_plugin_and_the_template_import_only_the_sdk(tmp_path):
     generated_tests = {p.name: sorted(set(_core_imports(p))) for p in (generated / "tests").glob("*.py")}
     assert generated_tests == {"test_adapter_acme.py": ["hermes_core.sdk", "hermes_core.testing"],
                                "test_contract_acme.py": ["hermes_core.testing"]}
+
+
+def test_an_id_rule_reads_each_entry_and_names_one_that_can_never_match():
+    # docs/behaviour.md §9: a platform model's rule turns entries into the ids it sends and
+    # refuses an entry no id can equal; a model without a rule keeps entries as written.
+    class Digits(sdk.PlatformSettings):
+        table = "digits"
+        user_id_rule = sdk.IdRule(read=lambda text: text if text.isdigit() else None, never="a digits user",
+                                  accepted="digits (42)")
+
+    assert Digits(allowed_users=[" 42", 7], admin_users="8, 9").allowed_users == ["42", "7"]
+    assert Digits(admin_users="8, 9").admin_users == ["8", "9"]
+    assert Digits(allowed_chats=["any chat"]).allowed_chats == ["any chat"]
+    assert sdk.PlatformSettings(allowed_users=["@alice"]).allowed_users == ["@alice"]
+    with pytest.raises(ValidationError) as info:
+        Digits(admin_users=["8", "@alice"])
+    assert ("platforms.digits.admin_users: '@alice' can never match a digits user: write digits (42)"
+            in str(info.value))

@@ -8,14 +8,39 @@ log line or an error message. Set it in the environment, not in the file:
 
 from __future__ import annotations
 
-from typing import Literal
+import re
+from typing import ClassVar, Literal
 
 from pydantic import Field, SecretStr, field_validator
 
-from hermes_core.sdk import PlatformSettings
+from hermes_core.sdk import IdRule, PlatformSettings
 
 # discord.py refuses a `max_ratelimit_timeout` below 30 s (it would invite bans).
 MIN_RATELIMIT_TIMEOUT_S = 30.0
+
+
+# Discord ids are snowflakes sent as decimal strings (docs/adapters.md §2.0: `user_id = author.id`,
+# `chat_id` = the channel id, a thread's parent channel).
+_SNOWFLAKE = re.compile(r"[0-9]+")
+
+
+def _read_snowflake(text: str) -> str | None:
+    # A username, a display name or a legacy `name#1234` tag is not an id; Discord sends none of
+    # them where the id goes, and names change, so such an entry is refused rather than guessed.
+    return text if _SNOWFLAKE.fullmatch(text) else None
+
+
+USER_IDS = IdRule(
+    read=_read_snowflake, never="a Discord user",
+    accepted="a numeric user id (Developer Mode, Copy User ID: 1300000000000000001), not a username "
+             "or a name#1234 tag")
+"""`allowed_users` / `admin_users` (docs/behaviour.md §9): snowflakes, kept as written."""
+
+CHAT_IDS = IdRule(
+    read=_read_snowflake, never="a Discord channel",
+    accepted="a numeric channel id (Developer Mode, Copy Channel ID: 1100000000000000010; for a "
+             "thread, its parent channel's), not a #channel name")
+"""`allowed_chats` (docs/behaviour.md §9): snowflakes, kept as written."""
 
 
 class DiscordSettings(PlatformSettings):
@@ -45,7 +70,14 @@ class DiscordSettings(PlatformSettings):
             before it is given up with an ERROR log. Discord never redelivers a gateway event,
             so the adapter retries itself.
         connect_timeout: how long `start` waits for the gateway session (READY), in seconds.
+
+    `allowed_users`, `admin_users` and `allowed_chats` take numeric ids (`USER_IDS`, `CHAT_IDS`);
+    an entry that is not one is refused at load (docs/behaviour.md §9).
     """
+
+    table: ClassVar[str | None] = "discord"
+    user_id_rule: ClassVar[IdRule | None] = USER_IDS
+    chat_id_rule: ClassVar[IdRule | None] = CHAT_IDS
 
     bot_token: SecretStr | None = None
     api_base: str | None = None

@@ -137,8 +137,29 @@ def test_every_common_platform_key_is_accepted(tmp_path):
     table = {}
     for name, field in PlatformSettings.model_fields.items():
         default = field.get_default(call_default_factory=True)
-        table[name] = (not default) if isinstance(default, bool) else ["id-1"] if isinstance(default, list) \
+        # An id list holds an id of this platform's form, a snowflake (docs/behaviour.md §9).
+        table[name] = (not default) if isinstance(default, bool) else ["1300000000000000001"] if isinstance(default, list) \
             else f"value of {name}"
     settings = validated(tmp_path, {**table, "bot_token": TOKEN})
     assert {name: getattr(settings, name) for name in table} == table
     assert settings.home_channel == "value of home_channel" and settings.enabled is True
+
+
+def test_access_lists_keep_snowflakes(tmp_path):
+    # docs/adapters.md §2.0: `user_id = author.id`, `chat_id` = the channel id (decimal strings).
+    settings = validated(tmp_path, {"allowed_users": [1300000000000000001, " 1300000000000000002"],
+                                    "admin_users": ["1300000000000000001"], "allowed_chats": ["1100000000000000010"]})
+    assert (settings.allowed_users, settings.admin_users, settings.allowed_chats) == (
+        ["1300000000000000001", "1300000000000000002"], ["1300000000000000001"], ["1100000000000000010"])
+
+
+@pytest.mark.parametrize("key,entry,never", [
+    ("allowed_users", "alice#1234", "a Discord user"),
+    ("admin_users", "alice", "a Discord user"),
+    ("allowed_users", "@alice", "a Discord user"),
+    ("allowed_chats", "#general", "a Discord channel"),
+])
+def test_an_access_entry_that_is_no_snowflake_is_refused_and_named(tmp_path, key, entry, never):
+    with pytest.raises(PluginSettingsError) as info:
+        validated(tmp_path, {"enabled": True, "bot_token": "x", key: [entry]})
+    assert f"platforms.discord.{key}: {entry!r} can never match {never}: write a numeric" in str(info.value)

@@ -286,6 +286,18 @@ async def test_a_user_allowed_by_number_is_answered_when_the_message_names_them_
     assert [e.session_key for e in await app.store.list_sessions()] == [f"agent:main:signal:dm:{CAROL}"]
 
 
+async def test_senders_allowed_by_a_number_with_spaces_and_an_upper_case_uuid_are_answered(daemon, gateway):
+    # docs/behaviour.md §9: "+1 555 123 0003" is Carol's `sourceNumber` +15551230003; Alice's ACI
+    # written in upper case is her `sourceUuid`, which signal-cli sends in lower case.
+    app = await gateway(allow_all=False, allowed_users=["+1 555 123 0003", ALICE.upper()])
+    await daemon.push(dm(1767225600711, "hello", uuid=CAROL, number="+15551230003", name="Carol"))
+    await daemon.wait_for(lambda: len(daemon.sent) == 1)
+    await daemon.push(dm(1767225600712, "hi", number=None))
+    await daemon.wait_for(lambda: len(daemon.sent) == 2)
+    assert [(p["recipient"], p["message"]) for p in daemon.sent] == [([CAROL], "echo: hello"), ([ALICE], "echo: hi")]
+    assert app.runner.deps.access.refused == {}
+
+
 # ---- edits and deletions (docs/behaviour.md §5 "Edits and deletions") ----------------------------
 
 ALICE_DM_KEY = f"agent:main:signal:dm:{ALICE}"

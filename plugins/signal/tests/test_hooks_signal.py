@@ -93,8 +93,40 @@ def test_every_common_platform_key_is_accepted(tmp_path):
     table = {}
     for name, field in PlatformSettings.model_fields.items():
         default = field.get_default(call_default_factory=True)
-        table[name] = (not default) if isinstance(default, bool) else ["id-1"] if isinstance(default, list) \
+        # An id list holds an id of this platform's form, a number (docs/behaviour.md §9).
+        table[name] = (not default) if isinstance(default, bool) else ["+15551230001"] if isinstance(default, list) \
             else f"value of {name}"
     settings = validated(tmp_path, {**table, "account": "+15559990000"})
     assert {name: getattr(settings, name) for name in table} == table
     assert settings.home_channel == "value of home_channel" and settings.enabled is True
+
+
+def test_access_lists_read_numbers_uuids_and_group_ids_as_signal_cli_sends_them(tmp_path):
+    # docs/adapters.md §5.1: a sender is `sourceNumber` (E.164) or `sourceUuid` (lower case); a
+    # group chat is `group:<id>` (raw id in `chat_id_alt`); signal-cli-rest-api writes a group
+    # as "group." + base64(<id>).
+    group = "Pmpi+EfPWmsxiomLe9Nx2XF9HOE483p6iKiFj65iMwI="
+    rest = "group.UG1waStFZlBXbXN4aW9tTGU5TngyWEY5SE9FNDgzcDZpS2lGajY1aU13ST0="
+    settings = validated(tmp_path, {
+        "allowed_users": ["+1 555 123 0001", "+1 (555) 123-0002", "+15551230003",
+                          "0B9C8D7E-6F5A-4B3C-8D2E-1F0A9B8C7D6E"],
+        "admin_users": ["+44 20 7946 0958"],
+        "allowed_chats": ["group:" + group, group, rest, "+1 555 123 0001", "0B9C8D7E-6F5A-4B3C-8D2E-1F0A9B8C7D6E"]})
+    assert settings.allowed_users == ["+15551230001", "+15551230002", "+15551230003",
+                                      "0b9c8d7e-6f5a-4b3c-8d2e-1f0a9b8c7d6e"]
+    assert settings.admin_users == ["+442079460958"]
+    assert settings.allowed_chats == ["group:" + group, group, "group:" + group, "+15551230001",
+                                      "0b9c8d7e-6f5a-4b3c-8d2e-1f0a9b8c7d6e"]
+
+
+@pytest.mark.parametrize("key,entry,never", [
+    ("allowed_users", "15551230001", "a Signal sender"),
+    ("admin_users", "alice.01", "a Signal sender"),
+    ("allowed_users", "+1 555 CALL NOW", "a Signal sender"),
+    ("allowed_chats", "Family", "a Signal chat"),
+    ("allowed_chats", "group:not a group", "a Signal chat"),
+])
+def test_an_access_entry_that_is_no_signal_id_is_refused_and_named(tmp_path, key, entry, never):
+    with pytest.raises(PluginSettingsError) as info:
+        validated(tmp_path, {"enabled": True, "account": "+15559990000", key: [entry]})
+    assert f"platforms.signal.{key}: {entry!r} can never match {never}: write a" in str(info.value)

@@ -15,11 +15,12 @@ Per-channel behaviour (docs/adapters.md §3.0, §0.3 item 10) lives in `[platfor
 
 from __future__ import annotations
 
-from typing import Literal
+import re
+from typing import ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 
-from hermes_core.sdk import PlatformSettings
+from hermes_core.sdk import IdRule, PlatformSettings
 
 
 DEFAULT_API_BASE_URL = "https://slack.com/api/"
@@ -29,6 +30,37 @@ DEFAULT_API_BASE_URL = "https://slack.com/api/"
 # (docs/adapters.md §3.5).
 DEFAULT_BANG_COMMANDS = ("new", "reset", "stop", "queue", "status", "help", "title", "resume", "undo",
                          "retry", "compress", "restart")
+
+
+# Slack ids are upper-case letters and digits led by their kind (docs/adapters.md §3.0): users
+# `U…` (`W…` in Enterprise Grid), a bot's messages carry its `B…` id; channels `C…`, DMs `D…`,
+# legacy private channels and group DMs `G…`.
+_SLACK_ID = re.compile(r"[A-Za-z0-9]+")
+
+
+def _slack_reader(kinds: str):
+    def read(text: str) -> str | None:
+        if not _SLACK_ID.fullmatch(text) or text[0].upper() not in kinds:
+            return None  # a handle ("@alice"), a "#channel" name, a name with a space
+        if text == text.upper():
+            return text  # as Slack sends it ("USLACKBOT" has no digit and is an id all the same)
+        # Slack sends ids in upper case only, so "u0123abcd" means exactly "U0123ABCD". A
+        # lower-case entry without a digit is a name ("ursula", "general"), never an id.
+        return text.upper() if any(c.isdigit() for c in text) else None
+    return read
+
+
+USER_IDS = IdRule(
+    read=_slack_reader("UWB"), never="a Slack user",
+    accepted="a member id (profile, Copy member ID: U0123ABCD, W0123ABCD in Enterprise Grid, or a "
+             "bot's B0123ABCD), not a @handle or a name")
+"""`allowed_users` / `admin_users` (docs/behaviour.md §9): ids, upper-cased."""
+
+CHAT_IDS = IdRule(
+    read=_slack_reader("CDG"), never="a Slack conversation",
+    accepted="a conversation id (channel details, Channel ID: C0123ABCD; D… for a DM, G… for a legacy "
+             "private channel or group DM), not a #channel name")
+"""`allowed_chats` (docs/behaviour.md §9): ids, upper-cased."""
 
 
 class SlackChannelSettings(BaseModel):
@@ -75,7 +107,14 @@ class SlackSettings(PlatformSettings):
         thread_memory_days: how long the threads the bot answered in are remembered (their
             replies are answered without a mention).
         ping_interval: Socket Mode ping interval, in seconds.
+
+    `allowed_users`, `admin_users` and `allowed_chats` take Slack ids (`USER_IDS`, `CHAT_IDS`): a
+    lower-case id is upper-cased, a handle or a name is refused at load (docs/behaviour.md §9).
     """
+
+    table: ClassVar[str | None] = "slack"
+    user_id_rule: ClassVar[IdRule | None] = USER_IDS
+    chat_id_rule: ClassVar[IdRule | None] = CHAT_IDS
 
     bot_token: SecretStr | None = None
     app_token: SecretStr | None = None

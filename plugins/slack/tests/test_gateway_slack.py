@@ -266,6 +266,21 @@ async def test_only_allowed_users_are_answered_bots_ignored_and_a_channel_refusa
         await app.stop()
 
 
+async def test_a_user_allowed_by_a_lower_case_member_id_is_answered(slack, tmp_path):
+    # docs/behaviour.md §9: Slack sends Alice as "U0ALICE01"; "u0alice01" names her all the same.
+    table = dict(adapter_settings(slack), enabled=True, allowed_users=["u0alice01"])
+    app = GatewayApp(GatewayConfig(home=tmp_path / "home", platforms={"slack": table}), watcher=False)
+    await app.start()
+    try:
+        await slack.push(load("s1_message_im"))
+        await slack.wait_for(lambda: len(slack.posted) == 1)
+        assert [(p["channel"], p["text"]) for p in slack.posted] == [
+            ("D0DMALICE1", "echo: hi, can you draft the release notes?")]
+        assert app.runner.deps.access.refused == {}
+    finally:
+        await app.stop()
+
+
 @pytest.mark.parametrize("edits_as_turns", [False, True])
 async def test_an_edit_of_a_queued_message_replaces_its_text_in_place(slack, gateway, edits_as_turns):
     # docs/behaviour.md §5 "Edits and deletions": an edit of a message still queued replaces its

@@ -123,7 +123,8 @@ def test_every_common_platform_key_is_accepted(tmp_path):
     table = {}
     for name, field in PlatformSettings.model_fields.items():
         default = field.get_default(call_default_factory=True)
-        table[name] = (not default) if isinstance(default, bool) else ["id-1"] if isinstance(default, list) \
+        # An id list holds an id of this platform's form, a Slack id (docs/behaviour.md §9).
+        table[name] = (not default) if isinstance(default, bool) else (["C0GENERAL1"] if name == "allowed_chats" else ["U0ALICE01"]) if isinstance(default, list) \
             else f"value of {name}"
     settings = validated(tmp_path, {**table, "bot_token": "xoxb-1-SECRETBOT"})
     assert {name: getattr(settings, name) for name in table} == table
@@ -141,3 +142,25 @@ def test_an_api_base_url_that_is_not_an_http_url_is_refused_at_load(tmp_path, ur
         validated(tmp_path, {"enabled": True, "bot_token": "xoxb-1-SECRETVALUE", "api_base_url": url})
     assert f"api_base_url: Value error, {problem}" in str(info.value)
     assert "SECRETVALUE" not in str(info.value)
+
+
+def test_access_lists_take_slack_ids_in_any_case(tmp_path):
+    # docs/adapters.md §3.0: Slack sends ids in upper case (`U…`/`W…` users, `B…` bots, `C…`,
+    # `D…`, `G…` conversations); a lower-case id means the same one.
+    settings = validated(tmp_path, {"allowed_users": ["u0alice01", "U0BOB0002", "W0123ABCD", "USLACKBOT"],
+                                    "admin_users": ["u0alice01"], "allowed_chats": ["c0general1", "G0LEGACY01", "D1"]})
+    assert (settings.allowed_users, settings.admin_users, settings.allowed_chats) == (
+        ["U0ALICE01", "U0BOB0002", "W0123ABCD", "USLACKBOT"], ["U0ALICE01"], ["C0GENERAL1", "G0LEGACY01", "D1"])
+
+
+@pytest.mark.parametrize("key,entry,never", [
+    ("allowed_users", "@alice", "a Slack user"),
+    ("admin_users", "ursula", "a Slack user"),
+    ("allowed_users", "alice@example.com", "a Slack user"),
+    ("allowed_chats", "#general", "a Slack conversation"),
+    ("allowed_chats", "general", "a Slack conversation"),
+])
+def test_an_access_entry_that_is_no_slack_id_is_refused_and_named(tmp_path, key, entry, never):
+    with pytest.raises(PluginSettingsError) as info:
+        validated(tmp_path, {"enabled": True, "bot_token": "xoxb-1", "app_token": "xapp-1", key: [entry]})
+    assert f"platforms.slack.{key}: {entry!r} can never match {never}: write a" in str(info.value)

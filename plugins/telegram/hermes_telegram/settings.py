@@ -8,14 +8,40 @@ a log line or an error message. Prefer the environment for it:
 
 from __future__ import annotations
 
-from typing import Literal
+import re
+from typing import ClassVar, Literal
 
 from pydantic import Field, SecretStr, field_validator, model_validator
 
-from hermes_core.sdk import PlatformSettings
+from hermes_core.sdk import IdRule, PlatformSettings
 
 DEFAULT_BASE_URL = "https://api.telegram.org/bot"
 DEFAULT_BASE_FILE_URL = "https://api.telegram.org/file/bot"
+
+
+# Telegram ids are integers, sent as their decimal text (docs/adapters.md §1.0: `str(from.id)`,
+# `str(chat.id)`); groups, supergroups and channels are negative, and so is a user id that is a
+# chat posting as itself (`sender_chat.id`: an anonymous admin, a channel).
+_TELEGRAM_ID = re.compile(r"-?[0-9]+")
+
+
+def _read_id(text: str) -> str | None:
+    # A username ("@alice", "alice") or a title is not an id and the Bot API never sends one in
+    # its place, so such an entry is refused rather than guessed at.
+    return text if _TELEGRAM_ID.fullmatch(text) else None
+
+
+USER_IDS = IdRule(
+    read=_read_id, never="a Telegram user",
+    accepted="a numeric user id (123456789; a @username is not one), or the negative id of a chat "
+             "posting as itself (-1001234567890)")
+"""`allowed_users` / `admin_users` (docs/behaviour.md §9): numeric ids, kept as written."""
+
+CHAT_IDS = IdRule(
+    read=_read_id, never="a Telegram chat",
+    accepted="a numeric chat id (-1001234567890 for a supergroup or channel, -4012345678 for a group, "
+             "the user id for a private chat; a @username or a title is not one)")
+"""`allowed_chats` (docs/behaviour.md §9): numeric ids, kept as written."""
 
 
 class TelegramSettings(PlatformSettings):
@@ -44,7 +70,14 @@ class TelegramSettings(PlatformSettings):
         send_attempts: attempts per chunk when the platform answers 429 (first try included).
         topic_names: forum topic names from config, `{chat_id: {thread_id: name}}`, used when
             the update does not carry the topic's creation message.
+
+    `allowed_users`, `admin_users` and `allowed_chats` take numeric ids (`USER_IDS`, `CHAT_IDS`);
+    an entry that is not one is refused at load (docs/behaviour.md §9).
     """
+
+    table: ClassVar[str | None] = "telegram"
+    user_id_rule: ClassVar[IdRule | None] = USER_IDS
+    chat_id_rule: ClassVar[IdRule | None] = CHAT_IDS
 
     bot_token: SecretStr | None = None
     base_url: str = DEFAULT_BASE_URL

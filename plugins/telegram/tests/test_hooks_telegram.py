@@ -120,3 +120,31 @@ def test_a_base_url_that_is_not_an_http_url_is_refused_at_load(tmp_path, key):
         "enabled": True, "bot_token": "123:ABC", key: "http://127.0.0.1:8081/bot"}})
     assert getattr(validate_plugin_settings(create_plugin_manager(ok)[0], ok)["telegram"], key) == \
         "http://127.0.0.1:8081/bot"
+
+
+def _telegram(tmp_path, table):
+    config = GatewayConfig(home=tmp_path, platforms={"telegram": {"bot_token": "123:ABC", **table}})
+    pm, _ = create_plugin_manager(config)
+    return validate_plugin_settings(pm, config)["telegram"]
+
+
+def test_access_lists_keep_numeric_ids(tmp_path):
+    # docs/adapters.md §1.0: user ids are `str(from.id)` (a chat posting as itself: its negative
+    # id), chat ids `str(chat.id)` (groups negative, supergroups and channels `-100…`).
+    settings = _telegram(tmp_path, {"allowed_users": [111222333, " 444555666 ", "-1001234567890"],
+                                    "admin_users": ["111222333"], "allowed_chats": [-4012345678, "-1001234567890"]})
+    assert (settings.allowed_users, settings.admin_users, settings.allowed_chats) == (
+        ["111222333", "444555666", "-1001234567890"], ["111222333"], ["-4012345678", "-1001234567890"])
+
+
+@pytest.mark.parametrize("key,entry,never", [
+    ("allowed_users", "@alice", "a Telegram user"),
+    ("admin_users", "alice", "a Telegram user"),
+    ("allowed_users", "111 222 333", "a Telegram user"),
+    ("allowed_chats", "@my_channel", "a Telegram chat"),
+    ("allowed_chats", "Family group", "a Telegram chat"),
+])
+def test_an_access_entry_that_is_no_telegram_id_is_refused_and_named(tmp_path, key, entry, never):
+    with pytest.raises(PluginSettingsError) as info:
+        _telegram(tmp_path, {"enabled": True, key: [entry]})
+    assert f"platforms.telegram.{key}: {entry!r} can never match {never}: write a numeric" in str(info.value)

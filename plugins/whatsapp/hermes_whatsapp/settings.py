@@ -8,9 +8,9 @@ environment for them: `HERMES_PLATFORMS__WHATSAPP_CLOUD__ACCESS_TOKEN=…`,
 `HERMES_PLATFORMS__WHATSAPP_CLOUD__APP_SECRET=…`, `HERMES_PLATFORMS__WHATSAPP_CLOUD__VERIFY_TOKEN=…`,
 `HERMES_PLATFORMS__WHATSAPP__BRIDGE_TOKEN=…`.
 
-`allowed_users` and `admin_users` entries are read as WhatsApp ids (`user_list_entry`): a phone
-number written with spaces or dashes becomes its digits, an entry that could never match a sender
-is refused (docs/behaviour.md §9).
+`allowed_users`, `admin_users` and `allowed_chats` entries are read as WhatsApp ids (`USER_IDS`,
+`CHAT_IDS`): a phone number written with spaces or dashes becomes its digits, an entry that could
+never match a sender or chat is refused (docs/behaviour.md §9).
 """
 
 from __future__ import annotations
@@ -18,9 +18,9 @@ from __future__ import annotations
 import re
 from typing import ClassVar
 
-from pydantic import Field, SecretStr, ValidationInfo, field_validator
+from pydantic import Field, SecretStr, field_validator
 
-from hermes_core.sdk import PlatformSettings
+from hermes_core.sdk import IdRule, PlatformSettings
 
 DEFAULT_BRIDGE_URL = "http://127.0.0.1:3000"
 DEFAULT_GRAPH_BASE_URL = "https://graph.facebook.com/v23.0"
@@ -38,48 +38,80 @@ _WRITTEN_PHONE = re.compile(r"\+?[0-9\s().-]*[0-9][0-9\s().-]*")
 # Every character a WhatsApp user id holds: JIDs (`15551234567:12@s.whatsapp.net`), LIDs
 # (`…@lid`), bare numbers, a leading "+", and Cloud BSUIDs (`US.13491208655302741918`).
 _USER_ID = re.compile(r"\+?[A-Za-z0-9@.:_-]+")
+# An old-style group id without its server (`15551234567-1600000000`, the canonical form of
+# `15551234567-1600000000@g.us`): creator number, one dash, timestamp. Read as a written phone
+# number it would lose its dash and match no group.
+_OLD_GROUP_ID = re.compile(r"[0-9]+-[0-9]+")
+# A chat id may also be a Cloud API `group_id`, an opaque id whose alphabet Meta does not
+# document; the base64 characters are let through so that no real one is refused.
+_CHAT_ID = re.compile(r"\+?[A-Za-z0-9@.:_+/=-]+")
+
+
+def _read_user(text: str) -> str | None:
+    if _WRITTEN_PHONE.fullmatch(text):
+        return re.sub(r"[^0-9]", "", text)
+    return text if _USER_ID.fullmatch(text) else None
+
+
+def _read_chat(text: str) -> str | None:
+    if _OLD_GROUP_ID.fullmatch(text):
+        return text
+    if _WRITTEN_PHONE.fullmatch(text):
+        return re.sub(r"[^0-9]", "", text)
+    return text if _CHAT_ID.fullmatch(text) else None
+
+
+USER_IDS = IdRule(
+    read=_read_user, never="a WhatsApp sender",
+    accepted="a phone number with its country code (+1 555 123 4567), a JID (15551234567@s.whatsapp.net), "
+             "a LID (…@lid) or a business-scoped user id (US.13491208655302741918)")
+"""`allowed_users` / `admin_users` of both WhatsApp tables (docs/behaviour.md §9).
+
+A phone number (an optional `+`, digits, spaces, dashes, dots, parentheses) is read as its digits
+alone: `"+1-555-123-4567"` → `"15551234567"`, the number of a bridge sender's JID and a Cloud
+sender's `wa_id`. Why normalised rather than refused: writing a number with spaces is the
+ordinary way to write it and it means exactly one id, whereas the id rule of the session key
+(seed §4: drop the first `+`, cut at `:` and `@`) keeps spaces and dashes, so such an entry never
+matched anyone. A JID, a LID or a BSUID is kept as written. An entry with a character no WhatsApp
+id has (a space in a name, a comma, letters in a number) could never match and is refused."""
+
+CHAT_IDS = IdRule(
+    read=_read_chat, never="a WhatsApp chat",
+    accepted="a group JID (120363025555555555@g.us), a phone number with its country code "
+             "(+1 555 123 4567), a JID or LID of a DM, or a Cloud API group id or business-scoped user "
+             "id (US.13491208655302741918)")
+"""`allowed_chats` of both WhatsApp tables (docs/behaviour.md §9): a chat id is a group JID
+(`120363025555555555@g.us`, old ones `<creator>-<timestamp>@g.us`, with or without the server),
+a DM's JID or LID, or on the Cloud API a `group_id`, a BSUID or a phone number. A phone number
+is read as its digits, as in `USER_IDS` (a DM's chat id is the person's JID or `wa_id`); an
+old-style group id without its server is kept with its dash; an entry with a space or another
+character no chat id has (a group's subject, `"Family chat"`) is refused."""
 
 
 def user_list_entry(entry: str, name: str) -> str:
     """One `allowed_users` / `admin_users` entry of a WhatsApp table, in the form a sender's id
-    is matched in (docs/behaviour.md §9).
+    is matched in (`USER_IDS`, docs/behaviour.md §9).
 
     Args:
         entry: the entry as written (`"+1 555 123 4567"`, a JID, a LID, a BSUID).
         name: the key it is in, for the error (`"platforms.whatsapp.allowed_users"`).
 
     Returns:
-        A phone number (an optional `+`, digits, spaces, dashes, dots, parentheses) as its
-        digits alone: `"+1-555-123-4567"` → `"15551234567"`, the number of a bridge sender's
-        JID and a Cloud sender's `wa_id`. Why normalised rather than refused: writing a number
-        with spaces is the ordinary way to write it and it means exactly one id, whereas the id
-        rule of the session key (seed §4: drop the first `+`, cut at `:` and `@`) keeps spaces
-        and dashes, so such an entry never matched anyone. Any other entry is returned as is.
+        A phone number as its digits (`"+1-555-123-4567"` → `"15551234567"`); any other entry as
+        written.
 
     Raises:
-        ValueError: the entry holds a character no WhatsApp id has (a space in a name, a comma,
-            letters in a number): it could never match a sender; the message names it.
+        ValueError: the entry could never match a sender; the message names it.
     """
-    text = entry.strip()
-    if _WRITTEN_PHONE.fullmatch(text):
-        return re.sub(r"[^0-9]", "", text)
-    if _USER_ID.fullmatch(text):
-        return text
-    raise ValueError(f"{name}: {entry!r} can never match a WhatsApp sender: write a phone number with "
-                     f"its country code (+1 555 123 4567), a JID (15551234567@s.whatsapp.net), a LID "
-                     f"(…@lid) or a business-scoped user id (US.13491208655302741918)")
+    return USER_IDS.entries([entry], name)[0]
 
 
 class _WhatsAppTable(PlatformSettings):
-    """What both WhatsApp tables share: user lists matched the way WhatsApp ids are."""
+    """What both WhatsApp tables share: access lists read the way WhatsApp ids are."""
 
-    # The table's name in messages (`platforms.<table>.allowed_users`).
-    table: ClassVar[str] = "whatsapp"
-
-    @field_validator("allowed_users", "admin_users")
-    @classmethod
-    def _check_user_lists(cls, value: list[str], info: ValidationInfo) -> list[str]:
-        return [user_list_entry(entry, f"platforms.{cls.table}.{info.field_name}") for entry in value]
+    table: ClassVar[str | None] = "whatsapp"
+    user_id_rule: ClassVar[IdRule | None] = USER_IDS
+    chat_id_rule: ClassVar[IdRule | None] = CHAT_IDS
 
 
 class WhatsAppSettings(_WhatsAppTable):
@@ -136,7 +168,7 @@ class WhatsAppCloudSettings(_WhatsAppTable):
         max_body_bytes: largest webhook body accepted (Meta batches at most a few hundred KB).
     """
 
-    table: ClassVar[str] = "whatsapp_cloud"
+    table: ClassVar[str | None] = "whatsapp_cloud"
 
     access_token: SecretStr | None = None
     app_secret: SecretStr | None = None

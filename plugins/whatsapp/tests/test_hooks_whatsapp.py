@@ -84,6 +84,29 @@ def test_a_user_entry_that_can_never_match_is_refused_and_named(tmp_path, platfo
     assert (f"platforms.{platform}.{key}: {entry!r} can never match a WhatsApp sender" in str(info.value))
 
 
+@pytest.mark.parametrize("platform", ["whatsapp", "whatsapp_cloud"])
+def test_allowed_chats_take_group_jids_group_ids_and_phone_numbers(tmp_path, platform):
+    # docs/adapters.md §4.0, §4.3: a bridge chat is a group JID (`120363…@g.us`, old ones
+    # `<creator>-<timestamp>@g.us`) or a DM's JID, keyed without the server; a Cloud chat is a
+    # `group_id`, a BSUID or the `from` digits.
+    table = {"allowed_chats": ["120363025555555555@g.us", "120363025555555555", "15551234567-1600000000",
+                               "+1 555 123 4567", "98765432109876@lid",
+                               "Y2FwaV9ncm91cDoxNzA1NTU1MDEzOToxMjAzNjM0MDQ2OTQyMzM4MjAZD", "US.13491208655302741918"]}
+    settings = validated(tmp_path, {platform: table})[platform]
+    assert settings.allowed_chats == ["120363025555555555@g.us", "120363025555555555", "15551234567-1600000000",
+                                      "15551234567", "98765432109876@lid",
+                                      "Y2FwaV9ncm91cDoxNzA1NTU1MDEzOToxMjAzNjM0MDQ2OTQyMzM4MjAZD",
+                                      "US.13491208655302741918"]
+
+
+@pytest.mark.parametrize("platform,entry", [("whatsapp", "Family chat"), ("whatsapp_cloud", "+1 555 123 4567 ext. 2")])
+def test_a_chat_entry_that_can_never_match_is_refused_and_named(tmp_path, platform, entry):
+    with pytest.raises(PluginSettingsError) as info:
+        validated(tmp_path, {platform: {"enabled": True, "allowed_chats": [entry]}})
+    assert f"platforms.{platform}.allowed_chats: {entry!r} can never match a WhatsApp chat: write a group JID" in (
+        str(info.value))
+
+
 async def test_cloud_start_names_the_missing_setting_never_a_value():
     adapter = WhatsAppCloudAdapter({"access_token": SECRET, "app_secret": "s", "phone_number_id": "1"})
     with pytest.raises(WhatsAppCloudStartError) as info:

@@ -1,0 +1,57 @@
+"""IdRule: how a platform reads the entries of its access lists (docs/behaviour.md §9).
+
+An `allowed_users` / `admin_users` / `allowed_chats` entry is compared with the ids the platform
+sends, as they are: an entry written in another form (`"@alice"` where Telegram sends
+`"123456789"`, `"+1 555 123 4567"` where Signal sends `"+15551234567"`) matches nobody, and the
+person it names is refused with nothing to tell the operator why. A platform plugin therefore
+gives its settings model an `IdRule` per kind of id (`PlatformSettings.user_id_rule`,
+`chat_id_rule`): the rule turns an entry that means exactly one id into that id, and an entry
+that can never be one is refused when the configuration is loaded, with an error naming the key,
+the entry and the forms that work (`hermes-gateway doctor` shows it as a row).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Iterable
+
+
+@dataclass(frozen=True, slots=True)
+class IdRule:
+    """One platform's rule for one kind of id in its access lists.
+
+    Attributes:
+        read: `entry -> id`: the entry (already stripped of surrounding blanks) in the form the
+            platform sends it (`"u0123abcd"` → `"U0123ABCD"`), or None when no id the platform
+            sends can ever equal it. Must not raise.
+        never: who such an entry would never match, for the error (`"a Telegram user"`).
+        accepted: the forms that work, with an example each, for the error
+            (`"a numeric user id (123456789)"`).
+    """
+
+    read: Callable[[str], str | None]
+    never: str
+    accepted: str
+
+    def entries(self, values: Iterable[str], name: str) -> list[str]:
+        """Every entry of one list, read by the rule.
+
+        Args:
+            values: the list as validated (strings; TOML integers are strings by now).
+            name: the key, for the error (`"platforms.telegram.allowed_users"`).
+
+        Returns:
+            The entries in the form the platform sends, in order.
+
+        Raises:
+            ValueError: an entry can never match; the message names `name`, the entry and
+                `accepted` (`platforms.telegram.allowed_users: '@alice' can never match a
+                Telegram user: write a numeric user id (123456789)`).
+        """
+        out = []
+        for entry in values:
+            value = self.read(entry.strip())
+            if value is None:
+                raise ValueError(f"{name}: {entry!r} can never match {self.never}: write {self.accepted}")
+            out.append(value)
+        return out
