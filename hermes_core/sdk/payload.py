@@ -24,20 +24,30 @@ def type_name(value: Any) -> str:
     return type(value).__name__
 
 
-def field_object(data: Mapping, key: str, path: str, *, required: bool = False) -> dict | None:
-    """`data[key]` as an object; None when absent or null.
+def _present(data: Mapping, key: str, path: str, required: bool, kind: type, described: str) -> Any:
+    """`data[key]` when it is set and of `kind` (booleans are no `int`); None when absent or null.
 
     Raises:
-        MalformedPayload: not an object ("must be an object, got int"), or absent when `required`.
+        MalformedPayload: of another type ("must be <described>, got str"), or absent when
+            `required` ("is missing").
     """
     value = data.get(key)
     if value is None:
         if required:
             raise MalformedPayload(f"{path}.{key}", "is missing")
         return None
-    if not isinstance(value, dict):
-        raise MalformedPayload(f"{path}.{key}", f"must be an object, got {type_name(value)}")
+    if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
+        raise MalformedPayload(f"{path}.{key}", f"must be {described}, got {type_name(value)}")
     return value
+
+
+def field_object(data: Mapping, key: str, path: str, *, required: bool = False) -> dict | None:
+    """`data[key]` as an object; None when absent or null.
+
+    Raises:
+        MalformedPayload: not an object ("must be an object, got int"), or absent when `required`.
+    """
+    return _present(data, key, path, required, dict, "an object")
 
 
 def field_list(data: Mapping, key: str, path: str) -> list:
@@ -46,12 +56,8 @@ def field_list(data: Mapping, key: str, path: str) -> list:
     Raises:
         MalformedPayload: not a list ("must be a list, got dict").
     """
-    value = data.get(key)
-    if value is None:
-        return []
-    if not isinstance(value, list):
-        raise MalformedPayload(f"{path}.{key}", f"must be a list, got {type_name(value)}")
-    return value
+    value = _present(data, key, path, False, list, "a list")
+    return [] if value is None else value
 
 
 def field_int(data: Mapping, key: str, path: str, *, required: bool = False, low: int | None = None,
@@ -63,13 +69,9 @@ def field_int(data: Mapping, key: str, path: str, *, required: bool = False, low
         MalformedPayload: not an integer ("must be an integer, got str"), outside the bounds
             ("is out of range (0..100)"), or absent when `required`.
     """
-    value = data.get(key)
+    value = _present(data, key, path, required, int, "an integer")
     if value is None:
-        if required:
-            raise MalformedPayload(f"{path}.{key}", "is missing")
         return None
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise MalformedPayload(f"{path}.{key}", f"must be an integer, got {type_name(value)}")
     if (low is not None and value < low) or (high is not None and value > high):
         bounds = f"{'' if low is None else low}..{'' if high is None else high}"
         raise MalformedPayload(f"{path}.{key}", f"is out of range ({bounds})")
@@ -82,12 +84,7 @@ def field_bool(data: Mapping, key: str, path: str) -> bool:
     Raises:
         MalformedPayload: not a boolean ("must be a boolean, got int").
     """
-    value = data.get(key)
-    if value is None:
-        return False
-    if not isinstance(value, bool):
-        raise MalformedPayload(f"{path}.{key}", f"must be a boolean, got {type_name(value)}")
-    return value
+    return _present(data, key, path, False, bool, "a boolean") is True
 
 
 def field_text(data: Mapping, key: str, path: str, *, required: bool = False) -> str | None:
@@ -97,13 +94,7 @@ def field_text(data: Mapping, key: str, path: str, *, required: bool = False) ->
     Raises:
         MalformedPayload: not a string ("must be a string, got int"), or absent when `required`.
     """
-    value = data.get(key)
-    if value is None:
-        if required:
-            raise MalformedPayload(f"{path}.{key}", "is missing")
-        return None
-    if not isinstance(value, str):
-        raise MalformedPayload(f"{path}.{key}", f"must be a string, got {type_name(value)}")
+    value = _present(data, key, path, required, str, "a string")
     return clean_text(value) if value else value
 
 
@@ -121,13 +112,9 @@ def field_id(data: Mapping, key: str, path: str, *, required: bool = False,
             surrogate)"), longer than `max_length`, or absent ("is missing") or blank ("is empty")
             when `required`.
     """
-    value = data.get(key)
+    value = _present(data, key, path, required, str, "a string")
     if value is None:
-        if required:
-            raise MalformedPayload(f"{path}.{key}", "is missing")
         return None
-    if not isinstance(value, str):
-        raise MalformedPayload(f"{path}.{key}", f"must be a string, got {type_name(value)}")
     try:
         value.encode("utf-8")
     except UnicodeEncodeError:
