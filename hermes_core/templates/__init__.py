@@ -54,6 +54,44 @@ def _fill(text: str, variables: dict[str, str], where: Path) -> str:
     return _PLACEHOLDER.sub(replace, text)
 
 
+def _taken_by_installed(variables: dict[str, str], target: Path) -> list[str]:
+    """What installed already uses the new package's distribution name, platform id or import
+    package (docs/plugins.md §1): `new-plugin core` would write a second `hermes-gateway-core` with a
+    package `hermes_core` (its install replaces the core), `telegram` a second
+    `hermes-gateway-telegram`, `local` a duplicate of the core's terminal platform. A package
+    installed from `target` itself (the plugin generated there before, regenerated with --force) is
+    no clash."""
+    import importlib.util
+    import json
+    from importlib import metadata
+
+    def from_target(dist: metadata.Distribution) -> bool:
+        try:
+            url = json.loads(dist.read_text("direct_url.json") or "{}").get("url", "")
+        except ValueError:
+            return False
+        return url.startswith("file://") and Path(url[len("file://"):]).resolve() == target
+
+    name, reasons, seen = variables["name"], [], set()
+    for dist in metadata.distributions():
+        dist_name = re.sub(r"[-_.]+", "-", dist.metadata["Name"] or "").lower()
+        if dist_name in seen or from_target(dist):
+            continue
+        seen.add(dist_name)
+        if dist_name == variables["dist"]:
+            reasons.append(f"{dist_name} is installed (the new package has its distribution name)")
+        elif any(ep.name == name and ep.group.startswith("hermes_core.") for ep in dist.entry_points):
+            reasons.append(f"{dist_name} provides platform {name!r}")
+    try:
+        spec = importlib.util.find_spec(variables["package"])
+    except (ImportError, ValueError):
+        spec = None
+    origin = spec and (spec.origin or next(iter(spec.submodule_search_locations or []), None))
+    if origin and target not in Path(origin).resolve().parents:
+        reasons.append(f"the import package {variables['package']} exists ({Path(origin).parent})")
+    return reasons
+
+
 def render_plugin(name: str, parent: Path | str, *, label: str | None = None, force: bool = False) -> Path:
     """Write a new plugin package `hermes-gateway-<name>` into `parent/hermes-gateway-<name>`.
 
@@ -71,6 +109,11 @@ def render_plugin(name: str, parent: Path | str, *, label: str | None = None, fo
     """
     variables = plugin_variables(name, label)
     target = Path(parent).expanduser().resolve() / variables["dist"]
+    taken = _taken_by_installed(variables, target)
+    if taken:
+        raise PluginTemplateError(
+            f"plugin name {name!r} is taken: {'; '.join(taken)}; installing the new package would "
+            f"replace or clash with it: choose another name")
     if target.exists() and any(target.iterdir()) and not force:
         raise PluginTemplateError(f"{target} already exists and is not empty (use --force to overwrite)")
     for source in sorted(TEMPLATE_ROOT.rglob("*.tmpl")):

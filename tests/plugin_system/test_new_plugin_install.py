@@ -32,6 +32,24 @@ def _cli() -> typer.Typer:
     return app
 
 
+def test_new_plugin_refuses_a_name_an_installed_package_has(tmp_path):
+    """docs/plugins.md §1: a name whose distribution, platform id or import package is installed
+    already is refused and nothing is written. `new-plugin core` used to write a second
+    `hermes-gateway-core` with a package `hermes_core`, and its printed install command replaced
+    the core (the `hermes-gateway` command was gone); `local` duplicated the terminal platform."""
+    result = CliRunner().invoke(_cli(), ["new-plugin", "local", "--dir", str(tmp_path)])
+    assert result.exit_code == 2
+    assert " ".join(result.output.split()) == (
+        "hermes-gateway: error: plugin name 'local' is taken: hermes-gateway-core provides platform "
+        "'local'; installing the new package would replace or clash with it: choose another name")
+    with pytest.raises(PluginTemplateError) as caught:
+        render_plugin("core", tmp_path)
+    assert str(caught.value).startswith(
+        "plugin name 'core' is taken: hermes-gateway-core is installed (the new package has its "
+        "distribution name); the import package hermes_core exists (")
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_new_plugin_command_writes_the_package(tmp_path):
     result = CliRunner().invoke(_cli(), ["new-plugin", "acme_chat", "--dir", str(tmp_path)])
     assert result.exit_code == 0, result.output
