@@ -80,8 +80,9 @@ class PlatformSettings(NoBoolNumbers):
         if text.startswith("["):
             try:
                 return json.loads(text)
-            except ValueError:
-                pass
+            except ValueError:  # '[111, 222' would be the ids '[111' and '222', matching nobody
+                raise ValueError("starts with '[' but is not a valid JSON list; write a JSON list "
+                                 "([111, 222]) or comma-separated ids (111,222)") from None
         return [part.strip() for part in text.split(",") if part.strip()]
 
     @field_validator("allowed_users", "admin_users", "allowed_chats")

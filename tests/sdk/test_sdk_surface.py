@@ -53,6 +53,21 @@ def test_platform_settings_defaults_and_forbidden_extras():
         sdk.PlatformSettings(allowed_user=["1"])
 
 
+def test_an_id_list_from_the_environment_is_a_json_list_or_comma_separated_ids():
+    """docs/configuration.md §2: an id list given as one string is comma-separated ids or a JSON
+    list. A broken JSON list ('[111, 222', a bracket lost in a shell or an .env file) used to be
+    split on its commas into the ids '[111' and '222', so user 111 was refused without a word."""
+    assert sdk.PlatformSettings(allowed_users="111222333, 444555666").allowed_users == [
+        "111222333", "444555666"]
+    assert sdk.PlatformSettings(admin_users='[111, "222"]').admin_users == ["111", "222"]
+    with pytest.raises(ValidationError) as caught:
+        sdk.PlatformSettings(allowed_users="[111, 222")
+    assert [(e["loc"], e["msg"]) for e in caught.value.errors()] == [(
+        ("allowed_users",),
+        "Value error, starts with '[' but is not a valid JSON list; write a JSON list ([111, 222]) "
+        "or comma-separated ids (111,222)")]
+
+
 async def test_base_adapter_record_alias_needs_a_recorder_and_builds_the_alias():
     class Probe(sdk.BaseAdapter):
         spec = sdk.AdapterSpec(name="probe", label="Probe", busy_input_mode="sequential",
