@@ -24,6 +24,7 @@ from typing import Any, Awaitable, Callable
 
 import typer
 
+from ..dirs import ensure_private_dir, why_dir_uncreatable, why_dir_unwritable
 from ..model.text import clean_text, escape_controls
 
 from ..model import SessionEntry, format_timestamp, validate_session_id
@@ -111,6 +112,15 @@ def _run(work: Callable[[SessionStore], Awaitable[Any]], *, write: bool = False,
         # tells a truncated state.db by what it holds (docs/operations.md §1).
         raise fail(f"state.db {config.db_path} is empty (0 bytes): nothing to show; `hermes-gateway doctor` says "
                    "what to do")
+    if write and not need_state:
+        # `import` may make the home: what is in the way is said as the start says it
+        # (docs/operations.md §5), not as the lock file's OSError ("[Errno 17] File exists: …").
+        try:
+            ensure_private_dir(config.home)
+        except OSError as exc:
+            raise fail(f"HERMES_HOME {why_dir_uncreatable(config.home, exc)}") from None
+        if (unwritable := why_dir_unwritable(config.home)) is not None:
+            raise fail(f"HERMES_HOME {config.home} is not writable: {unwritable}")
     creates_state = not need_state and not _has_gateway_state(config.db_path, config.sessions_dir)
     # The commands print their own report: warnings go to gateway.log (writes) or nowhere
     # (reads: a read-only command writes nothing into the home), never twice on the terminal.

@@ -358,6 +358,27 @@ def test_an_import_that_cannot_read_its_file_creates_no_home(tmp_path, name, con
     assert not home.exists()
 
 
+def test_an_import_into_a_home_it_cannot_make_or_write_says_why_in_words(tmp_path):
+    """docs/operations.md §5: `import` may make the home; what is in the way is said as the start
+    says it, not as the lock file's OSError (`[Errno 17] File exists: '…'`, `[Errno 13] Permission
+    denied: '…/gateway.lock'`)."""
+    old = _old_gateway_dir(tmp_path)
+    (tmp_path / "a-file").write_text("not a folder")
+    locked = tmp_path / "locked"
+    locked.mkdir(mode=0o555)
+    for home, error in [
+        (tmp_path / "a-file", f"HERMES_HOME {tmp_path / 'a-file'} exists and is not a directory"),
+        (tmp_path / "a-file" / "home",
+         f"HERMES_HOME {tmp_path / 'a-file' / 'home'} cannot be created: {tmp_path / 'a-file'} is not a directory"),
+        (locked / "home", f"HERMES_HOME {locked / 'home'} cannot be created in {locked}: Permission denied"),
+        (locked, f"HERMES_HOME {locked} is not writable: Permission denied"),
+    ]:
+        code, out, err = run(["sessions", "import", str(old)], gateway_env(home), tmp_path,
+                             prefix=bound_by_file_modes())
+        assert (code, out, err) == (2, "", f"hermes-gateway: error: {error}\n")
+    assert list(locked.iterdir()) == []
+
+
 def test_reindex_reports_healthy_then_rebuilds_a_damaged_index(tmp_path):
     home = tmp_path / "home"
     assert run(["chat"], gateway_env(home), tmp_path, stdin="the lighthouse keeper\n")[0] == 0
