@@ -68,14 +68,18 @@ def read_sessions_json(path: Path) -> tuple[Path, dict]:
             (UTF-8) JSON, or not a JSON object. OSError: it cannot be read.
     """
     path = Path(path)
-    if path.is_dir():  # the older gateway's sessions folder: its sessions.json is the index
-        path = path / SESSIONS_FILE_NAME
-    if not path.is_file():
-        raise FileNotFoundError(f"no sessions.json at {path}")
     try:
+        if path.is_dir():  # the older gateway's sessions folder: its sessions.json is the index
+            path = path / SESSIONS_FILE_NAME
+        if not path.is_file():
+            raise FileNotFoundError(f"no sessions.json at {path}")
         data = json.loads(path.read_text(encoding="utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise ValueError(f"{path} is not valid JSON: {exc}") from None
+    except FileNotFoundError:
+        raise
+    except OSError as exc:  # in words, not "[Errno 13] Permission denied: '…'"
+        raise OSError(f"{path} cannot be read: {exc.strerror or exc}") from None
     if not isinstance(data, dict):
         raise ValueError(f"{path} does not hold a JSON object of session entries")
     return path, data

@@ -358,6 +358,26 @@ def test_an_import_that_cannot_read_its_file_creates_no_home(tmp_path, name, con
     assert not home.exists()
 
 
+def test_an_import_of_a_file_or_folder_it_may_not_read_says_so_and_creates_no_home(tmp_path):
+    """docs/operations.md §5: a file `import` cannot read is refused in one line before the home is
+    touched; one it may not read said `[Errno 13] Permission denied: '…'`."""
+    old = _old_gateway_dir(tmp_path)
+    (old / "sessions.json").chmod(0o000)
+    closed = tmp_path / "closed"
+    (closed / "sessions").mkdir(parents=True)
+    closed.chmod(0o000)
+    home = tmp_path / "home"
+    try:
+        for path, error in [(old, f"{old / 'sessions.json'} cannot be read: Permission denied"),
+                            (closed / "sessions", f"{closed / 'sessions'} cannot be read: Permission denied")]:
+            code, out, err = run(["sessions", "import", str(path)], gateway_env(home), tmp_path,
+                                 prefix=bound_by_file_modes())
+            assert (code, out, err) == (2, "", f"hermes-gateway: error: {error}\n")
+    finally:
+        closed.chmod(0o700)
+    assert not home.exists()
+
+
 def test_an_import_into_a_home_it_cannot_make_or_write_says_why_in_words(tmp_path):
     """docs/operations.md §5: `import` may make the home; what is in the way is said as the start
     says it, not as the lock file's OSError (`[Errno 17] File exists: '…'`, `[Errno 13] Permission
