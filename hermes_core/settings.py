@@ -537,10 +537,15 @@ _TABLE_EXPECTED = frozenset({"dict_type", "model_type", "model_attributes_type"}
 
 def error_words(error: Mapping[str, Any]) -> str:
     """What a config error says of one pydantic error (an item of `ValidationError.errors()`):
-    pydantic's message, or "expected a table" for a value where a table belongs (pydantic's
-    words there name a model class). Shared with the platform tables' errors
-    (`plugin_system.settings`)."""
-    return "expected a table" if error.get("type") in _TABLE_EXPECTED else error.get("msg", "invalid")
+    pydantic's message; "expected a table" for a value where a table belongs (pydantic's words
+    there name a model class); for a validator's own ValueError, its text without pydantic's
+    "Value error, " in front (the library's label, not ours). Shared with the platform tables'
+    errors (`plugin_system.settings`)."""
+    if error.get("type") in _TABLE_EXPECTED:
+        return "expected a table"
+    if error.get("type") == "value_error" and (ctx := error.get("ctx") or {}).get("error") is not None:
+        return str(ctx["error"])
+    return error.get("msg", "invalid")
 
 
 def _describe_validation_error(err: ValidationError, overrides: Mapping[str, Any], toml_path: Path) -> str:

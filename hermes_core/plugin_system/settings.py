@@ -77,7 +77,12 @@ def _describe(section: str, err: ValidationError, toml_path: Path | None) -> str
         # Where the value came from, as the core's settings errors say it (docs/configuration.md
         # §1): the table may come from the environment, not the file the section's name suggests.
         source = find_value_source(["platforms", section, *loc], {}, toml_path) if toml_path else None
-        parts.append(f"{'.'.join(loc) or '<table>'}: {error_words(item)}" + (f" ({source})" if source else ""))
+        words = error_words(item)
+        # A validator's message may name its key in full already (`platforms.whatsapp.allowed_users:
+        # 'Carol Smith' can never match …`): not named twice.
+        named = words if loc and words.startswith(f"platforms.{section}.{'.'.join(loc)}") else (
+            f"{'.'.join(loc) or '<table>'}: {words}")
+        parts.append(named + (f" ({source})" if source else ""))
     return f"invalid settings in [platforms.{section}]: " + "; ".join(parts)
 
 

@@ -374,6 +374,6 @@ def test_an_access_entry_that_can_never_match_is_a_failed_row_naming_it(tmp_path
     assert code == 1
     assert checks["plugins"]["status"] == "fail"
     assert checks["plugins"]["detail"].startswith(
-        "invalid settings in [platforms.telegram]: allowed_users: Value error, platforms.telegram.allowed_users: "
+        "invalid settings in [platforms.telegram]: platforms.telegram.allowed_users: "
         "'@alice' can never match a Telegram user: write a numeric user id (123456789; a @username is not one)")
     assert "123:abc" not in json.dumps(checks)

@@ -140,7 +140,7 @@ def test_an_api_base_url_that_is_not_an_http_url_is_refused_at_load(tmp_path, ur
     # not load; "notaurl/" used to load, pass doctor and fail only when `run` called auth.test.
     with pytest.raises(PluginSettingsError) as info:
         validated(tmp_path, {"enabled": True, "bot_token": "xoxb-1-SECRETVALUE", "api_base_url": url})
-    assert f"api_base_url: Value error, {problem}" in str(info.value)
+    assert f"invalid settings in [platforms.slack]: {problem}" in str(info.value)
     assert "SECRETVALUE" not in str(info.value)
 
 
