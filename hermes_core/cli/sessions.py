@@ -444,8 +444,8 @@ def prune_cmd(
         done = {"would_remove": removed} if dry_run else {"removed": len(removed)}
         typer.echo(json.dumps({**done, "kept": kept_rows}, ensure_ascii=False))
         return
-    if dry_run and (removed or not kept):  # "nothing to prune" would read oddly above what is kept
-        print_table([{"session_key": key} for key in removed], ["session_key"], empty="nothing to prune")
+    if dry_run and removed:  # with nothing to remove, the count line below says so alone
+        print_table([{"session_key": key} for key in removed], ["session_key"])
     for row in kept_rows:
         typer.echo(f"kept {row['session_key']}: {row['reason']}")
     if dry_run:

@@ -268,6 +268,9 @@ async def test_prune_dry_run_lists_and_changes_nothing(tmp_path, monkeypatch):
                    "Not confirmed: stdin is not a terminal; pass --yes (or --dry-run to see)\n")
     code, out, _ = await _cli(home, monkeypatch, "list", "--json")
     assert len(json.loads(out)) == 3  # nothing was removed
+    # Nothing idle that long: one line, not a "nothing to prune" above a count of 0.
+    code, out, _ = await _cli(home, monkeypatch, "prune", "--days", "30", "--dry-run")
+    assert (code, out) == (0, "0 session route(s) would be removed (dry run: nothing changed)\n")
     code, out, _ = await _cli(home, monkeypatch, "prune", "--days", "7", "--yes")
     assert (code, out) == (0, "removed 2 session route(s)\n")
     code, out, _ = await _cli(home, monkeypatch, "list", "--json")
