@@ -88,24 +88,6 @@ old-style group id without its server is kept with its dash; an entry with a spa
 character no chat id has (a group's subject, `"Family chat"`) is refused."""
 
 
-def user_list_entry(entry: str, name: str) -> str:
-    """One `allowed_users` / `admin_users` entry of a WhatsApp table, in the form a sender's id
-    is matched in (`USER_IDS`, docs/behaviour.md §9).
-
-    Args:
-        entry: the entry as written (`"+1 555 123 4567"`, a JID, a LID, a BSUID).
-        name: the key it is in, for the error (`"platforms.whatsapp.allowed_users"`).
-
-    Returns:
-        A phone number as its digits (`"+1-555-123-4567"` → `"15551234567"`); any other entry as
-        written.
-
-    Raises:
-        ValueError: the entry could never match a sender; the message names it.
-    """
-    return USER_IDS.entries([entry], name)[0]
-
-
 class _WhatsAppTable(PlatformSettings):
     """What both WhatsApp tables share: access lists read the way WhatsApp ids are."""
 
