@@ -52,7 +52,7 @@ from .plugin_system.redaction import install_log_redaction
 from .scheduler import Watcher
 from .sdk.background import SessionWork
 from .sdk.errors import describe_failure
-from .dirs import ensure_private_dir, why_dir_uncreatable, why_dir_unwritable
+from .dirs import ensure_private_dir, why_home_unusable
 from .settings import ConfigError, load_config
 from .store.files import CLEAN_SHUTDOWN, says_clean, write_atomic
 from .store.home_lock import HomeLockedError, home_is_locked
@@ -92,14 +92,9 @@ def check_home(home: Path) -> None:
     Raises:
         StartupError: it cannot be created, is not a directory, or is not writable.
     """
-    try:
-        ensure_private_dir(home)
-    except OSError as exc:
-        # A file in the way is ensure_private_dir's FileExistsError: the first reason given.
-        raise StartupError(f"HERMES_HOME {why_dir_uncreatable(home, exc)}") from None
-    unwritable = why_dir_unwritable(home)
-    if unwritable is not None:
-        raise StartupError(f"HERMES_HOME {home} is not writable: {unwritable}")
+    problem = why_home_unusable(home)
+    if problem is not None:
+        raise StartupError(problem)
 
 
 class GatewayApp:

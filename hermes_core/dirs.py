@@ -68,6 +68,21 @@ def why_dir_unwritable(path: Path | str) -> str | None:
     return None
 
 
+def why_home_unusable(home: Path | str) -> str | None:
+    """Create HERMES_HOME `home` if needed (owner-only, `ensure_private_dir`) and prove a file can
+    be created in it; None when it can. Otherwise the one line that says why, as the start and
+    `sessions import` both say it (docs/operations.md §5): `HERMES_HOME <home> exists and is not
+    a directory`, `HERMES_HOME <home> cannot be created in <folder>: Permission denied`,
+    `HERMES_HOME <home> is not writable: Permission denied`."""
+    try:
+        ensure_private_dir(home)
+    except OSError as exc:
+        # A file in the way is ensure_private_dir's FileExistsError: the first reason given.
+        return f"HERMES_HOME {why_dir_uncreatable(home, exc)}"
+    unwritable = why_dir_unwritable(home)
+    return None if unwritable is None else f"HERMES_HOME {home} is not writable: {unwritable}"
+
+
 def this_user() -> str:
     """Who this process writes as, for "not writable by …" lines: `user <name> (uid <n>)`, or
     `uid <n>` when the uid has no passwd entry (some containers)."""

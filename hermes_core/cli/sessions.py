@@ -24,7 +24,7 @@ from typing import Any, Awaitable, Callable
 
 import typer
 
-from ..dirs import ensure_private_dir, why_dir_uncreatable, why_dir_unwritable
+from ..dirs import why_home_unusable
 from ..model.text import clean_text, escape_controls
 
 from ..model import SessionEntry, format_timestamp, validate_session_id
@@ -115,12 +115,8 @@ def _run(work: Callable[[SessionStore], Awaitable[Any]], *, write: bool = False,
     if write and not need_state:
         # `import` may make the home: what is in the way is said as the start says it
         # (docs/operations.md §5), not as the lock file's OSError ("[Errno 17] File exists: …").
-        try:
-            ensure_private_dir(config.home)
-        except OSError as exc:
-            raise fail(f"HERMES_HOME {why_dir_uncreatable(config.home, exc)}") from None
-        if (unwritable := why_dir_unwritable(config.home)) is not None:
-            raise fail(f"HERMES_HOME {config.home} is not writable: {unwritable}")
+        if (problem := why_home_unusable(config.home)) is not None:
+            raise fail(problem)
     creates_state = not need_state and not _has_gateway_state(config.db_path, config.sessions_dir)
     # The commands print their own report: warnings go to gateway.log (writes) or nowhere
     # (reads: a read-only command writes nothing into the home), never twice on the terminal.
