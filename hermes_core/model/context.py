@@ -50,7 +50,7 @@ class SessionContext:
 
 def neutralize_untrusted(text: str | None, max_chars: int = UNTRUSTED_MAX_CHARS) -> str:
     """Make peer-controlled metadata (display names, chat names, topics) safe for a prompt
-    (docs/behaviour.md §7): `text.quote_untrusted` — control, zero-width and bidi characters and
+    (docs/behaviour.md §7): `text.quote_untrusted` — control and invisible format characters and
     newlines removed or collapsed, lone surrogates replaced, length capped at `max_chars`
     characters (an ellipsis marks the cut), then JSON-quoted."""
     return quote_untrusted(text, max_chars)

@@ -5,13 +5,13 @@ peer-controlled metadata made inert before it reaches a prompt, a sender prefix 
   `surrogateescape`, or a broken UTF-16 source) become U+FFFD, so a message, a name or a file
   name can always be stored and sent. Applied when a SessionSource or MessageEvent is built.
 * `neutralize_inline`: the one-line, unquoted form of an untrusted label (the `[sender name]`
-  prefix): C0 and C1 control characters, DEL, newlines and line/paragraph separators, zero-width
-  and bidi control characters removed or collapsed to one space, length capped.
+  prefix): C0 and C1 control characters, DEL, newlines and line/paragraph separators collapsed
+  to one space, invisible format characters (`_INVISIBLE`) removed, length capped.
 * `quote_untrusted`: `neutralize_inline`, then JSON-quoted (the context section's quoted values).
-* `strip_invisible`: the zero-width and bidi control characters removed (what a command's name is
-  looked up by, docs/behaviour.md §11).
-* `escape_controls`: control, zero-width and bidi characters shown as `\\xNN` / `\\uNNNN`, for
-  printing stored text to an operator's terminal (the admin CLI).
+* `strip_invisible`: the invisible format characters removed (what a command's name is looked up
+  by, docs/behaviour.md §11).
+* `escape_controls`: control and invisible format characters shown as `\\xNN` / `\\uNNNN` /
+  `\\UNNNNNNNN`, for printing stored text to an operator's terminal (the admin CLI).
 """
 
 from __future__ import annotations
