@@ -86,7 +86,6 @@ _obj, _list = field_object, field_list
 
 def _int(data: Mapping, key: str, path: str, *, required: bool = False, low: int = 0,
          high: int = MAX_TIMESTAMP) -> int | None:
-    # bool is an int subclass; signal-cli never sends a bool where it means a number.
     return field_int(data, key, path, required=required, low=low, high=high)
 
 
