@@ -105,7 +105,10 @@ def render_plugin(name: str, parent: Path | str, *, label: str | None = None, fo
         The created package folder.
 
     Raises:
-        PluginTemplateError: bad name, or the target exists and is not empty (without `force`).
+        PluginTemplateError: bad name; a name something installed already has (its
+            distribution name, a platform id an installed plugin provides, or its import
+            package: `_taken_by_installed`, docs/plugins.md §1), nothing written; or the target
+            exists and is not empty (without `force`).
     """
     variables = plugin_variables(name, label)
     target = Path(parent).expanduser().resolve() / variables["dist"]
