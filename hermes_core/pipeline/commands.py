@@ -447,7 +447,8 @@ async def run_command(deps: PipelineDeps, key: str, event: MessageEvent, *, queu
     name, arg = event.command()
     command = BY_NAME.get(name)
     if command is None or command.handler is None:
-        log.info("unknown command /%s in %s", name, key)
+        # A peer's text, said as the answer says it (`unknown_text`): one inert, short line.
+        log.info("unknown command /%s in %s", neutralize_inline(name, LABEL_MAX_CHARS), key)
         return CommandResult(unknown_text(deps, name or ""))
     return await command.handler(CommandCall(deps, key, event, arg, queue_depth=queue_depth,
                                              stopped=stopped, dropped=dropped, inbound_id=inbound_id))

@@ -116,6 +116,21 @@ async def test_status_help_unknown_and_new(tmp_path):
         await app.stop()
 
 
+async def test_an_unknown_commands_log_line_names_it_inert_and_cut(tmp_path, caplog):
+    # docs/behaviour.md §11: the name is a peer's text; the log line says it as the answer does,
+    # one inert line cut to 60 characters, never a 50,000-character line or an escape sequence.
+    app, adapter = await make_app(tmp_path)
+    try:
+        with caplog.at_level(logging.INFO, logger="hermes_core.pipeline.commands"):
+            await say(app, dm(), "/" + "x" * 50_000)
+            await say(app, dm(), "/frob\x1b[2J\x07")
+        assert [r.getMessage() for r in caplog.records if r.getMessage().startswith("unknown command")] == [
+            "unknown command /" + "x" * 59 + "… in agent:main:testchat:dm:100",
+            "unknown command /frob [2j in agent:main:testchat:dm:100"]
+    finally:
+        await app.stop()
+
+
 async def test_empty_ignored_too_long_refused_duplicates_dropped(tmp_path):
     app, adapter = await make_app(tmp_path, core={"max_input_chars": 10})
     try:
