@@ -211,7 +211,7 @@ def warn_unprovided_platforms(pm, config, *, running: Iterable[str] = (),
             if isinstance(table, Mapping) and not _provided(section, table, models, provided)]
 
 
-def unprovided_platform_notes(config, installed: Iterable[str] | None = None) -> list[str]:
+def unprovided_platform_notes(config) -> list[str]:
     """What `run` adds when no platform is enabled (docs/configuration.md §2 `[platforms.<id>]`):
     one line per `[platforms.<id>]` table that no installed adapter entry point provides and
     that names no `adapter` of its own, in `_warn_unprovided`'s words. A misspelt table
@@ -221,14 +221,13 @@ def unprovided_platform_notes(config, installed: Iterable[str] | None = None) ->
     plugin declares without one is no platform either.
 
     Args:
-        config: the `GatewayConfig` (its raw `platforms` tables).
-        installed: the installed platform ids (default: the `hermes_core.adapters` entry
-            points' names, read without importing them).
+        config: the `GatewayConfig` (its raw `platforms` tables); the installed platform ids are
+            the `hermes_core.adapters` entry points' names, read without importing them.
 
     Returns:
         The lines in table-name order; none when every table is provided.
     """
-    installed = set(entry_point_names(ADAPTERS_GROUP) if installed is None else installed)
+    installed = set(entry_point_names(ADAPTERS_GROUP))
     return [_unprovided_text(section, installed)
             for section, table in sorted((config.platforms or {}).items())
             if isinstance(table, Mapping) and not _provided(section, table, {}, installed)]
