@@ -138,11 +138,6 @@ class OutcomeRecorder:
         """The background task writing the queued outcomes, None before the first."""
         return self._task
 
-    @property
-    def pending(self) -> bool:
-        """True while outcomes are queued or being written: `flush` has something to wait for."""
-        return self._awaited() is not None
-
     def _awaited(self) -> asyncio.Future | None:
         """What `flush` waits for: the write that takes the outcomes queued now (it follows the
         write going on), else the write going on; None when neither is left."""
