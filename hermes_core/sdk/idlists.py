@@ -5,7 +5,7 @@ sends, as they are: an entry written in another form (`"@alice"` where Telegram 
 `"123456789"`, `"+1 555 123 4567"` where Signal sends `"+15551234567"`) matches nobody, and the
 person it names is refused with nothing to tell the operator why. A platform plugin therefore
 gives its settings model an `IdRule` per kind of id (`PlatformSettings.user_id_rule`,
-`chat_id_rule`): the rule turns an entry that means exactly one id into that id, and an entry
+`chat_id_rule`, `role_id_rule`; `IdRule.no_roles` for a platform without roles): the rule turns an entry that means exactly one id into that id, and an entry
 that can never be one is refused when the configuration is loaded, with an error naming the key,
 the entry and the forms that work (`hermes-gateway doctor` shows it as a row).
 """
@@ -32,6 +32,22 @@ class IdRule:
     read: Callable[[str], str | None]
     never: str
     accepted: str
+
+    @classmethod
+    def no_roles(cls, platform: str) -> IdRule:
+        """The `allowed_roles` rule of a platform without roles (docs/behaviour.md §9): no adapter
+        of it sets `role_authorized`, so every entry would admit nobody and is refused.
+
+        Args:
+            platform: the platform's label, for the error (`"Telegram"`).
+
+        Returns:
+            A rule refusing every entry: `platforms.telegram.allowed_roles: 'admins' can never
+            match a Telegram sender (Telegram has no roles): write the users in allowed_users or
+            the chats in allowed_chats instead`.
+        """
+        return cls(read=lambda _entry: None, never=f"a {platform} sender ({platform} has no roles)",
+                   accepted="the users in allowed_users or the chats in allowed_chats instead")
 
     def entries(self, values: Iterable[str], name: str) -> list[str]:
         """Every entry of one list, read by the rule.

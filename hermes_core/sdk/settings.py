@@ -46,11 +46,14 @@ class PlatformSettings(NoBoolNumbers):
         user_id_rule: how `allowed_users` and `admin_users` entries are read; None (the
             default): kept as written.
         chat_id_rule: the same for `allowed_chats`.
+        role_id_rule: the same for `allowed_roles` (`IdRule.no_roles(label)` on a platform
+            without roles: every entry is refused).
     """
 
     table: ClassVar[str | None] = None
     user_id_rule: ClassVar[IdRule | None] = None
     chat_id_rule: ClassVar[IdRule | None] = None
+    role_id_rule: ClassVar[IdRule | None] = None
 
     # Ids written as TOML integers (`allowed_users = [12345]`) are ids all the same.
     model_config = ConfigDict(extra="forbid", coerce_numbers_to_str=True)
@@ -85,12 +88,13 @@ class PlatformSettings(NoBoolNumbers):
                                  "([111, 222]) or comma-separated ids (111,222)") from None
         return [part.strip() for part in text.split(",") if part.strip()]
 
-    @field_validator("allowed_users", "admin_users", "allowed_chats")
+    @field_validator("allowed_users", "admin_users", "allowed_chats", "allowed_roles")
     @classmethod
     def _read_ids(cls, value: list[str], info: ValidationInfo) -> list[str]:
         """Entries in the form the platform sends its ids, by the model's rule; an entry that can
         never match is an error naming it (docs/behaviour.md §9)."""
-        rule = cls.chat_id_rule if info.field_name == "allowed_chats" else cls.user_id_rule
+        rule = {"allowed_chats": cls.chat_id_rule,
+                "allowed_roles": cls.role_id_rule}.get(info.field_name, cls.user_id_rule)
         if rule is None:
             return value
         return rule.entries(value, f"platforms.{cls.table or cls.__name__}.{info.field_name}")

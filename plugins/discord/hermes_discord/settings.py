@@ -42,6 +42,13 @@ CHAT_IDS = IdRule(
              "thread, its parent channel's), not a #channel name")
 """`allowed_chats` (docs/behaviour.md §9): snowflakes, kept as written."""
 
+ROLE_IDS = IdRule(
+    read=_read_snowflake, never="a Discord role",
+    accepted="a numeric role id (Server Settings, Roles, Copy Role ID: 1200000000000000100; the "
+             "server id for @everyone), not a role name")
+"""`allowed_roles` (docs/behaviour.md §9): snowflakes, kept as written; the mapping compares them
+with the member's role ids, which a role's name never equals."""
+
 
 class DiscordSettings(PlatformSettings):
     """Settings of the Discord adapter: the common platform keys (`PlatformSettings`: enabled,
@@ -71,13 +78,15 @@ class DiscordSettings(PlatformSettings):
             so the adapter retries itself.
         connect_timeout: how long `start` waits for the gateway session (READY), in seconds.
 
-    `allowed_users`, `admin_users` and `allowed_chats` take numeric ids (`USER_IDS`, `CHAT_IDS`);
-    an entry that is not one is refused at load (docs/behaviour.md §9).
+    `allowed_users`, `admin_users`, `allowed_chats` and `allowed_roles` take numeric ids
+    (`USER_IDS`, `CHAT_IDS`, `ROLE_IDS`); an entry that is not one is refused at load
+    (docs/behaviour.md §9).
     """
 
     table: ClassVar[str | None] = "discord"
     user_id_rule: ClassVar[IdRule | None] = USER_IDS
     chat_id_rule: ClassVar[IdRule | None] = CHAT_IDS
+    role_id_rule: ClassVar[IdRule | None] = ROLE_IDS
 
     bot_token: SecretStr | None = None
     api_base: str | None = None

@@ -163,3 +163,16 @@ def test_an_access_entry_that_is_no_snowflake_is_refused_and_named(tmp_path, key
     with pytest.raises(PluginSettingsError) as info:
         validated(tmp_path, {"enabled": True, "bot_token": "x", key: [entry]})
     assert f"platforms.discord.{key}: {entry!r} can never match {never}: write a numeric" in str(info.value)
+
+
+def test_allowed_roles_keep_role_snowflakes_and_refuse_a_role_name(tmp_path):
+    # docs/behaviour.md §9: Discord sends role ids (`member.roles`, snowflakes); a role's name
+    # never equals one, so it is refused at load instead of matching nobody in silence.
+    settings = validated(tmp_path, {"allowed_roles": [1200000000000000100, " 1200000000000000101"]})
+    assert settings.allowed_roles == ["1200000000000000100", "1200000000000000101"]
+    for entry in ("Moderators", "@Moderators"):
+        with pytest.raises(PluginSettingsError) as info:
+            validated(tmp_path, {"enabled": True, "bot_token": "x", "allowed_roles": [entry]})
+        assert (f"platforms.discord.allowed_roles: {entry!r} can never match a Discord role: write a "
+                "numeric role id (Server Settings, Roles, Copy Role ID: 1200000000000000100; the "
+                "server id for @everyone), not a role name") in str(info.value)

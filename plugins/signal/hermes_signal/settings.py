@@ -112,6 +112,7 @@ class SignalSettings(PlatformSettings):
     table: ClassVar[str | None] = "signal"
     user_id_rule: ClassVar[IdRule | None] = USER_IDS
     chat_id_rule: ClassVar[IdRule | None] = CHAT_IDS
+    role_id_rule: ClassVar[IdRule | None] = IdRule.no_roles("Signal")  # no role_authorized here
 
     account: str | None = None
     account_uuid: str | None = None

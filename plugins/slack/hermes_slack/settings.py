@@ -115,6 +115,7 @@ class SlackSettings(PlatformSettings):
     table: ClassVar[str | None] = "slack"
     user_id_rule: ClassVar[IdRule | None] = USER_IDS
     chat_id_rule: ClassVar[IdRule | None] = CHAT_IDS
+    role_id_rule: ClassVar[IdRule | None] = IdRule.no_roles("Slack")  # no role_authorized here
 
     bot_token: SecretStr | None = None
     app_token: SecretStr | None = None

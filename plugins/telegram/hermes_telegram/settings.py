@@ -78,6 +78,7 @@ class TelegramSettings(PlatformSettings):
     table: ClassVar[str | None] = "telegram"
     user_id_rule: ClassVar[IdRule | None] = USER_IDS
     chat_id_rule: ClassVar[IdRule | None] = CHAT_IDS
+    role_id_rule: ClassVar[IdRule | None] = IdRule.no_roles("Telegram")  # no role_authorized here
 
     bot_token: SecretStr | None = None
     base_url: str = DEFAULT_BASE_URL

@@ -148,3 +148,14 @@ def test_an_access_entry_that_is_no_telegram_id_is_refused_and_named(tmp_path, k
     with pytest.raises(PluginSettingsError) as info:
         _telegram(tmp_path, {"enabled": True, key: [entry]})
     assert f"platforms.telegram.{key}: {entry!r} can never match {never}: write a numeric" in str(info.value)
+
+
+def test_allowed_roles_on_telegram_are_refused(tmp_path):
+    # docs/behaviour.md §9: Telegram has no roles (no adapter sets `role_authorized`), so any
+    # `allowed_roles` entry would admit nobody; it is refused at load. An empty list is fine.
+    assert _telegram(tmp_path, {"allowed_roles": []}).allowed_roles == []
+    with pytest.raises(PluginSettingsError) as info:
+        _telegram(tmp_path, {"enabled": True, "allowed_roles": ["admins"]})
+    assert ("platforms.telegram.allowed_roles: 'admins' can never match a Telegram sender (Telegram "
+            "has no roles): write the users in allowed_users or the chats in allowed_chats instead"
+            in str(info.value))

@@ -94,6 +94,7 @@ class _WhatsAppTable(PlatformSettings):
     table: ClassVar[str | None] = "whatsapp"
     user_id_rule: ClassVar[IdRule | None] = USER_IDS
     chat_id_rule: ClassVar[IdRule | None] = CHAT_IDS
+    role_id_rule: ClassVar[IdRule | None] = IdRule.no_roles("WhatsApp")  # no role_authorized here
 
 
 class WhatsAppSettings(_WhatsAppTable):
