@@ -30,23 +30,37 @@ def _read_snowflake(text: str) -> str | None:
     return text if _SNOWFLAKE.fullmatch(text) else None
 
 
+def _snowflake_reader(mention: str):
+    # A mention copied from a message (docs/adapters.md D-T7) names exactly one id of its kind, so
+    # it is read as that id; a mention of another kind (a role's `<@&id>` in allowed_users) is not.
+    pattern = re.compile(mention)
+
+    def read(text: str) -> str | None:
+        found = pattern.fullmatch(text)
+        return found.group(1) if found else _read_snowflake(text)
+    return read
+
+
 USER_IDS = IdRule(
-    read=_read_snowflake, never="a Discord user",
+    read=_snowflake_reader(r"<@!?([0-9]+)>"), never="a Discord user",
     accepted="a numeric user id (Developer Mode, Copy User ID: 1300000000000000001), not a username "
              "or a name#1234 tag")
-"""`allowed_users` / `admin_users` (docs/behaviour.md §9): snowflakes, kept as written."""
+"""`allowed_users` / `admin_users` (docs/behaviour.md §9): snowflakes, kept as written; a user
+mention (`<@id>`, `<@!id>`) as its id."""
 
 CHAT_IDS = IdRule(
-    read=_read_snowflake, never="a Discord channel",
+    read=_snowflake_reader(r"<#([0-9]+)>"), never="a Discord channel",
     accepted="a numeric channel id (Developer Mode, Copy Channel ID: 1100000000000000010; for a "
              "thread, its parent channel's), not a #channel name")
-"""`allowed_chats` (docs/behaviour.md §9): snowflakes, kept as written."""
+"""`allowed_chats` (docs/behaviour.md §9): snowflakes, kept as written; a channel mention
+(`<#id>`) as its id."""
 
 ROLE_IDS = IdRule(
-    read=_read_snowflake, never="a Discord role",
+    read=_snowflake_reader(r"<@&([0-9]+)>"), never="a Discord role",
     accepted="a numeric role id (Server Settings, Roles, Copy Role ID: 1200000000000000100; the "
              "server id for @everyone), not a role name")
-"""`allowed_roles` (docs/behaviour.md §9): snowflakes, kept as written; the mapping compares them
+"""`allowed_roles` (docs/behaviour.md §9): snowflakes, kept as written, a role mention (`<@&id>`)
+as its id; the mapping compares them
 with the member's role ids, which a role's name never equals."""
 
 

@@ -176,3 +176,27 @@ def test_allowed_roles_keep_role_snowflakes_and_refuse_a_role_name(tmp_path):
         assert (f"platforms.discord.allowed_roles: {entry!r} can never match a Discord role: write a "
                 "numeric role id (Server Settings, Roles, Copy Role ID: 1200000000000000100; the "
                 "server id for @everyone), not a role name") in str(info.value)
+
+
+@pytest.mark.parametrize("key,entry,expected", [
+    ("allowed_users", "<@1300000000000000001>", "1300000000000000001"),
+    ("admin_users", "<@!1300000000000000001>", "1300000000000000001"),
+    ("allowed_chats", "<#1100000000000000010>", "1100000000000000010"),
+    ("allowed_roles", "<@&1200000000000000100>", "1200000000000000100"),
+])
+def test_a_mention_in_an_access_list_is_read_as_its_id(tmp_path, key, entry, expected):
+    # Discord writes mentions as `<@id>` / `<@!id>` (user), `<#id>` (channel), `<@&id>` (role)
+    # (docs/adapters.md D-T7): each names exactly one id (docs/behaviour.md §9).
+    assert getattr(validated(tmp_path, {key: [entry]}), key) == [expected]
+
+
+@pytest.mark.parametrize("key,entry,never", [
+    ("allowed_users", "<@&1200000000000000100>", "a Discord user"),
+    ("allowed_chats", "<@1300000000000000001>", "a Discord channel"),
+    ("allowed_roles", "<#1100000000000000010>", "a Discord role"),
+    ("allowed_users", "<@alice>", "a Discord user"),
+])
+def test_a_mention_of_another_kind_is_refused(tmp_path, key, entry, never):
+    with pytest.raises(PluginSettingsError) as info:
+        validated(tmp_path, {"enabled": True, "bot_token": "x", key: [entry]})
+    assert f"platforms.discord.{key}: {entry!r} can never match {never}: write a numeric" in str(info.value)

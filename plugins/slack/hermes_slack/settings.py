@@ -38,8 +38,15 @@ DEFAULT_BANG_COMMANDS = ("new", "reset", "stop", "queue", "status", "help", "tit
 _SLACK_ID = re.compile(r"[A-Za-z0-9]+")
 
 
-def _slack_reader(kinds: str):
+def _slack_reader(kinds: str, sigil: str):
+    # A mention copied from a message (`<@U0123ABCD>`, `<#C0123ABCD|general>`: docs/adapters.md
+    # S-T8) names one id; only the id counts, the `|label` after it is a name Slack may change.
+    mention = re.compile(rf"<{sigil}([^|>]*)(?:\|[^>]*)?>")
+
     def read(text: str) -> str | None:
+        found = mention.fullmatch(text)
+        if found:
+            text = found.group(1)
         if not _SLACK_ID.fullmatch(text) or text[0].upper() not in kinds:
             return None  # a handle ("@alice"), a "#channel" name, a name with a space
         if text == text.upper():
@@ -51,16 +58,18 @@ def _slack_reader(kinds: str):
 
 
 USER_IDS = IdRule(
-    read=_slack_reader("UWB"), never="a Slack user",
+    read=_slack_reader("UWB", "@"), never="a Slack user",
     accepted="a member id (profile, Copy member ID: U0123ABCD, W0123ABCD in Enterprise Grid, or a "
              "bot's B0123ABCD), not a @handle or a name")
-"""`allowed_users` / `admin_users` (docs/behaviour.md §9): ids, upper-cased."""
+"""`allowed_users` / `admin_users` (docs/behaviour.md §9): ids, upper-cased; a user mention
+(`<@U0123ABCD>`) as its id."""
 
 CHAT_IDS = IdRule(
-    read=_slack_reader("CDG"), never="a Slack conversation",
+    read=_slack_reader("CDG", "#"), never="a Slack conversation",
     accepted="a conversation id (channel details, Channel ID: C0123ABCD; D… for a DM, G… for a legacy "
              "private channel or group DM), not a #channel name")
-"""`allowed_chats` (docs/behaviour.md §9): ids, upper-cased."""
+"""`allowed_chats` (docs/behaviour.md §9): ids, upper-cased; a channel mention (`<#C0123ABCD>`,
+`<#C0123ABCD|general>`) as its id."""
 
 
 class SlackChannelSettings(BaseModel):

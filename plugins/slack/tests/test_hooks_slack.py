@@ -166,3 +166,27 @@ def test_an_access_entry_that_is_no_slack_id_is_refused_and_named(tmp_path, key,
     with pytest.raises(PluginSettingsError) as info:
         validated(tmp_path, {"enabled": True, "bot_token": "xoxb-1", "app_token": "xapp-1", key: [entry]})
     assert f"platforms.slack.{key}: {entry!r} can never match {never}: write a" in str(info.value)
+
+
+@pytest.mark.parametrize("key,entry,expected", [
+    ("allowed_users", "<@U0123ABCD>", "U0123ABCD"),
+    ("admin_users", "<@u0123abcd>", "U0123ABCD"),
+    ("allowed_users", "<@W0123ABCD|alice>", "W0123ABCD"),
+    ("allowed_chats", "<#C0123ABCD>", "C0123ABCD"),
+    ("allowed_chats", "<#C0123ABCD|general>", "C0123ABCD"),
+])
+def test_a_mention_in_an_access_list_is_read_as_its_id(tmp_path, key, entry, expected):
+    # docs/adapters.md S-T8: Slack writes a mention as `<@U…>` / `<#C…|name>`, one id each
+    # (docs/behaviour.md §9): pasted from a message, it is read as that id.
+    assert getattr(validated(tmp_path, {key: [entry]}), key) == [expected]
+
+
+@pytest.mark.parametrize("key,entry,never", [
+    ("allowed_users", "<#C0123ABCD>", "a Slack user"),
+    ("allowed_chats", "<@U0123ABCD>", "a Slack conversation"),
+    ("allowed_users", "<@alice>", "a Slack user"),
+])
+def test_a_mention_of_another_kind_is_refused(tmp_path, key, entry, never):
+    with pytest.raises(PluginSettingsError) as info:
+        validated(tmp_path, {"enabled": True, "bot_token": "xoxb-1", "app_token": "xapp-1", key: [entry]})
+    assert f"platforms.slack.{key}: {entry!r} can never match {never}: write a" in str(info.value)
