@@ -146,21 +146,34 @@ class BaseAdapter(abc.ABC):
         """
         if self._on_message is None:
             raise RuntimeError(f"{self.spec.name} adapter has no inbound handler bound")
-        if self.bot_username:
-            addressee = event.command_addressee()
-            if addressee is not None and addressee.lower() != self.bot_username.lower():
-                log.info("%s message %s in chat %s not handled: its command is addressed to @%s, "
-                         "not to this bot (@%s)", self.spec.name, event.message_id,
-                         # a peer's text: one inert line, at most Telegram's 32 characters and some
-                         event.source.chat_id, neutralize_inline(addressee, 64), self.bot_username)
-                return
+        addressee = self._other_bot(event)
+        if addressee is not None:
+            log.info("%s message %s in chat %s not handled: its command is addressed to @%s, "
+                     "not to this bot (@%s)", self.spec.name, event.message_id,
+                     event.source.chat_id, addressee, self.bot_username)
+            return
         await self._on_message(event)
+
+    def _other_bot(self, event: MessageEvent) -> str | None:
+        """The other bot `event`'s `/cmd@name` suffix names (ready to log), or None when the
+        event is for this gateway: no command, no suffix, a suffix naming `bot_username` in any
+        case, or no `bot_username` at all (docs/behaviour.md §11). The one place the comparison
+        is made, for a new message (`emit`) and an edited queued one (`edit_queued`) alike."""
+        if not self.bot_username:
+            return None
+        addressee = event.command_addressee()
+        if addressee is None or addressee.lower() == self.bot_username.lower():
+            return None
+        # a peer's text: one inert line, at most Telegram's 32 characters and some
+        return neutralize_inline(addressee, 64)
 
     async def edit_queued(self, source: SessionSource, message_id: str, text: str | None) -> bool:
         """Apply an edit (`text`) or a deletion (`text=None`) of a message the platform reports
         to the gateway's queue (docs/behaviour.md §5 "Edits and deletions"): a message still
         queued gets the new text in place (an emptied one is withdrawn), a deleted one is
-        withdrawn.
+        withdrawn. An edit into a command addressed to another bot (`/undo@other_bot`, as `emit`
+        decides it, docs/behaviour.md §11) is that bot's now: the queued message is withdrawn,
+        not re-read as a command of this gateway when its turn comes.
 
         Args:
             source: the SessionSource of the edited or deleted message (routes it to its session).
@@ -174,7 +187,18 @@ class BaseAdapter(abc.ABC):
         """
         if self._edit_queued is None:
             return False
-        return await self._edit_queued(source, message_id, text)
+        addressee = None if text is None else self._other_bot(
+            MessageEvent(source=source, text=text, message_id=message_id))
+        if addressee is None:
+            return await self._edit_queued(source, message_id, text)
+        # Not queued (False): the adapter's edits_as_turns policy may emit the edit, and `emit`
+        # drops it for the same reason.
+        withdrawn = await self._edit_queued(source, message_id, None)
+        if withdrawn:
+            log.info("%s message %s in chat %s edited into a command addressed to @%s, not to this "
+                     "bot (@%s): withdrawn from the queue", self.spec.name, message_id,
+                     source.chat_id, addressee, self.bot_username)
+        return withdrawn
 
     async def record_alias(self, alias_id: str, canonical_id: str, *, source: str) -> None:
         """Record that `alias_id` is another id of `canonical_id` on this platform, learned out of

@@ -293,3 +293,41 @@ async def test_an_edit_of_a_queued_message_replaces_its_text_in_place(tg, tmp_pa
         assert agent.started == ["first", "queued edited"]
     finally:
         await app.stop()
+
+
+@pytest.mark.parametrize("edits_as_turns", [False, True])
+async def test_a_queued_message_edited_into_a_command_for_another_bot_is_withdrawn(tg, tmp_path, caplog,
+                                                                                   edits_as_turns):
+    # docs/behaviour.md §11 "Commands addressed to another bot" and §5 "Edits and deletions": a
+    # queued message edited into `/undo@other_bot` is that bot's now, as if it had been sent so:
+    # withdrawn, never run here. It used to be re-read as `/undo` when its turn came, and ran.
+    agent = HeldEchoAgent()
+    config = GatewayConfig(home=tmp_path / "home", core={"busy_input_mode": "queue"}, platforms={"telegram": {
+        "enabled": True, "bot_token": tg.token, "base_url": tg.base_url, "poll_timeout": 1, "allow_all": True,
+        "parse_mode": "plain", "edits_as_turns": edits_as_turns}})
+    app = GatewayApp(config, watcher=False, agent=agent)
+    await app.start()
+    try:
+        alice = {"id": 111222333, "is_bot": False, "first_name": "Alice"}
+        chat = {"id": 111222333, "type": "private", "first_name": "Alice"}
+        await tg.push(text_update(900000710, 710, chat, "first", sender=alice))
+        await tg.wait_for(lambda: agent.started == ["first"])
+        await tg.push(text_update(900000711, 711, chat, "queued original", sender=alice))
+        await tg.wait_for(lambda: app.runner.queue_depth("agent:main:telegram:dm:111222333") == 1)
+        edit = text_update(900000712, 711, chat, "/undo@other_bot", sender=alice, edit_date=1767225700)
+        edit["edited_message"] = edit.pop("message")
+        with caplog.at_level("INFO", logger="hermes_core.sdk.adapter"):
+            await tg.push(edit)
+            await tg.wait_for(lambda: any(c.body.get("offset") == "900000713" for c in tg.calls_of("getUpdates")))
+        assert app.runner.queue_depth("agent:main:telegram:dm:111222333") == 0
+        agent.release.set()
+        await tg.wait_for(lambda: len(tg.sent) == 1)
+        await app.runner.join()
+        assert [s["text"] for s in tg.sent] == ["echo: first"]
+        assert agent.started == ["first"]
+        assert await app.store.pending_inbound() == []
+        assert [r.getMessage() for r in caplog.records if r.name == "hermes_core.sdk.adapter"] == [
+            "telegram message 711 in chat 111222333 edited into a command addressed to @other_bot, "
+            "not to this bot (@hermes_test_bot): withdrawn from the queue"]
+    finally:
+        await app.stop()
