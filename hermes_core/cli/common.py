@@ -359,6 +359,14 @@ def load_cli_config() -> Any:
     return config
 
 
+def home_not_a_directory(home: Path) -> str:
+    """Why no gateway state can be at `home`, as the CLI says it after the home's path:
+    `": it is a file, not a directory (HERMES_HOME)"` when `home` exists and is not a directory,
+    else `""`. Used by `status` and the sessions commands alike (docs/operations.md §2, §5), so
+    both name the file instead of a `state.db` looked for inside it."""
+    return ": it is a file, not a directory (HERMES_HOME)" if home.exists() and not home.is_dir() else ""
+
+
 def warn(line: str) -> None:
     """Print `line` on stderr as the CLI's warnings read (`hermes-gateway: WARNING: …`)."""
     typer.echo(f"hermes-gateway: WARNING: {line}", err=True)

@@ -33,8 +33,8 @@ from ..store.files import CLEAN_SHUTDOWN, write_atomic
 from ..store.fts import is_index_damage, match_expression
 from ..store.home_lock import home_is_locked
 from ..store.journal import pending_journal
-from .common import (HELP_MARKUP, CliError, choice_parser, fail, load_cli_config_or_exit, quiet_terminal_logging,
-                     run_async, setup_logging, warn)
+from .common import (HELP_MARKUP, CliError, choice_parser, fail, home_not_a_directory, load_cli_config_or_exit,
+                     quiet_terminal_logging, run_async, setup_logging, warn)
 from .output import human_time, print_fields, print_json, print_table, progress
 
 log = logging.getLogger(__name__)
@@ -106,7 +106,8 @@ def _run(work: Callable[[SessionStore], Awaitable[Any]], *, write: bool = False,
         except (OSError, ValueError) as exc:
             raise fail(exc) from None
     if need_state and config.store.builtin and not config.db_path.is_file():
-        raise fail(f"no gateway state at {config.home} (state.db not found at {config.db_path})")
+        why = home_not_a_directory(config.home) or f" (state.db not found at {config.db_path})"
+        raise fail(f"no gateway state at {config.home}{why}")
     if not write and config.store.builtin and config.db_path.is_file() and config.db_path.stat().st_size == 0:
         # Opening it would write its schema: a read writes nothing into the home, and doctor
         # tells a truncated state.db by what it holds (docs/operations.md §1).

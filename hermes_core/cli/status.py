@@ -14,7 +14,7 @@ import typer
 
 from ..ops.status import read_status
 from ..settings import default_home
-from .common import CliError, load_cli_config, warn
+from .common import CliError, home_not_a_directory, load_cli_config, warn
 from .output import console, human_time, print_fields, print_json, print_table
 
 EXIT_NOT_RUNNING = 3
@@ -68,8 +68,7 @@ def status_command(
         last = report.get("last") or {}
         when = human_time(last.get("updated_at"))
         seen = (f" (last seen {when}, pid {last['pid']})" if when else f" (pid {last['pid']})") if last else ""
-        if home.exists() and not home.is_dir():  # say why none can, not only that none does
-            seen = ": it is a file, not a directory (HERMES_HOME)"
+        seen = home_not_a_directory(home) or seen  # say why none can, not only that none does
         console().print(f"no gateway is running on {home}{seen}", markup=False, soft_wrap=True)
         if report.get("clean_stop") is False:  # a kill or a crash: say so (docs/operations.md §2)
             console().print(UNCLEAN_STOP_REPLICA if shared_store else UNCLEAN_STOP, markup=False, soft_wrap=True)

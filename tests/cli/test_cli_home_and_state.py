@@ -80,6 +80,19 @@ def test_admin_commands_on_a_home_without_state_create_nothing(tmp_path, args):
     assert list(home.iterdir()) == []
 
 
+@pytest.mark.parametrize("args", [["sessions", "list"], ["sessions", "show", "x"], ["sessions", "export", "x"],
+                                  ["sessions", "erase-user", "telegram", "111"]], ids=" ".join)
+def test_admin_commands_on_a_home_that_is_a_file_say_so(tmp_path, args):
+    # `status` says a HERMES_HOME that is a file is one (docs/operations.md §2); the sessions
+    # commands used to look for state.db inside it ("state.db not found at <file>/state.db").
+    home = tmp_path / "afile"
+    home.write_text("not a folder")
+    code, out, err = run(args, gateway_env(home), tmp_path)
+    assert (code, out, err) == (2, "", f"hermes-gateway: error: no gateway state at {home}: it is a file, "
+                                       "not a directory (HERMES_HOME)\n")
+    assert home.read_text() == "not a folder"
+
+
 @pytest.mark.parametrize("args", [["sessions", "list"], ["sessions", "show", "agent:main:local:dm:terminal"],
                                   ["sessions", "search", "hello"], ["sessions", "export", "x"],
                                   ["sessions", "prune", "--days", "1", "--yes"], ["sessions", "import", "{sessions_dir}"],
