@@ -502,7 +502,7 @@ def erase_user_cmd(
 
     Their sessions, transcript rows (index included), intake, ledger rows, aliases and mirror
     entries go; in shared sessions only their turns. Exit code 1 when nothing of theirs is stored
-    (`--json`: `found` false)."""
+    (said on stderr; `--json`: `found` false)."""
     # An empty id would only ever find nothing (exit 1, "nothing of  user ''"), which reads as
     # "this person has no data" when the command line is what is wrong.
     _refuse_empty("hermes-gateway sessions erase-user PLATFORM USER_ID", ("platform", platform), ("user id", user_id))
@@ -521,11 +521,12 @@ def erase_user_cmd(
     report = _run(work, write=True, removes=True)
     if not any(report.counts.values()):
         # A mistyped id or platform must not read as "erased": zero counts and exit 0 would.
+        # The line goes to stderr with --json too (stdout stays the report): an exit 1 in a
+        # script's log must come with its reason, as every other failing command's does.
         if as_json:
             print_json({**report.as_dict(), "found": False})
-        else:
-            typer.echo(f"hermes-gateway: nothing of {platform} user {user_id!r} is stored (no session, message, "
-                       "intake row or alias of theirs): nothing to erase", err=True)
+        typer.echo(f"hermes-gateway: nothing of {platform} user {user_id!r} is stored (no session, message, "
+                   "intake row or alias of theirs): nothing to erase", err=True)
         raise typer.Exit(EXIT_NOTHING_FOUND)
     _forget_restart_counts(report)
     _removal_report(report, as_json, subject=f"{platform} user {user_id}", found=True)

@@ -88,6 +88,19 @@ def test_undecodable_bytes_in_a_key_or_id_find_nothing_instead_of_an_encoding_er
                "or alias of theirs): nothing to erase\n")
 
 
+def test_erase_user_of_nobody_says_so_on_stderr_with_json_too(tmp_path):
+    """docs/operations.md §5: nothing of the person stored is exit 1 and one line on stderr
+    naming the platform and the id; `--json` keeps stdout for the report (`"found": false`) and
+    says the same line on stderr (it used to print none, so exit 1 came without a reason)."""
+    home = tmp_path / "home"
+    env = gateway_env(home)
+    assert run(["chat"], env, tmp_path, stdin="hello\n")[0] == 0
+    code, out, err = run(["sessions", "erase-user", "telegram", "42", "--json"], env, tmp_path)
+    assert (code, json.loads(out)["found"], err) == (
+        1, False, "hermes-gateway: nothing of telegram user '42' is stored (no session, message, intake row "
+                  "or alias of theirs): nothing to erase\n")
+
+
 def test_an_empty_or_impossible_key_or_id_is_named_as_what_the_command_takes(tmp_path):
     """`show` takes a session key or a session id, `export` and `delete` a session id
     (docs/operations.md §5): an empty one is refused naming that and the usage, and a `show`

@@ -173,8 +173,9 @@ async def test_erase_user_says_so_when_nothing_of_them_is_stored(tmp_path, monke
             assert (code, out) == (1, ""), (platform, extra)
             assert err == (f"hermes-gateway: nothing of {platform} user '{user}' is stored (no session, message, "
                            "intake row or alias of theirs): nothing to erase\n")
-            code, out, err = await _cli(home, monkeypatch, "erase-user", platform, user, *extra, "--json")
-            assert (code, err) == (1, "")
+            # --json: the report on stdout, the same line on stderr (an exit 1 with its reason).
+            code, out, err_json = await _cli(home, monkeypatch, "erase-user", platform, user, *extra, "--json")
+            assert (code, err_json) == (1, err)
             assert json.loads(out) == {"dry_run": extra == ["--dry-run"], "sessions": [], "session_keys": [],
                                        "trimmed_sessions": [], "counts": zero, "found": False}
     assert _every_text(home / "state.db") == before

@@ -221,7 +221,9 @@ async def test_erase_user_says_so_when_nothing_of_them_is_on_the_postgres_store(
                 1, "", f"hermes-gateway: nothing of {platform} user '{user}' is stored (no session, message, "
                        "intake row or alias of theirs): nothing to erase\n"), (platform, extra)
             code, out, err = gateway(["sessions", "erase-user", platform, user, *extra, "--json"], home, pg_dsn)
-            assert (code, err) == (1, "")
+            # The reason of the exit code on stderr with --json too (docs/operations.md §5).
+            assert (code, err) == (1, f"hermes-gateway: nothing of {platform} user '{user}' is stored (no session, "
+                                      "message, intake row or alias of theirs): nothing to erase\n")
             assert json.loads(out) == {"dry_run": extra == ["--dry-run"], "sessions": [], "session_keys": [],
                                        "trimmed_sessions": [], "counts": zero, "found": False}
     assert _every_row(pg_dsn) == before
