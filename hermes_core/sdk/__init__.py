@@ -48,9 +48,9 @@ from .changes import QueuedChange, offer_change
 from .chunking import chunk_text, measure
 from .commands import COMMAND_MENU
 from .errors import MalformedPayload, RetryAfter, RetryAfterExceeded, SendError, describe_failure
+from .idlists import IdRule
 from .payload import field_bool, field_id, field_int, field_list, field_object, field_text, type_name
 from .sending import ChatSendQueue, RetryPolicy, deliver_plan, send_chunks, send_with_retry
-from .idlists import IdRule
 from .settings import PlatformSettings
 
 # The test kit (contract suites, fakes, fixtures) is a separate package so that importing the

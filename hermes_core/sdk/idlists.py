@@ -1,13 +1,14 @@
 """IdRule: how a platform reads the entries of its access lists (docs/behaviour.md §9).
 
-An `allowed_users` / `admin_users` / `allowed_chats` entry is compared with the ids the platform
-sends, as they are: an entry written in another form (`"@alice"` where Telegram sends
-`"123456789"`, `"+1 555 123 4567"` where Signal sends `"+15551234567"`) matches nobody, and the
-person it names is refused with nothing to tell the operator why. A platform plugin therefore
+An `allowed_users` / `admin_users` / `allowed_chats` / `allowed_roles` entry is compared with the
+ids the platform sends, as they are: an entry written in another form (`"@alice"` where Telegram
+sends `"123456789"`, `"+1 555 123 4567"` where Signal sends `"+15551234567"`) matches nobody, and
+the person it names is refused with nothing to tell the operator why. A platform plugin therefore
 gives its settings model an `IdRule` per kind of id (`PlatformSettings.user_id_rule`,
-`chat_id_rule`, `role_id_rule`; `IdRule.no_roles` for a platform without roles): the rule turns an entry that means exactly one id into that id, and an entry
-that can never be one is refused when the configuration is loaded, with an error naming the key,
-the entry and the forms that work (`hermes-gateway doctor` shows it as a row).
+`chat_id_rule`, `role_id_rule`; `IdRule.no_roles` for a platform without roles): the rule turns an
+entry that means exactly one id into that id, and an entry that can never be one is refused when
+the configuration is loaded, with an error naming the key, the entry and the forms that work
+(`hermes-gateway doctor` shows it as a row).
 """
 
 from __future__ import annotations

@@ -107,6 +107,7 @@ def field_id(data: Mapping, key: str, path: str, *, required: bool = False,
     Args:
         max_length: the longest id accepted, in characters (None: no limit); anything longer is
             garbage, not an id.
+
     Raises:
         MalformedPayload: not a string, not valid Unicode ("is not valid Unicode (lone
             surrogate)"), longer than `max_length`, or absent ("is missing") or blank ("is empty")

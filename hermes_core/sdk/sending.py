@@ -215,7 +215,7 @@ async def deliver_plan(adapter: Any, target: Any, plan: DeliveryPlan, *, queue: 
     try:
         results = await send_chunks(adapter, target, plan.chunks, reply_to=plan.reply_to_message_id,
                                     metadata=plan.metadata or None, queue=queue, policy=policy, sleep=sleep,
-                              on_sent=on_sent)
+                                    on_sent=on_sent)
     except SendError as err:
         log.warning("delivery failed after %d chunk(s): %s", len(err.sent), err)
         return DeliveryOutcome(delivered=False,
