@@ -264,27 +264,48 @@ async def test_max_retry_after_caps_the_wait_and_send_attempts_is_read(tg, gatew
     assert ledger(tmp_path / "home")[1] == ("failed", "giving up on send: still rate limited after 2 attempts")
 
 
-@pytest.mark.parametrize("edits_as_turns", [False, True])
-async def test_an_edit_of_a_queued_message_replaces_its_text_in_place(tg, tmp_path, edits_as_turns):
-    # docs/behaviour.md §5 "Edits and deletions": an edit of a message still queued replaces its
-    # queued text in place. The edit used to be dropped (edits_as_turns off: the stale text was
-    # answered) or to become a second turn (on: both texts were answered).
+ALICE_DM = {"id": 111222333, "type": "private", "first_name": "Alice"}
+ALICE_USER = {"id": 111222333, "is_bot": False, "first_name": "Alice"}
+
+
+async def queue_behind_a_held_turn(tg, tmp_path, edits_as_turns: bool,
+                                   first_id: int) -> tuple[GatewayApp, HeldEchoAgent]:
+    """A started app (queue mode, `edits_as_turns` as given) whose agent holds Alice's turn
+    "first" (update `first_id`, message `first_id - 900000000`) while her next message
+    "queued original" (the next ids) waits in the queue; the caller stops the app."""
     agent = HeldEchoAgent()
     config = GatewayConfig(home=tmp_path / "home", core={"busy_input_mode": "queue"}, platforms={"telegram": {
         "enabled": True, "bot_token": tg.token, "base_url": tg.base_url, "poll_timeout": 1, "allow_all": True,
         "parse_mode": "plain", "edits_as_turns": edits_as_turns}})
     app = GatewayApp(config, watcher=False, agent=agent)
     await app.start()
+    message_id = first_id - 900000000
     try:
-        alice = {"id": 111222333, "is_bot": False, "first_name": "Alice"}
-        chat = {"id": 111222333, "type": "private", "first_name": "Alice"}
-        await tg.push(text_update(900000700, 700, chat, "first", sender=alice))
+        await tg.push(text_update(first_id, message_id, ALICE_DM, "first", sender=ALICE_USER))
         await tg.wait_for(lambda: agent.started == ["first"])
-        await tg.push(text_update(900000701, 701, chat, "queued original", sender=alice))
+        await tg.push(text_update(first_id + 1, message_id + 1, ALICE_DM, "queued original", sender=ALICE_USER))
         await tg.wait_for(lambda: app.runner.queue_depth("agent:main:telegram:dm:111222333") == 1)
-        edit = text_update(900000702, 701, chat, "queued edited", sender=alice, edit_date=1767225700)
-        edit["edited_message"] = edit.pop("message")
-        await tg.push(edit)
+    except BaseException:
+        await app.stop()
+        raise
+    return app, agent
+
+
+def edited(update_id: int, message_id: int, text: str) -> dict:
+    """Alice's edit of her message `message_id` into `text`, as update `update_id`."""
+    edit = text_update(update_id, message_id, ALICE_DM, text, sender=ALICE_USER, edit_date=1767225700)
+    edit["edited_message"] = edit.pop("message")
+    return edit
+
+
+@pytest.mark.parametrize("edits_as_turns", [False, True])
+async def test_an_edit_of_a_queued_message_replaces_its_text_in_place(tg, tmp_path, edits_as_turns):
+    # docs/behaviour.md §5 "Edits and deletions": an edit of a message still queued replaces its
+    # queued text in place. The edit used to be dropped (edits_as_turns off: the stale text was
+    # answered) or to become a second turn (on: both texts were answered).
+    app, agent = await queue_behind_a_held_turn(tg, tmp_path, edits_as_turns, 900000700)
+    try:
+        await tg.push(edited(900000702, 701, "queued edited"))
         await tg.wait_for(lambda: any(c.body.get("offset") == "900000703" for c in tg.calls_of("getUpdates")))
         agent.release.set()
         await tg.wait_for(lambda: len(tg.sent) == 2)
@@ -301,23 +322,10 @@ async def test_a_queued_message_edited_into_a_command_for_another_bot_is_withdra
     # docs/behaviour.md §11 "Commands addressed to another bot" and §5 "Edits and deletions": a
     # queued message edited into `/undo@other_bot` is that bot's now, as if it had been sent so:
     # withdrawn, never run here. It used to be re-read as `/undo` when its turn came, and ran.
-    agent = HeldEchoAgent()
-    config = GatewayConfig(home=tmp_path / "home", core={"busy_input_mode": "queue"}, platforms={"telegram": {
-        "enabled": True, "bot_token": tg.token, "base_url": tg.base_url, "poll_timeout": 1, "allow_all": True,
-        "parse_mode": "plain", "edits_as_turns": edits_as_turns}})
-    app = GatewayApp(config, watcher=False, agent=agent)
-    await app.start()
+    app, agent = await queue_behind_a_held_turn(tg, tmp_path, edits_as_turns, 900000710)
     try:
-        alice = {"id": 111222333, "is_bot": False, "first_name": "Alice"}
-        chat = {"id": 111222333, "type": "private", "first_name": "Alice"}
-        await tg.push(text_update(900000710, 710, chat, "first", sender=alice))
-        await tg.wait_for(lambda: agent.started == ["first"])
-        await tg.push(text_update(900000711, 711, chat, "queued original", sender=alice))
-        await tg.wait_for(lambda: app.runner.queue_depth("agent:main:telegram:dm:111222333") == 1)
-        edit = text_update(900000712, 711, chat, "/undo@other_bot", sender=alice, edit_date=1767225700)
-        edit["edited_message"] = edit.pop("message")
         with caplog.at_level("INFO", logger="hermes_core.sdk.adapter"):
-            await tg.push(edit)
+            await tg.push(edited(900000712, 711, "/undo@other_bot"))
             await tg.wait_for(lambda: any(c.body.get("offset") == "900000713" for c in tg.calls_of("getUpdates")))
         assert app.runner.queue_depth("agent:main:telegram:dm:111222333") == 0
         agent.release.set()
