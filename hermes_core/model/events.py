@@ -109,8 +109,8 @@ class MessageEvent:
         """
         if not self.is_command:
             return "", self.text
-        head, rest = _COMMAND_NAME.match(self.text, 1).groups()
-        return strip_invisible(head).split("@", 1)[0].lower(), rest.strip()
+        head, rest = self._command_head()
+        return head.partition("@")[0].lower(), rest.strip()
 
     def command_addressee(self) -> str | None:
         """The bot a slash command names in a Telegram-style `/cmd@botname` suffix, as written
@@ -119,8 +119,13 @@ class MessageEvent:
         `BaseAdapter.emit` compares it with the adapter's `bot_username` (docs/behaviour.md §11)."""
         if not self.is_command:
             return None
-        head = strip_invisible(_COMMAND_NAME.match(self.text, 1).group(1))
-        return head.partition("@")[2] or None
+        return self._command_head()[0].partition("@")[2] or None
+
+    def _command_head(self) -> tuple[str, str]:
+        """A command's text split once, for `command` and `command_addressee` alike: its head
+        (`name@bot`, up to the first whitespace, invisible characters dropped) and the rest."""
+        head, rest = _COMMAND_NAME.match(self.text, 1).groups()
+        return strip_invisible(head), rest
 
 
 def event_to_dict(event: MessageEvent) -> dict[str, Any]:
