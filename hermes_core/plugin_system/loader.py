@@ -78,6 +78,12 @@ def entry_point_names(group: str) -> list[str]:
     return sorted(set(manager.entry_points_names()))
 
 
+def _installed_platforms(installed: Iterable[str] | None) -> list[str]:
+    """`installed` sorted, or the `hermes_core.adapters` entry points' names when None (read
+    without importing them): the platform ids `close_platform` and `installed_platforms_note` offer."""
+    return sorted(set(entry_point_names(ADAPTERS_GROUP) if installed is None else installed))
+
+
 def close_platform(platform: str, installed: Iterable[str] | None = None) -> str | None:
     """The installed platform id closest to `platform` (a misspelt `[platforms.telegrm]` table:
     `telegram`), by `difflib.get_close_matches`' default cutoff; None when none is close.
@@ -87,8 +93,7 @@ def close_platform(platform: str, installed: Iterable[str] | None = None) -> str
         installed: the installed platform ids (default: the `hermes_core.adapters` entry
             points' names, read without importing them).
     """
-    names = sorted(set(entry_point_names(ADAPTERS_GROUP) if installed is None else installed))
-    close = difflib.get_close_matches(platform, names, n=1)
+    close = difflib.get_close_matches(platform, _installed_platforms(installed), n=1)
     return close[0] if close else None
 
 
@@ -107,7 +112,7 @@ def installed_platforms_note(platform: str, installed: Iterable[str] | None = No
         One clause, e.g. `installed platforms: discord, local, telegram; did you mean telegram?`
         (`installed platforms: none` when no adapter is installed).
     """
-    names = sorted(set(entry_point_names(ADAPTERS_GROUP) if installed is None else installed))
+    names = _installed_platforms(installed)
     close = close_platform(platform, names)
     return f"installed platforms: {', '.join(names) or 'none'}" + (f"; did you mean {close}?" if close else "")
 

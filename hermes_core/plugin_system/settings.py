@@ -163,6 +163,13 @@ def _provided(section: str, table: Mapping[str, Any], models: Mapping[str, Any],
     return section in models or section in installed or "adapter" in table
 
 
+def _unprovided_sections(config, models: Mapping[str, Any], provided: set[str]) -> list[str]:
+    """The `[platforms.<id>]` tables of `config` that nothing provides (`_provided`: no settings
+    model in `models`, no id in `provided`, no `adapter` key of their own), in name order."""
+    return [section for section, table in sorted((config.platforms or {}).items())
+            if isinstance(table, Mapping) and not _provided(section, table, models, provided)]
+
+
 def _unprovided_text(section: str, installed: Iterable[str]) -> str:
     """The words for a `[platforms.<section>]` table that no installed plugin provides, naming
     the installed platform ids and the close one: the same from `run`, `doctor` and `chat`."""
@@ -205,10 +212,8 @@ def warn_unprovided_platforms(pm, config, *, running: Iterable[str] = (),
         log.debug("platform tables not checked: %s", exc)
         return []
     installed = set(entry_point_names(ADAPTERS_GROUP))
-    provided = installed | set(running)
     return [_warn_unprovided(section, installed, report)
-            for section, table in sorted((config.platforms or {}).items())
-            if isinstance(table, Mapping) and not _provided(section, table, models, provided)]
+            for section in _unprovided_sections(config, models, installed | set(running))]
 
 
 def unprovided_platform_notes(config) -> list[str]:
@@ -228,9 +233,7 @@ def unprovided_platform_notes(config) -> list[str]:
         The lines in table-name order; none when every table is provided.
     """
     installed = set(entry_point_names(ADAPTERS_GROUP))
-    return [_unprovided_text(section, installed)
-            for section, table in sorted((config.platforms or {}).items())
-            if isinstance(table, Mapping) and not _provided(section, table, {}, installed)]
+    return [_unprovided_text(section, installed) for section in _unprovided_sections(config, {}, installed)]
 
 
 def validate_plugin_settings(pm, config, *, adapter_classes: Mapping[str, type] | None = None,
