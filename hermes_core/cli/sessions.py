@@ -33,6 +33,7 @@ from ..store.files import CLEAN_SHUTDOWN, write_atomic
 from ..store.fts import is_index_damage, match_expression
 from ..store.home_lock import home_is_locked
 from ..store.journal import pending_journal
+from ..store.rows import INT64_MAX
 from .common import (HELP_MARKUP, CliError, choice_parser, fail, home_not_a_directory, load_cli_config_or_exit,
                      quiet_terminal_logging, run_async, setup_logging, warn)
 from .output import human_time, print_fields, print_json, print_table, progress
@@ -241,14 +242,11 @@ def _confirm(question: str, yes: bool) -> None:
         raise CliError("cancelled; nothing was changed")
 
 
-_SQL_INT_MAX = 2**63 - 1
-
-
 def _sql_count(number: int) -> int:
     """A `--limit` / `--offset` as SQLite takes it: a number past its largest integer means the
     same as that integer (every row / skip every row), where it raised 'Python int too large to
     convert to SQLite INTEGER'."""
-    return min(number, _SQL_INT_MAX)
+    return min(number, INT64_MAX)
 
 
 @sessions_app.command("list")

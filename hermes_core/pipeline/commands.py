@@ -33,6 +33,7 @@ from ..model.events import MessageEvent
 from ..model.text import neutralize_inline
 from ..model.timeutil import parse_timestamp
 from ..plugin_system.dispatch import call_broadcast
+from ..store.rows import INT64_MAX
 from .busy import DROPPED_TEXT, NOTHING_TO_STOP_TEXT, STOPPED_TEXT
 from .compression import compress_session
 from .deps import PipelineDeps, maybe_await
@@ -281,9 +282,6 @@ async def _resume(call: CommandCall) -> CommandResult:
 
 # ---- /undo, /retry, /compress -------------------------------------------------------------------
 
-_ALL_TURNS = 2**63 - 1
-
-
 async def _rewind(call: CommandCall, n: int, *, again: bool = False) -> dict | None:
     """Rewind the last `n` user turns of the key's session, or with `again` (`/retry`, n = 1)
     rewind the last one and begin it again (`store.retry_turn`); the command's intake row is
@@ -311,7 +309,7 @@ async def _undo(call: CommandCall) -> CommandResult:
     if not turns:
         return CommandResult(UNDO_USAGE_TEXT)
     # More turns than a session can have is every turn; the store's LIMIT takes a 64-bit integer.
-    result = await _rewind(call, min(turns, _ALL_TURNS))
+    result = await _rewind(call, min(turns, INT64_MAX))
     if result is None:
         return CommandResult(NOTHING_TO_UNDO_TEXT)
     return CommandResult(UNDONE_TEXT.format(turns=result["turns_undone"], rows=result["rewound_count"],
