@@ -17,9 +17,12 @@ Every command answers in one short message (the texts below are the literal repl
 in docs/behaviour.md §11). `/undo` finishes its intake row in the transaction of its rewind,
 `/compress` in the transaction of its rewrite, and `/retry` begins its turn again in the
 transaction of its rewind (the runner then answers it, `CommandResult.turn_begun`): a crash never
-runs any of them twice. The store is canonical: after `/undo`, `/retry`, `/compress` and
-`/resume` the session's live transcript in the agent cache is dropped, so the next turn is built
-from the store and never sees a rewound or replaced message.
+runs any of them twice. `/undo` and `/compress` also record their answer's delivery obligation
+in that transaction (`CommandResult.obligation_id`; the runner sends it as a turn's reply is
+sent): a crash before the send leaves it to the start-up sweep (§6), so it is never lost. The
+store is canonical: after `/undo`, `/retry`, `/compress` and `/resume` the session's live
+transcript in the agent cache is dropped, so the next turn is built from the store and never
+sees a rewound or replaced message.
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ from ..model.events import MessageEvent
 from ..model.text import neutralize_inline
 from ..model.timeutil import parse_timestamp
 from ..plugin_system.dispatch import call_broadcast
+from ..store.ledger import Confirmation
 from ..store.rows import INT64_MAX
 from .busy import DROPPED_TEXT, NOTHING_TO_STOP_TEXT, STOPPED_TEXT
 from .compression import compress_session
@@ -79,10 +83,15 @@ RESTART_UNAVAILABLE_TEXT = "Restarting is not available here: nothing would star
 class CommandResult:
     """What a command did: `text` is the reply; `turn_begun` (`/retry`): the command recorded the
     session's last user message again with its turn marker (`store.retry_turn`), and the runner
-    answers it right after the reply (`run_turn(begun=True)`)."""
+    answers it right after the reply (`run_turn(begun=True)`); `obligation_id` (`/undo`,
+    `/compress`): the reply is that delivery obligation of session `session_id`, recorded
+    'attempting' with the command's change, and the runner sends it through the ledger
+    (`ledger.send_obligation(attempting=True)`) instead of as a notice."""
 
     text: str
     turn_begun: bool = False
+    obligation_id: int | None = None
+    session_id: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -282,10 +291,24 @@ async def _resume(call: CommandCall) -> CommandResult:
 
 # ---- /undo, /retry, /compress -------------------------------------------------------------------
 
+def _confirmation(call: CommandCall, text: Callable[[dict], str] | str) -> Confirmation:
+    """The command's answer `text` (or what makes it from the change's result) as owed to its
+    chat, recorded with the change (`store.ledger.Confirmation`)."""
+    return Confirmation(call.key, call.event.source, call.event.message_id, text)
+
+
+def _undone_text(result: dict) -> str:
+    """`/undo`'s answer for the rewind's `result` (docs/behaviour.md §11)."""
+    return UNDONE_TEXT.format(turns=result["turns_undone"], rows=result["rewound_count"],
+                              text=_short(result["target_text"]))
+
+
 async def _rewind(call: CommandCall, n: int, *, again: bool = False) -> dict | None:
     """Rewind the last `n` user turns of the key's session, or with `again` (`/retry`, n = 1)
     rewind the last one and begin it again (`store.retry_turn`); the command's intake row is
-    settled in the same transaction. None: nothing was rewound."""
+    settled in the same transaction, and without `again` (`/undo`) its answer is owed from it
+    on (`obligation_id` in the result). None: nothing was rewound. The result also names the
+    rewound session (`session_id`)."""
     store = call.deps.store
     entry = await maybe_await(store.get_entry(call.key))
     if entry is None:
@@ -294,8 +317,10 @@ async def _rewind(call: CommandCall, n: int, *, again: bool = False) -> dict | N
         result = await store.retry_turn(call.key, entry.session_id, inbound_id=call.inbound_id,
                                         platform_message_id=call.event.message_id)
     else:
-        result = await store.rewind_session(entry.session_id, n, inbound_id=call.inbound_id)
+        result = await store.rewind_session(entry.session_id, n, inbound_id=call.inbound_id,
+                                            confirmation=_confirmation(call, _undone_text))
     if result is not None:
+        result["session_id"] = entry.session_id
         # The store is canonical: the next turn rebuilds its history without the rewound rows.
         call.deps.agent_cache.invalidate_session(entry.session_id)
         call.deps.agent_cache.invalidate(call.key)
@@ -312,8 +337,8 @@ async def _undo(call: CommandCall) -> CommandResult:
     result = await _rewind(call, min(turns, INT64_MAX))
     if result is None:
         return CommandResult(NOTHING_TO_UNDO_TEXT)
-    return CommandResult(UNDONE_TEXT.format(turns=result["turns_undone"], rows=result["rewound_count"],
-                                            text=_short(result["target_text"])))
+    return CommandResult(_undone_text(result), obligation_id=result["obligation_id"],
+                         session_id=result["session_id"])
 
 
 async def _retry(call: CommandCall) -> CommandResult:
@@ -334,14 +359,20 @@ async def _compress(call: CommandCall) -> CommandResult:
     entry = await maybe_await(call.deps.store.get_entry(call.key))
     if entry is None:
         return CommandResult(NOTHING_TO_COMPRESS_TEXT)
-    # The intake row is finished with the rewrite: killed before this answer is sent, the next
-    # start does not run /compress again on the summary it wrote (docs/behaviour.md §11).
-    outcome = await compress_session(call.deps, call.key, entry, call.event.source, inbound_id=call.inbound_id)
+    # The intake row is finished, and this answer owed, with the rewrite: killed before the answer
+    # is sent, the next start sends it and does not run /compress again on the summary it wrote
+    # (docs/behaviour.md §11).
+    def compressed(summarised: int, kept: int) -> Confirmation:
+        return _confirmation(call, COMPRESSED_TEXT.format(summarised=summarised, kept=kept))
+
+    outcome = await compress_session(call.deps, call.key, entry, call.event.source, inbound_id=call.inbound_id,
+                                     confirmation=compressed)
     if outcome.status == "nothing":
         return CommandResult(NOTHING_TO_COMPRESS_TEXT)
     if outcome.status == "failed":
         return CommandResult(COMPRESS_FAILED_TEXT)
-    return CommandResult(COMPRESSED_TEXT.format(summarised=outcome.summarised, kept=outcome.kept))
+    return CommandResult(COMPRESSED_TEXT.format(summarised=outcome.summarised, kept=outcome.kept),
+                         obligation_id=outcome.obligation_id, session_id=entry.session_id)
 
 
 # ---- /restart ------------------------------------------------------------------------------------

@@ -8,7 +8,8 @@ message so no exchange is cut in half) stays verbatim, reasoning fields included
 
 The replacement is one `rewrite_transcript` (the old rows are soft-deleted, kept for audit, and
 the new ones inserted in one transaction; `/compress` finishes its intake row in it, so a crash
-never runs the command twice); the session id stays. A summary that fails (backend
+never runs the command twice, and records its answer's delivery obligation in it, so a crash
+before the send never loses that answer); the session id stays. A summary that fails (backend
 error, interruption, timeout, empty text) or a rewrite that fails changes nothing. The agent
 cache's live transcript is dropped afterwards, so the next turn starts from the store.
 """
@@ -18,10 +19,11 @@ from __future__ import annotations
 import asyncio
 import logging
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable
 
 from ..agents.base import AgentError
 from ..model.timeutil import format_timestamp
+from ..store.ledger import Confirmation
 from .context import build_session_context
 from .deps import PipelineDeps
 
@@ -36,11 +38,14 @@ COMPRESSED, NOTHING, FAILED = "compressed", "nothing", "failed"
 @dataclass(frozen=True, slots=True)
 class CompressionOutcome:
     """`status` is COMPRESSED, NOTHING (nothing but the tail, and at most an earlier summary
-    before it) or FAILED (nothing changed); `summarised` and `kept` count messages."""
+    before it) or FAILED (nothing changed); `summarised` and `kept` count messages;
+    `obligation_id` is the delivery obligation of the `/compress` answer recorded with the
+    rewrite (None without one)."""
 
     status: str
     summarised: int = 0
     kept: int = 0
+    obligation_id: int | None = None
 
 
 def should_compress(config: Any, prompt_tokens: int) -> bool:
@@ -66,7 +71,8 @@ def split_tail(messages: list[dict[str, Any]], keep_recent: int) -> int:
 
 
 async def compress_session(deps: PipelineDeps, key: str, entry: Any, source: Any, *,
-                           inbound_id: int | None = None) -> CompressionOutcome:
+                           inbound_id: int | None = None,
+                           confirmation: Callable[[int, int], Confirmation] | None = None) -> CompressionOutcome:
     """Compress the transcript of `entry`'s session (module docstring).
 
     Args:
@@ -75,6 +81,8 @@ async def compress_session(deps: PipelineDeps, key: str, entry: Any, source: Any
         source: the SessionSource the summary's session context is built from.
         inbound_id: the `/compress`'s intake row, finished in the rewrite's transaction (None
             for the automatic compression after a turn).
+        confirmation: the `/compress`'s answer, given the messages summarised and kept; its
+            delivery obligation is recorded in the rewrite's transaction (None: nothing owed).
     Returns:
         The CompressionOutcome. Never raises for a failed summary; a store failure on reading
         raises (TranscriptReadError) and changes nothing.
@@ -99,8 +107,10 @@ async def compress_session(deps: PipelineDeps, key: str, entry: Any, source: Any
         return CompressionOutcome(FAILED)
     summary = {"role": SUMMARY_ROLE, "content": SUMMARY_PREFIX + reply.text.strip(),
                "timestamp": older[-1].get("timestamp") or format_timestamp(deps.clock())}
+    owed = confirmation(len(older), len(tail)) if confirmation is not None else None
     try:
-        await deps.store.rewrite_transcript(entry.session_id, [summary, *tail], inbound_id=inbound_id)
+        ob_id = await deps.store.rewrite_transcript(entry.session_id, [summary, *tail], inbound_id=inbound_id,
+                                                    confirmation=owed)
     except Exception as exc:  # atomic: the old rows stay active
         log.error("compression of %s could not rewrite the transcript (%s); unchanged", entry.session_id, exc)
         return CompressionOutcome(FAILED)
@@ -108,4 +118,4 @@ async def compress_session(deps: PipelineDeps, key: str, entry: Any, source: Any
         deps.agent_cache.invalidate_session(entry.session_id)
         deps.agent_cache.invalidate(key)
     log.info("compressed %s: %d message(s) summarised, %d kept", entry.session_id, len(older), len(tail))
-    return CompressionOutcome(COMPRESSED, summarised=len(older), kept=len(tail))
+    return CompressionOutcome(COMPRESSED, summarised=len(older), kept=len(tail), obligation_id=ob_id)

@@ -64,7 +64,7 @@ from . import commands
 from .busy import COMMAND, CONTROL, INTERNAL, STEERED_TEXT, TURN, Acceptance, Job, SessionQueue
 from .placement import ANSWER_NOW, CLEAR_SLOT, FRONT, HAND_TO_TURN, MERGE, MODES, Placement, place
 from .deps import PipelineDeps, maybe_await
-from .ledger import OutcomeRecorder, redeliver
+from .ledger import OutcomeRecorder, redeliver, send_obligation
 from .notices import INTERNAL_ERROR, failure_notice
 from .turn import run_turn
 
@@ -674,7 +674,14 @@ class GatewayRunner:
         elif job.kind in (CONTROL, COMMAND):
             result = await commands.run_command(self.deps, key, event, queue_depth=self.queue_depth(key),
                                                 stopped=job.stopped, dropped=job.dropped, inbound_id=job.inbound_id)
-            await self._notify(key, event, result.text)
+            if result.obligation_id is not None:
+                # Owed since the command's change committed (/undo, /compress): sent and marked
+                # as a turn's reply is, so a crash before the send leaves it to the start-up sweep.
+                await send_obligation(self.deps, result.obligation_id, event.source, result.text, session_key=key,
+                                      session_id=result.session_id, reply_to=event.message_id, kind="notice",
+                                      attempting=True, recorder=self._outcomes)
+            else:
+                await self._notify(key, event, result.text)
             if result.turn_begun:
                 # /retry recorded the rewound message again with its turn marker (one transaction
                 # with the rewind: a crash from there on is the turn's recovery, never a second

@@ -16,7 +16,7 @@ from __future__ import annotations
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
-from typing import Iterable, Iterator, Protocol, Sequence, runtime_checkable
+from typing import Callable, Iterable, Iterator, Protocol, Sequence, runtime_checkable
 
 from ..model import SessionEntry, TokenUsage
 from .db import StoreError
@@ -113,21 +113,28 @@ class StoreBackend(Protocol):
         """Number of active user rows."""
 
     async def rewrite(self, session_id: str, rows: list[MessageRow], inbound_id: int | None = None,
-                      now_ts: float = 0.0) -> None:
+                      now_ts: float = 0.0, obligation: NewObligation | None = None) -> int | None:
         """Deactivate the active rows and append `rows`, all or nothing; in the same transaction,
         intake row `inbound_id` (the `/compress`'s) is finished at `now_ts` (epoch seconds), so a
-        crash after the rewrite never runs the command again (docs/behaviour.md §11)."""
+        crash after the rewrite never runs the command again, and `obligation` (the command's
+        answer, carrying no transcript row) is recorded in its `state`, so a crash before its
+        send leaves it owed (docs/behaviour.md §6, §11). Returns the obligation's id, None
+        without one."""
 
     async def rewind(self, session_id: str, n: int, inbound_id: int | None = None, now_ts: float = 0.0,
-                     again: RetryTurn | None = None) -> dict | None:
+                     again: RetryTurn | None = None,
+                     obligation: Callable[[dict], NewObligation] | None = None) -> dict | None:
         """Deactivate from the n-th last active user row on (n >= 1) and count the rewind on the
         session row (`rewind_count`), in one transaction; docs/behaviour.md §2 return value. In
         the same transaction, intake row `inbound_id` (the command's) is finished at `now_ts`,
         or, with `again` (`/retry`), the turn begins again as `begin_turn` begins one: `again.row`
         with the rewound message's text is appended, the key's turn marker set on it and intake
         row `inbound_id` made 'running' (so a crash never runs the command twice, and the retried
-        message is answered by crash recovery). None, with nothing changed, without an active
-        user row or, with `again`, when the last one has no text (nothing to run again)."""
+        message is answered by crash recovery). With `obligation` (`/undo`'s answer), the
+        obligation it returns when given that return value is recorded in the same transaction
+        (carrying no transcript row), and the return value also holds its id as `obligation_id`.
+        None, with nothing changed, without an active user row or, with `again`, when the last
+        one has no text (nothing to run again)."""
 
     async def begin_turn(self, session_key: str, session_id: str, row: MessageRow, started_ts: float,
                          inbound_id: int | None = None, accept: NewIntake | None = None) -> int | None:

@@ -16,6 +16,10 @@ it carries the notice. An obligation is abandoned after `MAX_ATTEMPTS` (3) attem
 (`sent_ids`), so a platform's later delivery report (WhatsApp status callbacks) settles it:
 `settle_sent_message`.
 
+A conversation command that changes the transcript (`/undo`, `/compress`) owes its answer the
+same way: its `Confirmation` is recorded 'attempting' in the transaction of its rewind or
+rewrite, so a crash before the send leaves it to the start-up sweep (docs/behaviour.md §11).
+
 Silence (docs/behaviour.md §6): a reply that is only a silence marker (`[SILENT]`, `SILENT`, `NO_REPLY`,
 `NO REPLY`, any case, surrounding blanks ignored) owes nothing for an internal turn and
 `SILENT_NOTICE` for a human turn.
@@ -26,9 +30,10 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Mapping
+from dataclasses import dataclass
 from datetime import timedelta
 from functools import partial
-from typing import Any, Iterable, Sequence
+from typing import Any, Callable, Iterable, Sequence
 
 from ..model import SessionSource, TokenUsage, format_timestamp
 from ..model.text import to_json
@@ -69,6 +74,27 @@ def text_owed(reply: str | None, *, internal: bool) -> str | None:
     return reply or None
 
 
+@dataclass(frozen=True, slots=True)
+class Confirmation:
+    """The answer a conversation command owes its chat for a change of the transcript (`/undo`'s
+    rewind, `/compress`'s rewrite), recorded as a delivery obligation in the transaction of that
+    change (`rewind_session`, `rewrite_transcript`; docs/behaviour.md §6, §11).
+
+    Attributes:
+        session_key: the session key the command came in on.
+        origin: the chat to deliver to (the command's SessionSource, raw ids).
+        reply_to: the platform id of the command's message, or None.
+        text: the answer; for a rewind, a function given the rewind's result (the dict
+            `rewind_session` returns) that says what was undone. It is called inside the
+            transaction: it must only format text (no I/O, no store call).
+    """
+
+    session_key: str
+    origin: SessionSource
+    reply_to: str | None
+    text: str | Callable[[dict[str, Any]], str]
+
+
 class LedgerOps:
     """Delivery-ledger methods. Relies on the SessionStore attributes `_b()`, `_now()`, `_locks`,
     `_load` and `_write_entry`."""
@@ -82,6 +108,14 @@ class LedgerOps:
                              content=content, internal=internal, reply_to=reply_to,
                              now_iso=format_timestamp(now), now_ts=now.timestamp(), message_id=message_id,
                              state="attempting" if sending else "pending", attempts=1 if sending else 0)
+
+    def _confirmation(self, confirmation: Confirmation, session_id: str,
+                      result: dict[str, Any] | None = None) -> NewObligation:
+        """The obligation of `confirmation` in `session_id`, 'attempting' (its send follows the
+        commit at once, as a turn's reply does); a callable `text` is given `result`."""
+        text = confirmation.text if isinstance(confirmation.text, str) else confirmation.text(result or {})
+        return self._obligation(confirmation.session_key, session_id, confirmation.origin, text, False,
+                                confirmation.reply_to, sending=True)
 
     async def record_reply(self, session_key: str, session_id: str, message: Mapping[str, Any] | MessageRow | None, *,
                            origin: SessionSource | None, content: str | None, internal: bool = False,

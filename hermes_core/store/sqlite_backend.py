@@ -379,16 +379,18 @@ class SqliteBackend:
             "SELECT COUNT(*) FROM messages WHERE session_id = ? AND active = 1 AND role = 'user'", (session_id,)))
 
     async def rewrite(self, session_id: str, rows: list[MessageRow], inbound_id: int | None = None,
-                      now_ts: float = 0.0) -> None:
-        def work(conn: sqlite3.Connection) -> None:
+                      now_ts: float = 0.0, obligation: NewObligation | None = None) -> int | None:
+        def work(conn: sqlite3.Connection) -> int | None:
             conn.execute("UPDATE messages SET active = 0 WHERE session_id = ? AND active = 1", (session_id,))
             _insert_messages(conn, session_id, rows)
             if inbound_id is not None:
                 conn.execute(_FINISH_INBOUND, (now_ts, inbound_id))
-        await self._with_fts_repair(lambda: self.db.run(work))
+            return self._insert_obligation(conn, obligation, None) if obligation is not None else None
+        return await self._with_fts_repair(lambda: self.db.run(work))
 
     async def rewind(self, session_id: str, n: int, inbound_id: int | None = None, now_ts: float = 0.0,
-                     again: RetryTurn | None = None) -> dict[str, Any] | None:
+                     again: RetryTurn | None = None,
+                     obligation: Callable[[dict], NewObligation] | None = None) -> dict[str, Any] | None:
         def work(conn: sqlite3.Connection) -> dict[str, Any] | None:
             users = conn.execute(
                 "SELECT id, content FROM messages WHERE session_id = ? AND active = 1 AND role = 'user' "
@@ -404,7 +406,10 @@ class SqliteBackend:
                                            again.started_ts, inbound_id, None, conn)
             elif inbound_id is not None:
                 conn.execute(_FINISH_INBOUND, (now_ts, inbound_id))
-            return {"rewound_count": rewound, "turns_undone": len(users), "target_text": target_text}
+            result = {"rewound_count": rewound, "turns_undone": len(users), "target_text": target_text}
+            if obligation is not None:
+                result["obligation_id"] = self._insert_obligation(conn, obligation(dict(result)), None)
+            return result
         return await self._with_fts_repair(partial(self.db.run, work))
 
     # ---- durable intake (docs/behaviour.md §0, §5) ----------------------------------------------------

@@ -5,17 +5,19 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Mapping
+from functools import partial
 from typing import Any, Iterable
 
 from ..model import SessionSource, validate_session_id
 from . import fts
 from .entries import origin_or_none
+from .ledger import Confirmation
 from .rows import MESSAGE_COLUMNS, TranscriptReadError, normalize_message, unstorable
 
 
 class TranscriptOps:
-    """Transcript and search methods. Relies on the SessionStore attributes `_b()`, `_now()` and
-    `_owned_by()`."""
+    """Transcript and search methods. Relies on the SessionStore attributes `_b()`, `_now()`,
+    `_owned_by()` and `_confirmation()` (`ledger.LedgerOps`)."""
 
     async def append_to_transcript(self, session_id: str, message: Mapping[str, Any], skip_db: bool = False) -> None:
         """Append one message to the transcript (seed §3).
@@ -112,33 +114,45 @@ class TranscriptOps:
                                           or session_id in backend.db.unreadable))
 
     async def rewrite_transcript(self, session_id: str, messages: Iterable[Mapping[str, Any]], *,
-                                 inbound_id: int | None = None) -> None:
+                                 inbound_id: int | None = None, confirmation: Confirmation | None = None
+                                 ) -> int | None:
         """Replace the active transcript (`/compress`; seed §3) atomically: the old rows are
         soft-deleted and the new ones inserted in one transaction; on any failure the old rows
         stay active. With `inbound_id` (the intake row of the `/compress` that asks), that row is
         finished in the same transaction: a crash after the rewrite never runs the command again
-        (docs/behaviour.md §11).
+        (docs/behaviour.md §11). With `confirmation` (the command's answer, its `text` a str), its
+        delivery obligation is recorded 'attempting' in that transaction too: a crash before
+        the send leaves it to the start-up sweep (§6).
 
+        Returns:
+            The confirmation's obligation id, None without one.
         Raises:
             ValueError: a bad message (checked before anything changes) or unsafe id.
         """
         validate_session_id(session_id)
         rows = [normalize_message(m, self._now) for m in messages]
-        await self._b().rewrite(session_id, rows, inbound_id, self._now().timestamp())
+        owed = self._confirmation(confirmation, session_id) if confirmation is not None else None
+        return await self._b().rewrite(session_id, rows, inbound_id, self._now().timestamp(), owed)
 
-    async def rewind_session(self, session_id: str, n: int = 1, *, inbound_id: int | None = None
-                             ) -> dict[str, Any] | None:
+    async def rewind_session(self, session_id: str, n: int = 1, *, inbound_id: int | None = None,
+                             confirmation: Confirmation | None = None) -> dict[str, Any] | None:
         """Undo the last `n` user turns by soft delete (seed §3; docs/behaviour.md §2). With
         `inbound_id` (the intake row of the `/undo` that asks), that row is finished in the same
         transaction: a crash after the rewind never runs the command again (docs/behaviour.md §11).
+        With `confirmation` (the command's answer, its `text` given this method's result), its
+        delivery obligation is recorded 'attempting' in that transaction too: a crash before
+        the send leaves it to the start-up sweep (§6).
 
         Returns:
             `{"rewound_count": rows deactivated, "turns_undone": k, "target_text": text of the
-            earliest undone user message}`; n <= 0 acts as 1; None when there is no user turn.
+            earliest undone user message}`, with `"obligation_id"` (the confirmation's) when a
+            `confirmation` was given; n <= 0 acts as 1; None when there is no user turn (then
+            nothing is owed either).
         """
         validate_session_id(session_id)
         n = 1 if n is None or n <= 0 else int(n)
-        return await self._b().rewind(session_id, n, inbound_id, self._now().timestamp())
+        owed = partial(self._confirmation, confirmation, session_id) if confirmation is not None else None
+        return await self._b().rewind(session_id, n, inbound_id, self._now().timestamp(), obligation=owed)
 
     async def search_transcripts(self, query: str, *, limit: int = 20, owner: SessionSource | None = None
                                  ) -> list[dict[str, Any]]:

@@ -271,6 +271,38 @@ class StoreBackendContract:
         await b.rewrite(SID, [row("system", "summary 2")])
         assert [(r.id, r.state) for r in await b.intake_open()] == [(other, "pending")]
 
+    async def test_rewind_and_rewrite_record_the_commands_answer_in_their_transaction(self, store_backend):
+        # docs/behaviour.md §11, §6: /undo's and /compress's answers are owed from the commit of
+        # their change on, carrying no transcript row; /undo's text says what its rewind found.
+        b = store_backend
+        await b.save(entry(), new_session=True)
+        for role, content in (("user", "first"), ("assistant", "one"), ("user", "second"), ("assistant", "two")):
+            await b.append_message(SID, row(role, content))
+        seen: list[dict] = []
+
+        def undone(result: dict) -> NewObligation:
+            seen.append(result)
+            return obligation(KEY, SID, f"Undid {result['turns_undone']} turn(s) ({result['rewound_count']} "
+                                        f"message(s)), back to before \"{result['target_text']}\".")
+
+        result = await b.rewind(SID, 1, None, T0.timestamp(), obligation=undone)
+        assert seen == [{"rewound_count": 2, "turns_undone": 1, "target_text": "second"}]
+        assert result == {"rewound_count": 2, "turns_undone": 1, "target_text": "second",
+                          "obligation_id": result["obligation_id"]}
+        [owed] = await b.obligations(("pending",))
+        assert (owed.id, owed.content, owed.message_id, owed.session_key) == (
+            result["obligation_id"], 'Undid 1 turn(s) (2 message(s)), back to before "second".', None, KEY)
+        compressed = obligation(KEY, SID, "Compressed the conversation: 1 earlier message(s) summarised, "
+                                          "1 kept as they were.")
+        ob_id = await b.rewrite(SID, [row("system", "summary"), row("user", "first")], None, T0.timestamp(),
+                                compressed)
+        assert [(o.id, o.content, o.message_id) for o in await b.obligations(("pending",))][1:] == [
+            (ob_id, "Compressed the conversation: 1 earlier message(s) summarised, 1 kept as they were.", None)]
+        # Nothing to rewind: nothing owed, the function is never asked.
+        await b.rewrite(SID, [row("system", "summary 2")])
+        assert await b.rewind(SID, 1, None, T0.timestamp(), obligation=undone) is None
+        assert (len(seen), len(await b.obligations(("pending",)))) == (1, 2)
+
     # ---- turns ---------------------------------------------------------------------------
 
     async def test_begin_turn_sets_the_marker_and_runs_the_intake_row(self, store_backend):

@@ -2,7 +2,9 @@
 with SIGKILL after the command changed the transcript never runs it a second time at the next
 start — one `/undo` undoes one turn, one `/retry` answers its message once, one `/compress` is not
 answered "Nothing to compress yet." for the summary it wrote — and the retried message is never
-lost. Real store (SQLite), real subprocess killed with SIGKILL."""
+lost. The answer of `/undo` and `/compress` is a delivery obligation recorded with the change:
+killed before it was sent, the next start sends it once, labelled. Real store (SQLite, and the
+degraded engine where the ledger is concerned), real subprocess killed with SIGKILL."""
 
 from __future__ import annotations
 
@@ -11,7 +13,7 @@ import sqlite3
 from pathlib import Path
 
 import pytest
-from test_pipeline_ledger import run_script
+from test_pipeline_ledger import ledger_rows, run_script
 
 
 def active_transcript(home: Path) -> list[tuple[str, str]]:
@@ -27,15 +29,24 @@ def reply(text: str, to: str) -> dict:
 
 
 @pytest.mark.slow
-async def test_undo_killed_before_its_answer_is_not_undone_again_at_the_next_start(tmp_path):
+@pytest.mark.parametrize("backend", ["sqlite", "degraded"])
+async def test_undo_killed_before_its_answer_sends_that_answer_once_and_undoes_nothing_more(tmp_path, backend):
+    if backend == "degraded":
+        (tmp_path / "state.db").mkdir()  # SQLite cannot open a directory: the journaled engine
     code, sent, err = await run_script(tmp_path, "kill-in-third-send", "hello:m1", "world:m2", "/undo:m3")
     assert code == -signal.SIGKILL, err
     assert sent == [reply("echo: hello", "m1"), reply("echo: world", "m2")]
     code, sent, err = await run_script(tmp_path, "serve")
     assert code == 0, err
-    # The undo was done once, before the kill; its answer is lost with the process, not redone.
-    assert sent == []
-    assert active_transcript(tmp_path) == [("user", "hello"), ("assistant", "echo: hello")]
+    # The undo was done once, before the kill; its answer was owed in the same transaction and
+    # may have reached the chat: it is sent once, labelled (docs/behaviour.md §6, §11).
+    answer = 'Undid 1 turn(s) (2 message(s)), back to before "world".'
+    assert sent == [reply("Recovered reply (may be a duplicate):\n" + answer, "m3")]
+    assert ledger_rows(tmp_path)[-1] == (answer, "delivered", 2)
+    code, sent, err = await run_script(tmp_path, "serve")
+    assert (code, sent) == (0, []), err
+    if backend == "sqlite":
+        assert active_transcript(tmp_path) == [("user", "hello"), ("assistant", "echo: hello")]
 
 
 @pytest.mark.slow
@@ -63,15 +74,23 @@ async def test_retry_killed_in_its_replys_send_resends_that_reply_once_and_retri
 
 
 @pytest.mark.slow
-async def test_compress_killed_before_its_answer_is_not_run_again_at_the_next_start(tmp_path):
+@pytest.mark.parametrize("backend", ["sqlite", "degraded"])
+async def test_compress_killed_before_its_answer_sends_that_answer_once_and_compresses_once(tmp_path, backend):
+    if backend == "degraded":
+        (tmp_path / "state.db").mkdir()
     code, sent, err = await run_script(tmp_path, "kill-in-third-send", "hello:m1", "world:m2", "/compress:m3")
     assert code == -signal.SIGKILL, err
     assert sent == [reply("echo: hello", "m1"), reply("echo: world", "m2")]
     code, sent, err = await run_script(tmp_path, "serve")
     assert code == 0, err
-    # The compression was done once, before the kill: as after /undo, its answer is lost with the
-    # process; the next start neither compresses again nor says "Nothing to compress yet.".
-    assert sent == []
-    assert active_transcript(tmp_path) == [
-        ("system", "Summary of the earlier conversation:\nSummary of 2 earlier message(s). The user wrote: hello"),
-        ("user", "world"), ("assistant", "echo: world")]
+    # The compression was done once, before the kill, with its answer owed: the next start sends
+    # that answer once, labelled, and neither compresses again nor says "Nothing to compress yet.".
+    answer = "Compressed the conversation: 2 earlier message(s) summarised, 2 kept as they were."
+    assert sent == [reply("Recovered reply (may be a duplicate):\n" + answer, "m3")]
+    assert ledger_rows(tmp_path)[-1] == (answer, "delivered", 2)
+    code, sent, err = await run_script(tmp_path, "serve")
+    assert (code, sent) == (0, []), err
+    if backend == "sqlite":
+        assert active_transcript(tmp_path) == [
+            ("system", "Summary of the earlier conversation:\nSummary of 2 earlier message(s). The user wrote: hello"),
+            ("user", "world"), ("assistant", "echo: world")]

@@ -347,6 +347,29 @@ async def test_compress_replaces_the_older_part_by_the_agents_summary_and_keeps_
         await app.stop()
 
 
+async def test_undo_and_compress_answers_go_through_the_ledger_and_answers_that_change_nothing_do_not(tmp_path):
+    # docs/behaviour.md §11, §6: the answer of a change is owed with it and marked once sent.
+    app, adapter, clock = await start(tmp_path, agent={"compression": {"keep_recent": 2}})
+    try:
+        for text in ("/undo", "/compress"):
+            await say(app, text, clock=clock)
+        for text in ("u1", "u2", "u3"):
+            await say(app, text, clock=clock)
+        await say(app, "/undo", clock=clock)
+        await say(app, "/compress", clock=clock)
+        owed = [(ob["content"], ob["state"], ob["attempts"], ob["message_id"])
+                for ob in await app.store.obligations_in("pending", "attempting", "delivered", "failed")]
+        undone = 'Undid 1 turn(s) (2 message(s)), back to before "u3".'
+        compressed = "Compressed the conversation: 2 earlier message(s) summarised, 2 kept as they were."
+        assert [o[0] for o in owed] == ["echo: u1", "echo: u2", "echo: u3", undone, compressed]
+        # Sent once each, carrying no transcript row (the answer is not part of the conversation).
+        assert [o[1:] for o in owed[3:]] == [("delivered", 1, None), ("delivered", 1, None)]
+        assert adapter.texts() == ["Nothing to undo.", "Nothing to compress yet.", "echo: u1", "echo: u2",
+                                   "echo: u3", undone, compressed]
+    finally:
+        await app.stop()
+
+
 async def test_a_failed_summary_leaves_the_transcript_untouched(tmp_path):
     app, adapter, clock = await start(tmp_path, HistoryEcho(fail_summary=True))
     app.config.agent.compression.keep_recent = 2

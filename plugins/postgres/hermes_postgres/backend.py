@@ -23,7 +23,7 @@ import socket
 import uuid
 from contextlib import asynccontextmanager
 from dataclasses import replace
-from typing import Any, AsyncIterator, Iterable, Sequence
+from typing import Any, AsyncIterator, Callable, Iterable, Sequence
 
 import psycopg
 from psycopg.rows import dict_row
@@ -530,16 +530,18 @@ class PostgresBackend:
         return int(row[0])
 
     async def rewrite(self, session_id: str, rows: list[MessageRow], inbound_id: int | None = None,
-                      now_ts: float = 0.0) -> None:
+                      now_ts: float = 0.0, obligation: NewObligation | None = None) -> int | None:
         async with self._tx(fence_session=session_id) as conn:
             await conn.execute("UPDATE messages SET active = false WHERE session_id = %s AND active", (session_id,))
             for row in rows:
                 await self._insert_message(conn, session_id, row)
             if inbound_id is not None:
                 await conn.execute(_FINISH_INBOUND, (now_ts, inbound_id))
+            return await self._insert_obligation(conn, obligation, None) if obligation is not None else None
 
     async def rewind(self, session_id: str, n: int, inbound_id: int | None = None, now_ts: float = 0.0,
-                     again: RetryTurn | None = None) -> dict[str, Any] | None:
+                     again: RetryTurn | None = None,
+                     obligation: Callable[[dict], NewObligation] | None = None) -> dict[str, Any] | None:
         fence = {"fence_key": again.session_key} if again is not None else {"fence_session": session_id}
         async with self._tx(**fence) as conn:
             cur = await conn.execute("SELECT id, content FROM messages WHERE session_id = %s AND active AND "
@@ -558,7 +560,10 @@ class PostgresBackend:
                                           replace(again.row, content=target_text), again.started_ts, inbound_id)
             elif inbound_id is not None:
                 await conn.execute(_FINISH_INBOUND, (now_ts, inbound_id))
-            return {"rewound_count": rewound, "turns_undone": len(users), "target_text": target_text}
+            result = {"rewound_count": rewound, "turns_undone": len(users), "target_text": target_text}
+            if obligation is not None:
+                result["obligation_id"] = await self._insert_obligation(conn, obligation(dict(result)), None)
+            return result
 
     async def begin_turn(self, session_key: str, session_id: str, row: MessageRow, started_ts: float,
                          inbound_id: int | None = None, accept: NewIntake | None = None) -> int | None:
@@ -665,15 +670,8 @@ class PostgresBackend:
             message_id = await self._insert_message(conn, session_id, row) if row is not None else None
             ob_id = None
             if obligation is not None:
-                ob = obligation
-                cur = await conn.execute(
-                    "INSERT INTO delivery_obligations (session_key, session_id, origin, content, state, attempts, "
-                    "internal, message_id, reply_to, created_at, updated_at, created_ts, updated_ts) "
-                    "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s) RETURNING id",
-                    (ob.session_key, ob.session_id, ob.origin, ob.content, ob.state, ob.attempts, bool(ob.internal),
-                     message_id if message_id is not None else ob.message_id, ob.reply_to, ob.now_iso,
-                     ob.now_iso, ob.now_ts, ob.now_ts))
-                ob_id = (await cur.fetchone())[0]
+                ob_id = await self._insert_obligation(
+                    conn, obligation, message_id if message_id is not None else obligation.message_id)
             if entry is not None:  # the turn's counters, as `save` writes them
                 await conn.execute(_UPSERT_ROUTE, _route_params(entry))
                 await conn.execute(_SYNC_COUNTERS, _counter_params(entry))
@@ -682,6 +680,18 @@ class PostgresBackend:
                 await conn.execute("UPDATE inbound SET state = 'done', payload = NULL, finished_ts = %s "
                                    "WHERE id = ANY(%s)", (now_ts, list(inbound_ids)))
             return message_id, ob_id
+
+    @staticmethod
+    async def _insert_obligation(conn: psycopg.AsyncConnection, ob: NewObligation, message_id: int | None) -> int:
+        """Record `ob`, carrying transcript row `message_id` (or none), in the open transaction
+        `conn`; returns its id."""
+        cur = await conn.execute(
+            "INSERT INTO delivery_obligations (session_key, session_id, origin, content, state, attempts, "
+            "internal, message_id, reply_to, created_at, updated_at, created_ts, updated_ts) "
+            "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s) RETURNING id",
+            (ob.session_key, ob.session_id, ob.origin, ob.content, ob.state, ob.attempts, bool(ob.internal),
+             message_id, ob.reply_to, ob.now_iso, ob.now_iso, ob.now_ts, ob.now_ts))
+        return (await cur.fetchone())[0]
 
     async def obligation_for_message(self, message_id: int) -> int | None:
         row = await self._one("SELECT id FROM delivery_obligations WHERE message_id = %s LIMIT 1", (message_id,))
