@@ -145,6 +145,31 @@ def test_command_name_ignores_invisible_format_characters(text, expected):
     assert MessageEvent(SessionSource("telegram", "1"), text=text).command() == expected
 
 
+@pytest.mark.parametrize("text, expected", [
+    ("\u200b/undo", ("undo", "")),               # zero-width space before the slash
+    ("\ufeff/new Trip", ("new", "Trip")),        # BOM: a copy from a file
+    ("\u200e\u2066/status", ("status", "")),     # bidi mark and isolate
+    ("\U000e0041/undo 2", ("undo", "2")),         # a tag character
+])
+def test_invisible_characters_before_the_slash_leave_a_command(text, expected):
+    # docs/behaviour.md §11: invisible format characters before the slash are unseen, as in the
+    # name: the text is the command the user sees.
+    event = MessageEvent(SessionSource("telegram", "1"), text=text)
+    assert (event.is_command, event.command()) == (True, expected)
+
+
+@pytest.mark.parametrize("text", [" /undo", "\n/undo", "\u200b //undo", "//undo", "/\u200b/undo", "\u200b\u200b"])
+def test_visible_space_or_a_second_slash_before_the_name_makes_text(text):
+    # docs/behaviour.md §11: a space or line break before the slash is visible, and `//text`
+    # (also with an unseen character between the slashes) is no command.
+    event = MessageEvent(SessionSource("telegram", "1"), text=text)
+    assert (event.is_command, event.command(), event.command_addressee()) == (False, ("", text), None)
+
+
+def test_command_addressee_after_an_invisible_character():
+    assert MessageEvent(SessionSource("telegram", "1"), text="\u200b/undo@Other_Bot").command_addressee() == "Other_Bot"
+
+
 @pytest.mark.parametrize("text, addressee", [
     ("/undo@Other_Bot", "Other_Bot"),         # as written: the adapter compares without case
     ("/queue@other_bot\u200b later", "other_bot"),

@@ -10,7 +10,7 @@ from typing import Any
 
 from .identity import IdentityAlias
 from .source import SessionSource
-from .text import clean_data, clean_optional, clean_text, strip_invisible
+from .text import clean_data, clean_optional, clean_text, skip_invisible, strip_invisible
 from .timeutil import format_timestamp, parse_timestamp, utc_now
 
 # Event kinds. "user" is a human message; "internal" is a wake-up the gateway made itself
@@ -94,8 +94,18 @@ class MessageEvent:
 
     @property
     def is_command(self) -> bool:
-        """True when the text is a slash command (`/new`, `/status`, …)."""
-        return self.text.startswith("/") and not self.text.startswith("//")
+        """True when the text is a slash command (`/new`, `/status`, …): it starts with `/`, not
+        `//` (docs/behaviour.md §11). Invisible format characters before either slash do not
+        count (`\u200b/undo` is a command, `/\u200b/undo` is not): they are unseen, as in a
+        command's name. Visible whitespace does: ` /undo` is text."""
+        return self._name_start() is not None
+
+    def _name_start(self) -> int | None:
+        """The index just after a command's slash, or None when the text is not a command."""
+        slash = skip_invisible(self.text)
+        if not self.text.startswith("/", slash) or self.text.startswith("/", skip_invisible(self.text, slash + 1)):
+            return None
+        return slash + 1
 
     def command(self) -> tuple[str, str]:
         """Split a slash command into `(name, argument)`: `"/queue hi"` → `("queue", "hi")`.
@@ -107,9 +117,10 @@ class MessageEvent:
         unseen, and `/undo\u200b` is the `/undo` the user sees. A Telegram-style `/cmd@botname`
         suffix is dropped. Returns `("", text)` for non-commands.
         """
-        if not self.is_command:
+        split = self._command_head()
+        if split is None:
             return "", self.text
-        head, rest = self._command_head()
+        head, rest = split
         return head.partition("@")[0].lower(), rest.strip()
 
     def command_addressee(self) -> str | None:
@@ -117,14 +128,19 @@ class MessageEvent:
         (invisible characters dropped, case kept): `"/undo@Other_Bot"` → `"Other_Bot"`. None
         for a non-command and for a command without a suffix (or an empty one, `"/undo@"`).
         `BaseAdapter.emit` compares it with the adapter's `bot_username` (docs/behaviour.md §11)."""
-        if not self.is_command:
+        split = self._command_head()
+        if split is None:
             return None
-        return self._command_head()[0].partition("@")[2] or None
+        return split[0].partition("@")[2] or None
 
-    def _command_head(self) -> tuple[str, str]:
+    def _command_head(self) -> tuple[str, str] | None:
         """A command's text split once, for `command` and `command_addressee` alike: its head
-        (`name@bot`, up to the first whitespace, invisible characters dropped) and the rest."""
-        head, rest = _COMMAND_NAME.match(self.text, 1).groups()
+        (`name@bot`, from its slash up to the first whitespace, invisible characters dropped)
+        and the rest; None when the text is not a command (`is_command`)."""
+        start = self._name_start()
+        if start is None:
+            return None
+        head, rest = _COMMAND_NAME.match(self.text, start).groups()
         return strip_invisible(head), rest
 
 

@@ -9,7 +9,8 @@ peer-controlled metadata made inert before it reaches a prompt, a sender prefix 
   to one space, invisible format characters (`_INVISIBLE`) removed, length capped.
 * `quote_untrusted`: `neutralize_inline`, then JSON-quoted (the context section's quoted values).
 * `strip_invisible`: the invisible format characters removed (what a command's name is looked up
-  by, docs/behaviour.md §11).
+  by, docs/behaviour.md §11); `skip_invisible`: where a run of them ends (what a command's
+  slash is found after).
 * `escape_controls`: control and invisible format characters shown as `\\xNN` / `\\uNNNN` /
   `\\UNNNNNNNN`, for printing stored text to an operator's terminal (the admin CLI).
 """
@@ -38,6 +39,7 @@ _INVISIBLE = ("\u200b-\u200f\u202a-\u202e\u2060-\u2064\u2066-\u206f\ufeff\u061c\
 # paragraph separators.
 _BREAKING = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029]")
 _INVISIBLE_RE = re.compile(f"[{_INVISIBLE}]")
+_INVISIBLE_RUN = re.compile(f"[{_INVISIBLE}]*")
 # What the admin CLI escapes: every control character except newline and tab, plus the invisible ones.
 _TERMINAL_UNSAFE = re.compile(f"[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029{_INVISIBLE}]")
 
@@ -82,6 +84,14 @@ def strip_invisible(text: str) -> str:
     characters: `_INVISIBLE`, the characters of Unicode category Cf that are not drawn; marks that
     are, such as the Arabic number sign U+0600, are kept): `"undo\u200b"` → `"undo"`."""
     return _INVISIBLE_RE.sub("", text)
+
+
+def skip_invisible(text: str, start: int = 0) -> int:
+    """The index of the first character of `text` at or after `start` (an index, 0 ≤ start ≤
+    len(text)) that is not one of `strip_invisible`'s invisible format characters; `len(text)`
+    when only those follow: `skip_invisible("\u200b\ufeff/undo")` → 2. Reads only the run it
+    skips, so finding where a long message's visible text begins costs nothing."""
+    return _INVISIBLE_RUN.match(text, start).end()
 
 
 def neutralize_inline(text: Any, max_chars: int = UNTRUSTED_MAX_CHARS) -> str:

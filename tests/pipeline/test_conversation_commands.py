@@ -426,3 +426,25 @@ async def test_first_turn_after_new_reinjects_the_chat_instructions_once(tmp_pat
         assert (await app.store.get_entry(KEY)).is_fresh_reset is False
     finally:
         await app.stop()
+
+
+async def test_invisible_character_before_the_slash_still_runs_the_command(tmp_path):
+    # docs/behaviour.md §11: a zero-width space or BOM a keyboard or a copy-paste put before
+    # `/undo` is unseen: the command runs, nothing reaches the agent; a visible space before the
+    # slash leaves the text a message.
+    app, adapter, _ = await start(tmp_path)
+    try:
+        await say(app, "u1")
+        await say(app, "\u200b/undo")
+        assert adapter.texts() == ["echo: u1", 'Undid 1 turn(s) (2 message(s)), back to before "u1".']
+        await say(app, "u2")
+        await say(app, "\ufeff\u200e/status")
+        entry = await app.store.get_entry(KEY)
+        assert adapter.texts()[-1] == (f"Session key: {KEY}\nSession id: {entry.session_id}\n"
+                                       "Turns: 1\nTokens: 6 (input 2, output 4)")  # /undo keeps the usage
+        await say(app, " /status")
+        assert adapter.texts()[-1] == "echo:  /status"
+        assert [m["content"] for m in await app.store.load_transcript(entry.session_id)] == [
+            "u2", "echo: u2", " /status", "echo:  /status"]
+    finally:
+        await app.stop()
