@@ -19,6 +19,9 @@ Bad input: an empty or whitespace-only message is ignored; a message id already
 accepted for the same platform and chat is not answered again — checked first, so a
 redelivered over-long message gets no second notice —; a message longer than
 `[core] max_input_chars` (for a command: its argument) is refused with a notice stating the limit.
+The refused message is accepted without its text: its intake row holds its dedupe id and its
+length (`REFUSED_LENGTH`), enough for the one notice, also after a restart, and never the
+megabytes no turn will read.
 
 Busy input (seed §8; docs/behaviour.md §5, §10, §11) — where an accepted event goes is decided by
 one pure function, `placement.place` (the session's queue and running job + the event → a
@@ -74,6 +77,9 @@ TOO_LONG_TEXT = ("Message refused: it is {length} characters long and the limit 
                  "(core.max_input_chars). Please shorten it.")
 # Key added to a merged burst's intake payload: the rows it stands for (sealed at a replay).
 MERGED_FROM = "merged_from"
+# Key added to the intake payload of a message refused as too long (its text is not kept): the
+# length, in characters, its notice states.
+REFUSED_LENGTH = "refused_length"
 
 
 class _Worker:
@@ -169,13 +175,21 @@ class GatewayRunner:
             entry = await maybe_await(self.deps.store.get_entry(key))
             if entry is not None:
                 event = replace(event, bound_session_id=entry.session_id)
+        refused_length = self._over_limit(event)
+        data = None
+        if refused_length is not None:
+            # Refused before it is written (docs/behaviour.md §5 "Bad input"): no turn reads the
+            # text, and a 20-million-character line would grow state.db by as many bytes.
+            event = replace(event, text="")
+            data = event_to_dict(event)
+            data[REFUSED_LENGTH] = refused_length
         # Dedupe before anything else answers: a redelivery gets nothing, not even a notice.
-        folded = self._folds(key, event)
+        folded = data is None and self._folds(key, event)
         if folded:
             inbound_id = await self._accept_in_turn(key, event)
         else:
             await self._after_folded_acceptance(key)
-            inbound_id = await self.deps.store.accept_inbound_event(key, event_to_dict(event))
+            inbound_id = await self.deps.store.accept_inbound_event(key, data or event_to_dict(event))
         if inbound_id is None:
             log.info("duplicate message %s in %s ignored", event.message_id, key)
             self.deps.metrics.message(event.source.platform, "deduplicated")
@@ -190,17 +204,17 @@ class GatewayRunner:
             return
         if self.admit is not None and not await self.admit(key, inbound_id):
             return  # durable; the session's holder (or the takeover just queued) runs it
-        await self._place(key, event, inbound_id, live=True)
+        await self._place(key, event, inbound_id, live=True, refused_length=refused_length)
 
     def _folds(self, key: str, event: MessageEvent) -> bool:
         """True when `event` is accepted in the transaction that begins its turn (docs/behaviour.md
         §12: one commit less per message) rather than in a write of its own first: a plain
         message for an idle session of this process (no job queued or running, nothing to tell
         or reset first), where the turn starting at once is exactly what its placement would
-        decide. A command, wake-up, album part or over-long message is accepted first."""
+        decide. A command, wake-up or album part is accepted first (and an over-long message:
+        `handle` does not ask)."""
         return (self.admit is None and self._gate.is_set() and not self._closed and key not in self._workers
                 and not event.is_command and not event.is_internal and not event.media
-                and len(event.text or "") <= self.deps.config.core.max_input_chars
                 and self.deps.store.continues_plainly(key))
 
     async def _accept_in_turn(self, key: str, event: MessageEvent) -> int | None:
@@ -270,18 +284,27 @@ class GatewayRunner:
                                               refusal.notice, session_id=None))
         return True
 
-    def _too_long(self, key: str, event: MessageEvent) -> str | None:
+    def _over_limit(self, event: MessageEvent) -> int | None:
+        """`event`'s length in characters when it is over `[core] max_input_chars`, else None.
+        A command is measured by its argument (the part that may reach the agent)."""
+        measured = len(event.command()[1]) if event.is_command else len(event.text or "")
+        return measured if measured > self.deps.config.core.max_input_chars else None
+
+    def _too_long(self, key: str, event: MessageEvent, refused_length: int | None) -> str | None:
+        """The refusal notice of a message over the limit, logged and counted; None for one
+        within it. `refused_length`: the length `handle` found (the text is no longer there);
+        None → `event` is measured (a wake-up, an intake row written before lengths were)."""
+        length = refused_length if refused_length is not None else self._over_limit(event)
+        if length is None:
+            return None
         limit = self.deps.config.core.max_input_chars
-        # A command is measured by its argument (the part that may reach the agent).
-        measured = event.command()[1] if event.is_command else (event.text or "")
-        if len(measured) > limit:
-            log.info("message of %d characters refused in %s (limit %d)", len(measured), key, limit)
-            self.deps.metrics.message(event.source.platform, "refused")
-            return TOO_LONG_TEXT.format(length=len(measured), limit=limit)
-        return None
+        log.info("message of %d characters refused in %s (limit %d)", length, key, limit)
+        self.deps.metrics.message(event.source.platform, "refused")
+        return TOO_LONG_TEXT.format(length=length, limit=limit)
 
     async def _place(self, key: str, event: MessageEvent, inbound_id: int | None, *, live: bool,
-                     sealed: bool = False, acceptance: Acceptance | None = None) -> None:
+                     sealed: bool = False, acceptance: Acceptance | None = None,
+                     refused_length: int | None = None) -> None:
         """Put one accepted event into `key`'s queue: `placement.place` decides, this applies it
         (module docstring).
 
@@ -291,6 +314,8 @@ class GatewayRunner:
             sealed: a burst that was already merged before a restart (never merged again).
             acceptance: `event` is not stored yet; its turn's first write accepts it (`_folds`
                 holds, so it is appended as a turn of an idle session).
+            refused_length: `event` was refused as too long (`REFUSED_LENGTH`): its length in
+                characters, for the notice.
         """
         worker = self._workers.get(key)
         if worker is None:
@@ -300,7 +325,7 @@ class GatewayRunner:
             self._reserved.discard(inbound_id)
         queue = worker.queue
         where = place(queue, worker.current, event, mode=self._mode(event), live=live and self._gate.is_set(),
-                      too_long=self._too_long(key, event), sealed=sealed,
+                      too_long=self._too_long(key, event, refused_length), sealed=sealed,
                       can_steer=bool(getattr(self.deps.agent, "can_steer", False)))
         if where.action == ANSWER_NOW:
             self._side_task(self._answer_now(key, event, inbound_id, text=where.notice))
@@ -395,8 +420,9 @@ class GatewayRunner:
                             row["id"], event.source.platform)
                 continue
             key = row.get("session_key") or self.deps.store.session_key(event.source)
-            await self._place(key, event, row["id"], live=False,
-                              sealed=bool(row["event"].get(MERGED_FROM)))
+            refused_length = row["event"].get(REFUSED_LENGTH)
+            await self._place(key, event, row["id"], live=False, sealed=bool(row["event"].get(MERGED_FROM)),
+                              refused_length=refused_length if isinstance(refused_length, int) else None)
             queued += 1
         return queued
 

@@ -3,9 +3,12 @@ restart in order"): real store (SQLite and degraded), real GatewayApp."""
 
 from __future__ import annotations
 
+import json
+import sqlite3
+from contextlib import closing
 from datetime import datetime, timedelta, timezone
 
-from pipeline_helpers import KEY, BlockingAgent, Clock, RecordingAdapter, dm, start_app, until
+from pipeline_helpers import KEY, BlockingAgent, Clock, RecordingAdapter, dm, say, start_app, until
 
 from hermes_core.agents import EchoAgent
 from hermes_core.model import MessageEvent, SessionSource
@@ -28,6 +31,59 @@ async def test_redelivered_over_long_message_gets_one_notice_also_after_restart(
         await app.runner.join()
         assert adapter.sent == [("100", "Message refused: it is 11 characters long and the limit is 10 characters "
                                         "(core.max_input_chars). Please shorten it.", "m9")]
+    finally:
+        await app.stop()
+
+
+def _page_count(db) -> int:
+    with closing(sqlite3.connect(db)) as conn:
+        return conn.execute("PRAGMA page_count").fetchone()[0]
+
+
+async def test_over_long_message_is_refused_before_its_text_is_written(tmp_path):
+    # docs/behaviour.md §5 "Bad input": refused with a notice naming the limit; its text is never
+    # written, so state.db does not grow by it (it used to: 2 MB of pages, freed but kept).
+    adapter = RecordingAdapter()
+    app = await start_app(tmp_path, adapter, EchoAgent(), core={"max_input_chars": 10})
+    try:
+        await say(app, dm(), "x" * 11, message_id="m1")  # the intake's pages exist from here on
+        pages = _page_count(tmp_path / "state.db")
+        await say(app, dm(), "y" * 2_000_000, message_id="m2")
+        await say(app, dm(), "/queue " + "z" * 2_000_000, message_id="m3")
+        assert _page_count(tmp_path / "state.db") == pages
+        assert adapter.sent[1:] == [
+            ("100", "Message refused: it is 2000000 characters long and the limit is 10 characters "
+                    "(core.max_input_chars). Please shorten it.", "m2"),
+            ("100", "Message refused: it is 2000000 characters long and the limit is 10 characters "
+                    "(core.max_input_chars). Please shorten it.", "m3")]
+        await say(app, dm(), "y" * 2_000_000, message_id="m2")  # redelivered: still accepted once
+        assert len(adapter.sent) == 3
+        assert await app.store.get_entry(KEY) is None  # nothing recorded
+    finally:
+        await app.stop()
+
+
+async def test_over_long_message_waiting_at_a_restart_gets_its_notice_then(tmp_path):
+    # docs/behaviour.md §5: the refusal waits behind the running turn; its intake row (no text,
+    # only its length) survives a stop and the next start sends the same notice.
+    agent = BlockingAgent()
+    app = await start_app(tmp_path, RecordingAdapter(), agent, scheduler={"drain_timeout_s": 0.2},
+                          core={"max_input_chars": 10})
+    await app.runner.handle(MessageEvent(source=dm(), text="first", message_id="m1"))
+    await until(lambda: agent.started == ["first"])
+    await app.runner.handle(MessageEvent(source=dm(), text="y" * 50_000, message_id="m2"))
+    await app.stop()
+    with closing(sqlite3.connect(tmp_path / "state.db")) as conn:
+        waiting = [json.loads(p) for (p,) in conn.execute("SELECT payload FROM inbound WHERE message_id = 'm2'")]
+    assert [(e["text"], e["refused_length"]) for e in waiting] == [("", 50_000)]
+    adapter = RecordingAdapter()
+    app = await start_app(tmp_path, adapter, EchoAgent(), core={"max_input_chars": 10})
+    try:
+        await app.runner.join()
+        assert adapter.sent == [("100", "echo: first", "m1"),  # the cut-off turn, resumed first
+                                ("100", "Message refused: it is 50000 characters long and the limit is 10 "
+                                        "characters (core.max_input_chars). Please shorten it.", "m2")]
+        assert await app.store.pending_inbound() == []
     finally:
         await app.stop()
 
