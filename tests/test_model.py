@@ -193,6 +193,19 @@ def test_message_text_with_lone_surrogates_is_made_valid_utf8():
     assert MessageEvent(SessionSource("local", "t"), text="naïve ✓").text == "naïve ✓"
 
 
+def test_nul_characters_become_replacement_characters_in_text_names_ids_and_replies():
+    # docs/behaviour.md §7: PostgreSQL's text cannot hold U+0000, so one in a message was accepted
+    # and then failed its turn there (SQLite kept it): every engine gets U+FFFD instead.
+    from hermes_core.agents.base import AgentReply
+    from hermes_core.model import TokenUsage
+    source = SessionSource("local", "t\x00", user_name="Ann\x00", chat_name="\x00Team")
+    assert (source.chat_id, source.user_name, source.chat_name) == ("t\ufffd", "Ann\ufffd", "\ufffdTeam")
+    event = MessageEvent(source, text="a\x00b\x00", message_id="m\x00",
+                         media=[{"file_name": "x\x00.pdf"}])
+    assert (event.text, event.message_id, event.media) == ("a\ufffdb\ufffd", "m\ufffd", [{"file_name": "x\ufffd.pdf"}])
+    assert AgentReply("ok\x00", TokenUsage()).text == "ok\ufffd"
+
+
 def test_format_timestamp_takes_text_and_epoch_seconds_as_before():
     # A plugin's MessageEvent(received_at=...) given as text or epoch seconds (docs/behaviour.md §0)
     from hermes_core.model import format_timestamp

@@ -2,8 +2,8 @@
 peer-controlled metadata made inert before it reaches a prompt, a sender prefix or a terminal.
 
 * `clean_text` / `clean_data`: lone surrogates (undecodable bytes smuggled in by
-  `surrogateescape`, or a broken UTF-16 source) become U+FFFD, so a message, a name or a file
-  name can always be stored and sent. Applied when a SessionSource or MessageEvent is built.
+  `surrogateescape`, or a broken UTF-16 source) and NUL characters become U+FFFD, so a message,
+  a name or a file name can always be stored (on every store engine) and sent. Applied when a SessionSource or MessageEvent is built.
 * `neutralize_inline`: the one-line, unquoted form of an untrusted label (the `[sender name]`
   prefix): C0 and C1 control characters, DEL, newlines and line/paragraph separators collapsed
   to one space, invisible format characters (`_INVISIBLE`) removed, length capped.
@@ -48,9 +48,13 @@ def clean_text(text: str | None) -> str:
     """Return `text` as valid Unicode (None → `""`): undecodable input bytes that Python smuggled
     in as lone surrogates (`surrogateescape`, e.g. Latin-1 typed into a UTF-8 terminal) and any
     other lone surrogate become U+FFFD; a surrogate pair split into two code points is joined.
-    Text that is already valid is returned as is (the common, fast path)."""
+    U+0000 becomes U+FFFD too: it is valid Unicode, but PostgreSQL's text cannot hold it, and a
+    message is stored alike on every engine. Text that is already valid is returned as is (the
+    common, fast path)."""
     if not text:
         return ""
+    if "\x00" in text:
+        text = text.replace("\x00", "\ufffd")
     try:
         text.encode("utf-8")
         return text

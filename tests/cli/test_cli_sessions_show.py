@@ -10,7 +10,8 @@ from cli_helpers import gateway_env, run
 
 # What a chat member sent: a colour, a window-title sequence (OSC … BEL), NUL and backspaces.
 HOSTILE = "ctl \x1b[31mred\x1b[0m \x1b]0;pwned\x07 \x00\x08\x08 end"
-ESCAPED = "ctl \\x1b[31mred\\x1b[0m \\x1b]0;pwned\\x07 \\x00\\x08\\x08 end"
+# The NUL was stored as U+FFFD (docs/behaviour.md §7), which is printable.
+ESCAPED = "ctl \\x1b[31mred\\x1b[0m \\x1b]0;pwned\\x07 \ufffd\\x08\\x08 end"
 
 
 def test_show_search_and_markdown_export_escape_what_a_chat_member_stored(tmp_path):

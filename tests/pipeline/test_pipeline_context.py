@@ -218,10 +218,11 @@ def test_sender_prefix():
 
 
 def test_sender_prefix_drops_terminal_and_invisible_characters():
-    # ESC, BEL, NUL and DEL were kept by the old prefix; C1 CSI (U+009B) and bidi too.
+    # ESC, BEL, NUL and DEL were kept by the old prefix; C1 CSI (U+009B) and bidi too. The NUL
+    # is U+FFFD from the moment the source is built (docs/behaviour.md §7).
     source = SessionSource("telegram", "1", chat_type="group", user_id="7",
                            user_name="A\x1b[2J\x07\x00\x7fnn\u009b\u202eX")
-    assert sender_prefix(source) == "[A (2J nn X] "
+    assert sender_prefix(source) == "[A (2J \ufffd nn X] "
 
 
 WA_GROUP = "120363000000000000@g.us"

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from hermes_core.model import SessionSource
+from hermes_core.model import MessageEvent, SessionSource
+from hermes_core.model.events import event_to_dict
 from hermes_core.settings import GatewayConfig
 from hermes_core.store import SessionStore, StoreError
 from hermes_core.store.backends import store_backend_names
@@ -37,6 +38,21 @@ async def test_session_store_runs_on_postgres(tmp_path, pg_dsn):
         assert [h["session_id"] for h in await store.search_transcripts("HELLO")] == [entry.session_id]
         # Nothing is served from memory: another replica may have written the route meanwhile.
         assert store.cache_size == 0 and store._cache == {}
+
+
+async def test_a_message_with_a_nul_character_is_stored_on_postgres(tmp_path, pg_dsn):
+    # PostgreSQL's text cannot hold U+0000: the message was accepted, then its turn failed with
+    # "PostgreSQL text fields cannot contain NUL (0x00) bytes". Built into a MessageEvent (as
+    # every adapter does), it is stored with U+FFFD in its place (docs/behaviour.md §7).
+    store = SessionStore(tmp_path / "home" / "sessions", config(tmp_path, dsn=pg_dsn))
+    async with store:
+        event = MessageEvent(SessionSource(platform="local", chat_id="t", user_name="Ann\x00"), text="a\x00b",
+                             message_id="m1")
+        entry = await store.get_or_create_session(event.source)
+        assert await store.accept_inbound_event(entry.session_key, event_to_dict(event)) is not None
+        await store.begin_turn(entry.session_key, entry.session_id, {"role": "user", "content": event.text})
+        assert [m["content"] for m in await store.load_transcript(entry.session_id)] == ["a\ufffdb"]
+        assert (await store.get_entry(entry.session_key)).origin.user_name == "Ann\ufffd"
 
 
 async def test_delivery_reports_tell_an_unchanged_obligation_from_none_on_postgres(tmp_path, pg_dsn):
