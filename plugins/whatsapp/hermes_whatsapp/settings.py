@@ -8,8 +8,9 @@ environment for them: `HERMES_PLATFORMS__WHATSAPP_CLOUD__ACCESS_TOKEN=…`,
 `HERMES_PLATFORMS__WHATSAPP_CLOUD__APP_SECRET=…`, `HERMES_PLATFORMS__WHATSAPP_CLOUD__VERIFY_TOKEN=…`,
 `HERMES_PLATFORMS__WHATSAPP__BRIDGE_TOKEN=…`.
 
-`allowed_users`, `admin_users` and `allowed_chats` entries are read as WhatsApp ids (`USER_IDS`,
-`CHAT_IDS`): a phone number written with spaces or dashes becomes its digits, an entry that could
+`allowed_users`, `admin_users` and `allowed_chats` entries are read as the ids each transport
+sends (`USER_IDS` and `CHAT_IDS` for the bridge, `CLOUD_USER_IDS` and `CLOUD_CHAT_IDS` for the
+Cloud API): a phone number written with spaces or dashes becomes its digits, an entry that could
 never match a sender or chat is refused (docs/behaviour.md §9).
 """
 
@@ -35,61 +36,127 @@ def _http_url(value: str, name: str) -> str:
 # A phone number as people write it: an optional "+", digits and the separators of a written
 # number (spaces, dashes, dots, parentheses).
 _WRITTEN_PHONE = re.compile(r"\+?[0-9\s().-]*[0-9][0-9\s().-]*")
-# Every character a WhatsApp user id holds: JIDs (`15551234567:12@s.whatsapp.net`), LIDs
-# (`…@lid`), bare numbers, a leading "+", and Cloud BSUIDs (`US.13491208655302741918`).
-_USER_ID = re.compile(r"\+?[A-Za-z0-9@.:_-]+")
+# A user's JID `<user>[_<agent>][:<device>]@<server>` (docs/adapters.md §4.0), or the same
+# without its server: the user part is digits, a phone number or a LID. Group 1 is the user
+# part, group 2 the server.
+_USER_JID = re.compile(r"\+?([0-9]+)(?:_[0-9]+)?(?::[0-9]+)?(?:@([A-Za-z.]+))?")
+# The servers of a phone-number user (whatsapp-web.js writes `c.us` for `s.whatsapp.net`), and
+# those of every user the bridge delivers: LIDs and hosted business accounts too. `g.us` is a
+# group's, never a sender's; `broadcast` and `newsletter` chats are skipped by the adapter.
+_PHONE_SERVERS = frozenset({"s.whatsapp.net", "c.us"})
+_BRIDGE_USER_SERVERS = _PHONE_SERVERS | {"lid", "hosted", "hosted.lid"}
+# A group JID, `120363025555555555@g.us` or old-style `<creator>-<timestamp>@g.us`.
+_GROUP_JID = re.compile(r"[0-9]+(?:-[0-9]+)?@g\.us")
 # An old-style group id without its server (`15551234567-1600000000`, the canonical form of
 # `15551234567-1600000000@g.us`): creator number, one dash, timestamp. Read as a written phone
 # number it would lose its dash and match no group.
 _OLD_GROUP_ID = re.compile(r"[0-9]+-[0-9]+")
-# A chat id may also be a Cloud API `group_id`, an opaque id whose alphabet Meta does not
-# document; the base64 characters are let through so that no real one is refused.
-_CHAT_ID = re.compile(r"\+?[A-Za-z0-9@.:_+/=-]+")
+# A Cloud business-scoped user id (docs/adapters.md §4.3): an ISO-3166 country code, ".", up to
+# 128 alphanumerics; a parent BSUID is `US.ENT.…`. Group 1 is the prefix.
+_BSUID = re.compile(r"([A-Za-z]{2}\.(?:[Ee][Nn][Tt]\.)?)([A-Za-z0-9]{1,128})")
+# A Cloud API `group_id` is opaque and Meta does not document its alphabet; the base64 and
+# base64url characters are let through so that no real one is refused. Never an "@": an entry
+# with one is a JID or an e-mail address.
+_CLOUD_GROUP_ID = re.compile(r"[A-Za-z0-9+/=_-]+")
+
+
+def _digits(text: str) -> str:
+    return re.sub(r"[^0-9]", "", text)
+
+
+def _read_bsuid(text: str) -> str | None:
+    # Meta sends the country code in upper case, so "us.1349…" means exactly "US.1349…".
+    found = _BSUID.fullmatch(text)
+    return found.group(1).upper() + found.group(2) if found else None
 
 
 def _read_user(text: str) -> str | None:
     if _WRITTEN_PHONE.fullmatch(text):
-        return re.sub(r"[^0-9]", "", text)
-    return text if _USER_ID.fullmatch(text) else None
+        return _digits(text)
+    jid = _USER_JID.fullmatch(text)
+    if jid:  # kept as written: the access gate compares it in its canonical form (seed §4)
+        return text if jid.group(2) is None or jid.group(2).lower() in _BRIDGE_USER_SERVERS else None
+    return _read_bsuid(text)  # anything else, "carol@example.com" included, is refused
 
 
 def _read_chat(text: str) -> str | None:
-    if _OLD_GROUP_ID.fullmatch(text):
+    if _OLD_GROUP_ID.fullmatch(text) or _GROUP_JID.fullmatch(text):
         return text
+    return _read_user(text) or (text if _CLOUD_GROUP_ID.fullmatch(text) else None)
+
+
+def _read_cloud_user(text: str) -> str | None:
     if _WRITTEN_PHONE.fullmatch(text):
-        return re.sub(r"[^0-9]", "", text)
-    return text if _CHAT_ID.fullmatch(text) else None
+        return _digits(text)
+    jid = _USER_JID.fullmatch(text)
+    if jid:
+        # A phone-number JID names one number, which is the Cloud sender's `wa_id`; a LID or a
+        # hosted JID is a bridge-side id the Cloud API never sends and nothing maps it to one.
+        return jid.group(1) if (jid.group(2) or "s.whatsapp.net").lower() in _PHONE_SERVERS else None
+    return _read_bsuid(text)
+
+
+def _read_cloud_chat(text: str) -> str | None:
+    return _read_cloud_user(text) or (text if _CLOUD_GROUP_ID.fullmatch(text) else None)
 
 
 USER_IDS = IdRule(
     read=_read_user, never="a WhatsApp sender",
     accepted="a phone number with its country code (+1 555 123 4567), a JID (15551234567@s.whatsapp.net), "
              "a LID (…@lid) or a business-scoped user id (US.13491208655302741918)")
-"""`allowed_users` / `admin_users` of both WhatsApp tables (docs/behaviour.md §9).
+"""`allowed_users` / `admin_users` of the bridge table (docs/behaviour.md §9).
 
 A phone number (an optional `+`, digits, spaces, dashes, dots, parentheses) is read as its digits
-alone: `"+1-555-123-4567"` → `"15551234567"`, the number of a bridge sender's JID and a Cloud
-sender's `wa_id`. Why normalised rather than refused: writing a number with spaces is the
-ordinary way to write it and it means exactly one id, whereas the id rule of the session key
-(seed §4: drop the first `+`, cut at `:` and `@`) keeps spaces and dashes, so such an entry never
-matched anyone. A JID, a LID or a BSUID is kept as written. An entry with a character no WhatsApp
-id has (a space in a name, a comma, letters in a number) could never match and is refused."""
+alone: `"+1-555-123-4567"` → `"15551234567"`, the number of a bridge sender's JID. Why normalised
+rather than refused: writing a number with spaces is the ordinary way to write it and it means
+exactly one id, whereas the id rule of the session key (seed §4: drop the first `+`, cut at `:`
+and `@`) keeps spaces and dashes, so such an entry never matched anyone. A user JID (digits,
+optionally `_<agent>` and `:<device>`, on `s.whatsapp.net`, `c.us`, `lid`, `hosted` or
+`hosted.lid`, docs/adapters.md §4.0) is kept as written; a BSUID too, its country code in upper
+case. Anything else could never match and is refused: a name, letters in a number, an address on
+another server (`"carol@example.com"`: the key's id rule would cut it to `"carol"`), a group JID
+(`…@g.us` is a chat, never a sender)."""
 
 CHAT_IDS = IdRule(
     read=_read_chat, never="a WhatsApp chat",
     accepted="a group JID (120363025555555555@g.us), a phone number with its country code "
              "(+1 555 123 4567), a JID or LID of a DM, or a Cloud API group id or business-scoped user "
              "id (US.13491208655302741918)")
-"""`allowed_chats` of both WhatsApp tables (docs/behaviour.md §9): a chat id is a group JID
-(`120363025555555555@g.us`, old ones `<creator>-<timestamp>@g.us`, with or without the server),
-a DM's JID or LID, or on the Cloud API a `group_id`, a BSUID or a phone number. A phone number
-is read as its digits, as in `USER_IDS` (a DM's chat id is the person's JID or `wa_id`); an
-old-style group id without its server is kept with its dash; an entry with a space or another
+"""`allowed_chats` of the bridge table (docs/behaviour.md §9): a chat id is a group JID
+(`120363025555555555@g.us`, old ones `<creator>-<timestamp>@g.us`, with or without the server)
+or a DM's JID or LID, read as in `USER_IDS` (a phone number as its digits). An old-style group
+id without its server is kept with its dash; an opaque id without an `@` (a Cloud `group_id`) is
+let through. An entry with a space, an `@` on a server that is not WhatsApp's or another
 character no chat id has (a group's subject, `"Family chat"`) is refused."""
+
+CLOUD_USER_IDS = IdRule(
+    read=_read_cloud_user, never="a WhatsApp Cloud API sender",
+    accepted="a phone number with its country code (+1 555 123 4567; a phone JID such as "
+             "15551234567@s.whatsapp.net is read as its number) or a business-scoped user id "
+             "(US.13491208655302741918); the Cloud API never sends a LID or a group JID")
+"""`allowed_users` / `admin_users` of `[platforms.whatsapp_cloud]` (docs/behaviour.md §9).
+
+A Cloud sender is its `wa_id` (phone digits, no `+`) or its BSUID (docs/adapters.md §4.3), and
+the core compares Cloud ids as they are (the key's JID rule is the bridge's alone). A phone number
+is read as its digits, as in `USER_IDS`; a phone-number JID (`15551234567:12@s.whatsapp.net`,
+`…@c.us`) as its number, normalised rather than refused because its user part is that phone
+number (docs/adapters.md §4.0 "PN") and so means exactly one `wa_id`. A LID, a hosted JID and a
+group JID are refused: the Cloud API never sends them and nothing maps them to a `wa_id`."""
+
+CLOUD_CHAT_IDS = IdRule(
+    read=_read_cloud_chat, never="a WhatsApp Cloud API chat",
+    accepted="a Cloud API group id (the group_id of its webhooks), a business-scoped user id "
+             "(US.13491208655302741918) or a phone number with its country code (+1 555 123 4567); "
+             "the Cloud API never sends a group JID (…@g.us) or a LID")
+"""`allowed_chats` of `[platforms.whatsapp_cloud]` (docs/behaviour.md §9): a Cloud chat is a
+`group_id`, a DM's BSUID or its `from` digits (docs/adapters.md §4.3), read as in
+`CLOUD_USER_IDS`; an opaque id without an `@` is let through as a `group_id`. A bridge group JID
+or LID is refused: Cloud groups have their own ids."""
 
 
 class _WhatsAppTable(PlatformSettings):
-    """What both WhatsApp tables share: access lists read the way WhatsApp ids are."""
+    """What both WhatsApp tables share; access lists read as bridge ids (the Cloud table reads them
+    as Cloud ids)."""
 
     table: ClassVar[str | None] = "whatsapp"
     user_id_rule: ClassVar[IdRule | None] = USER_IDS
@@ -130,7 +197,8 @@ class WhatsAppSettings(_WhatsAppTable):
 
 
 class WhatsAppCloudSettings(_WhatsAppTable):
-    """Settings of the Cloud API adapter (platform `whatsapp_cloud`).
+    """Settings of the Cloud API adapter (platform `whatsapp_cloud`). Its access lists are read
+    as Cloud ids (`CLOUD_USER_IDS`, `CLOUD_CHAT_IDS`): no LID or group JID.
 
     Attributes:
         access_token: the system-user access token for the Graph API (`SecretStr`); required.
@@ -152,6 +220,8 @@ class WhatsAppCloudSettings(_WhatsAppTable):
     """
 
     table: ClassVar[str | None] = "whatsapp_cloud"
+    user_id_rule: ClassVar[IdRule | None] = CLOUD_USER_IDS
+    chat_id_rule: ClassVar[IdRule | None] = CLOUD_CHAT_IDS
 
     access_token: SecretStr | None = None
     app_secret: SecretStr | None = None

@@ -56,55 +56,102 @@ def test_bad_settings_are_named(tmp_path, platform, table, named):
     assert named in str(info.value)
 
 
+BRIDGE_USERS = ("a phone number with its country code (+1 555 123 4567), a JID (15551234567@s.whatsapp.net), "
+                "a LID (…@lid) or a business-scoped user id (US.13491208655302741918)")
+BRIDGE_CHATS = ("a group JID (120363025555555555@g.us), a phone number with its country code (+1 555 123 4567), "
+                "a JID or LID of a DM, or a Cloud API group id or business-scoped user id (US.13491208655302741918)")
+CLOUD_USERS = ("a phone number with its country code (+1 555 123 4567; a phone JID such as "
+               "15551234567@s.whatsapp.net is read as its number) or a business-scoped user id "
+               "(US.13491208655302741918); the Cloud API never sends a LID or a group JID")
+CLOUD_CHATS = ("a Cloud API group id (the group_id of its webhooks), a business-scoped user id "
+               "(US.13491208655302741918) or a phone number with its country code (+1 555 123 4567); "
+               "the Cloud API never sends a group JID (…@g.us) or a LID")
+
+
 @pytest.mark.parametrize("platform", ["whatsapp", "whatsapp_cloud"])
 def test_user_lists_take_phone_numbers_as_people_write_them(tmp_path, platform):
     # docs/behaviour.md §9: a phone number in `allowed_users` / `admin_users` is kept as the
     # digits a sender's id has (bridge `15551234567@s.whatsapp.net`, Cloud `wa_id`
-    # `15551234567`); ids in other forms are kept as written.
+    # `15551234567`); a BSUID is kept, its country code in upper case.
     table = {"allowed_users": ["+1 555 123 4567", "+1-555-123-4567", "+1 (555) 123-4567", "+15551234567",
-                               "1.555.123.4567", "15551234567@s.whatsapp.net", "98765432109876@lid",
-                               "US.13491208655302741918"],
+                               "1.555.123.4567", "US.13491208655302741918", "us.ENT.1349120865"],
              "admin_users": "+44 20 7946 0958, 447700900123"}
     settings = validated(tmp_path, {platform: table})[platform]
     assert settings.allowed_users == ["15551234567", "15551234567", "15551234567", "15551234567",
-                                      "15551234567", "15551234567@s.whatsapp.net", "98765432109876@lid",
-                                      "US.13491208655302741918"]
+                                      "15551234567", "US.13491208655302741918", "US.ENT.1349120865"]
     assert settings.admin_users == ["442079460958", "447700900123"]
 
 
-@pytest.mark.parametrize("platform,key,entry", [
-    ("whatsapp", "allowed_users", "Carol Smith"),
-    ("whatsapp", "admin_users", "+1 555 CALL NOW"),
-    ("whatsapp_cloud", "allowed_users", "+1 555 123 4567 ext. 2"),
-    ("whatsapp_cloud", "admin_users", "carol@example.com, x"),
+def test_bridge_user_lists_keep_jids_of_the_whatsapp_servers(tmp_path):
+    # docs/adapters.md §4.0: `<user>[_<agent>][:<device>]@<server>`, users on s.whatsapp.net,
+    # c.us, lid, hosted, hosted.lid; compared in their canonical form (seed §4), so kept as written.
+    entries = ["15551234567@s.whatsapp.net", "15551234567:12@s.whatsapp.net", "15551234567@c.us",
+               "98765432109876@lid", "98765432109876_1:3@lid", "15550001111@hosted", "15557654321:3"]
+    assert validated(tmp_path, {"whatsapp": {"allowed_users": entries}})["whatsapp"].allowed_users == entries
+
+
+def test_cloud_user_lists_read_a_phone_jid_as_its_number(tmp_path):
+    # docs/adapters.md §4.3: a Cloud sender is its `wa_id` (phone digits) or its BSUID; a phone
+    # JID's user part is that number (§4.0 "PN"), so it means exactly one `wa_id`.
+    table = {"allowed_users": ["15551234567@s.whatsapp.net", "+15551234567:12@s.whatsapp.net", "15551234567@c.us"]}
+    settings = validated(tmp_path, {"whatsapp_cloud": table})["whatsapp_cloud"]
+    assert settings.allowed_users == ["15551234567", "15551234567", "15551234567"]
+
+
+@pytest.mark.parametrize("platform,key,entry,never,accepted", [
+    ("whatsapp", "allowed_users", "Carol Smith", "a WhatsApp sender", BRIDGE_USERS),
+    ("whatsapp", "admin_users", "+1 555 CALL NOW", "a WhatsApp sender", BRIDGE_USERS),
+    ("whatsapp", "allowed_users", "carol@example.com", "a WhatsApp sender", BRIDGE_USERS),
+    ("whatsapp", "admin_users", "15551234567@example.com", "a WhatsApp sender", BRIDGE_USERS),
+    ("whatsapp", "allowed_users", "120363025555555555@g.us", "a WhatsApp sender", BRIDGE_USERS),
+    ("whatsapp", "allowed_users", "carol", "a WhatsApp sender", BRIDGE_USERS),
+    ("whatsapp_cloud", "allowed_users", "+1 555 123 4567 ext. 2", "a WhatsApp Cloud API sender", CLOUD_USERS),
+    ("whatsapp_cloud", "admin_users", "carol@example.com", "a WhatsApp Cloud API sender", CLOUD_USERS),
+    ("whatsapp_cloud", "allowed_users", "98765432109876@lid", "a WhatsApp Cloud API sender", CLOUD_USERS),
+    ("whatsapp_cloud", "allowed_users", "120363025555555555@g.us", "a WhatsApp Cloud API sender", CLOUD_USERS),
 ])
-def test_a_user_entry_that_can_never_match_is_refused_and_named(tmp_path, platform, key, entry):
+def test_a_user_entry_that_can_never_match_is_refused_and_named(tmp_path, platform, key, entry, never, accepted):
     with pytest.raises(PluginSettingsError) as info:
         validated(tmp_path, {platform: {"enabled": True, key: [entry]}})
-    assert (f"platforms.{platform}.{key}: {entry!r} can never match a WhatsApp sender" in str(info.value))
+    assert str(info.value) == (f"invalid settings in [platforms.{platform}]: platforms.{platform}.{key}: "
+                               f"{entry!r} can never match {never}: write {accepted}")
 
 
-@pytest.mark.parametrize("platform", ["whatsapp", "whatsapp_cloud"])
-def test_allowed_chats_take_group_jids_group_ids_and_phone_numbers(tmp_path, platform):
-    # docs/adapters.md §4.0, §4.3: a bridge chat is a group JID (`120363…@g.us`, old ones
-    # `<creator>-<timestamp>@g.us`) or a DM's JID, keyed without the server; a Cloud chat is a
-    # `group_id`, a BSUID or the `from` digits.
+def test_bridge_allowed_chats_take_group_jids_group_ids_and_phone_numbers(tmp_path):
+    # docs/adapters.md §4.0: a bridge chat is a group JID (`120363…@g.us`, old ones
+    # `<creator>-<timestamp>@g.us`) or a DM's JID, keyed without the server.
     table = {"allowed_chats": ["120363025555555555@g.us", "120363025555555555", "15551234567-1600000000",
-                               "+1 555 123 4567", "98765432109876@lid",
+                               "15551234567-1600000000@g.us", "+1 555 123 4567", "98765432109876@lid",
                                "Y2FwaV9ncm91cDoxNzA1NTU1MDEzOToxMjAzNjM0MDQ2OTQyMzM4MjAZD", "US.13491208655302741918"]}
-    settings = validated(tmp_path, {platform: table})[platform]
+    settings = validated(tmp_path, {"whatsapp": table})["whatsapp"]
     assert settings.allowed_chats == ["120363025555555555@g.us", "120363025555555555", "15551234567-1600000000",
-                                      "15551234567", "98765432109876@lid",
+                                      "15551234567-1600000000@g.us", "15551234567", "98765432109876@lid",
                                       "Y2FwaV9ncm91cDoxNzA1NTU1MDEzOToxMjAzNjM0MDQ2OTQyMzM4MjAZD",
                                       "US.13491208655302741918"]
 
 
-@pytest.mark.parametrize("platform,entry", [("whatsapp", "Family chat"), ("whatsapp_cloud", "+1 555 123 4567 ext. 2")])
-def test_a_chat_entry_that_can_never_match_is_refused_and_named(tmp_path, platform, entry):
+def test_cloud_allowed_chats_take_group_ids_bsuids_and_phone_numbers(tmp_path):
+    # docs/adapters.md §4.3: a Cloud chat is a `group_id`, a DM's BSUID or its `from` digits.
+    table = {"allowed_chats": ["Y2FwaV9ncm91cDoxNzA1NTU1MDEzOToxMjAzNjM0MDQ2OTQyMzM4MjAZD", "US.13491208655302741918",
+                               "+1 555 123 4567", "15551234567@s.whatsapp.net"]}
+    settings = validated(tmp_path, {"whatsapp_cloud": table})["whatsapp_cloud"]
+    assert settings.allowed_chats == ["Y2FwaV9ncm91cDoxNzA1NTU1MDEzOToxMjAzNjM0MDQ2OTQyMzM4MjAZD",
+                                      "US.13491208655302741918", "15551234567", "15551234567"]
+
+
+@pytest.mark.parametrize("platform,entry,never,accepted", [
+    ("whatsapp", "Family chat", "a WhatsApp chat", BRIDGE_CHATS),
+    ("whatsapp", "family@example.com", "a WhatsApp chat", BRIDGE_CHATS),
+    ("whatsapp", "status@broadcast", "a WhatsApp chat", BRIDGE_CHATS),
+    ("whatsapp_cloud", "+1 555 123 4567 ext. 2", "a WhatsApp Cloud API chat", CLOUD_CHATS),
+    ("whatsapp_cloud", "120363025555555555@g.us", "a WhatsApp Cloud API chat", CLOUD_CHATS),
+    ("whatsapp_cloud", "98765432109876@lid", "a WhatsApp Cloud API chat", CLOUD_CHATS),
+])
+def test_a_chat_entry_that_can_never_match_is_refused_and_named(tmp_path, platform, entry, never, accepted):
     with pytest.raises(PluginSettingsError) as info:
         validated(tmp_path, {platform: {"enabled": True, "allowed_chats": [entry]}})
-    assert f"platforms.{platform}.allowed_chats: {entry!r} can never match a WhatsApp chat: write a group JID" in (
-        str(info.value))
+    assert str(info.value) == (f"invalid settings in [platforms.{platform}]: platforms.{platform}.allowed_chats: "
+                               f"{entry!r} can never match {never}: write {accepted}")
 
 
 async def test_cloud_start_names_the_missing_setting_never_a_value():
