@@ -94,7 +94,8 @@ async def compress_session(deps: PipelineDeps, key: str, entry: Any, source: Any
         # Nothing but an earlier summary (or nothing) before the tail: summarising that summary
         # again would add nothing and could only lose detail.
         return CompressionOutcome(NOTHING, kept=len(tail))
-    context = build_session_context(source, deps.config, entry, pm=deps.pm)
+    context = build_session_context(source, deps.config, entry, pm=deps.pm,
+                                    platform_settings=deps.access.settings)
     try:
         async with asyncio.timeout(deps.config.agent.gateway_timeout):
             reply = await deps.agent.summarize(context, older)

@@ -62,7 +62,7 @@ EXPLICIT_TARGETING = ("*For explicit targeting, use `\"platform:chat_id\"` forma
                       "specific chat ID.*")
 
 def build_session_context(source: SessionSource, config: Any, session_entry: SessionEntry | None = None,
-                          *, pm: Any = None) -> SessionContext:
+                          *, pm: Any = None, platform_settings: Mapping[str, Any] | None = None) -> SessionContext:
     """Build the SessionContext for `source` (seed §9 "construction", steps 1–4).
 
     Args:
@@ -72,14 +72,21 @@ def build_session_context(source: SessionSource, config: Any, session_entry: Ses
         session_entry: when given, its key, id and times are attached.
         pm: the plugin manager (the `hermes_session_shared` hook decides sharing, seed §5);
             None → `installed_plugin_manager()`.
+        platform_settings: `{platform: PlatformSettings}` as validated (`AccessGate.settings`);
+            a platform's `home_channel` is taken from there, as its chat id rule read it
+            (`"c0123abcd"` → `"C0123ABCD"`, docs/behaviour.md §9), else from the raw table.
     """
     pm = pm if pm is not None else installed_plugin_manager()
     platforms = tuple(config.enabled_platforms())
     homes: dict[str, HomeChannel] = {}
     for name, table in sorted(config.platforms.items()):
-        if isinstance(table, Mapping) and name in platforms and table.get("home_channel") not in (None, ""):
-            label = table.get("home_channel_name")
-            homes[name] = HomeChannel(str(table["home_channel"]), str(label) if label else None)
+        if not isinstance(table, Mapping) or name not in platforms:
+            continue
+        read = (platform_settings or {}).get(name)
+        chat, label = ((read.home_channel, read.home_channel_name) if read is not None
+                       else (table.get("home_channel"), table.get("home_channel_name")))
+        if chat not in (None, ""):
+            homes[name] = HomeChannel(str(chat), str(label) if label else None)
     shared = session_shared_for(pm, key_policy(pm, config), source)
     entry = session_entry
     return SessionContext(source=source, connected_platforms=platforms, home_channels=homes,

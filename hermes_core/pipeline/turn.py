@@ -201,7 +201,8 @@ async def _run_turn(deps: PipelineDeps, key: str, event: MessageEvent, *, inboun
     entry = await store.get_or_create_session(source)
     if not event.is_internal:  # told at the user's next message (a stuck-loop suspension), once
         await tell_pending_notice(deps, key, entry, source)
-    context = build_session_context(source, deps.config, entry, pm=deps.pm)
+    context = build_session_context(source, deps.config, entry, pm=deps.pm,
+                                    platform_settings=deps.access.settings)
     cache = deps.agent_cache
     reply_to = event.message_id
     # A resumed turn answers the stored user message again: judged as a human turn.

@@ -36,7 +36,8 @@ class PlatformSettings(NoBoolNumbers):
         allow_bots: messages from other bots and webhooks are processed (ignored by default).
         refusal_notice: what a refused sender is told (once per chat, in DMs).
         admin_users: user ids allowed to run admin commands.
-        home_channel: chat id where the gateway posts notices that belong to no chat.
+        home_channel: chat id where the gateway posts notices that belong to no chat; read by
+            `chat_id_rule` like an `allowed_chats` entry.
         home_channel_name: display name of `home_channel`.
         edits_as_turns: an edited message (no longer queued) starts a new turn; by default edits
             of messages already answered are ignored and logged (docs/behaviour.md §5).
@@ -45,7 +46,7 @@ class PlatformSettings(NoBoolNumbers):
         table: the table's name in errors (`"telegram"` → `platforms.telegram.allowed_users`).
         user_id_rule: how `allowed_users` and `admin_users` entries are read; None (the
             default): kept as written.
-        chat_id_rule: the same for `allowed_chats`.
+        chat_id_rule: the same for `allowed_chats` and `home_channel`.
         role_id_rule: the same for `allowed_roles` (`IdRule.no_roles(label)` on a platform
             without roles: every entry is refused).
     """
@@ -97,7 +98,22 @@ class PlatformSettings(NoBoolNumbers):
                 "allowed_roles": cls.role_id_rule}.get(info.field_name, cls.user_id_rule)
         if rule is None:
             return value
-        return rule.entries(value, f"platforms.{cls.table or cls.__name__}.{info.field_name}")
+        return rule.entries(value, cls._key(info.field_name))
+
+    @field_validator("home_channel")
+    @classmethod
+    def _read_home_channel(cls, value: str | None) -> str | None:
+        """The home channel is a chat id, read by the model's `chat_id_rule` as an
+        `allowed_chats` entry is (docs/behaviour.md §9): one that can never be a chat is refused
+        at load, not when something is first sent there. Unset or blank stays unset."""
+        if cls.chat_id_rule is None or value is None or not value.strip():
+            return value
+        return cls.chat_id_rule.entries([value], cls._key("home_channel"))[0]
+
+    @classmethod
+    def _key(cls, field: str) -> str:
+        """`field`'s full name in errors (`platforms.telegram.home_channel`)."""
+        return f"platforms.{cls.table or cls.__name__}.{field}"
 
     def missing_credentials(self) -> list[str]:
         """Keys of this table the platform needs to start but that are unset (tokens, account

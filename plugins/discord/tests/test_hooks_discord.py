@@ -137,12 +137,13 @@ def test_every_common_platform_key_is_accepted(tmp_path):
     table = {}
     for name, field in PlatformSettings.model_fields.items():
         default = field.get_default(call_default_factory=True)
-        # An id list holds an id of this platform's form, a snowflake (docs/behaviour.md §9).
+        # An id list holds an id of this platform's form, a snowflake, and the home channel a
+        # channel's (docs/behaviour.md §9).
         table[name] = (not default) if isinstance(default, bool) else ["1300000000000000001"] if isinstance(default, list) \
-            else f"value of {name}"
+            else "1100000000000000010" if name == "home_channel" else f"value of {name}"
     settings = validated(tmp_path, {**table, "bot_token": TOKEN})
     assert {name: getattr(settings, name) for name in table} == table
-    assert settings.home_channel == "value of home_channel" and settings.enabled is True
+    assert settings.home_channel == "1100000000000000010" and settings.enabled is True
 
 
 def test_access_lists_keep_snowflakes(tmp_path):
@@ -200,3 +201,16 @@ def test_a_mention_of_another_kind_is_refused(tmp_path, key, entry, never):
     with pytest.raises(PluginSettingsError) as info:
         validated(tmp_path, {"enabled": True, "bot_token": "x", key: [entry]})
     assert f"platforms.discord.{key}: {entry!r} can never match {never}: write a numeric" in str(info.value)
+
+
+def test_home_channel_is_read_as_a_channel_id(tmp_path):
+    # docs/behaviour.md §9: the home channel is a channel snowflake, read by the chat id rule (a
+    # channel mention as its id); a #channel name is refused at load.
+    assert validated(tmp_path, {"home_channel": "<#1100000000000000010>"}).home_channel == "1100000000000000010"
+    assert validated(tmp_path, {"home_channel": 1100000000000000010}).home_channel == "1100000000000000010"
+    with pytest.raises(PluginSettingsError) as info:
+        validated(tmp_path, {"enabled": True, "bot_token": "x", "home_channel": "#general"})
+    assert str(info.value) == (
+        "invalid settings in [platforms.discord]: platforms.discord.home_channel: '#general' can never "
+        "match a Discord channel: write a numeric channel id (Developer Mode, Copy Channel ID: "
+        "1100000000000000010; for a thread, its parent channel's), not a #channel name")

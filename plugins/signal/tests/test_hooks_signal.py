@@ -22,11 +22,12 @@ def validated(tmp_path, table):
 def test_settings_table_accepts_the_common_and_signal_keys(tmp_path):
     settings = validated(tmp_path, {
         "enabled": True, "account": "+15559990000", "base_url": "http://localhost:8080/",
-        "allowed_users": ["+15551230001", "0b9c8d7e-6f5a-4b3c-8d2e-1f0a9b8c7d6e"], "home_channel": "group:abc=",
+        "allowed_users": ["+15551230001", "0b9c8d7e-6f5a-4b3c-8d2e-1f0a9b8c7d6e"], "home_channel": "group:Pmpi+EfPWmsxiomLe9Nx2XF9HOE483p6iKiFj65iMwI=",
         "edits_as_turns": True})
     assert isinstance(settings, SignalSettings)
     assert (settings.account, settings.base_url, settings.edits_as_turns, settings.home_channel) == (
-        "+15559990000", "http://localhost:8080", True, "group:abc=")
+        "+15559990000", "http://localhost:8080", True,
+        "group:Pmpi+EfPWmsxiomLe9Nx2XF9HOE483p6iKiFj65iMwI=")
     assert settings.allowed_users == ["+15551230001", "0b9c8d7e-6f5a-4b3c-8d2e-1f0a9b8c7d6e"]
     assert (settings.stream_idle_timeout, settings.reconnect_max, settings.ignore_stories) == (45.0, 30.0, True)
 
@@ -95,12 +96,13 @@ def test_every_common_platform_key_is_accepted(tmp_path):
         if name == "allowed_roles":
             continue  # Signal has no roles: an entry there is refused (docs/behaviour.md §9)
         default = field.get_default(call_default_factory=True)
-        # An id list holds an id of this platform's form, a number (docs/behaviour.md §9).
+        # An id list holds an id of this platform's form, a number, and the home channel a chat id
+        # (docs/behaviour.md §9).
         table[name] = (not default) if isinstance(default, bool) else ["+15551230001"] if isinstance(default, list) \
-            else f"value of {name}"
+            else "group:Pmpi+EfPWmsxiomLe9Nx2XF9HOE483p6iKiFj65iMwI=" if name == "home_channel" else f"value of {name}"
     settings = validated(tmp_path, {**table, "account": "+15559990000"})
     assert {name: getattr(settings, name) for name in table} == table
-    assert settings.home_channel == "value of home_channel" and settings.enabled is True
+    assert settings.home_channel == "group:Pmpi+EfPWmsxiomLe9Nx2XF9HOE483p6iKiFj65iMwI=" and settings.enabled is True
 
 
 def test_access_lists_read_numbers_uuids_and_group_ids_as_signal_cli_sends_them(tmp_path):
@@ -132,3 +134,19 @@ def test_an_access_entry_that_is_no_signal_id_is_refused_and_named(tmp_path, key
     with pytest.raises(PluginSettingsError) as info:
         validated(tmp_path, {"enabled": True, "account": "+15559990000", key: [entry]})
     assert f"platforms.signal.{key}: {entry!r} can never match {never}: write a" in str(info.value)
+
+
+def test_home_channel_is_read_as_a_chat_id(tmp_path):
+    # docs/behaviour.md §9: the home channel is a chat id, read by the chat id rule:
+    # signal-cli-rest-api's group form as `group:<id>`, a written number as `+<digits>`.
+    group = "Pmpi+EfPWmsxiomLe9Nx2XF9HOE483p6iKiFj65iMwI="
+    rest = "group.UG1waStFZlBXbXN4aW9tTGU5TngyWEY5SE9FNDgzcDZpS2lGajY1aU13ST0="
+    assert validated(tmp_path, {"home_channel": rest}).home_channel == "group:" + group
+    assert validated(tmp_path, {"home_channel": "+1 555 123 0001"}).home_channel == "+15551230001"
+    with pytest.raises(PluginSettingsError) as info:
+        validated(tmp_path, {"enabled": True, "account": "+15559990000", "home_channel": "Family"})
+    assert str(info.value) == (
+        "invalid settings in [platforms.signal]: platforms.signal.home_channel: 'Family' can never match "
+        "a Signal chat: write a group id (group:Pmpi+EfPWmsxiomLe9Nx2XF9HOE483p6iKiFj65iMwI=, the id alone, "
+        "or signal-cli-rest-api's group.… form), or for a DM the person's number with + and its country "
+        "code or ACI UUID, not a group's name")

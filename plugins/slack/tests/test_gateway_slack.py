@@ -13,6 +13,7 @@ import pytest
 from fake_slack import adapter_settings, post_event
 
 from hermes_core import GatewayConfig
+from hermes_core.agents.echo import EchoAgent
 from hermes_core.app import GatewayApp
 from hermes_core.testing import HeldEchoAgent
 
@@ -453,3 +454,19 @@ async def test_a_malformed_edit_or_deletion_is_logged_once_and_changes_nothing(s
     assert [m for m in logged if "malformed" in m] == [
         f"skipping malformed slack event Ev1767227200000300: malformed payload: {problem}"]
     assert not any("queued original" in m for m in logged)
+
+
+async def test_the_agent_is_told_the_home_channel_as_the_chat_id_rule_read_it(slack, gateway):
+    # docs/behaviour.md §7, §9: `home_channel = "c0general1"` means the conversation C0GENERAL1
+    # (Slack sends ids in upper case); the session context names that id, not the spelling.
+    seen = []
+
+    class Recording(EchoAgent):
+        async def _generate(self, context, history, message, system_context):
+            seen.append(context.home_channels["slack"].chat_id)
+            return await super()._generate(context, history, message, system_context)
+
+    await gateway(agent=Recording(), home_channel="c0general1")
+    await slack.push(load("s1_message_im"))
+    await slack.wait_for(lambda: len(slack.posted) == 1)
+    assert seen == ["C0GENERAL1"]

@@ -125,12 +125,13 @@ def test_every_common_platform_key_is_accepted(tmp_path):
         if name == "allowed_roles":
             continue  # Slack has no roles: an entry there is refused (docs/behaviour.md §9)
         default = field.get_default(call_default_factory=True)
-        # An id list holds an id of this platform's form, a Slack id (docs/behaviour.md §9).
+        # An id list holds an id of this platform's form, a Slack id, and the home channel a
+        # conversation id (docs/behaviour.md §9).
         table[name] = (not default) if isinstance(default, bool) else (["C0GENERAL1"] if name == "allowed_chats" else ["U0ALICE01"]) if isinstance(default, list) \
-            else f"value of {name}"
+            else "C0GENERAL1" if name == "home_channel" else f"value of {name}"
     settings = validated(tmp_path, {**table, "bot_token": "xoxb-1-SECRETBOT"})
     assert {name: getattr(settings, name) for name in table} == table
-    assert settings.home_channel == "value of home_channel" and settings.enabled is True
+    assert settings.home_channel == "C0GENERAL1" and settings.enabled is True
 
 
 @pytest.mark.parametrize("url,problem", [
@@ -190,3 +191,19 @@ def test_a_mention_of_another_kind_is_refused(tmp_path, key, entry, never):
     with pytest.raises(PluginSettingsError) as info:
         validated(tmp_path, {"enabled": True, "bot_token": "xoxb-1", "app_token": "xapp-1", key: [entry]})
     assert f"platforms.slack.{key}: {entry!r} can never match {never}: write a" in str(info.value)
+
+
+@pytest.mark.parametrize("entry,expected", [("c0general1", "C0GENERAL1"), ("<#C0GENERAL1|general>", "C0GENERAL1"),
+                                            ("D0DMALICE1", "D0DMALICE1")])
+def test_home_channel_is_read_as_a_conversation_id(tmp_path, entry, expected):
+    # docs/behaviour.md §9: the home channel is a conversation id, read by the chat id rule.
+    assert validated(tmp_path, {"home_channel": entry}).home_channel == expected
+
+
+def test_a_home_channel_that_is_no_conversation_id_is_refused_and_named(tmp_path):
+    with pytest.raises(PluginSettingsError) as info:
+        validated(tmp_path, {"enabled": True, "bot_token": "xoxb-1", "app_token": "xapp-1", "home_channel": "#general"})
+    assert str(info.value) == (
+        "invalid settings in [platforms.slack]: platforms.slack.home_channel: '#general' can never match "
+        "a Slack conversation: write a conversation id (channel details, Channel ID: C0123ABCD; D… for a DM, "
+        "G… for a legacy private channel or group DM), not a #channel name")

@@ -159,3 +159,17 @@ def test_allowed_roles_on_telegram_are_refused(tmp_path):
     assert ("platforms.telegram.allowed_roles: 'admins' can never match a Telegram sender (Telegram "
             "has no roles): write the users in allowed_users or the chats in allowed_chats instead"
             in str(info.value))
+
+
+def test_home_channel_is_read_as_a_chat_id(tmp_path):
+    # docs/behaviour.md §9, docs/configuration.md §2: the home channel is a chat id, read by the
+    # chat id rule: a TOML integer or surrounding blanks mean one id; a @username is refused at
+    # load, not when a notice is first sent there.
+    assert _telegram(tmp_path, {"home_channel": -1001234567890}).home_channel == "-1001234567890"
+    assert _telegram(tmp_path, {"home_channel": " -4012345678 "}).home_channel == "-4012345678"
+    with pytest.raises(PluginSettingsError) as info:
+        _telegram(tmp_path, {"enabled": True, "home_channel": "@ops"})
+    assert str(info.value) == (
+        "invalid settings in [platforms.telegram]: platforms.telegram.home_channel: '@ops' can never "
+        "match a Telegram chat: write a numeric chat id (-1001234567890 for a supergroup or channel, "
+        "-4012345678 for a group, the user id for a private chat; a @username or a title is not one)")

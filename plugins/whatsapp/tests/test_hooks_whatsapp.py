@@ -210,3 +210,23 @@ def test_plugins_json_lists_whatsapp_without_secrets(tmp_path, monkeypatch):
                                                                    "hermes_whatsapp.hooks")
     assert row["hooks"] == ["hermes_platform_notes", "hermes_settings_schema"]
     assert "SECRETPART" not in result.output
+
+
+def test_home_channel_is_read_by_each_tables_chat_id_rule(tmp_path):
+    # docs/behaviour.md §9: the home channel is a chat id, read as an `allowed_chats` entry of
+    # its table: a written number as its digits, a Cloud phone JID as its number.
+    settings = validated(tmp_path, {"whatsapp": {"home_channel": "+1 555 123 4567"},
+                                    "whatsapp_cloud": {"home_channel": "15551234567@s.whatsapp.net"}})
+    assert (settings["whatsapp"].home_channel, settings["whatsapp_cloud"].home_channel) == ("15551234567",
+                                                                                            "15551234567")
+
+
+@pytest.mark.parametrize("platform,entry,never,accepted", [
+    ("whatsapp", "family@example.com", "a WhatsApp chat", BRIDGE_CHATS),
+    ("whatsapp_cloud", "120363025555555555@g.us", "a WhatsApp Cloud API chat", CLOUD_CHATS),
+])
+def test_a_home_channel_that_can_never_be_a_chat_is_refused_and_named(tmp_path, platform, entry, never, accepted):
+    with pytest.raises(PluginSettingsError) as info:
+        validated(tmp_path, {platform: {"enabled": True, "home_channel": entry}})
+    assert str(info.value) == (f"invalid settings in [platforms.{platform}]: platforms.{platform}.home_channel: "
+                               f"{entry!r} can never match {never}: write {accepted}")
