@@ -118,7 +118,8 @@ class SlackSettings(PlatformSettings):
         ping_interval: Socket Mode ping interval, in seconds.
 
     `allowed_users`, `admin_users` and `allowed_chats` take Slack ids (`USER_IDS`, `CHAT_IDS`): a
-    lower-case id is upper-cased, a handle or a name is refused at load (docs/behaviour.md §9).
+    lower-case id is upper-cased, a handle or a name is refused at load (docs/behaviour.md §9). So
+    do `home_channel` and the keys of `channels` (`CHAT_IDS`).
     """
 
     table: ClassVar[str | None] = "slack"
@@ -154,6 +155,28 @@ class SlackSettings(PlatformSettings):
         if not value.endswith("/"):
             raise ValueError("platforms.slack.api_base_url must end with '/'")
         return value
+
+    @field_validator("channels")
+    @classmethod
+    def _read_channel_ids(cls, value: dict[str, SlackChannelSettings]) -> dict[str, SlackChannelSettings]:
+        """Each `[platforms.slack.channels.<id>]` key read as a conversation id by `CHAT_IDS`, as
+        an `allowed_chats` entry is (docs/behaviour.md §9): the adapter looks a channel up by the
+        id Slack sends, so `"c0123abcd"` is kept as `"C0123ABCD"` and a key that names no
+        conversation (`"general"`, `"#general"`) would never apply and is refused.
+
+        Raises:
+            ValueError: a key can never match (the `IdRule` error, naming `platforms.slack.channels`,
+                the key and the accepted forms), or two keys name one conversation.
+        """
+        name = cls._key("channels")
+        out: dict[str, SlackChannelSettings] = {}
+        written: dict[str, str] = {}
+        for key, channel_id in zip(value, CHAT_IDS.entries(value, name)):
+            if channel_id in out:  # which of the two tables applies would be a matter of order
+                raise ValueError(f"{name}: {written[channel_id]!r} and {key!r} are the same conversation "
+                                 f"({channel_id}): keep one table")
+            out[channel_id], written[channel_id] = value[key], key
+        return out
 
     @model_validator(mode="after")
     def _check(self) -> "SlackSettings":

@@ -207,3 +207,33 @@ def test_a_home_channel_that_is_no_conversation_id_is_refused_and_named(tmp_path
         "invalid settings in [platforms.slack]: platforms.slack.home_channel: '#general' can never match "
         "a Slack conversation: write a conversation id (channel details, Channel ID: C0123ABCD; D… for a DM, "
         "G… for a legacy private channel or group DM), not a #channel name")
+
+
+def test_per_channel_tables_are_keyed_by_conversation_ids(tmp_path):
+    # docs/configuration.md §5: `[platforms.slack.channels.<channel id>]`; the adapter looks a
+    # channel up by the id Slack sends (upper case), so a lower-case id or a mention is read as it.
+    settings = validated(tmp_path, {"channels": {"c0general1": {"free_response": True},
+                                                 "<#G0LEGACY01|leads>": {"reply_in_thread": False}}})
+    assert settings.channels == {"C0GENERAL1": SlackChannelSettings(free_response=True),
+                                 "G0LEGACY01": SlackChannelSettings(reply_in_thread=False)}
+    assert settings.channel("C0GENERAL1").free_response is True and settings.replies_in_thread("G0LEGACY01") is False
+
+
+@pytest.mark.parametrize("key", ["general", "#general"])
+def test_a_per_channel_table_that_names_no_conversation_is_refused_and_named(tmp_path, key):
+    with pytest.raises(PluginSettingsError) as info:
+        validated(tmp_path, {"enabled": True, "bot_token": "xoxb-1", "app_token": "xapp-1",
+                             "channels": {key: {"free_response": True}}})
+    assert str(info.value) == (
+        f"invalid settings in [platforms.slack]: platforms.slack.channels: {key!r} can never match a Slack "
+        "conversation: write a conversation id (channel details, Channel ID: C0123ABCD; D… for a DM, G… for "
+        "a legacy private channel or group DM), not a #channel name")
+
+
+def test_two_per_channel_tables_of_one_conversation_are_refused(tmp_path):
+    with pytest.raises(PluginSettingsError) as info:
+        validated(tmp_path, {"enabled": True, "bot_token": "xoxb-1", "app_token": "xapp-1",
+                             "channels": {"C0GENERAL1": {"free_response": True}, "c0general1": {"free_response": False}}})
+    assert str(info.value) == ("invalid settings in [platforms.slack]: platforms.slack.channels: 'C0GENERAL1' and "
+                               "'c0general1' are the same conversation (C0GENERAL1): keep one table")
+
