@@ -569,6 +569,8 @@ def import_cmd(
         typer.echo(f"skipped {line}")
     for line in report.warnings:
         typer.echo(f"warning {line}")
+    if report.kept_original is not None:
+        typer.echo(f"kept {report.kept_original}: the file as it was, with the skipped entries")
 
 
 @sessions_app.command("reindex")

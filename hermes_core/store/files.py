@@ -20,8 +20,9 @@ log = logging.getLogger(__name__)
 CLEAN_SHUTDOWN = ".clean_shutdown"
 
 
-def write_atomic(path: Path, text: str, mode: int = 0o600) -> None:
+def write_atomic(path: Path, text: str | bytes, mode: int = 0o600) -> None:
     """Write `text` to `path` atomically: temp file beside it, fsync, chmod, rename, fsync dir.
+    A `str` is written as UTF-8, `bytes` as they are (a copy of a file byte for byte).
 
     Raises:
         OSError: the directory is not writable or the disk is full (the old file is untouched).
@@ -30,7 +31,7 @@ def write_atomic(path: Path, text: str, mode: int = 0o600) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+        with (os.fdopen(fd, "wb") if isinstance(text, bytes) else os.fdopen(fd, "w", encoding="utf-8")) as fh:
             fh.write(text)
             fh.flush()
             os.fsync(fh.fileno())

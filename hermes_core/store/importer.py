@@ -8,6 +8,9 @@ for sessions that have no transcript in the store yet, bad lines skipped one at 
 reported. An entry or a message holding a value the store cannot take (a lone surrogate, an
 integer beyond 64 bits) is such a bad one: it is found before the store sees it
 (`mirror.entries_from_data`, `SessionStore.import_transcript`), so it never fails the others.
+Importing the home's own sessions.json (a start adopting it, or `sessions import` of the home's
+`sessions/`) keeps that file aside first when entries were skipped
+(`mirror.keep_skipped_original`): the mirror rewrites it from the store, without them.
 """
 
 from __future__ import annotations
@@ -15,13 +18,14 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..model import format_timestamp
-from .mirror import SESSIONS_FILE_NAME, entries_from_data
+from .mirror import SESSIONS_FILE_NAME, entries_from_data, keep_skipped_original
 
 if TYPE_CHECKING:  # the CLI passes an open store; no import of the store's module needed here
     from .session_store import SessionStore
@@ -48,11 +52,15 @@ class ImportReport:
     # `--replace` on a server store: routes kept because they are newer than the file's entry,
     # one line each (`<key>: …`).
     kept_newer: list[str] = field(default_factory=list)
+    # The home's own sessions.json as it was, kept aside because entries of it were skipped
+    # (`mirror.keep_skipped_original`); None when nothing needed keeping or the copy failed.
+    kept_original: Path | None = None
 
     def as_dict(self) -> dict:
         return {"imported": self.imported, "skipped_existing": self.skipped_existing,
                 "transcripts": self.transcripts, "messages": self.messages, "skipped": list(self.skipped),
-                "warnings": list(self.warnings), "kept_newer": list(self.kept_newer)}
+                "warnings": list(self.warnings), "kept_newer": list(self.kept_newer),
+                "kept_original": None if self.kept_original is None else str(self.kept_original)}
 
 
 def read_sessions_json(path: Path) -> tuple[Path, dict]:
@@ -103,7 +111,8 @@ async def import_sessions_json(store: SessionStore, path: Path, *, replace: bool
     Returns:
         An ImportReport; `skipped` has one line per bad entry (`<key>: <why>`, a value the store
         cannot take included), per transcript not imported and per bad transcript line
-        (`<file name> line <n>: <why>`).
+        (`<file name> line <n>: <why>`); `kept_original` where the file was kept when it is the
+        store's own sessions.json and entries were skipped (module docstring).
     Raises:
         as `read_sessions_json`; what a write raises (the routes go in one transaction).
     """
@@ -111,6 +120,9 @@ async def import_sessions_json(store: SessionStore, path: Path, *, replace: bool
     path, data = read if read is not None else read_sessions_json(path)
     report = ImportReport()
     entries, _extras = entries_from_data(data, path, report.skipped, report.warnings)
+    if report.skipped and _same_file(path, store.sessions_file):
+        # Before the first write: any write marks the mirror for a rewrite (module docstring).
+        report.kept_original = keep_skipped_original(path, len(report.skipped))
     if len(entries) > IMPORT_BATCH:
         # The routes go in one transaction, with no progress line of their own (20,000 take seconds).
         log.info("importing %s: taking %d route(s), then the legacy transcripts beside them", path, len(entries))
@@ -137,6 +149,14 @@ async def import_sessions_json(store: SessionStore, path: Path, *, replace: bool
             legacy.append((key, sid, transcript))
     await _import_legacy_transcripts(store, legacy, report, started)
     return report
+
+
+def _same_file(path: Path, other: Path) -> bool:
+    """True when `path` and `other` are one file (False when either is missing)."""
+    try:
+        return os.path.samefile(path, other)
+    except OSError:
+        return False
 
 
 async def _import_legacy_transcripts(store: SessionStore, legacy: list[tuple[str, str, Path]],

@@ -25,6 +25,10 @@ from .rows import unstorable
 log = logging.getLogger(__name__)
 
 SESSIONS_FILE_NAME = "sessions.json"
+# A sessions.json that an import or a start took entries from, skipping some, is kept under this
+# name beside it (`.skipped.2`, `.3`, … when taken) before the mirror rewrites it: the rewrite
+# comes from the store, which never held the skipped entries (docs/behaviour.md §3).
+SKIPPED_SUFFIX = ".skipped"
 MIRROR_README = (
     "Routing index of hermes-gateway: session key -> current session entry. "
     "state.db is the source of truth; this file is rewritten from it and may be deleted safely "
@@ -163,6 +167,35 @@ def entries_from_data(data: dict[str, Any], path: Path | str, skipped: list[str]
             entry.session_key = key
         entries[key] = entry
     return entries, extras
+
+
+def keep_skipped_original(path: Path, skipped: int) -> Path | None:
+    """Copy `path` (a sessions.json the mirror is about to rewrite, from which a load skipped
+    `skipped` entries) byte for byte to `<path>.skipped` beside it, or `.skipped.2`, `.3`, …
+    when that name is taken (an earlier copy the operator has not dealt with is never
+    overwritten); atomic, mode 0600 (`write_atomic`). Call it before the first rewrite: the
+    skipped entries are then recoverable from the copy (docs/behaviour.md §3). One warning says
+    where.
+
+    Returns:
+        The copy's path, or None when it could not be made (logged as an error: the skipped
+        entries are then only named in the log).
+    """
+    path = Path(path)
+    kept = path.with_name(path.name + SKIPPED_SUFFIX)
+    number = 1
+    while kept.exists() or kept.is_symlink():
+        number += 1
+        kept = path.with_name(f"{path.name}{SKIPPED_SUFFIX}.{number}")
+    try:
+        write_atomic(kept, path.read_bytes())
+    except OSError as exc:
+        log.error("%s: the %d entr(ies) skipped above cannot be kept: copying the file to %s failed (%s); the "
+                  "next rewrite of sessions.json leaves them out", path, skipped, kept, exc.strerror or exc)
+        return None
+    log.warning("%s: the file as it was is kept as %s: the %d entr(ies) skipped above are in it, and the next "
+                "rewrite of sessions.json leaves them out", path, kept, skipped)
+    return kept
 
 
 class MirrorWriter:

@@ -41,7 +41,7 @@ from .importer import import_sessions_json
 from .keylocks import KeyedLocks
 from .journal import JOURNAL_FILE_NAME, JournaledDatabase, pending_journal
 from .merge import DAMAGED_DIR_NAME, merge_journal
-from .mirror import SESSIONS_FILE_NAME, MirrorWriter, file_signature, load_sessions_json
+from .mirror import SESSIONS_FILE_NAME, MirrorWriter, file_signature, keep_skipped_original, load_sessions_json
 from .entries import entry_from_session_row, parse_or_none
 from .erasure import ErasureOps
 from .sqlite_backend import SqliteBackend
@@ -242,13 +242,18 @@ class SessionStore(TurnOps, TranscriptOps, AliasOps, ErasureOps, ClaimOps):
     async def _open_degraded(self) -> SqliteBackend:
         """The same engine on an in-memory database, rebuilt from the journal of the sessions
         folder, or — the first degraded start since the last merge — seeded with the routes
-        sessions.json holds (docs/behaviour.md §12). Without the home lock nothing is written."""
+        sessions.json holds (docs/behaviour.md §12); a file whose entries were skipped is kept
+        aside first (`mirror.keep_skipped_original`, docs/behaviour.md §3). Without the home lock
+        nothing is written."""
         db = JournaledDatabase(self.sessions_dir, read_only=not self._lock_home)
         backend = SqliteBackend(db)
         await backend.open()
         try:
             if db.fresh:
-                entries, _extras = load_sessions_json(self.sessions_file)
+                skipped: list[str] = []
+                entries, _extras = load_sessions_json(self.sessions_file, skipped)
+                if skipped and self._lock_home:  # the mirror rewrites it from this copy, without them
+                    keep_skipped_original(self.sessions_file, len(skipped))
                 with db.seeding():
                     if entries:
                         await backend.import_entries(list(entries.values()), replace=True)

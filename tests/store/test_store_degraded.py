@@ -92,7 +92,7 @@ async def test_degraded_loader_skips_bad_entries_one_at_a_time(broken_db, clock,
         assert [e.session_key for e in await store.list_sessions()] == ["agent:main:telegram:dm:1"]
         src = SessionSource(platform="telegram", chat_id="1")
         assert (await store.get_or_create_session(src)).session_id == "20260101_000000_aaaaaaaa"
-    skipped = [r.message for r in caplog.records if "skipped" in r.message]
+    skipped = [r.message for r in caplog.records if ": entry " in r.message and "skipped" in r.message]
     assert len(skipped) == 3
 
 

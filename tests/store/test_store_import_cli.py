@@ -370,7 +370,73 @@ def test_a_start_on_a_sessions_json_with_values_the_store_cannot_take_takes_the_
         f"{listed}: entry 'agent:main:telegram:dm:\\ud800' skipped: session entry field 'session_key' holds a "
         "lone surrogate ('\\ud800'), which the store cannot take",
         f"{listed}: entry 'agent:main:telegram:dm:big' skipped: session entry field 'input_tokens' holds an "
-        "integer beyond 64 bits, which the store cannot take"]
+        "integer beyond 64 bits, which the store cannot take",
+        f"{listed}: the file as it was is kept as {listed}.skipped: the 2 entr(ies) skipped above are in it, and "
+        "the next rewrite of sessions.json leaves them out"]
+
+
+# An older gateway's sessions.json as it lies on disk (CRLF line ends, indented): the copy kept
+# aside must be these bytes, not a re-rendering of what was parsed.
+_WITH_UNSTORABLE = json.dumps({"agent:main:telegram:dm:big": {**_ENTRY, "input_tokens": 2 ** 64},
+                               "agent:main:telegram:dm:2": _GOOD}, indent=1).replace("\n", "\r\n").encode()
+
+
+@pytest.mark.parametrize("engine", ["state.db", "degraded"])
+def test_a_start_that_skips_entries_keeps_the_original_sessions_json_beside_it(home, caplog, engine):
+    """docs/behaviour.md §3: the rewrite of sessions.json after a start took an older gateway's
+    file would drop the entries it skipped for good; the original is kept first, byte for byte,
+    as `sessions/sessions.json.skipped`, and the log line says where."""
+    from hermes_core.app import GatewayApp
+
+    sessions = home / "sessions"
+    sessions.mkdir(parents=True)
+    if engine == "degraded":
+        (home / "state.db").mkdir()  # SQLite cannot open a directory: the journaled engine
+    listed = sessions / "sessions.json"
+    listed.write_bytes(_WITH_UNSTORABLE)
+    caplog.set_level("WARNING", logger="hermes_core.store.mirror")
+
+    async def start() -> None:
+        app = GatewayApp(GatewayConfig(home=home), adapters=[], watcher=False)
+        await app.start()
+        await app.stop()
+    asyncio.run(start())
+    kept = sessions / "sessions.json.skipped"
+    assert kept.read_bytes() == _WITH_UNSTORABLE
+    assert sorted(k for k in json.loads(listed.read_text()) if not k.startswith("_")) == ["agent:main:telegram:dm:2"]
+    assert [r.getMessage() for r in caplog.records if r.name == "hermes_core.store.mirror"][-1] == (
+        f"{listed}: the file as it was is kept as {kept}: the 1 entr(ies) skipped above are in it, and the next "
+        "rewrite of sessions.json leaves them out")
+
+
+def test_importing_the_homes_own_sessions_json_keeps_it_when_entries_are_skipped(home, tmp_path):
+    """docs/operations.md §5 `sessions import`: importing the home's own sessions.json (the file
+    the mirror rewrites) keeps the original aside when it skipped entries, says where, and never
+    overwrites an earlier copy; importing a file elsewhere leaves it where it is, copying
+    nothing."""
+    _populate(home)
+    sessions = home / "sessions"
+    listed = sessions / "sessions.json"
+    listed.write_bytes(_WITH_UNSTORABLE)
+    code, out = run("import", str(sessions))
+    assert (code, out) == (0, "imported 1 session(s), kept 0 existing, 0 message(s) from 0 legacy transcript(s)\n"
+                              "skipped agent:main:telegram:dm:big: session entry field 'input_tokens' holds an "
+                              "integer beyond 64 bits, which the store cannot take\n"
+                              f"kept {sessions / 'sessions.json.skipped'}: the file as it was, with the skipped entries\n")
+    assert (sessions / "sessions.json.skipped").read_bytes() == _WITH_UNSTORABLE
+    assert "agent:main:telegram:dm:big" not in json.loads(listed.read_text())  # rewritten from state.db
+    second = _WITH_UNSTORABLE.replace(b"dm:2", b"dm:3")
+    listed.write_bytes(second)
+    code, out = run("import", str(listed), "--json")
+    assert (code, json.loads(out)["kept_original"]) == (0, str(sessions / "sessions.json.skipped.2"))
+    assert ((sessions / "sessions.json.skipped").read_bytes(), (sessions / "sessions.json.skipped.2").read_bytes()) == (
+        _WITH_UNSTORABLE, second)
+    elsewhere = tmp_path / "old" / "sessions.json"
+    elsewhere.parent.mkdir()
+    elsewhere.write_bytes(_WITH_UNSTORABLE)
+    code, out = run("import", str(elsewhere), "--json")
+    assert (code, json.loads(out)["kept_original"], sorted(p.name for p in elsewhere.parent.iterdir())) == (
+        0, None, ["sessions.json"])
 
 
 def test_a_writing_command_that_takes_an_older_gateways_folder_leaves_the_first_start_clean(home, seed_dir):
