@@ -67,6 +67,12 @@ class CliError(Exception):
     """An error to print as one line, exit code 2."""
 
 
+class PersonalCliError(CliError):
+    """A CliError whose line names a person (`sessions erase-user`'s unconfirmed question): printed
+    on stderr, never written to gateway.log, since the log must not name whom erased data was
+    about (docs/operations.md §5)."""
+
+
 def one_line(exc: BaseException | str) -> str:
     """`exc`'s message (or the string) on one line; what failed in words when it is empty."""
     text = " ".join(str(exc).split())
@@ -87,10 +93,35 @@ def root_cause(exc: BaseException) -> BaseException:
         exc = inner
 
 
-def fail(message: BaseException | str) -> typer.Exit:
-    """Print `hermes-gateway: error: <message>` (one line) on stderr; return the Exit(2) to raise."""
-    typer.echo(ERROR_PREFIX + one_line(message), err=True)
+def fail(message: BaseException | str, *, logged: bool = False) -> typer.Exit:
+    """Print `hermes-gateway: error: <message>` (one line) on stderr; return the Exit(2) to raise.
+
+    A command that logs to gateway.log (`setup_logging` ran: `run`, `chat`, the `sessions`
+    commands that write) logs the line there too, as ERROR `<command>: <message>`
+    (`_command_words`), never a second time on the terminal (docs/operations.md §4): an
+    operator reading the log of a scheduled `sessions prune` finds why it stopped beside what it
+    said before. `logged`: the caller has logged the failure already (`run_async`). A command
+    that has not set up logging (one failing before it, a read that writes nothing into the
+    home) logs nothing, nor does a `PersonalCliError`."""
+    line = one_line(message)
+    typer.echo(ERROR_PREFIX + line, err=True)
+    if isinstance(message, PersonalCliError):
+        logged = True
+    if not logged and _file_handler is not None and _file_handler in logging.getLogger().handlers:
+        log.error("%s: %s", _command_words(), line, extra={"file_only": True})
     return typer.Exit(EXIT_ERROR)
+
+
+def _command_words() -> str:
+    """`hermes-gateway` and the command's name as typed (`sessions prune`, `run`): at most the
+    first two words of the command line before an option. Never its arguments past those (a
+    session key, the user id `erase-user` erases must not stay behind in the log)."""
+    words = []
+    for word in sys.argv[1:3]:
+        if word.startswith("-"):
+            break
+        words.append(word)
+    return " ".join(["hermes-gateway", *words])
 
 
 class PrivateRotatingFileHandler(RotatingFileHandler):
@@ -401,11 +432,12 @@ def run_async(main: Callable[[], Awaitable[Any]], *, expected: tuple[type[BaseEx
             log.error("gateway did not start: %s", one_line(exc), extra={"file_only": True})
         if os.environ.get("HERMES_DEBUG"):
             raise
-        raise fail(exc) from None
+        raise fail(exc, logged=isinstance(exc, StartupError)) from None
     except KeyboardInterrupt:
         raise typer.Exit(130) from None
     except Exception as exc:  # never a traceback to the user; the log has it
         log.error("unexpected failure", exc_info=exc, extra={"file_only": True})
         if os.environ.get("HERMES_DEBUG"):
             raise
-        raise fail(f"unexpected failure: {describe_failure(exc)} (HERMES_DEBUG=1 shows the traceback)") from None
+        raise fail(f"unexpected failure: {describe_failure(exc)} (HERMES_DEBUG=1 shows the traceback)",
+                   logged=True) from None

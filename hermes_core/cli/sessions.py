@@ -34,8 +34,8 @@ from ..store.fts import is_index_damage, match_expression
 from ..store.home_lock import home_is_locked
 from ..store.journal import pending_journal
 from ..store.rows import INT64_MAX
-from .common import (HELP_MARKUP, CliError, choice_parser, fail, home_not_a_directory, load_cli_config_or_exit,
-                     quiet_terminal_logging, run_async, setup_logging, warn)
+from .common import (HELP_MARKUP, CliError, PersonalCliError, choice_parser, fail, home_not_a_directory,
+                     load_cli_config_or_exit, quiet_terminal_logging, run_async, setup_logging, warn)
 from .output import human_time, print_fields, print_json, print_table, progress
 
 log = logging.getLogger(__name__)
@@ -122,6 +122,7 @@ def _run(work: Callable[[SessionStore], Awaitable[Any]], *, write: bool = False,
     creates_state = not need_state and not _has_gateway_state(config.db_path, config.sessions_dir)
     # The commands print their own report: warnings go to gateway.log (writes) or nowhere
     # (reads: a read-only command writes nothing into the home), never twice on the terminal.
+    # From here on a write's error line is logged there too (`common.fail`, docs/operations.md §4).
     if write:
         setup_logging(config.home, terminal=False, fmt=config.logging.format)
     else:
@@ -228,8 +229,10 @@ def _cut_note(shown: int, total: int, offset: int, what: str) -> None:
                    "use --limit / --offset for more", err=True)
 
 
-def _confirm(question: str, yes: bool) -> None:
+def _confirm(question: str, yes: bool, *, names_a_person: bool = False) -> None:
     """Ask `question` on a terminal; without one, `--yes` is required (a script must say so).
+    `names_a_person`: the question names whose data it is about (`erase-user`), so the error
+    that repeats it is kept out of gateway.log (`PersonalCliError`).
 
     Raises:
         CliError: not confirmed (nothing was changed).
@@ -237,7 +240,8 @@ def _confirm(question: str, yes: bool) -> None:
     if yes:
         return
     if not sys.stdin.isatty():
-        raise CliError(f"{question} Not confirmed: stdin is not a terminal; pass --yes (or --dry-run to see)")
+        error = PersonalCliError if names_a_person else CliError
+        raise error(f"{question} Not confirmed: stdin is not a terminal; pass --yes (or --dry-run to see)")
     if not typer.confirm(question, default=False, err=True):
         raise CliError("cancelled; nothing was changed")
 
@@ -512,7 +516,7 @@ def erase_user_cmd(
         if not any(preview.counts.values()):  # nothing of theirs: nothing to confirm, nothing removed
             return replace(preview, dry_run=False)
         _confirm(f"Erase {platform} user {user_id}: {len(preview.sessions)} session(s) and "
-                 f"{sum(preview.counts.values())} row(s) and file(s)?", yes)
+                 f"{sum(preview.counts.values())} row(s) and file(s)?", yes, names_a_person=True)
         with progress(f"erasing {platform} user data", None):
             return await store.erase_user(platform, user_id)
 

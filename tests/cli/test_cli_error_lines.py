@@ -206,3 +206,37 @@ def test_a_damaged_state_db_is_named_with_what_to_do(tmp_path):
     code, out, err = _run(tmp_path, ["sessions", "list"])
     assert (code, out, err) == (2, "", f"hermes-gateway: error: state.db {db} is damaged: `hermes-gateway doctor` "
                                        "names the damage; restore it from a backup (docs/operations.md §1)\n")
+
+
+def test_a_sessions_command_that_writes_logs_its_error_line_and_a_read_logs_nothing(tmp_path):
+    """docs/operations.md §4: a `sessions` command that writes into the home logs to gateway.log,
+    and the error line it stops with is logged there too (for the operator reading the log of a
+    scheduled prune); a read writes nothing into the home, gateway.log included (§5), so its error
+    line is on stderr only."""
+    import asyncio
+    import os
+
+    from hermes_core import GatewayConfig
+    from hermes_core.store import SessionStore
+    from hermes_core.store.home_lock import HomeLock
+
+    home = tmp_path / "home"
+
+    async def first_state() -> None:
+        config = GatewayConfig(home=home)
+        async with SessionStore(config.sessions_dir, config):
+            pass
+    asyncio.run(first_state())
+    code, out, err = _run(tmp_path, ["sessions", "show", "nope"])
+    assert (code, err, (home / "gateway.log").exists()) == (
+        2, "hermes-gateway: error: no session with key or id 'nope'\n", False)
+    lock = HomeLock(home)
+    lock.acquire()
+    try:
+        code, out, err = _run(tmp_path, ["sessions", "prune", "--days", "1", "--yes"])
+    finally:
+        lock.release()
+    refused = f"a gateway is running on HERMES_HOME {home} (pid {os.getpid()}); stop it first"
+    assert (code, out, err) == (2, "", f"hermes-gateway: error: {refused}\n")
+    logged = [line.split(" ", 2)[2] for line in (home / "gateway.log").read_text().splitlines()]
+    assert logged == [f"ERROR hermes_core.cli: hermes-gateway sessions prune: {refused}"]
