@@ -29,6 +29,7 @@ import openai
 from openai import AsyncOpenAI
 
 from ..model.context import SessionContext
+from ..model.message import REASONING_KEYS
 from ..model.usage import TokenUsage
 from ..sdk.errors import describe_failure
 from .base import Agent, AgentError, AgentReply
@@ -38,7 +39,6 @@ log = logging.getLogger(__name__)
 # Message keys the chat-completions API accepts from a stored transcript row.
 _PASS_THROUGH = ("tool_call_id", "tool_calls", "name")
 _ROLES = frozenset({"system", "user", "assistant", "tool"})
-REASONING_FIELDS = ("reasoning", "reasoning_content", "reasoning_details", "codex_reasoning_items")
 # The reasoning fields that hold the model's reasoning as text; `reasoning_details` and
 # `codex_reasoning_items` are structured (lists of objects) and are kept as any JSON value.
 TEXT_REASONING_FIELDS = frozenset({"reasoning", "reasoning_content"})
@@ -79,7 +79,7 @@ def usage_from_completion(usage: Any) -> TokenUsage:
 
 
 def reasoning_fields(message: Any, server: str) -> dict[str, Any]:
-    """The reasoning fields a server added to a reply message (`REASONING_FIELDS` that are set;
+    """The reasoning fields a server added to a reply message (`REASONING_KEYS` that are set;
     the client keeps unknown fields as extra attributes).
 
     A field of `TEXT_REASONING_FIELDS` that is not text (a number, an object) is dropped with
@@ -88,7 +88,7 @@ def reasoning_fields(message: Any, server: str) -> dict[str, Any]:
     """
     extra = getattr(message, "model_extra", None) or {}
     found = {}
-    for name in REASONING_FIELDS:
+    for name in REASONING_KEYS:
         value = extra.get(name, getattr(message, name, None))
         if value is None:
             continue

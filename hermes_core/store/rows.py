@@ -8,6 +8,7 @@ from datetime import datetime
 from typing import Any, Callable, Iterable, Sequence
 
 from ..model import format_timestamp, parse_timestamp
+from ..model.message import REASONING_KEYS
 from .records import MessageRow
 
 ROLES = ("user", "assistant", "system", "tool")
@@ -15,10 +16,6 @@ ROLES = ("user", "assistant", "system", "tool")
 OPTIONAL_KEYS = ("platform_message_id", "tool_call_id", "tool_name", "tool_calls")
 # The stored columns `row_to_message` reads, in the order the stores select them.
 MESSAGE_COLUMNS = ("role", "content", "timestamp", *OPTIONAL_KEYS, "reasoning")
-# What reasoning models return beside the text (docs/behaviour.md §3): kept as given, through
-# rewrites, rewinds and compression, and returned after the other optional keys. Stored together
-# as one JSON object (`messages.reasoning`).
-REASONING_KEYS = ("reasoning", "reasoning_content", "reasoning_details", "codex_reasoning_items")
 
 
 # The integers the store can hold: SQLite's INTEGER and PostgreSQL's bigint are 64-bit signed.

@@ -312,3 +312,15 @@ async def test_echo_summary_is_deterministic():
     assert summary.text == ("Summary of 3 earlier message(s). The user wrote: u1 | "
                             "a very long message that goes on and on…")
     assert (summary.usage.input_tokens, summary.usage.output_tokens) == (15, 19)
+
+
+def test_the_agent_and_the_store_name_the_reasoning_fields_once():
+    """docs/behaviour.md §3 (`messages.reasoning`): the fields an agent takes from a reply are the
+    ones the store keeps, one tuple in the model that both import (the agents import no store)."""
+    from hermes_core.agents import openai_agent
+    from hermes_core.model.message import REASONING_KEYS
+    from hermes_core.store import rows
+
+    assert REASONING_KEYS == ("reasoning", "reasoning_content", "reasoning_details", "codex_reasoning_items")
+    assert (openai_agent.REASONING_KEYS, rows.REASONING_KEYS) == (REASONING_KEYS, REASONING_KEYS)
+    assert openai_agent.REASONING_KEYS is REASONING_KEYS is rows.REASONING_KEYS
