@@ -271,3 +271,17 @@ def test_escape_controls_shows_invisible_characters_of_every_plane():
     # The admin CLI's form (docs/behaviour.md §7): BMP characters as \uNNNN, a tag character
     # (plane 14) as \UNNNNNNNN, so no escape can be read as a different character.
     assert escape_controls("a\u00adb\u202ec\U000e0041\x1b") == "a\\xadb\\u202ec\\U000e0041\\x1b"
+
+
+def test_the_largest_integer_the_store_holds_is_one_constant_of_the_model():
+    """docs/behaviour.md §3: the store holds signed 64-bit integers. The token counters, the
+    import check of an older gateway's files and the CLI's --limit cap use one constant, in the
+    model that every layer imports, instead of copies of 2**63 - 1."""
+    from hermes_core.cli import sessions
+    from hermes_core.model import TokenUsage, limits, usage
+    from hermes_core.store import rows
+
+    assert (limits.INT64_MIN, limits.INT64_MAX) == (-9223372036854775808, 9223372036854775807)
+    assert (rows.INT64_MIN is limits.INT64_MIN, rows.INT64_MAX is limits.INT64_MAX,
+            sessions.INT64_MAX is limits.INT64_MAX, hasattr(usage, "MAX_COUNT")) == (True, True, True, False)
+    assert TokenUsage(input_tokens=9223372036854775807).input_tokens == 9223372036854775807

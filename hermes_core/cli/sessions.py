@@ -28,12 +28,12 @@ from ..dirs import why_home_unusable
 from ..model.text import clean_text, escape_controls
 
 from ..model import SessionEntry, format_timestamp, validate_session_id
+from ..model.limits import INT64_MAX
 from ..store import HomeLockedError, SessionStore, StoreError, TranscriptReadError, is_damaged
 from ..store.files import CLEAN_SHUTDOWN, write_atomic
 from ..store.fts import is_index_damage, match_expression
 from ..store.home_lock import home_is_locked
 from ..store.journal import pending_journal
-from ..store.rows import INT64_MAX
 from .common import (HELP_MARKUP, CliError, PersonalCliError, choice_parser, fail, home_not_a_directory,
                      load_cli_config_or_exit, quiet_terminal_logging, run_async, setup_logging, warn)
 from .output import human_time, print_fields, print_json, print_table, progress

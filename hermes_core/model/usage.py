@@ -6,10 +6,10 @@ import logging
 import math
 from dataclasses import dataclass
 
+from .limits import INT64_MAX
+
 log = logging.getLogger(__name__)
 
-# The largest count the store keeps: a signed 64-bit integer (SQLite's INTEGER).
-MAX_COUNT = 2**63 - 1
 _COUNTS = ("input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens", "total_tokens")
 
 
@@ -20,7 +20,7 @@ class TokenUsage:
     `total_tokens` defaults to input + output when the backend does not report it.
     `cost_status` is `"unknown"`, `"estimated"` or `"exact"`.
 
-    What cannot be a count is not counted: a count that is not an int in 0..`MAX_COUNT`
+    What cannot be a count is not counted: a count that is not an int in 0..`INT64_MAX` (the largest the store holds)
     (a bool, a float, 2**70, -1) becomes 0, a cost that is not a finite number ≥ 0 (NaN,
     infinity) becomes 0.0, each with a warning naming the field. The turn and its reply are
     kept, and the session's counters stay numbers that its stored entry can hold.
@@ -55,7 +55,7 @@ class TokenUsage:
 
 def _count(name: str, value: object) -> int:
     """`value` as a token count, or 0 (with a warning naming `name`) when it is not one."""
-    if isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= MAX_COUNT:
+    if isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= INT64_MAX:
         return int(value)
     log.warning("token usage field %r is %r, not a token count: counted as 0", name, value)
     return 0

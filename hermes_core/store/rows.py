@@ -8,6 +8,7 @@ from datetime import datetime
 from typing import Any, Callable, Iterable, Sequence
 
 from ..model import format_timestamp, parse_timestamp
+from ..model.limits import INT64_MAX, INT64_MIN
 from ..model.message import REASONING_KEYS
 from .records import MessageRow
 
@@ -16,10 +17,6 @@ ROLES = ("user", "assistant", "system", "tool")
 OPTIONAL_KEYS = ("platform_message_id", "tool_call_id", "tool_name", "tool_calls")
 # The stored columns `row_to_message` reads, in the order the stores select them.
 MESSAGE_COLUMNS = ("role", "content", "timestamp", *OPTIONAL_KEYS, "reasoning")
-
-
-# The integers the store can hold: SQLite's INTEGER and PostgreSQL's bigint are 64-bit signed.
-INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 
 
 class TranscriptReadError(Exception):
