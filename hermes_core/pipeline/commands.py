@@ -33,11 +33,11 @@ from dataclasses import dataclass
 from typing import Awaitable, Callable
 
 from ..model.events import MessageEvent
+from ..model.limits import INT64_MAX
 from ..model.text import neutralize_inline
 from ..model.timeutil import parse_timestamp
 from ..plugin_system.dispatch import call_broadcast
 from ..store.ledger import Confirmation
-from ..store.rows import INT64_MAX
 from .busy import DROPPED_TEXT, NOTHING_TO_STOP_TEXT, STOPPED_TEXT
 from .compression import compress_session
 from .deps import PipelineDeps, maybe_await
