@@ -1,7 +1,9 @@
 """Sending what the delivery ledger owes (docs/behaviour.md §6; seed §7).
 
 `send_obligation` is the one path from a recorded obligation to the chat: 'attempting' before
-the send (recorded with the reply on the live path), 'delivered' / 'failed' after. `redeliver`
+the send (recorded with the reply on the live path), 'delivered' / 'failed' after, through the
+runner's `OutcomeRecorder` for every send of the runner's jobs (replies, command answers,
+pending notices, the sweep's re-sends). `redeliver`
 is the start-up sweep's step for one obligation left open by a previous run: give up after
 `MAX_ATTEMPTS` attempts or `MAX_AGE_S`, re-send an 'attempting' one (the chat may have it
 already) with `RECOVERED_PREFIX`, a 'pending' or 'failed' one plainly.
@@ -271,8 +273,13 @@ class OutcomeRecorder:
         return failed
 
 
-async def redeliver(deps: PipelineDeps, ob: dict[str, Any]) -> str:
+async def redeliver(deps: PipelineDeps, ob: dict[str, Any], *, recorder: OutcomeRecorder | None = None) -> str:
     """Start-up sweep step for one open obligation (a dict of `store.open_obligations()`).
+
+    Args:
+        recorder: records the re-send's outcome as a live reply's is (`send_obligation`), so a
+            platform's delivery report on the re-sent message that comes before that outcome
+            is written waits for it (docs/behaviour.md §6 "Delivery reports").
 
     Returns:
         What happened: `"abandoned"`, `"delivered"`, `"failed"` or `"no_adapter"`.
@@ -296,5 +303,5 @@ async def redeliver(deps: PipelineDeps, ob: dict[str, Any]) -> str:
         return "no_adapter"
     text = recovered_text(ob["content"]) if ob["state"] == "attempting" else ob["content"]
     ok = await send_obligation(deps, ob_id, target, text, session_key=key, session_id=ob.get("session_id"),
-                               reply_to=ob.get("reply_to"), kind="recovered")
+                               reply_to=ob.get("reply_to"), kind="recovered", recorder=recorder)
     return "delivered" if ok else "failed"

@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from .ledger import send_obligation
+from .ledger import OutcomeRecorder, send_obligation
 
 log = logging.getLogger(__name__)
 
@@ -25,10 +25,12 @@ PENDING_NOTICES = {
 }
 
 
-async def tell_pending_notice(deps: Any, key: str, entry: Any, source: Any) -> None:
+async def tell_pending_notice(deps: Any, key: str, entry: Any, source: Any, *,
+                              recorder: OutcomeRecorder | None = None) -> None:
     """Tell the chat, once, the notice its entry owes (`entry.pending_notice`), through the
-    delivery ledger like any reply. No-op without one; a failure is logged, never raised (the
-    user's message is still answered)."""
+    delivery ledger like any reply (`recorder`: the turn's outcome recorder, as for its reply,
+    `send_obligation`). No-op without one; a failure is logged, never raised (the user's message
+    is still answered)."""
     if not entry.pending_notice:
         return
     try:
@@ -39,7 +41,7 @@ async def tell_pending_notice(deps: Any, key: str, entry: Any, source: Any) -> N
         ob_id = await deps.store.record_reply(key, entry.session_id, None, origin=source, content=text)
         if ob_id is not None:
             await send_obligation(deps, ob_id, source, text, session_key=key, session_id=entry.session_id,
-                                  reply_to=None, kind="notice")
+                                  reply_to=None, kind="notice", recorder=recorder)
     except Exception as exc:
         log.error("the %s notice of %s could not be sent: %s", entry.pending_notice, key, exc)
 

@@ -691,7 +691,7 @@ class GatewayRunner:
     async def _run_job(self, key: str, job: Job) -> None:
         event = job.event
         if job.obligation is not None:
-            await redeliver(self.deps, job.obligation)
+            await redeliver(self.deps, job.obligation, recorder=self._outcomes)
         elif job.notice is not None:
             await self._notify(key, event, job.notice)
         elif job.resume:

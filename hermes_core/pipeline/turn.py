@@ -200,7 +200,7 @@ async def _run_turn(deps: PipelineDeps, key: str, event: MessageEvent, *, inboun
     adapter = deps.adapters[source.platform]
     entry = await store.get_or_create_session(source)
     if not event.is_internal:  # told at the user's next message (a stuck-loop suspension), once
-        await tell_pending_notice(deps, key, entry, source)
+        await tell_pending_notice(deps, key, entry, source, recorder=recorder)
     context = build_session_context(source, deps.config, entry, pm=deps.pm,
                                     platform_settings=deps.access.settings)
     cache = deps.agent_cache

@@ -518,3 +518,118 @@ async def test_a_report_that_finds_its_obligation_unchanged_waits_for_nothing(tm
         for release in writes:
             release.set()
         await app.stop()
+
+
+def hold_outcome_writes_of_every_store(monkeypatch) -> list[asyncio.Event]:
+    """`hold_outcome_writes` for the stores an app opens later (its `start` opens the store and
+    runs the start-up sweep): every `SessionStore.finish_deliveries`, the write of a send's
+    outcome, waits until its event is set."""
+    from hermes_core.store import SessionStore
+
+    writes: list[asyncio.Event] = []
+    finish_deliveries = SessionStore.finish_deliveries
+
+    async def held_finish_deliveries(self, outcomes):
+        writes.append(release := asyncio.Event())
+        await release.wait()
+        return await finish_deliveries(self, outcomes)
+
+    monkeypatch.setattr(SessionStore, "finish_deliveries", held_finish_deliveries)
+    return writes
+
+
+async def _release_every(writes: list[asyncio.Event]) -> None:
+    """Let every outcome write held by `hold_outcome_writes_of_every_store` through, now and as
+    they come, until cancelled."""
+    while True:
+        for release in writes:
+            release.set()
+        await asyncio.sleep(0.01)
+
+
+async def test_a_failure_report_about_a_start_up_re_send_is_applied(tmp_path, monkeypatch):
+    # docs/behaviour.md §6 "Delivery reports": the start-up sweep re-sends an obligation a crash
+    # left 'attempting' through the same outcome recorder as a live reply; the platform's report
+    # on the re-sent message (a WhatsApp status callback), coming before the outcome is written,
+    # waits for that write and is applied after it: the 'failed' is not lost behind 'delivered'.
+    from pipeline_helpers import until
+
+    app = await start_app(tmp_path)
+    entry = await app.store.get_or_create_session(dm())
+    await app.store.begin_turn(KEY, entry.session_id, {"role": "user", "content": "q"})
+    await app.store.record_reply(KEY, entry.session_id, {"role": "assistant", "content": "saved answer"},
+                                 origin=dm(), content="saved answer", reply_to="m7", sending=True)
+    await app.stop()
+    writes = hold_outcome_writes_of_every_store(monkeypatch)
+    adapter = RecordingAdapter()
+    cfg = GatewayConfig(home=tmp_path, platforms={"testchat": {"allow_all": True}})
+    app = GatewayApp(cfg, adapters={"testchat": adapter}, agent=EchoAgent(), watcher=False)
+    await app.start()
+    try:
+        await until(lambda: writes)
+        assert adapter.sent == [("100", "Recovered reply (may be a duplicate):\nsaved answer", "m7")]
+        report = asyncio.create_task(adapter.report_delivery("1", "failed", "Message undeliverable"))
+        await asyncio.sleep(0.1)
+        assert not report.done()  # it found no obligation yet and waits for the outcome's write
+        writes[0].set()
+        async with asyncio.timeout(2):
+            assert await report == 1
+        conn = sqlite3.connect(tmp_path / "state.db")
+        try:
+            assert conn.execute("SELECT content, state, attempts, last_error, sent_ids FROM delivery_obligations"
+                                ).fetchall() == [("saved answer", "failed", 2, "Message undeliverable", '["1"]')]
+        finally:
+            conn.close()
+    finally:
+        for release in writes:
+            release.set()
+        await app.stop()
+
+
+async def test_a_report_about_a_pending_notice_waits_for_its_outcome(tmp_path, monkeypatch):
+    # docs/behaviour.md §6 "Delivery reports": the stuck-loop notice owed to a chat is sent
+    # through the outcome recorder like the turn's reply after it, so a report on the notice's
+    # message that comes before its outcome is written is applied after that write.
+    from pipeline_helpers import until
+
+    app = await start_app(tmp_path)
+    await app.store.get_or_create_session(dm())
+    await app.store.suspend_session(KEY, reason="stuck_loop")
+    await app.stop()
+    writes = hold_outcome_writes_of_every_store(monkeypatch)
+    adapter = RecordingAdapter()
+    app = await start_app(tmp_path, adapter)
+    try:
+        await app.runner.handle(MessageEvent(source=dm(), text="hello again", message_id="m2"))
+        await until(lambda: len(adapter.sent) == 1 and writes)
+        assert adapter.sent == [("100", "The previous conversation was stopped after it failed 3 restarts in a "
+                                        "row; this is a new session.", None)]
+        report = asyncio.create_task(adapter.report_delivery("1", "failed", "Message undeliverable"))
+        await asyncio.sleep(0.1)
+        assert not report.done()  # it found no obligation yet and waits for the outcome's write
+        # The turn's reply went out meanwhile: its outcome is written with the notice's or right
+        # after it (as the recorder's flush found them), and the report may wait for that write
+        # too (the outcomes queued when it came). From here on every held write is let through.
+        releaser = asyncio.create_task(_release_every(writes))
+        async with asyncio.timeout(2):
+            assert await report == 1
+        await app.runner.join()
+        assert adapter.texts()[1:] == ["echo: hello again"]
+
+        def ledger() -> list[tuple]:
+            conn = sqlite3.connect(tmp_path / "state.db")
+            try:
+                return conn.execute("SELECT content, state, last_error, sent_ids FROM delivery_obligations "
+                                    "ORDER BY id").fetchall()
+            finally:
+                conn.close()
+        await until(lambda: ledger()[-1][1] == "delivered")
+        releaser.cancel()
+        assert ledger() == [
+            ("The previous conversation was stopped after it failed 3 restarts in a row; this is a new "
+             "session.", "failed", "Message undeliverable", '["1"]'),
+            ("echo: hello again", "delivered", None, '["2"]')]
+    finally:
+        for release in writes:
+            release.set()
+        await app.stop()
