@@ -85,8 +85,9 @@ class CommandResult:
     session's last user message again with its turn marker (`store.retry_turn`), and the runner
     answers it right after the reply (`run_turn(begun=True)`); `obligation_id` (`/undo`,
     `/compress`): the reply is that delivery obligation of session `session_id`, recorded
-    'attempting' with the command's change, and the runner sends it through the ledger
-    (`ledger.send_obligation(attempting=True)`) instead of as a notice."""
+    'attempting' with the command's change, which also finished the command's intake row, and
+    the runner sends it through the ledger (`ledger.send_obligation(attempting=True)`) instead
+    of as a notice, and does not finish that row again."""
 
     text: str
     turn_begun: bool = False

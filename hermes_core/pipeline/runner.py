@@ -703,6 +703,9 @@ class GatewayRunner:
             if result.obligation_id is not None:
                 # Owed since the command's change committed (/undo, /compress): sent and marked
                 # as a turn's reply is, so a crash before the send leaves it to the start-up sweep.
+                # That change also finished the command's intake row: nothing more to write for it.
+                if job.inbound_id is not None:
+                    job.finished.add(job.inbound_id)
                 await send_obligation(self.deps, result.obligation_id, event.source, result.text, session_key=key,
                                       session_id=result.session_id, reply_to=event.message_id, kind="notice",
                                       attempting=True, recorder=self._outcomes)

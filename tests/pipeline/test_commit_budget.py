@@ -50,3 +50,29 @@ async def test_a_message_costs_three_commits_each_one_call_to_the_sqlite_thread(
         assert (info["input_tokens"], info["output_tokens"]) == (28, 12)
     finally:
         await app.stop()
+
+
+async def test_an_undo_is_three_writes_and_finishes_its_intake_row_once(tmp_path):
+    # docs/behaviour.md §11, §12: `/undo` finishes its intake row in the transaction of its rewind,
+    # which also owes its answer; the runner writes nothing more for that row. Three writes: its
+    # acceptance, the rewind, the answer 'delivered'. An `/undo` that changed nothing did not
+    # finish its row: the runner does, when its plain notice is sent.
+    adapter = ChatAdapter()
+    app = await start_app(tmp_path, adapter, CountedAgent())
+    try:
+        await say(app, dm(), "hello", "m1")
+        db = app.store._b().db
+        writes = db.writes
+        await say(app, dm(), "/undo", "m2")
+        assert adapter.texts() == ["ok hello", "Undid 1 turn(s) (2 message(s)), back to before \"hello\"."]
+        assert db.writes - writes == 3
+        await say(app, dm(), "/undo", "m3")
+        assert adapter.texts()[2:] == ["Nothing to undo."]
+        assert [tuple(r) for r in await db.fetchall("SELECT message_id, state FROM inbound ORDER BY id")] == [
+            ("m1", "done"), ("m2", "done"), ("m3", "done")]
+        assert [tuple(r) for r in await db.fetchall("SELECT content, state, attempts FROM delivery_obligations "
+                                                    "ORDER BY id")] == [
+            ("ok hello", "delivered", 1),
+            ("Undid 1 turn(s) (2 message(s)), back to before \"hello\".", "delivered", 1)]
+    finally:
+        await app.stop()
