@@ -118,6 +118,26 @@ def _with_terminal_platform(config):
     return config.model_copy(update={"platforms": {**config.platforms, "local": {"enabled": True}}})
 
 
+TERMINAL_INPUT_ENDED = ("the terminal's input ended (/quit, Ctrl-D or end of input): the local platform takes no "
+                        "more messages; the gateway goes on running (Ctrl-C or SIGTERM to stop it)")
+
+
+async def _tell_when_terminal_input_ends(gateway) -> None:
+    """In `run`, once the local platform's input has ended for good (`/quit`, Ctrl-D, end of
+    input: `LocalAdapter.wait_input_ended`), say on stderr (and in gateway.log) that the
+    gateway goes on: `/help` offers `/quit` as leaving the chat, and `run` stops only on a
+    signal (docs/operations.md §6), so without the line a terminal's `/quit` left a silent
+    process. Returns at once when no local platform runs."""
+    from ..platforms.local import LocalAdapter
+
+    adapter = gateway.adapters.get("local")
+    if not isinstance(adapter, LocalAdapter):
+        return
+    await adapter.wait_input_ended()
+    log.info(TERMINAL_INPUT_ENDED)
+    typer.echo(f"hermes-gateway: {TERMINAL_INPUT_ENDED}", err=True)
+
+
 @app.command()
 def run() -> None:
     """Run every enabled platform and the housekeeping watcher until Ctrl-C or SIGTERM.
@@ -147,9 +167,11 @@ def run() -> None:
                 f" (no [platforms.<name>] table in {config_file_path(config.home)}: the terminal platform only)")
         typer.echo(f"hermes-gateway: running {', '.join(gateway.adapters) or 'no platforms'}{note} "
                    "(Ctrl-C or SIGTERM to stop)", err=True)
+        ended = asyncio.ensure_future(_tell_when_terminal_input_ends(gateway))
         try:
             await requests.stop.wait()
         finally:
+            ended.cancel()
             await gateway.stop(restart=requests.restart)
         return requests.restart
 

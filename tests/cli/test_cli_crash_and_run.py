@@ -122,6 +122,33 @@ async def test_run_stops_cleanly_on_signal(tmp_path, signum):
                            "INFO hermes_core.app: stop: drained cleanly, no turn cut off"]
 
 
+async def test_run_says_when_the_terminal_input_ends_and_goes_on_running(tmp_path):
+    """README "In a chat": `/quit` (or Ctrl-D, an end of input) leaves the terminal chat; in
+    `run` that ends the local platform's input only, and the gateway, which goes on running
+    until Ctrl-C or SIGTERM (docs/operations.md §6), says so rather than falling silent."""
+    proc = await asyncio.create_subprocess_exec(
+        SCRIPT, "run", stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE, env=gateway_env(tmp_path))
+    try:
+        await asyncio.wait_for(proc.stderr.readline(), 60)  # the start line
+        proc.stdin.write(b"hello\n/quit\n")
+        await proc.stdin.drain()
+        assert await asyncio.wait_for(proc.stdout.readline(), 30) == b"echo: hello\n"
+        line = await asyncio.wait_for(proc.stderr.readline(), 30)
+        assert line.decode() == ("hermes-gateway: the terminal's input ended (/quit, Ctrl-D or end of input): "
+                                 "the local platform takes no more messages; the gateway goes on running "
+                                 "(Ctrl-C or SIGTERM to stop it)\n")
+        await asyncio.sleep(0.5)
+        assert proc.returncode is None
+        proc.send_signal(signal.SIGTERM)
+        out, err = await asyncio.wait_for(proc.communicate(), 30)
+    finally:
+        if proc.returncode is None:
+            proc.kill()
+            await proc.wait()
+    assert (proc.returncode, out, err) == (0, b"", b"")
+
+
 @pytest.mark.parametrize("how", ["sigusr1", "restart-command", "admin-chat-command"])
 async def test_a_planned_restart_exits_75_for_the_supervisor(tmp_path, how):
     """docs/behaviour.md §6: SIGUSR1 to `run` (or `hermes-gateway restart`, or `/restart` from an
