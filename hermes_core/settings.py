@@ -19,7 +19,7 @@ import re
 import tomllib
 import types
 import typing
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any, Literal
 
@@ -535,14 +535,22 @@ _VALUE_NOT_SHOWN = frozenset({"extra_forbidden", "dict_type", "model_type", "mod
 _TABLE_EXPECTED = frozenset({"dict_type", "model_type", "model_attributes_type"})
 
 
-def error_words(error: Mapping[str, Any]) -> str:
+def error_words(error: Mapping[str, Any], known: Iterable[str] = ()) -> str:
     """What a config error says of one pydantic error (an item of `ValidationError.errors()`):
     pydantic's message; "expected a table" for a value where a table belongs (pydantic's words
-    there name a model class); for a validator's own ValueError, its text without pydantic's
-    "Value error, " in front (the library's label, not ours). Shared with the platform tables'
-    errors (`plugin_system.settings`)."""
+    there name a model class); "unknown key" for a key its table does not have, with the key of
+    `known` (the names that table takes) closest to it, `unknown key; did you mean
+    'allowed_users'?` (pydantic's "Extra inputs are not permitted" names neither, and a misspelt
+    key is the likeliest cause, docs/configuration.md §1); for a validator's own ValueError, its
+    text without pydantic's "Value error, " in front (the library's label, not ours). Shared
+    with the platform tables' errors (`plugin_system.settings`)."""
     if error.get("type") in _TABLE_EXPECTED:
         return "expected a table"
+    if error.get("type") == "extra_forbidden":
+        loc = error.get("loc") or ("",)
+        # A misspelling, not any related name: `session_resets` is not `session_store_max_age_days`.
+        close = difflib.get_close_matches(str(loc[-1]), sorted(known), n=1, cutoff=0.75)
+        return "unknown key" + (f"; did you mean {close[0]!r}?" if close else "")
     if error.get("type") == "value_error" and (ctx := error.get("ctx") or {}).get("error") is not None:
         return str(ctx["error"])
     return error.get("msg", "invalid")
@@ -553,7 +561,8 @@ def _describe_validation_error(err: ValidationError, overrides: Mapping[str, Any
     first = errors[0]
     path = _error_key_path(first)
     key = ".".join(path) or ".".join(str(p) for p in first.get("loc", ())) or "<root>"
-    message = error_words(first)
+    table = _setting_type(path[:-1]) if path[:-1] else GatewayConfig
+    message = error_words(first, getattr(table, "model_fields", ()) if isinstance(table, type) else ())
     value = first.get("input")
     # The value is echoed only when it cannot be a secret: never for a secret-looking key or
     # value, nor for a table that got a scalar (a token put at HERMES_PLATFORMS__TELEGRAM).

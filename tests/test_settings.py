@@ -89,9 +89,21 @@ def test_bad_file_value_names_the_file(home):
 
 
 def test_unknown_key_in_file(home):
+    # docs/configuration.md §1: an unknown key is named, with the table's key closest to it.
     (home / "hermes.toml").write_text("[storage]\nmirror_debounce = 1\n")
-    assert _error() == ("invalid config value for 'storage.mirror_debounce': Extra inputs are not "
-                        f"permitted (config file {home / 'hermes.toml'})")
+    assert _error() == ("invalid config value for 'storage.mirror_debounce': unknown key; did you mean "
+                        f"'mirror_debounce_s'? (config file {home / 'hermes.toml'})")
+
+
+def test_a_misspelt_top_level_key_is_named_with_the_key_meant(home):
+    (home / "hermes.toml").write_text("group_session_per_user = false\n")
+    assert _error() == ("invalid config value for 'group_session_per_user': unknown key; did you mean "
+                        f"'group_sessions_per_user'? (config file {home / 'hermes.toml'})")
+
+
+def test_an_unknown_key_like_no_setting_gets_no_guess(home, monkeypatch):
+    monkeypatch.setenv("HERMES_AGENT", '{"zzzz": 1}')
+    assert _error() == "invalid config value for 'agent.zzzz': unknown key (environment variable HERMES_AGENT)"
 
 
 def test_env_beats_file_and_is_named(home, monkeypatch):
@@ -326,5 +338,5 @@ def test_a_variable_for_a_section_that_does_not_exist_is_named(home, monkeypatch
 
 def test_other_unknown_keys_are_still_errors(home):
     (home / "hermes.toml").write_text('[session_resets]\nmode = "both"\n')
-    assert _error() == ("invalid config value for 'session_resets': Extra inputs are not permitted "
+    assert _error() == ("invalid config value for 'session_resets': unknown key "
                         f"(config file {home / 'hermes.toml'})")

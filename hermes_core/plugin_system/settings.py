@@ -70,14 +70,20 @@ def collect_settings_specs(pm) -> dict[str, tuple[str, SettingsSpec]]:
     return found
 
 
-def _describe(section: str, err: ValidationError, toml_path: Path | None) -> str:
+def _describe(section: str, err: ValidationError, toml_path: Path | None,
+              model: type[BaseModel] = PlatformSettings) -> str:
+    """One line for the invalid `[platforms.<section>]` table: each invalid key with the words of
+    `error_words` (an unknown key with the one it likely meant among every key the table takes:
+    `model`'s, the common platform keys and `enabled` / `adapter`) and where its value came from;
+    never a value."""
+    known = {*model.model_fields, *COMMON_PLATFORM_KEYS, *CORE_PLATFORM_KEYS}
     parts = []
     for item in err.errors():
         loc = [str(p) for p in item.get("loc", ())]
         # Where the value came from, as the core's settings errors say it (docs/configuration.md
         # §1): the table may come from the environment, not the file the section's name suggests.
         source = find_value_source(["platforms", section, *loc], {}, toml_path) if toml_path else None
-        words = error_words(item)
+        words = error_words(item, known if len(loc) == 1 else ())
         # A validator's message may name its key in full already (`platforms.whatsapp.allowed_users:
         # 'Carol Smith' can never match …`): not named twice.
         named = words if loc and words.startswith(f"platforms.{section}.{'.'.join(loc)}") else (
@@ -120,7 +126,7 @@ def validate_section(section: str, model: type[BaseModel], table: Mapping[str, A
     try:
         return model.model_validate(data)
     except ValidationError as err:
-        raise PluginSettingsError(_describe(section, err, toml_path)) from None
+        raise PluginSettingsError(_describe(section, err, toml_path, model)) from None
 
 
 def common_platform_settings(config, validated: Mapping[str, BaseModel]) -> dict[str, PlatformSettings]:
