@@ -408,6 +408,41 @@ def _error_key_path(error: Mapping[str, Any]) -> list[str]:
     return path
 
 
+def is_secret_annotation(annotation: Any) -> bool:
+    """True when a settings field of type `annotation` holds a secret: `SecretStr`, also inside
+    a union or a container (`SecretStr | None`)."""
+    if annotation is SecretStr:
+        return True
+    return any(is_secret_annotation(arg) for arg in typing.get_args(annotation))
+
+
+def secrets_in_config_file(toml_path: Path, tables: Mapping[tuple[str, ...], type[BaseModel]]) -> list[str]:
+    """The secret settings (`is_secret_annotation` fields) the config file `toml_path` writes out,
+    as dotted keys in file order of `tables`, e.g. `["agent.openai.api_key",
+    "platforms.telegram.bot_token"]`: docs/configuration.md §1 keeps secrets in the environment
+    or a `.env` file, never in the config file. Values are never read out.
+
+    Args:
+        toml_path: the config file (`config_file_path`); a missing or unreadable one holds none.
+        tables: where each settings model sits in the file (`()` for `GatewayConfig`,
+            `("platforms", "telegram")` for a platform's model); nested models are walked.
+    """
+    try:
+        with toml_path.open("rb") as fh:
+            tree = tomllib.load(fh)
+    except (OSError, tomllib.TOMLDecodeError, UnicodeDecodeError):
+        return []
+
+    def walk(prefix: tuple[str, ...], model: type[BaseModel]):
+        for name, field in model.model_fields.items():
+            if is_secret_annotation(field.annotation):
+                yield [*prefix, name]
+            elif isinstance(field.annotation, type) and issubclass(field.annotation, BaseModel):
+                yield from walk((*prefix, name), field.annotation)
+
+    return [".".join(path) for prefix, model in tables.items() for path in walk(prefix, model) if _lookup(tree, path)]
+
+
 def _lookup(tree: Any, path: list[str], *, fold_case: bool = False) -> bool:
     """True when the nested mapping `tree` holds a value at `path` (or a non-table on the way,
     which is then the bad value); `fold_case` matches keys case-insensitively, as

@@ -24,6 +24,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from pydantic import BaseModel
+
 from ..sdk.errors import describe_failure
 from ..dirs import nearest_existing, this_user, why_dir_uncreatable, why_dir_unwritable, why_file_unwritable
 from ..store.home_lock import home_is_locked
@@ -129,6 +131,31 @@ def check_credentials(config: Any, settings: dict[str, Any]) -> list[Check]:
         else:
             checks.append(Check(f"credentials {platform}", OK, "present" if model is not None else "none needed"))
     return checks
+
+
+def check_secrets(config: Any, settings: dict[str, Any] | str) -> list[Check]:
+    """A warning naming the secret settings (API keys, tokens, the store's DSN) the config file
+    writes out, with the variable each belongs in: docs/configuration.md §1 keeps secrets in the
+    environment or an uncommitted `.env` file, never in the config file, which is often copied,
+    shared or committed. No row when it holds none; values are never shown.
+
+    Args:
+        settings: the platforms' validated settings models (`check_plugins`), or the reason
+            they did not load (then only the core's own secrets are looked for).
+    """
+    from ..settings import GatewayConfig, config_file_path, secrets_in_config_file
+
+    tables: dict[tuple[str, ...], Any] = {(): GatewayConfig}
+    if isinstance(settings, dict):
+        tables.update({("platforms", platform): type(model) for platform, model in settings.items()
+                       if isinstance(model, BaseModel)})
+    path = config_file_path(config.home)
+    keys = secrets_in_config_file(path, tables)
+    if not keys:
+        return []
+    variables = ", ".join("HERMES_" + key.replace(".", "__").upper() for key in keys)
+    return [Check("secrets", WARN, f"config file {path} holds {', '.join(keys)}: keep secrets in the environment "
+                                   f"({variables}) or an uncommitted .env file, not in the config file")]
 
 
 async def check_online(config: Any, settings: dict[str, Any]) -> list[Check]:
@@ -469,7 +496,7 @@ async def repair_store(config: Any, checks: list[Check]) -> list[Check]:
 
 async def run_doctor(config: Any, *, fix: bool = False, online: bool = False) -> list[Check]:
     """Every check in order: home, lock, plugins, credentials (and with `online`, each platform
-    reached), state.db, leftovers, disk.
+    reached), secrets in the config file, state.db, leftovers, disk.
 
     Args:
         config: a loaded GatewayConfig (a config that does not load is the CLI's own first check).
@@ -494,6 +521,7 @@ async def run_doctor(config: Any, *, fix: bool = False, online: bool = False) ->
         checks += check_access(config, settings)
         if online:
             checks += await check_online(config, settings)
+    checks += check_secrets(config, settings)
     if not config.store.builtin:
         checks.append(await check_store(config))
     elif Path(config.home).is_dir():

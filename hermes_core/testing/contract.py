@@ -25,11 +25,10 @@ import asyncio
 import importlib.metadata
 import inspect
 import re
-import typing
 from typing import Any
 
 import pytest
-from pydantic import BaseModel, SecretStr
+from pydantic import BaseModel
 
 from ..keys import KEY_PREFIX
 from ..model.events import MessageEvent
@@ -41,6 +40,7 @@ from ..plugin_system.manager import create_plugin_manager, key_policy, session_k
 from ..plugin_system.redaction import redact_text
 from ..sdk.chunking import measure
 from ..sdk.sending import deliver_plan
+from ..settings import is_secret_annotation
 from ..types import AdapterSpec, KeyPolicy, OutboundDelivery, SettingsSpec
 from .fakes import FakeGateway
 from .pii_corpus import NON_PII_TEXTS, samples_for
@@ -91,12 +91,6 @@ def _entry_point(group: str, name: str) -> importlib.metadata.EntryPoint:
     values = {ep.value for ep in matches}
     assert len(values) == 1, f"{group!r} entry point {name!r} is declared twice: {sorted(values)}"
     return matches[0]
-
-
-def _is_secret_annotation(annotation: Any) -> bool:
-    if annotation is SecretStr:
-        return True
-    return any(_is_secret_annotation(arg) for arg in typing.get_args(annotation))
 
 
 def _plugin_manager_with(plugin: Any, name: str):
@@ -153,7 +147,7 @@ class PluginContract:
                 f"{spec.model.__name__} must set model_config = ConfigDict(extra='forbid')"
             for field_name, info in spec.model.model_fields.items():
                 if SECRET_FIELD.search(field_name):
-                    assert _is_secret_annotation(info.annotation), \
+                    assert is_secret_annotation(info.annotation), \
                         f"{spec.model.__name__}.{field_name} must be a SecretStr"
 
     def test_loads_through_the_real_loader(self, plugin_name, tmp_path, monkeypatch):

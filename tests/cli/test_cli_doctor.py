@@ -134,6 +134,27 @@ def test_an_enabled_platform_without_its_token_names_the_variable(tmp_path):
     assert (code, checks["access telegram"]["status"]) == (0, "ok")
 
 
+def test_a_token_written_in_the_config_file_is_a_warning_naming_the_key_not_the_value(tmp_path):
+    # docs/configuration.md §1: secrets belong in the environment or a .env file, never in
+    # hermes.toml; doctor says which of them the file holds (a row only when it holds one).
+    home = tmp_path / "home"
+    home.mkdir(mode=0o700)
+    (home / "hermes.toml").write_text('[agent.openai]\napi_key = "sk-filesecret0123456789"\n\n'
+                                      '[platforms.telegram]\nenabled = true\nallow_all = true\n'
+                                      'bot_token = "123456789:AAHdqTcvCH1vGWJxfSeofSAs0K5PALDsaw"\n')
+    code, checks = _doctor(home, tmp_path)
+    assert code == 0
+    assert checks["secrets"] == {
+        "check": "secrets", "status": "warn",
+        "detail": f"config file {home / 'hermes.toml'} holds agent.openai.api_key, platforms.telegram.bot_token: "
+                  "keep secrets in the environment (HERMES_AGENT__OPENAI__API_KEY, "
+                  "HERMES_PLATFORMS__TELEGRAM__BOT_TOKEN) or an uncommitted .env file, not in the config file"}
+    assert "filesecret" not in json.dumps(checks) and "AAHdq" not in json.dumps(checks)
+    (home / "hermes.toml").write_text('[platforms.telegram]\nenabled = true\nallow_all = true\n')
+    code, checks = _doctor(home, tmp_path, HERMES_PLATFORMS__TELEGRAM__BOT_TOKEN="123:abc")
+    assert (code, "secrets" in checks) == (0, False)
+
+
 def test_fix_rebuilds_a_damaged_index_and_the_mirror_and_tightens_modes(tmp_path):
     home = _home_with_a_chat(tmp_path)
     with sqlite3.connect(home / "state.db") as conn:
