@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import logging
 import math
+import os
 import sqlite3
 import sys
 from dataclasses import replace
@@ -411,7 +412,11 @@ def export_cmd(
         typer.echo(text, nl=False)
     else:
         try:
-            output.write_text(text, encoding="utf-8")
+            # A transcript is personal data, kept 0600 in the home (docs/behaviour.md §3): a new
+            # file is made so too. An existing one (or a device such as /dev/stdout) keeps its mode.
+            fd = os.open(output, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            with open(fd, "w", encoding="utf-8") as fh:
+                fh.write(text)
         except OSError as exc:
             raise fail(f"cannot write {output}: {exc.strerror or exc}") from None
 

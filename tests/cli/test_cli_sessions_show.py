@@ -5,6 +5,8 @@ bidi characters printed escaped, `\\xNN`), and a session's title is shown."""
 from __future__ import annotations
 
 import json
+import os
+import stat
 
 from cli_helpers import gateway_env, run
 
@@ -178,3 +180,30 @@ def test_removals_are_refused_while_a_degraded_runs_journal_waits_to_be_merged(t
     assert run(["sessions", "search", "5551234", "--json"], env, tmp_path) == (0, "[]\n", "")
     # What the merge set aside (its journal and the transcript copy) went with the erasure.
     assert [p.name for p in (home / "sessions").rglob("*") if p.is_file() and "5551234" in p.read_text()] == []
+
+
+def test_an_export_written_to_a_new_file_is_readable_by_its_owner_only(tmp_path):
+    # docs/operations.md §5: a transcript is personal data, which the gateway keeps 0600
+    # (docs/behaviour.md §3); an export to a new file is made so too, whatever the umask. A file
+    # that exists keeps the mode its owner gave it.
+    home = tmp_path / "home"
+    env = gateway_env(home)
+    code, _out, _err = run(["chat"], env, tmp_path, stdin="hello pelican\n")
+    assert code == 0
+    code, listed, _ = run(["sessions", "list", "--json"], env, tmp_path)
+    session_id = json.loads(listed)[0]["session_id"]
+    existing = tmp_path / "shared.jsonl"
+    existing.write_text("old\n")
+    existing.chmod(0o640)
+    umask = os.umask(0o022)
+    try:
+        for target in (tmp_path / "new.jsonl", existing):
+            code, out, err = run(["sessions", "export", session_id, "-o", str(target)], env, tmp_path)
+            assert (code, out, err) == (0, "", "")
+    finally:
+        os.umask(umask)
+    assert stat.S_IMODE((tmp_path / "new.jsonl").stat().st_mode) == 0o600
+    assert stat.S_IMODE(existing.stat().st_mode) == 0o640
+    for target in (tmp_path / "new.jsonl", existing):
+        rows = [json.loads(line) for line in target.read_text().splitlines()]
+        assert [(r["role"], r["content"]) for r in rows] == [("user", "hello pelican"), ("assistant", "echo: hello pelican")]
