@@ -29,6 +29,7 @@ from pydantic import BaseModel
 from ..sdk.errors import describe_failure
 from ..dirs import nearest_existing, this_user, why_dir_uncreatable, why_dir_unwritable, why_file_unwritable
 from ..store.home_lock import home_is_locked
+from ..store.session_store import sessions_dir_in_the_way
 
 OK, WARN, FAIL, FIXED = "ok", "warn", "fail", "fixed"
 # Free space under HERMES_HOME below which the check fails (SQLite's WAL and the sessions.json
@@ -189,7 +190,7 @@ def _private(path: Path, fix: bool) -> Check | None:
     read-only stays read-only (never granted a write)."""
     try:
         current = stat.S_IMODE(path.stat().st_mode)
-    except FileNotFoundError:
+    except (FileNotFoundError, NotADirectoryError):  # missing, or a file where its folder belongs
         return None
     if current & 0o077 == 0:
         return None
@@ -227,6 +228,9 @@ def check_home(config: Any, fix: bool) -> list[Check]:
     if unwritable is not None:
         return [Check("home", FAIL, f"HERMES_HOME {home} is not writable by {this_user()}: {unwritable}")]
     checks = [Check("home", OK, str(home))]
+    in_the_way = sessions_dir_in_the_way(config.sessions_dir)
+    if in_the_way is not None:
+        checks.append(Check("sessions", FAIL, in_the_way))
     for path in (home, config.sessions_dir, config.db_path, home / "gateway.log", config.sessions_dir / "sessions.json"):
         finding = _private(Path(path), fix)
         if finding is not None:
@@ -422,6 +426,8 @@ def check_leftovers(config: Any) -> list[Check]:
     from ..store.merge import DAMAGED_DIR_NAME
     from ..store.session_store import OLD_DEGRADED_MARKER
 
+    if sessions_dir_in_the_way(config.sessions_dir) is not None:
+        return []  # nothing of the folder to look at: the `sessions` row (check_home) says what to do
     checks = []
     if pending_journal(config.sessions_dir) is not None:
         checks.append(_check_journal(config.sessions_dir))
@@ -476,8 +482,8 @@ async def repair_store(config: Any, checks: list[Check]) -> list[Check]:
     # (check_leftovers): only its warnings (missing, unreadable) are repaired.
     repairable = {"full-text index": (FAIL, WARN), "sessions.json": (WARN,)}
     wanted = {c.name for c in checks if c.status in repairable.get(c.name, ())}
-    if not wanted or not config.db_path.exists():
-        return checks
+    if not wanted or not config.db_path.exists() or sessions_dir_in_the_way(config.sessions_dir) is not None:
+        return checks  # (the store cannot open while a file stands where sessions/ belongs)
     if home_is_locked(Path(config.home)) is not None:
         note = Check("fix", WARN, "a gateway holds this home: the index and sessions.json repairs need it stopped")
         return checks + [note]

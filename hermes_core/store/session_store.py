@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import os
 import sqlite3
 from collections import OrderedDict
 from datetime import datetime, timedelta
@@ -61,6 +62,17 @@ ADOPTING_META = "adopting_sessions_json"
 # rewrite writes it on its own (docs/behaviour.md §3 `sessions.json`): longer than a turn at
 # 10,000 sessions in flight (a few seconds), short enough that a crash loses little.
 TOUCH_WRITE_BEHIND_S = 30.0
+
+
+def sessions_dir_in_the_way(sessions_dir: Path | str) -> str | None:
+    """The one line saying that something other than a folder sits where `sessions/` belongs
+    (`<home>/sessions exists and is not a directory (the folder of sessions.json): move it
+    away`), or None when it is a folder or missing. Opening the store for writing stops with it
+    (StoreError) and doctor fails its `sessions` row with it (docs/operations.md §1)."""
+    path = Path(sessions_dir)
+    if os.path.lexists(path) and not path.is_dir():
+        return f"{path} exists and is not a directory (the folder of {SESSIONS_FILE_NAME}): move it away"
+    return None
 
 
 class SessionStore(TurnOps, TranscriptOps, AliasOps, ErasureOps, ClaimOps):
@@ -179,6 +191,9 @@ class SessionStore(TurnOps, TranscriptOps, AliasOps, ErasureOps, ClaimOps):
             self._home_lock.acquire()
         try:
             if not self.read_only:
+                in_the_way = sessions_dir_in_the_way(self.sessions_dir)
+                if in_the_way is not None:  # else mkdir's bare "File exists"
+                    raise StoreError(in_the_way)
                 ensure_private_dir(self.sessions_dir)  # sessions.json, and the journal when degraded
             if self.config.store.builtin:
                 backend = await self._open_sqlite()

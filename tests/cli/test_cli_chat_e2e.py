@@ -284,7 +284,8 @@ def test_unusable_state_db_and_sessions_dir_stop_start_up_with_one_line(tmp_path
     (tmp_path / "state.db").mkdir()
     (tmp_path / "sessions").write_text("not a directory")
     line = assert_one_error_line(run_cli(tmp_path, "chat", stdin="hello\n"))
-    assert line == f"hermes-gateway: error: cannot start: {tmp_path / 'sessions'}: File exists"
+    assert line == (f"hermes-gateway: error: {tmp_path / 'sessions'} exists and is not a directory (the folder of "
+                    "sessions.json): move it away")
     assert (tmp_path / "sessions").read_text() == "not a directory"  # nothing overwritten
 
 

@@ -155,6 +155,29 @@ def test_a_token_written_in_the_config_file_is_a_warning_naming_the_key_not_the_
     assert (code, "secrets" in checks) == (0, False)
 
 
+def test_a_file_in_place_of_the_sessions_folder_fails_in_one_line_and_stops_the_start(tmp_path):
+    # docs/operations.md §1: doctor names what `run` needs, here the folder of sessions.json;
+    # the start says the same in one line rather than "File exists".
+    home = _home_with_a_chat(tmp_path)
+    for path in (home / "sessions").iterdir():
+        path.unlink()
+    (home / "sessions").rmdir()
+    (home / "sessions").write_text("not a folder\n")
+    code, checks = _doctor(home, tmp_path)
+    assert code == 1
+    assert checks["sessions"] == {
+        "check": "sessions", "status": "fail",
+        "detail": f"{home / 'sessions'} exists and is not a directory (the folder of sessions.json): move it away"}
+    # Nothing in the folder can be looked at or repaired: no sessions.json row, and --fix changes nothing.
+    assert "sessions.json" not in checks
+    code, fixed = _doctor(home, tmp_path, "--fix")
+    assert (code, fixed["sessions"]) == (1, checks["sessions"])
+    assert (home / "sessions").read_text() == "not a folder\n"
+    code, out, err = run(["chat"], gateway_env(home), tmp_path, stdin="hello again\n")
+    assert (code, out, err) == (2, "", f"hermes-gateway: error: {home / 'sessions'} exists and is not a directory "
+                                       "(the folder of sessions.json): move it away\n")
+
+
 def test_fix_rebuilds_a_damaged_index_and_the_mirror_and_tightens_modes(tmp_path):
     home = _home_with_a_chat(tmp_path)
     with sqlite3.connect(home / "state.db") as conn:

@@ -138,7 +138,8 @@ async def test_start_failure_is_one_startup_error_and_releases_everything(tmp_pa
     app, _ = _app(tmp_path)
     with pytest.raises(StartupError) as info:
         await app.start()
-    assert str(info.value) == f"cannot start: {tmp_path / 'sessions'}: File exists"
+    assert str(info.value) == (f"{tmp_path / 'sessions'} exists and is not a directory (the folder of "
+                               "sessions.json): move it away")
     # The home lock was released: a corrected home starts.
     (tmp_path / "sessions").unlink()
     fixed, _ = _app(tmp_path)
