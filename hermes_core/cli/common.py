@@ -26,7 +26,7 @@ from typing import Any, Awaitable, Callable, Iterator, TypeVar
 import typer
 
 from ..sdk.errors import describe_failure
-from ..dirs import ensure_private_dir
+from ..dirs import ensure_private_dir, why_dir_unwritable
 from ..settings import ConfigError, legacy_setting_warnings, unknown_env_section_warnings, unused_setting_warnings
 
 EXIT_ERROR = 2
@@ -356,18 +356,27 @@ def _add_file_handler(root_logger: logging.Logger, home: Path, fmt: str = "text"
         return
     try:
         ensure_private_dir(home)  # first run on a fresh machine: an owner-only home
-        # backslashreplace: a path that is not UTF-8 (a HERMES_HOME named in Latin-1) reaches log
-        # lines as lone surrogates; written strictly, every such line failed with a traceback on
-        # stderr (docs/operations.md §4: one line per record) and never reached the file.
-        handler = PrivateRotatingFileHandler(home / "gateway.log", maxBytes=5_000_000, backupCount=3,
-                                             encoding="utf-8", errors="backslashreplace")
-        handler.setFormatter(JsonLineFormatter() if fmt == "json" else
-                             logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
-        handler.addFilter(ClientNoiseFilter())
-        root_logger.addHandler(handler)
-        _file_handler = handler
     except OSError:
-        pass  # an unwritable home is reported by the start-up check
+        return  # an unusable home is reported by the start-up check
+    # backslashreplace: a path that is not UTF-8 (a HERMES_HOME named in Latin-1) reaches log
+    # lines as lone surrogates; written strictly, every such line failed with a traceback on
+    # stderr (docs/operations.md §4: one line per record) and never reached the file.
+    options = {"maxBytes": 5_000_000, "backupCount": 3, "encoding": "utf-8", "errors": "backslashreplace"}
+    try:
+        handler = PrivateRotatingFileHandler(home / "gateway.log", **options)
+    except OSError:
+        if why_dir_unwritable(home) is not None:
+            return  # the home refuses files: the start-up check says so; read-only commands stay quiet
+        # gateway.log alone cannot be opened (another user's file, a directory in its place):
+        # opened at each record instead, the handler says so once on stderr and writes again
+        # when it can (`_write_failed`, docs/operations.md §4), where the gateway ran without its
+        # log and said nothing.
+        handler = PrivateRotatingFileHandler(home / "gateway.log", delay=True, **options)
+    handler.setFormatter(JsonLineFormatter() if fmt == "json" else
+                         logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    handler.addFilter(ClientNoiseFilter())
+    root_logger.addHandler(handler)
+    _file_handler = handler
 
 
 def load_cli_config() -> Any:

@@ -169,6 +169,21 @@ def _failed(message: str, exc: BaseException) -> logging.LogRecord:
                                  ("agent:main:local:dm:terminal",), sys.exc_info())
 
 
+def test_a_gateway_log_that_cannot_be_opened_is_said_once_rather_than_the_gateway_logging_nowhere(tmp_path):
+    # docs/operations.md §4: gateway.log that cannot be written is said on stderr, naming the file
+    # and the reason; a file another user owns, or a directory in its place, opened at start,
+    # must not leave the gateway without its log and silent about it. The chat goes on.
+    home = tmp_path / "home"
+    code, out, _ = run(["chat"], gateway_env(home), tmp_path, stdin="one\n")
+    assert (code, out) == (0, "echo: one\n")
+    (home / "gateway.log").unlink()
+    (home / "gateway.log").mkdir()
+    code, out, err = run(["chat"], gateway_env(home), tmp_path, stdin="two\nthree\n")
+    assert (code, out, err) == (0, "echo: two\necho: three\n",
+                                f"hermes-gateway: WARNING: {home / 'gateway.log'} cannot be written (Is a directory): "
+                                "log lines are lost until it can be\n")
+
+
 def test_a_terminal_error_line_names_what_was_raised_without_the_traceback():
     """`log.exception("job failed in %s", key)` on stderr: one line ending with the exception
     the traceback in gateway.log ends with."""
