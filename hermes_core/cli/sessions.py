@@ -108,7 +108,8 @@ def _run(work: Callable[[SessionStore], Awaitable[Any]], *, write: bool = False,
         except (OSError, ValueError) as exc:
             raise fail(exc) from None
     if need_state and config.store.builtin and not config.db_path.is_file():
-        why = home_not_a_directory(config.home) or f" (state.db not found at {config.db_path})"
+        why = home_not_a_directory(config.home) or (f" ({config.db_path} is not a file)" if config.db_path.exists()
+                                                    else f" (state.db not found at {config.db_path})")
         raise fail(f"no gateway state at {config.home}{why}")
     if not write and config.store.builtin and config.db_path.is_file() and config.db_path.stat().st_size == 0:
         # Opening it would write its schema: a read writes nothing into the home, and doctor

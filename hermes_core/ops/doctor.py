@@ -318,6 +318,8 @@ def check_database(config: Any) -> list[Check]:
     path = Path(config.db_path)
     if not path.exists():
         return [Check("state.db", WARN, f"{path} does not exist yet (the first start creates it)")]
+    if not path.is_file():  # a directory: neither "not writable" nor SQLite's "unable to open" says so
+        return [Check("state.db", FAIL, f"{path} is not a file: move it away (the gateway would run degraded beside it)")]
     unwritable = _why_database_unwritable(path)
     if unwritable is not None:
         # Said as what it is: SQLite's own words ("attempt to write a readonly database") read

@@ -178,6 +178,23 @@ def test_a_file_in_place_of_the_sessions_folder_fails_in_one_line_and_stops_the_
                                        "(the folder of sessions.json): move it away\n")
 
 
+def test_a_directory_in_place_of_state_db_is_named_as_one_not_as_missing_or_unwritable(tmp_path):
+    # docs/operations.md §1, §5: what stands where state.db belongs is said as what it is; giving
+    # the user write access (doctor's words for an unwritable file) or "not found" would mislead.
+    home = _home_with_a_chat(tmp_path)
+    for suffix in ("", "-wal", "-shm"):
+        (home / f"state.db{suffix}").unlink(missing_ok=True)
+    (home / "state.db").mkdir(mode=0o700)
+    code, checks = _doctor(home, tmp_path)
+    assert code == 1
+    assert checks["state.db"] == {
+        "check": "state.db", "status": "fail",
+        "detail": f"{home / 'state.db'} is not a file: move it away (the gateway would run degraded beside it)"}
+    code, out, err = run(["sessions", "list"], gateway_env(home), tmp_path)
+    assert (code, out, err) == (2, "", f"hermes-gateway: error: no gateway state at {home} "
+                                       f"({home / 'state.db'} is not a file)\n")
+
+
 def test_fix_rebuilds_a_damaged_index_and_the_mirror_and_tightens_modes(tmp_path):
     home = _home_with_a_chat(tmp_path)
     with sqlite3.connect(home / "state.db") as conn:
