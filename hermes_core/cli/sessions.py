@@ -26,10 +26,9 @@ from typing import Any, Awaitable, Callable
 import typer
 
 from ..dirs import why_home_unusable
-from ..model.text import clean_text, escape_controls
-
 from ..model import SessionEntry, format_timestamp, validate_session_id
 from ..model.limits import INT64_MAX
+from ..model.text import clean_text, escape_controls
 from ..store import HomeLockedError, SessionStore, StoreError, TranscriptReadError, is_damaged
 from ..store.files import CLEAN_SHUTDOWN, write_atomic
 from ..store.fts import is_index_damage, match_expression
