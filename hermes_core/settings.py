@@ -226,9 +226,19 @@ def env_home() -> str | None:
     return value if value and value.strip() else None
 
 
+def absolute_home(home: Path | str) -> Path:
+    """HERMES_HOME `home` as the absolute path every message, log line, the lock file's record
+    and the status file name: `~` expanded, a relative path made absolute against the working
+    directory of the process that read it (docs/operations.md §5). Read once, where the home is
+    read: a `status` run from another directory must name the same home. Symlinks are kept as
+    written (`os.path.abspath`, not `resolve`): the operator's own spelling of the place."""
+    return Path(os.path.abspath(Path(home).expanduser()))
+
+
 def default_home() -> Path:
-    """`$HERMES_HOME`, else `~/.hermes` (an empty `HERMES_HOME` is unset)."""
-    return Path(env_home() or Path.home() / ".hermes").expanduser()
+    """`$HERMES_HOME`, else `~/.hermes` (an empty `HERMES_HOME` is unset), as an absolute path
+    (`absolute_home`)."""
+    return absolute_home(env_home() or Path.home() / ".hermes")
 
 
 def explicit_config_path() -> Path | None:
@@ -238,11 +248,11 @@ def explicit_config_path() -> Path | None:
 
 
 def config_file_path(home: Path | str | None = None) -> Path:
-    """`$HERMES_CONFIG`, else `<home>/hermes.toml`."""
+    """`$HERMES_CONFIG`, else `<home>/hermes.toml` (`home` made absolute, `absolute_home`)."""
     explicit = explicit_config_path()
     if explicit is not None:
         return explicit
-    return Path(home).expanduser() / CONFIG_FILE_NAME if home else default_home() / CONFIG_FILE_NAME
+    return absolute_home(home) / CONFIG_FILE_NAME if home else default_home() / CONFIG_FILE_NAME
 
 
 class GatewayConfig(NoBoolNumbers, BaseSettings):
@@ -305,7 +315,7 @@ class GatewayConfig(NoBoolNumbers, BaseSettings):
     @field_validator("home", mode="after")
     @classmethod
     def _expand_home(cls, value: Path) -> Path:
-        return value.expanduser()
+        return absolute_home(value)
 
     @property
     def db_path(self) -> Path:

@@ -49,6 +49,23 @@ def test_empty_hermes_home_in_process_agrees_with_config_path(tmp_path, monkeypa
     assert config_file_path() == tmp_path / ".hermes" / "hermes.toml"
 
 
+def test_a_relative_hermes_home_is_named_by_its_absolute_path(tmp_path):
+    # docs/configuration.md §1: made absolute once, against the directory the command starts in
+    cwd = tmp_path / "cwd"
+    cwd.mkdir()
+    home = tmp_path / "cwd" / "relative" / "home"
+    code, out, err = run(["chat"], gateway_env("relative/home"), cwd, stdin="hello\n")
+    assert (code, out, err) == (0, "echo: hello\n", "")
+    assert json.loads((home / "status.json").read_text())["home"] == str(home)
+    assert f"state.db {home}/state.db: applying migration" in (home / "gateway.log").read_text()
+    code, out, err = run(["status"], gateway_env("relative/home"), cwd)
+    assert code == 3
+    assert out.startswith(f"no gateway is running on {home} (last seen ")
+    code, out, err = run(["doctor"], gateway_env("relative/home"), cwd)
+    assert code == 0
+    assert [line.split() for line in out.splitlines() if line.startswith("home ")] == [["home", "ok", str(home)]]
+
+
 # ---- item 2: an explicit HERMES_CONFIG must exist ----------------------------------------------
 
 @pytest.mark.parametrize("args", [["chat"], ["run"], ["sessions", "list"], ["plugins"]], ids=" ".join)
