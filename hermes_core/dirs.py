@@ -56,6 +56,23 @@ def why_dir_uncreatable(path: Path | str, exc: OSError) -> str:
     return f"{path} cannot be created in {place}: {exc.strerror or exc}"
 
 
+def not_a_file(path: Path | str) -> str | None:
+    """The line saying that `path`, where the gateway keeps one of its files (`state.db`,
+    `gateway.lock`, `sessions.json`…), is something else, with what to do: `<path> is a
+    directory, not a file: move it away` (`… is not a regular file: …` for a socket, a FIFO, a
+    device); None when `path` is missing or a regular file (a symlink counts as what it points
+    to). Callers add what follows from it; doctor's rows and the start say it alike
+    (docs/operations.md §1)."""
+    path = Path(path)
+    try:
+        if not os.path.exists(path) or path.is_file():
+            return None
+        kind = "a directory, not a file" if path.is_dir() else "not a regular file"
+    except OSError:  # cannot be looked at: the open that follows says why
+        return None
+    return f"{path} is {kind}: move it away"
+
+
 def why_dir_unwritable(path: Path | str) -> str | None:
     """Why a file cannot be created in the existing directory `path` (`"Permission denied"`,
     `"Read-only file system"`…), learnt by creating and removing one; None when it can. Not

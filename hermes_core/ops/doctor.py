@@ -27,8 +27,9 @@ from typing import Any
 from pydantic import BaseModel
 
 from ..sdk.errors import describe_failure
-from ..dirs import nearest_existing, this_user, why_dir_uncreatable, why_dir_unwritable, why_file_unwritable
-from ..store.home_lock import home_is_locked
+from ..dirs import (nearest_existing, not_a_file, this_user, why_dir_uncreatable, why_dir_unwritable,
+                    why_file_unwritable)
+from ..store.home_lock import LOCK_FILE_NAME, home_is_locked
 from ..store.session_store import sessions_dir_in_the_way
 
 OK, WARN, FAIL, FIXED = "ok", "warn", "fail", "fixed"
@@ -240,7 +241,11 @@ def check_home(config: Any, fix: bool) -> list[Check]:
 
 def check_lock(config: Any) -> tuple[Check, int | None]:
     """Who holds the home lock (informational). Returns the check and the holder's pid (0:
-    unknown pid, None: nobody)."""
+    unknown pid, None: nobody); a `fail` when something other than a file is in the lock
+    file's place (the start could not take the lock)."""
+    obstacle = not_a_file(Path(config.home) / LOCK_FILE_NAME)
+    if obstacle is not None:
+        return Check("lock", FAIL, f"{obstacle} (no gateway can start while it is there)"), None
     pid = home_is_locked(Path(config.home))
     if pid is None:
         return Check("lock", OK, "no gateway holds this home"), None
@@ -318,8 +323,9 @@ def check_database(config: Any) -> list[Check]:
     path = Path(config.db_path)
     if not path.exists():
         return [Check("state.db", WARN, f"{path} does not exist yet (the first start creates it)")]
-    if not path.is_file():  # a directory: neither "not writable" nor SQLite's "unable to open" says so
-        return [Check("state.db", FAIL, f"{path} is not a file: move it away (the gateway would run degraded beside it)")]
+    obstacle = not_a_file(path)
+    if obstacle is not None:
+        return [Check("state.db", FAIL, f"{obstacle} (the gateway would run degraded beside it)")]
     unwritable = _why_database_unwritable(path)
     if unwritable is not None:
         # Said as what it is: SQLite's own words ("attempt to write a readonly database") read
@@ -448,8 +454,8 @@ def check_leftovers(config: Any) -> list[Check]:
                                                    "start, or by --fix)"))
     elif mirror.exists() and not mirror.is_file():
         # Nothing can be written over a directory: neither the gateway nor --fix rebuilds it.
-        checks.append(Check("sessions.json", FAIL, f"{mirror} is not a file: move it away; sessions.json is "
-                                                   "then rebuilt from state.db at the next start, or by --fix"))
+        checks.append(Check("sessions.json", FAIL, f"{not_a_file(mirror)}; sessions.json is then rebuilt from "
+                                                   "state.db at the next start, or by --fix"))
     elif mirror.exists():
         import json
         try:

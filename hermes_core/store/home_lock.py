@@ -10,7 +10,8 @@ import fcntl
 import os
 from pathlib import Path
 
-from ..dirs import ensure_private_dir
+from ..dirs import ensure_private_dir, not_a_file
+from .db import StoreError
 
 LOCK_FILE_NAME = "gateway.lock"
 
@@ -44,12 +45,21 @@ class HomeLock:
 
         Raises:
             HomeLockedError: another open file description holds the lock.
+            StoreError: something other than a file is in the lock file's place (`cannot take
+                the home lock: <home>/gateway.lock is a directory, not a file: move it away`).
             OSError: the home or lock file cannot be created.
         """
         if self._fd is not None:
             return
         ensure_private_dir(self.home)
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
+        except OSError as exc:
+            obstacle = not_a_file(self.path)
+            if obstacle is None:
+                raise
+            # Said in words: the OSError's "Is a directory" names neither the file's role nor the fix.
+            raise StoreError(f"cannot take the home lock: {obstacle}") from exc
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:

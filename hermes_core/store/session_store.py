@@ -30,7 +30,7 @@ from ..model import (
     utc_now,
     validate_session_id,
 )
-from ..dirs import ensure_private_dir
+from ..dirs import ensure_private_dir, not_a_file
 from ..settings import GatewayConfig
 from .aliases import AliasMap, AliasOps
 from .backend import StoreBackend
@@ -245,7 +245,10 @@ class SessionStore(TurnOps, TranscriptOps, AliasOps, ErasureOps, ClaimOps):
         except SchemaTooNewError:
             raise
         except (sqlite3.Error, OSError, StoreError) as exc:
-            self.degraded_reason = f"state.db {self.config.db_path} cannot be opened: {exc}"
+            # A directory in its place: said in words, not as SQLite's "unable to open database file".
+            obstacle = not_a_file(self.config.db_path)
+            self.degraded_reason = (f"state.db {obstacle}" if obstacle is not None
+                                    else f"state.db {self.config.db_path} cannot be opened: {exc}")
             if not self._degraded_fallback:
                 raise StoreError(self.degraded_reason) from exc
             # Announced once, loudly: the gateway keeps working but without SQLite.

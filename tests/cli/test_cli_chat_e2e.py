@@ -213,8 +213,10 @@ def test_state_db_that_is_a_directory_runs_degraded_and_keeps_it(tmp_path):
     assert result.returncode == 0, result.stderr
     assert result.stdout.startswith("echo: hello\nSession key: agent:main:local:dm:terminal\n")
     assert "Turns: 1" in result.stdout.splitlines()
-    [line] = result.stderr.splitlines()  # degraded mode is announced once
-    assert "state.db" in line and "DEGRADED" in line
+    [line] = result.stderr.splitlines()  # degraded mode is announced once, naming what is in the way
+    assert line == (f"hermes-gateway: ERROR: state.db {tmp_path / 'state.db'} is a directory, not a file: move it "
+                    f"away; running DEGRADED on an in-memory copy journaled to {tmp_path / 'sessions' / 'journal.jsonl'}"
+                    " + {session_id}.jsonl transcripts")
     assert (tmp_path / "state.db" / "keep.txt").read_text() == "data"
     again = run_cli(tmp_path, "chat", stdin="/status\n")
     assert "Turns: 1" in again.stdout.splitlines()  # the degraded transcript persisted
@@ -278,6 +280,15 @@ def test_dotenv_not_utf8_is_named_not_the_config_file(tmp_path):
     line = assert_one_error_line(result)
     assert line == (f"hermes-gateway: error: .env file {work / '.env'} is not valid UTF-8: "
                     "invalid start byte at byte 4")
+
+
+def test_a_directory_in_place_of_gateway_lock_stops_start_up_in_words(tmp_path):
+    # docs/behaviour.md §3 "One gateway per home"
+    (tmp_path / "gateway.lock").mkdir()
+    line = assert_one_error_line(run_cli(tmp_path, "chat", stdin="hello\n"))
+    assert line == (f"hermes-gateway: error: cannot take the home lock: {tmp_path / 'gateway.lock'} is a "
+                    "directory, not a file: move it away")
+    assert (tmp_path / "gateway.lock").is_dir()  # left for the operator to move
 
 
 def test_unusable_state_db_and_sessions_dir_stop_start_up_with_one_line(tmp_path):

@@ -331,9 +331,33 @@ def test_a_directory_in_place_of_sessions_json_is_named_and_fix_leaves_it(tmp_pa
         code, checks = _doctor(home, tmp_path, *args)
         assert (code, checks["sessions.json"]) == (1, {
             "check": "sessions.json", "status": "fail",
-            "detail": f"{mirror} is not a file: move it away; sessions.json is then rebuilt from state.db at "
-                      "the next start, or by --fix"})
+            "detail": f"{mirror} is a directory, not a file: move it away; sessions.json is then rebuilt from "
+                      "state.db at the next start, or by --fix"})
     assert (mirror / "keep.txt").read_text() == "someone's"  # nothing of it removed
+
+
+def test_a_directory_in_place_of_gateway_lock_fails_the_lock_row(tmp_path):
+    # docs/operations.md §1 `lock`: every start would stop on it
+    home = _home_with_a_chat(tmp_path)
+    (home / "gateway.lock").unlink()
+    (home / "gateway.lock").mkdir()
+    code, checks = _doctor(home, tmp_path)
+    assert (code, checks["lock"]) == (1, {
+        "check": "lock", "status": "fail",
+        "detail": f"{home / 'gateway.lock'} is a directory, not a file: move it away (no gateway can start "
+                  "while it is there)"})
+
+
+def test_a_directory_in_place_of_state_db_fails_the_state_db_row(tmp_path):
+    # docs/operations.md §1 `state.db`: said as what it is, not as a file that cannot be written
+    home = _home_with_a_chat(tmp_path)
+    (home / "state.db").rename(tmp_path / "moved.db")
+    (home / "state.db").mkdir()
+    code, checks = _doctor(home, tmp_path)
+    assert (code, checks["state.db"]) == (1, {
+        "check": "state.db", "status": "fail",
+        "detail": f"{home / 'state.db'} is a directory, not a file: move it away (the gateway would run "
+                  "degraded beside it)"})
 
 
 def test_an_emptied_state_db_beside_a_mirror_that_lists_sessions_is_a_warning(tmp_path):
