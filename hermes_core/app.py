@@ -52,7 +52,7 @@ from .plugin_system.redaction import install_log_redaction
 from .scheduler import Watcher
 from .sdk.background import SessionWork
 from .sdk.errors import describe_failure
-from .dirs import ensure_private_dir, why_home_unusable
+from .dirs import ensure_private_dir, not_a_file, why_home_unusable
 from .settings import ConfigError, load_config
 from .store.files import CLEAN_SHUTDOWN, says_clean, write_atomic
 from .store.home_lock import HomeLockedError, home_is_locked
@@ -138,6 +138,8 @@ class GatewayApp:
         self._crash_interrupted: dict[str, float] = {}
         # This start consumed the marker of a clean stop and no job has run since (`_abort`).
         self._clean_marker_owed = False
+        # What is in `.clean_shutdown`'s place (a directory), said once at the start; None: a file or nothing.
+        self._clean_marker_blocked: str | None = None
         self._undo_log_redaction = None
         self._gc_before: tuple[int, int, int] | None = None
         self._stopped = False
@@ -331,16 +333,26 @@ class GatewayApp:
         started = {m["session_key"]: float(m["started_ts"]) for m in await self.store.turn_markers()}
         self.recovered_keys = list(await self.store.recover_interrupted_turns(max_age) or [])
         self._crash_interrupted = {key: started.get(key, self.clock().timestamp()) for key in self.recovered_keys}
-        log.warning("the previous run did not shut down cleanly; %d interrupted turn(s) marked for "
-                    "resumption", len(self.recovered_keys))
+        # With the marker blocked the start cannot tell how the last run ended: its one line
+        # (`_consume_clean_marker`) said so, and this one goes to the log only.
+        log.log(logging.INFO if self._clean_marker_blocked else logging.WARNING,
+                "the previous run did not shut down cleanly; %d interrupted turn(s) marked for "
+                "resumption", len(self.recovered_keys))
 
     def _consume_clean_marker(self) -> bool:
         """True when the last run shut down cleanly (docs/behaviour.md §6): `.clean_shutdown`
         exists and is empty, as `stop()` and upstream write it (a timestamp, as older builds
         wrote, counts too). The marker is consumed once. One that cannot be removed makes this
         start unclean (fail closed: crash recovery runs) and is overwritten with `invalid`, which
-        every later start also reads as unclean."""
+        every later start also reads as unclean. A directory (anything but a file) in its place
+        can be neither read, removed nor written: said once, in one line naming it and the fix,
+        and the start is unclean."""
         marker = self.home / CLEAN_SHUTDOWN
+        self._clean_marker_blocked = not_a_file(marker)
+        if self._clean_marker_blocked is not None:
+            log.error("%s; until then no clean stop can be recorded and every start runs crash recovery",
+                      self._clean_marker_blocked)
+            return False
         try:
             valid = says_clean(marker.read_text())
         except FileNotFoundError:
@@ -457,6 +469,8 @@ class GatewayApp:
             save_restart_counts(self.home, self.restart_counts)
 
     def _write_clean_shutdown(self) -> None:
+        if self._clean_marker_blocked is not None:
+            return  # nothing can be written over it: said at the start
         try:
             write_atomic(self.home / CLEAN_SHUTDOWN, "")  # empty, as upstream writes it
         except OSError as exc:

@@ -282,6 +282,20 @@ def test_dotenv_not_utf8_is_named_not_the_config_file(tmp_path):
                     "invalid start byte at byte 4")
 
 
+def test_a_directory_in_place_of_clean_shutdown_is_one_line_per_start(tmp_path):
+    # docs/behaviour.md §6 ".clean_shutdown": it can be neither read, removed nor written
+    assert run_cli(tmp_path, "chat", stdin="hello\n").returncode == 0
+    (tmp_path / ".clean_shutdown").unlink()
+    (tmp_path / ".clean_shutdown").mkdir()
+    for _ in range(2):  # the stop writes nothing over it, and the next start says the same
+        result = run_cli(tmp_path, "chat", stdin="hello\n")
+        assert (result.returncode, result.stdout) == (0, "echo: hello\n")
+        assert result.stderr == (f"hermes-gateway: ERROR: {tmp_path / '.clean_shutdown'} is a directory, not a file: "
+                                 "move it away; until then no clean stop can be recorded and every start runs "
+                                 "crash recovery\n")
+    assert (tmp_path / ".clean_shutdown").is_dir()
+
+
 def test_a_directory_in_place_of_gateway_lock_stops_start_up_in_words(tmp_path):
     # docs/behaviour.md §3 "One gateway per home"
     (tmp_path / "gateway.lock").mkdir()
