@@ -119,7 +119,9 @@ class LocalAdapter(BaseAdapter):
 
     spec = AdapterSpec(name="local", label="Local terminal", pii_safe=False,
                        max_message_length=100_000, length_unit="chars", capabilities=frozenset(),
-                       help_lines=("/quit — leaves the chat (also /exit, or Ctrl-D)",))
+                       # One line true in `chat` (which exits) and in `run` (whose other
+                       # platforms, scheduler and status go on): /help cannot tell them apart.
+                       help_lines=("/quit — ends the input of this terminal (also /exit, or Ctrl-D): chat exits, run goes on running",))
 
     def __init__(self, settings: Any = None, *, on_message=None, stdin: TextIO | None = None,
                  stdout: TextIO | None = None, user: str | None = None, prompt: str | None = None,

@@ -103,7 +103,7 @@ def test_help_lists_what_works_in_the_terminal(tmp_path):
         "/compress — replaces the older part of the conversation by a summary\n"
         "/status — shows the session key, session id, turns, tokens and queued messages\n"
         "/help — shows this help\n"
-        "/quit — leaves the chat (also /exit, or Ctrl-D)\n")
+        "/quit — ends the input of this terminal (also /exit, or Ctrl-D): chat exits, run goes on running\n")
 
 
 def test_quit_stops_reading(tmp_path):
