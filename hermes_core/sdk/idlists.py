@@ -14,7 +14,9 @@ the configuration is loaded, with an error naming the key, the entry and the for
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable, Iterable
+from typing import Callable, Iterable, Mapping, TypeVar
+
+V = TypeVar("V")
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,4 +73,31 @@ class IdRule:
             if value is None:
                 raise ValueError(f"{name}: {entry!r} can never match {self.never}: write {self.accepted}")
             out.append(value)
+        return out
+
+    def keys(self, table: Mapping[str, V], name: str) -> dict[str, V]:
+        """The keys of a per-chat (per-user…) table read by the rule, as `entries` reads a list:
+        the adapter looks the table up by the id the platform sends, so a key in another form
+        would never apply (Slack's `channels`, Telegram's `topic_names`).
+
+        Args:
+            table: the table as validated, `{key as written: value}`.
+            name: the key of the table, for the error (`"platforms.slack.channels"`).
+
+        Returns:
+            `{id as the platform sends it: value}`, in the table's order.
+
+        Raises:
+            ValueError: a key can never match (the `entries` error), or two keys are one id
+                (`platforms.slack.channels: 'C0GENERAL1' and 'c0general1' are the same Slack
+                conversation (C0GENERAL1): keep one table`): which table applies would be a
+                matter of order.
+        """
+        what = self.never.removeprefix("an ").removeprefix("a ")
+        out: dict[str, V] = {}
+        written: dict[str, str] = {}
+        for key, read in zip(table, self.entries(table, name)):
+            if read in out:
+                raise ValueError(f"{name}: {written[read]!r} and {key!r} are the same {what} ({read}): keep one table")
+            out[read], written[read] = table[key], key
         return out

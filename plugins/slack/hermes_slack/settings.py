@@ -165,18 +165,9 @@ class SlackSettings(PlatformSettings):
         conversation (`"general"`, `"#general"`) would never apply and is refused.
 
         Raises:
-            ValueError: a key can never match (the `IdRule` error, naming `platforms.slack.channels`,
-                the key and the accepted forms), or two keys name one conversation.
+            ValueError: a key can never match, or two keys name one conversation (`IdRule.keys`).
         """
-        name = cls._key("channels")
-        out: dict[str, SlackChannelSettings] = {}
-        written: dict[str, str] = {}
-        for key, channel_id in zip(value, CHAT_IDS.entries(value, name)):
-            if channel_id in out:  # which of the two tables applies would be a matter of order
-                raise ValueError(f"{name}: {written[channel_id]!r} and {key!r} are the same conversation "
-                                 f"({channel_id}): keep one table")
-            out[channel_id], written[channel_id] = value[key], key
-        return out
+        return CHAT_IDS.keys(value, cls._key("channels"))
 
     @model_validator(mode="after")
     def _check(self) -> "SlackSettings":

@@ -235,5 +235,5 @@ def test_two_per_channel_tables_of_one_conversation_are_refused(tmp_path):
         validated(tmp_path, {"enabled": True, "bot_token": "xoxb-1", "app_token": "xapp-1",
                              "channels": {"C0GENERAL1": {"free_response": True}, "c0general1": {"free_response": False}}})
     assert str(info.value) == ("invalid settings in [platforms.slack]: platforms.slack.channels: 'C0GENERAL1' and "
-                               "'c0general1' are the same conversation (C0GENERAL1): keep one table")
+                               "'c0general1' are the same Slack conversation (C0GENERAL1): keep one table")
 

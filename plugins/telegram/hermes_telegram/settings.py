@@ -71,8 +71,9 @@ class TelegramSettings(PlatformSettings):
         topic_names: forum topic names from config, `{chat_id: {thread_id: name}}`, used when
             the update does not carry the topic's creation message.
 
-    `allowed_users`, `admin_users` and `allowed_chats` take numeric ids (`USER_IDS`, `CHAT_IDS`);
-    an entry that is not one is refused at load (docs/behaviour.md §9).
+    `allowed_users`, `admin_users` and `allowed_chats` take numeric ids (`USER_IDS`, `CHAT_IDS`),
+    and so do the keys of `topic_names` (`CHAT_IDS`); an entry that is not one is refused at load
+    (docs/behaviour.md §9).
     """
 
     table: ClassVar[str | None] = "telegram"
@@ -105,6 +106,20 @@ class TelegramSettings(PlatformSettings):
         if not value.startswith(("http://", "https://")):
             raise ValueError(f"platforms.telegram.{info.field_name} must start with http:// or https://")
         return value
+
+    @field_validator("topic_names")
+    @classmethod
+    def _read_topic_chat_ids(cls, value: dict[str, dict[str, str]]) -> dict[str, dict[str, str]]:
+        """Each `[platforms.telegram.topic_names]` key read as a chat id by `CHAT_IDS`, as an
+        `allowed_chats` entry is (docs/behaviour.md §9): the adapter looks a forum's names up by
+        the chat id Telegram sends, so a key such as `"@ops"` would never apply and is refused.
+
+        Raises:
+            ValueError: a key can never match a Telegram chat, or two keys name one chat
+                (`IdRule.keys`: the error names `platforms.telegram.topic_names`, the key and
+                the accepted forms).
+        """
+        return CHAT_IDS.keys(value, cls._key("topic_names"))
 
     @model_validator(mode="after")
     def _check_webhook(self) -> "TelegramSettings":

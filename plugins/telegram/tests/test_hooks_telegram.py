@@ -150,6 +150,25 @@ def test_an_access_entry_that_is_no_telegram_id_is_refused_and_named(tmp_path, k
     assert f"platforms.telegram.{key}: {entry!r} can never match {never}: write a numeric" in str(info.value)
 
 
+def test_topic_names_keys_are_read_as_chat_ids(tmp_path):
+    # docs/configuration.md §4 `topic_names`: keyed by the chat id Telegram sends (docs/adapters.md
+    # §1.0 `str(chat.id)`), read by the chat id rule as `allowed_chats` is (docs/behaviour.md §9).
+    settings = _telegram(tmp_path, {"topic_names": {"-1001987654321": {"17585": "Deploys"},
+                                                    " -4012345678 ": {"3": "Ops"}}})
+    assert settings.topic_names == {"-1001987654321": {"17585": "Deploys"}, "-4012345678": {"3": "Ops"}}
+    with pytest.raises(PluginSettingsError) as info:
+        _telegram(tmp_path, {"enabled": True, "topic_names": {"@ops": {"17585": "Deploys"}}})
+    assert str(info.value) == (
+        "invalid settings in [platforms.telegram]: platforms.telegram.topic_names: '@ops' can never match a "
+        "Telegram chat: write a numeric chat id (-1001234567890 for a supergroup or channel, -4012345678 for a "
+        "group, the user id for a private chat; a @username or a title is not one)")
+    with pytest.raises(PluginSettingsError) as info:
+        _telegram(tmp_path, {"enabled": True, "topic_names": {"-4012345678": {"3": "Ops"}, " -4012345678": {}}})
+    assert str(info.value) == (
+        "invalid settings in [platforms.telegram]: platforms.telegram.topic_names: '-4012345678' and "
+        "' -4012345678' are the same Telegram chat (-4012345678): keep one table")
+
+
 def test_allowed_roles_on_telegram_are_refused(tmp_path):
     # docs/behaviour.md §9: Telegram has no roles (no adapter sets `role_authorized`), so any
     # `allowed_roles` entry would admit nobody; it is refused at load. An empty list is fine.
