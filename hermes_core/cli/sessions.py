@@ -25,7 +25,7 @@ from typing import Any, Awaitable, Callable
 
 import typer
 
-from ..dirs import why_home_unusable
+from ..dirs import not_a_file, why_home_unusable
 from ..model import SessionEntry, format_timestamp, validate_session_id
 from ..model.limits import INT64_MAX
 from ..model.text import clean_text, escape_controls
@@ -107,7 +107,8 @@ def _run(work: Callable[[SessionStore], Awaitable[Any]], *, write: bool = False,
         except (OSError, ValueError) as exc:
             raise fail(exc) from None
     if need_state and config.store.builtin and not config.db_path.is_file():
-        why = home_not_a_directory(config.home) or (f" ({config.db_path} is not a file)" if config.db_path.exists()
+        obstacle = not_a_file(config.db_path)
+        why = home_not_a_directory(config.home) or (f" ({obstacle})" if obstacle is not None
                                                     else f" (state.db not found at {config.db_path})")
         raise fail(f"no gateway state at {config.home}{why}")
     if not write and config.store.builtin and config.db_path.is_file() and config.db_path.stat().st_size == 0:

@@ -189,10 +189,11 @@ def test_a_directory_in_place_of_state_db_is_named_as_one_not_as_missing_or_unwr
     assert code == 1
     assert checks["state.db"] == {
         "check": "state.db", "status": "fail",
-        "detail": f"{home / 'state.db'} is not a file: move it away (the gateway would run degraded beside it)"}
+        "detail": f"{home / 'state.db'} is a directory, not a file: move it away (the gateway would run "
+                  "degraded beside it)"}
     code, out, err = run(["sessions", "list"], gateway_env(home), tmp_path)
     assert (code, out, err) == (2, "", f"hermes-gateway: error: no gateway state at {home} "
-                                       f"({home / 'state.db'} is not a file)\n")
+                                       f"({home / 'state.db'} is a directory, not a file: move it away)\n")
 
 
 def test_fix_rebuilds_a_damaged_index_and_the_mirror_and_tightens_modes(tmp_path):
@@ -346,18 +347,6 @@ def test_a_directory_in_place_of_gateway_lock_fails_the_lock_row(tmp_path):
         "check": "lock", "status": "fail",
         "detail": f"{home / 'gateway.lock'} is a directory, not a file: move it away (no gateway can start "
                   "while it is there)"})
-
-
-def test_a_directory_in_place_of_state_db_fails_the_state_db_row(tmp_path):
-    # docs/operations.md §1 `state.db`: said as what it is, not as a file that cannot be written
-    home = _home_with_a_chat(tmp_path)
-    (home / "state.db").rename(tmp_path / "moved.db")
-    (home / "state.db").mkdir()
-    code, checks = _doctor(home, tmp_path)
-    assert (code, checks["state.db"]) == (1, {
-        "check": "state.db", "status": "fail",
-        "detail": f"{home / 'state.db'} is a directory, not a file: move it away (the gateway would run "
-                  "degraded beside it)"})
 
 
 def test_an_emptied_state_db_beside_a_mirror_that_lists_sessions_is_a_warning(tmp_path):
