@@ -17,13 +17,17 @@ message carrying their sender prefix (`[name] `, docs/behaviour.md §7 — the n
 origins, intake payloads and ids stored for them) and the assistant and tool rows answering
 it, up to the next user message. Their identity aliases go too, and the session keys that
 named them are dropped from `restart_counts.json` (by the CLI, which owns that file's module);
-`sessions.json` is rewritten from the store.
+`sessions.json` is rewritten from the store, and the copies of an older `sessions.json` kept
+because an import skipped entries (`sessions.json.skipped`, `.skipped.2`, …, docs/behaviour.md
+§3) lose their entries too (`kept_entries`).
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import stat
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -33,8 +37,10 @@ from ..model.text import sender_label
 from .backend import RemovalBackend
 from .db import StoreError
 from .entries import origin_or_none
+from .files import write_atomic
 from .journal import JOURNAL_FILE_NAME
 from .merge import DAMAGED_DIR_NAME, MERGED_DIR_NAME
+from .mirror import kept_skipped_copies
 from .records import ALL_SESSION_COLUMNS, RemovalPlan
 
 log = logging.getLogger(__name__)
@@ -143,7 +149,15 @@ class ErasureOps:
             if key not in plan.keys and _payload_sender(payload) & ids:
                 plan.intake.append(ident)  # still waiting (in a shared chat): it must not run after the erase
         report = ErasureReport(dry_run=dry_run, sessions=list(plan.sessions), trimmed_sessions=trimmed)
-        return await self._apply(backend, plan, report)
+        kept = [(path, *_kept_without_them(path, platform, ids, self._shared))
+                for path in kept_skipped_copies(self.sessions_dir)]  # read before anything is removed
+        report = await self._apply(backend, plan, report)
+        removed = 0
+        for path, data, n in kept:
+            if n and (dry_run or _rewrite_kept(path, data)):
+                removed += n
+        report.add("kept_entries", removed)
+        return report
 
     # ---- helpers ---------------------------------------------------------------------------
 
@@ -240,6 +254,58 @@ def _payload_source(payload: str | None) -> SessionSource | None:
 def _payload_sender(payload: str | None) -> set[str]:
     source = _payload_source(payload)
     return {i for i in (source.user_id, source.user_id_alt) if i} if source is not None else set()
+
+
+def _kept_without_them(path: Path, platform: str, ids: set[str], shared: Callable[[SessionSource], bool]
+                       ) -> tuple[dict[str, Any] | None, int]:
+    """A kept `sessions.json.skipped` copy (seed §3 layout: session key -> entry) without the
+    erased person's entries, by the rule `erase_user` applies to the sessions: an entry of
+    `platform` whose origin names one of `ids` (its `user_id` or `user_id_alt`) goes whole,
+    unless its chat is a shared multi-user session (`shared`), where the origin only loses
+    their id and name; every other key and entry stays as it was.
+
+    Returns:
+        `(the file's object without them, entries removed or scrubbed)`, or `(None, 0)` when
+        the file cannot be read as a JSON object: logged as a warning naming it, it is left
+        for the operator (docs/operations.md §5).
+    """
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+        if not isinstance(data, dict):
+            raise ValueError("not a JSON object of session entries")
+    except (OSError, ValueError) as exc:  # UnicodeDecodeError and JSONDecodeError are ValueErrors
+        why = exc.strerror or exc if isinstance(exc, OSError) else exc
+        log.warning("kept sessions.json copy %s could not be read (%s); not checked for the erased person's "
+                    "entries: it may still hold them", path, why)
+        return None, 0
+    changed = 0
+    for key, entry in list(data.items()):
+        raw = entry.get("origin") if isinstance(entry, dict) else None
+        try:
+            origin = SessionSource.from_dict(raw) if raw else None
+        except (TypeError, ValueError):
+            origin = None
+        if origin is None or origin.platform != platform or not {origin.user_id, origin.user_id_alt} & ids:
+            continue
+        changed += 1
+        if shared(origin):  # the chat's other members keep its route; only who they were goes
+            entry["origin"] = {**raw, "user_id": None, "user_id_alt": None, "user_name": None}
+        else:
+            del data[key]
+    return data, changed
+
+
+def _rewrite_kept(path: Path, data: dict[str, Any]) -> bool:
+    """Write `data` over the kept copy at `path` atomically with its mode (`write_atomic`);
+    JSON with ASCII escapes, so a lone surrogate the copy was kept for stays writable.
+    False when it could not be written (logged as an error: the copy still holds them)."""
+    try:
+        write_atomic(path, json.dumps(data, indent=2) + "\n", mode=stat.S_IMODE(path.stat().st_mode))
+    except OSError as exc:
+        log.error("kept sessions.json copy %s could not be rewritten (%s): it still holds the erased person's "
+                  "entries; delete it", path, exc.strerror or exc)
+        return False
+    return True
 
 
 def _names_any(path: Path, session_ids: set[str]) -> bool:

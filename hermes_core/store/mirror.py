@@ -169,6 +169,19 @@ def entries_from_data(data: dict[str, Any], path: Path | str, skipped: list[str]
     return entries, extras
 
 
+def kept_skipped_copies(sessions_dir: Path) -> list[Path]:
+    """The copies `keep_skipped_original` made in `sessions_dir` (`sessions.json.skipped`,
+    `.skipped.2`, …), sorted by name; `[]` when there are none or the folder cannot be listed.
+    Erasure edits them (docs/operations.md §5)."""
+    base = SESSIONS_FILE_NAME + SKIPPED_SUFFIX
+    try:
+        names = [p for p in Path(sessions_dir).iterdir() if p.name == base
+                 or (p.name.startswith(base + ".") and p.name[len(base) + 1:].isdigit())]
+    except OSError:
+        return []
+    return sorted(p for p in names if p.is_file())
+
+
 def keep_skipped_original(path: Path, skipped: int) -> Path | None:
     """Copy `path` (a sessions.json the mirror is about to rewrite, from which a load skipped
     `skipped` entries) byte for byte to `<path>.skipped` beside it, or `.skipped.2`, `.3`, …

@@ -103,10 +103,36 @@ async def _populate(home: Path) -> dict:
     return {"alice_key": alice_key, "group_key": group_key, "alice_sids": alice_sids, "old_sid": old_sid}
 
 
+# An older gateway's sessions.json kept as `sessions.json.skipped` because an import skipped
+# entries of it (docs/behaviour.md §3): her DM's entry (under her old id), Bob's DM (the
+# skipped one: a counter beyond 64 bits) and the shared group's entry, first written by her.
+_BOB_KEPT = {"session_key": "agent:main:testchat:dm:200", "session_id": "20240101_000000_bbbb0001",
+             "updated_at": "2024-01-01T00:00:00", "input_tokens": 18446744073709551616,
+             "origin": {"platform": "testchat", "chat_id": "200", "chat_type": "dm", "user_id": BOB,
+                        "user_name": BOB_NAME}}
+
+
+def _kept_copy(alice_key: str, group_key: str) -> dict:
+    return {"_README": "an older gateway's routing index",
+            alice_key: {"session_key": alice_key, "session_id": "20240101_000000_aaaa0001",
+                        "updated_at": "2024-01-01T00:00:00",
+                        "origin": {"platform": "testchat", "chat_id": "100", "chat_type": "dm",
+                                   "user_id": ALICE_OLD, "user_name": ALICE_NAME}},
+            _BOB_KEPT["session_key"]: _BOB_KEPT,
+            group_key: {"session_key": group_key, "session_id": "20240101_000000_cccc0001",
+                        "display_name": "Book club",
+                        "origin": {"platform": "testchat", "chat_id": "-900", "chat_type": "group",
+                                   "chat_name": "Book club", "user_id": ALICE, "user_name": ALICE_NAME}}}
+
+
 async def test_erase_user_leaves_nothing_of_theirs_and_keeps_the_others(tmp_path, monkeypatch):
     home = tmp_path / "home"
     home.mkdir()
     facts = await _populate(home)
+    kept = home / "sessions" / "sessions.json.skipped"
+    kept.write_text(json.dumps(_kept_copy(facts["alice_key"], facts["group_key"]), indent=1))
+    kept.chmod(0o640)
+    kept_before = kept.read_bytes()
     assert len(facts["alice_sids"]) == 2  # /new made a second session of her DM
     before = _every_text(home / "state.db")
     assert any(ALICE in v for _, _, v in before) and any("pelican" in v for _, _, v in before)
@@ -116,6 +142,7 @@ async def test_erase_user_leaves_nothing_of_theirs_and_keeps_the_others(tmp_path
     preview = json.loads(out)
     assert preview["found"] is True and preview["dry_run"] is True and sorted(preview["sessions"]) == sorted(facts["alice_sids"])
     assert _every_text(home / "state.db") == before  # a dry run changes nothing
+    assert preview["counts"]["kept_entries"] == 2 and kept.read_bytes() == kept_before
 
     code, out, err = await _cli(home, monkeypatch, "erase-user", "testchat", ALICE_OLD)
     assert code == 2 and "pass --yes" in err  # no terminal: a script must confirm with --yes
@@ -127,6 +154,18 @@ async def test_erase_user_leaves_nothing_of_theirs_and_keeps_the_others(tmp_path
     assert report["counts"]["files"] == 1 and report["counts"]["intake"] >= 4
     # Two DM turns and her two group turns, each a question and its echo.
     assert len(report["trimmed_sessions"]) == 1 and report["counts"]["messages"] == 8
+    # The kept copy: her DM's entry gone, the shared group's without her id and name, Bob's
+    # entry exactly as it was (its 65-bit counter too); the file keeps its mode.
+    assert report["counts"]["kept_entries"] == 2
+    assert json.loads(kept.read_text()) == {
+        "_README": "an older gateway's routing index",
+        "agent:main:testchat:dm:200": _BOB_KEPT,
+        facts["group_key"]: {"session_key": facts["group_key"], "session_id": "20240101_000000_cccc0001",
+                             "display_name": "Book club",
+                             "origin": {"platform": "testchat", "chat_id": "-900", "chat_type": "group",
+                                        "chat_name": "Book club", "user_id": None, "user_name": None,
+                                        "user_id_alt": None}}}
+    assert kept.stat().st_mode & 0o777 == 0o640
 
     # 1. SQL: no text value anywhere in state.db names her or repeats her words.
     leftovers = [(t, c, v) for t, c, v in _every_text(home / "state.db")
@@ -163,8 +202,8 @@ async def test_erase_user_says_so_when_nothing_of_them_is_stored(tmp_path, monke
     home.mkdir()
     await _populate(home)
     before = _every_text(home / "state.db")
-    zero = {"aliases": 0, "files": 0, "intake": 0, "messages": 0, "obligations": 0, "origins": 0, "routes": 0,
-            "sessions": 0}
+    zero = {"aliases": 0, "files": 0, "intake": 0, "kept_entries": 0, "messages": 0, "obligations": 0, "origins": 0,
+            "routes": 0, "sessions": 0}
     # An id nobody used, and Alice's own id on a platform she never wrote from; without --yes
     # and without a terminal: nothing to confirm.
     for platform, user in (("testchat", "u-nobody-404"), ("discord", ALICE)):
@@ -179,6 +218,32 @@ async def test_erase_user_says_so_when_nothing_of_them_is_stored(tmp_path, monke
             assert json.loads(out) == {"dry_run": extra == ["--dry-run"], "sessions": [], "session_keys": [],
                                        "trimmed_sessions": [], "counts": zero, "found": False}
     assert _every_text(home / "state.db") == before
+
+
+async def test_erase_user_edits_kept_copies_and_logs_one_it_cannot_read(tmp_path, monkeypatch, caplog):
+    """docs/operations.md §5: a person whose only trace is an entry of a kept
+    `sessions.json.skipped` copy is found and erased from it; a kept copy that is not JSON is
+    left as it is and named in the log (gateway.log) as not checked."""
+    from hermes_core.settings import GatewayConfig
+    from hermes_core.store import SessionStore
+
+    home = tmp_path / "home"
+    config = GatewayConfig(home=home)
+    async with SessionStore(config.sessions_dir, config) as store:
+        await store.get_or_create_session(_dm(BOB, BOB_NAME, "200"))
+    kept = config.sessions_dir / "sessions.json.skipped"
+    kept.write_text(json.dumps(_kept_copy("agent:main:testchat:dm:100", "agent:main:testchat:group:-900")))
+    damaged = config.sessions_dir / "sessions.json.skipped.2"
+    damaged.write_bytes(b'{"agent:main:testchat:dm:100": {"origin": ')
+
+    code, out, err = await _cli(home, monkeypatch, "erase-user", "testchat", ALICE_OLD, "--yes", "--json")
+    assert (code, err) == (0, "")
+    assert json.loads(out)["counts"]["kept_entries"] == 1  # her DM (the group's entry is under her new id)
+    assert list(json.loads(kept.read_text())) == ["_README", "agent:main:testchat:dm:200",
+                                                  "agent:main:testchat:group:-900"]
+    assert damaged.read_bytes() == b'{"agent:main:testchat:dm:100": {"origin": '
+    assert (f"kept sessions.json copy {damaged} could not be read (Expecting value: line 1 column 43 (char 42)); "
+            "not checked for the erased person's entries: it may still hold them") in caplog.messages
 
 
 async def test_erase_user_refuses_an_empty_platform_or_user_id(tmp_path, monkeypatch):

@@ -165,6 +165,17 @@ async def test_erase_user_on_the_postgres_store_leaves_nothing_of_theirs(tmp_pat
     facts = await _populate(home, pg_dsn)
     before = _every_row(pg_dsn)
     assert any(ALICE in text for _, text in before) and any("pelican" in text for _, text in before)
+    # An older gateway's sessions.json kept because an import skipped an entry of it (Bob's:
+    # a counter beyond 64 bits; docs/behaviour.md §3), holding her DM's entry too.
+    bob = {"session_key": "agent:main:fake:dm:200", "session_id": "20240101_000000_bbbb0001",
+           "input_tokens": 18446744073709551616,
+           "origin": {"platform": "fake", "chat_id": "200", "chat_type": "dm", "user_id": BOB, "user_name": BOB_NAME}}
+    kept = home / "sessions" / "sessions.json.skipped"
+    kept.write_text(json.dumps({
+        facts["alice_key"]: {"session_key": facts["alice_key"], "session_id": "20240101_000000_aaaa0001",
+                             "origin": {"platform": "fake", "chat_id": "100", "chat_type": "dm",
+                                        "user_id": ALICE_OLD, "user_name": ALICE_NAME}},
+        bob["session_key"]: bob}))
 
     code, out, err = gateway(["sessions", "erase-user", "fake", ALICE_OLD, "--dry-run", "--json"], home, pg_dsn)
     assert (code, err) == (0, "")
@@ -183,6 +194,7 @@ async def test_erase_user_on_the_postgres_store_leaves_nothing_of_theirs(tmp_pat
     assert report["counts"]["files"] == 1 and report["counts"]["intake"] >= 4
     # Two DM turns and her two group turns, each a question and its echo.
     assert len(report["trimmed_sessions"]) == 1 and report["counts"]["messages"] == 8
+    assert (preview["counts"]["kept_entries"], json.loads(kept.read_text())) == (1, {bob["session_key"]: bob})
 
     leftovers = [(t, text) for t, text in _every_row(pg_dsn) if any(trace in text for trace in ALICE_TRACES)]
     assert leftovers == []
@@ -213,8 +225,8 @@ async def test_erase_user_says_so_when_nothing_of_them_is_on_the_postgres_store(
     home = tmp_path / "home"
     await _populate(home, pg_dsn)
     before = _every_row(pg_dsn)
-    zero = {"aliases": 0, "files": 0, "intake": 0, "messages": 0, "obligations": 0, "origins": 0, "routes": 0,
-            "sessions": 0}
+    zero = {"aliases": 0, "files": 0, "intake": 0, "kept_entries": 0, "messages": 0, "obligations": 0, "origins": 0,
+            "routes": 0, "sessions": 0}
     for platform, user in (("fake", "u-nobody-404"), ("discord", ALICE)):
         for extra in ([], ["--dry-run"], ["--yes"]):
             assert gateway(["sessions", "erase-user", platform, user, *extra], home, pg_dsn) == (
