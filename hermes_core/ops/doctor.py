@@ -429,7 +429,8 @@ def _check_journal(sessions_dir: Path) -> Check:
 def check_leftovers(config: Any) -> list[Check]:
     """Files of a degraded run: the journal (merged at the next healthy start), the damaged
     transcripts a merge kept aside (docs/behaviour.md §12) and the files of an older gateway's
-    degraded run (never merged automatically)."""
+    degraded run (never merged automatically); the kept copies of a sessions.json whose entries
+    were skipped (`check_kept_copies`); a missing or unreadable sessions.json."""
     from ..store.journal import pending_journal
     from ..store.merge import DAMAGED_DIR_NAME
     from ..store.session_store import OLD_DEGRADED_MARKER
@@ -444,6 +445,8 @@ def check_leftovers(config: Any) -> list[Check]:
         checks.append(Check("damaged transcripts", WARN, f"{len(kept)} degraded transcript(s) were merged without "
                                                          f"line(s) that could not be read: {', '.join(map(str, kept))}; "
                                                          "recover what you can from them, then delete them"))
+    if (row := check_kept_copies(config)) is not None:
+        checks.append(row)
     if (config.sessions_dir / OLD_DEGRADED_MARKER).exists():
         checks.append(Check("degraded files", WARN, f"{config.sessions_dir} holds an older gateway's degraded run "
                                                     f"({OLD_DEGRADED_MARKER}): `hermes-gateway sessions import "
@@ -466,6 +469,20 @@ def check_leftovers(config: Any) -> list[Check]:
             checks.append(Check("sessions.json", WARN, f"{mirror} cannot be read ({why}); rebuilt "
                                                        "from state.db at the next start, or by --fix"))
     return checks or [Check("leftovers", OK, "no degraded-mode files")]
+
+
+def check_kept_copies(config: Any) -> Check | None:
+    """The `skipped entries` row: the copies of an older gateway's sessions.json kept because
+    taking it skipped entries (`mirror.kept_skipped_copies`, docs/behaviour.md §3), each named,
+    or None when there are none. On either store: the copies are files of the home."""
+    from ..store.mirror import kept_skipped_copies
+
+    kept = kept_skipped_copies(config.sessions_dir)
+    if not kept:
+        return None
+    return Check("skipped entries", WARN, f"{len(kept)} copy(ies) of an older sessions.json hold entries that were "
+                                          f"skipped when it was taken: {', '.join(map(str, kept))}; recover the "
+                                          "entries you need from them, then delete them")
 
 
 def check_disk(config: Any) -> Check:
@@ -538,6 +555,8 @@ async def run_doctor(config: Any, *, fix: bool = False, online: bool = False) ->
     checks += check_secrets(config, settings)
     if not config.store.builtin:
         checks.append(await check_store(config))
+        if (row := check_kept_copies(config)) is not None:  # the leftovers of state.db are not checked
+            checks.append(row)
     elif Path(config.home).is_dir():
         checks += check_database(config)
         checks += check_leftovers(config)

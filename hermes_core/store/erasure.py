@@ -267,7 +267,7 @@ def _kept_without_them(path: Path, platform: str, ids: set[str], shared: Callabl
     Returns:
         `(the file's object without them, entries removed or scrubbed)`, or `(None, 0)` when
         the file cannot be read as a JSON object: logged as a warning naming it, it is left
-        for the operator (docs/operations.md §5).
+        for the operator (`doctor` lists it, docs/operations.md §1).
     """
     try:
         data = json.loads(path.read_text(encoding="utf-8"))

@@ -172,7 +172,7 @@ def entries_from_data(data: dict[str, Any], path: Path | str, skipped: list[str]
 def kept_skipped_copies(sessions_dir: Path) -> list[Path]:
     """The copies `keep_skipped_original` made in `sessions_dir` (`sessions.json.skipped`,
     `.skipped.2`, …), sorted by name; `[]` when there are none or the folder cannot be listed.
-    Erasure edits them (docs/operations.md §5)."""
+    Erasure edits them and `doctor` lists them (docs/operations.md §1, §5)."""
     base = SESSIONS_FILE_NAME + SKIPPED_SUFFIX
     try:
         names = [p for p in Path(sessions_dir).iterdir() if p.name == base

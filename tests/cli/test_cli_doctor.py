@@ -322,6 +322,25 @@ def test_a_degraded_journal_is_reported(tmp_path):
     assert checks["degraded journal"]["status"] == "warn"
 
 
+def test_kept_copies_of_a_sessions_json_with_skipped_entries_are_each_named(tmp_path):
+    """docs/operations.md §1: the `sessions.json.skipped` copies an import or adoption kept
+    (docs/behaviour.md §3) are a warning naming each and what to do; --fix leaves them."""
+    home = _home_with_a_chat(tmp_path)
+    sessions = home / "sessions"
+    for name in ("sessions.json.skipped", "sessions.json.skipped.2"):
+        (sessions / name).write_text("{}")
+    (sessions / "sessions.json.skipped.old").write_text("{}")  # not a name the import gives a copy
+    for args in ((), ("--fix",)):
+        code, checks = _doctor(home, tmp_path, *args)
+        assert (code, checks["skipped entries"]) == (0, {
+            "check": "skipped entries", "status": "warn",
+            "detail": f"2 copy(ies) of an older sessions.json hold entries that were skipped when it was taken: "
+                      f"{sessions / 'sessions.json.skipped'}, {sessions / 'sessions.json.skipped.2'}; recover the "
+                      "entries you need from them, then delete them"})
+        assert "leftovers" not in checks
+    assert (sessions / "sessions.json.skipped").read_text() == "{}"
+
+
 def test_a_directory_in_place_of_sessions_json_is_named_and_fix_leaves_it(tmp_path):
     home = _home_with_a_chat(tmp_path)
     mirror = home / "sessions" / "sessions.json"

@@ -223,7 +223,7 @@ async def test_erase_user_says_so_when_nothing_of_them_is_stored(tmp_path, monke
 async def test_erase_user_edits_kept_copies_and_logs_one_it_cannot_read(tmp_path, monkeypatch, caplog):
     """docs/operations.md §5: a person whose only trace is an entry of a kept
     `sessions.json.skipped` copy is found and erased from it; a kept copy that is not JSON is
-    left as it is and named in the log (gateway.log) as not checked."""
+    left as it is and named in the log (gateway.log) as not checked (doctor lists it, §1)."""
     from hermes_core.settings import GatewayConfig
     from hermes_core.store import SessionStore
 

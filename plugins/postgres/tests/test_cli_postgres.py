@@ -455,6 +455,14 @@ def test_doctor_opens_the_postgres_store_instead_of_looking_for_state_db(tmp_pat
     assert checks["store"] == {"check": "store", "status": "ok",
                                "detail": f"postgres: 127.0.0.1:{pg_cluster.port}/{database}"}
     assert "state.db" not in checks and "leftovers" not in checks
+    # A copy an import kept of an older sessions.json with skipped entries is a file of the home,
+    # listed on a server store too (docs/operations.md §1).
+    kept = home / "sessions" / "sessions.json.skipped"
+    kept.write_text("{}")
+    assert _doctor(home, pg_dsn)[1]["skipped entries"] == {
+        "check": "skipped entries", "status": "warn",
+        "detail": f"1 copy(ies) of an older sessions.json hold entries that were skipped when it was taken: {kept}; "
+                  "recover the entries you need from them, then delete them"}
 
 
 def test_doctor_fails_on_an_unreachable_postgres_store_naming_it(tmp_path, pg_cluster):
