@@ -122,8 +122,8 @@ def entries_from_data(data: dict[str, Any], path: Path | str, skipped: list[str]
     dict key, with a warning logged and appended to `warnings` (one line naming both keys): the
     route keeps answering the chat it was found under, and the mismatch is never silent.
 
-    An entry holding a value the store cannot take (a lone surrogate, in its key too, or an
-    integer beyond 64 bits: `rows.unstorable`) is a bad entry: skipped here, before the one
+    An entry holding a value the store cannot take (a lone surrogate, in its key too, a NUL
+    character or an integer beyond 64 bits: `rows.unstorable`) is a bad entry: skipped here, before the one
     transaction that stores the others (an import, a start taking an older gateway's file,
     docs/behaviour.md §3, §12), so it never fails them all. The lines of `skipped` and `warnings`
     show such a key with `\\ud800`-style escapes: they are printed, and a terminal cannot show a

@@ -37,7 +37,8 @@ def unstorable(fields: Mapping[str, Any], what: str) -> str | None:
         what: how the answer names the record (`session entry`, `transcript message`).
     Returns:
         `<what> field '<name>' holds a lone surrogate ('\\ud800'), which the store cannot take`
-        (text that is not valid Unicode: UTF-8 cannot encode it), or `… holds an integer beyond
+        (text that is not valid Unicode: UTF-8 cannot encode it), `… holds a NUL character
+        (U+0000), which …` (PostgreSQL's text cannot hold it), or `… holds an integer beyond
         64 bits, which …` (outside `INT64_MIN`..`INT64_MAX`), for the first such value; None
         when every value can be stored.
     """
@@ -51,6 +52,12 @@ def unstorable(fields: Mapping[str, Any], what: str) -> str | None:
 def _unstorable_value(value: Any) -> str | None:
     """`unstorable`'s check of one value: what it holds that the store cannot take, or None."""
     if isinstance(value, str):
+        if "\x00" in value:
+            # PostgreSQL's text cannot hold it. Skipped on every engine (a record is stored alike
+            # everywhere) rather than turned into U+FFFD as `model.text.clean_text` turns the
+            # gateway's own text: a key or id so changed would no longer be the one the older
+            # gateway's chat has, and a skipped record is named and can be mended and imported.
+            return "a NUL character (U+0000)"
         if value.isascii():
             return None
         try:

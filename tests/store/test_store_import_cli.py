@@ -145,6 +145,10 @@ _GOOD = {"session_id": "20250101_000000_00000002", "created_at": "2025-01-01T00:
     ({"agent:main:telegram:dm:1": {**_ENTRY, "input_tokens": 10 ** 26}, "agent:main:telegram:dm:2": _GOOD},
      "skipped agent:main:telegram:dm:1: session entry field 'input_tokens' holds an integer beyond 64 bits, "
      "which the store cannot take"),
+    # PostgreSQL's text cannot hold U+0000: skipped on every engine, not only where it would fail.
+    ({"agent:main:telegram:dm:1": {**_ENTRY, "display_name": "Book\x00club"}, "agent:main:telegram:dm:2": _GOOD},
+     "skipped agent:main:telegram:dm:1: session entry field 'display_name' holds a NUL character (U+0000), "
+     "which the store cannot take"),
 ])
 def test_an_entry_the_store_cannot_take_is_skipped_and_reported(home, tmp_path, data, line):
     """docs/operations.md §5 `sessions import`: an entry holding a value the store cannot take is

@@ -394,6 +394,31 @@ def test_import_replace_keeps_a_shared_route_newer_than_the_file(tmp_path, pg_ds
         "(2025-01-02T00:00:00+00:00)"]
 
 
+def test_import_skips_an_entry_and_a_line_holding_a_nul_character_and_takes_the_others(tmp_path, pg_dsn):
+    """docs/operations.md §5 `sessions import`: PostgreSQL's text cannot hold U+0000, so an older
+    gateway's entry or transcript line holding one is skipped and named like any value the store
+    cannot take; it used to fail the whole import."""
+    home, folder = tmp_path / "home", tmp_path / "old"
+    folder.mkdir()
+    origin = {"platform": "telegram", "chat_id": "12345", "chat_type": "dm", "user_id": "9"}
+    (folder / "sessions.json").write_text(json.dumps({
+        "agent:main:telegram:dm:1": {"session_id": "20250101_000000_00000001", "origin": origin,
+                                     "display_name": "Book\x00club"},
+        "agent:main:telegram:dm:2": {"session_id": "20250101_000000_00000002", "origin": origin}}))
+    (folder / "20250101_000000_00000002.jsonl").write_text(
+        json.dumps({"role": "user", "content": "hi\x00there"}) + "\n" + json.dumps({"role": "user", "content": "fine"}))
+    code, out, err = gateway(["sessions", "import", str(folder), "--json"], home, pg_dsn)
+    assert (code, err) == (0, "")
+    report = json.loads(out)
+    assert (report["imported"], report["messages"], report["skipped"]) == (1, 1, [
+        "agent:main:telegram:dm:1: session entry field 'display_name' holds a NUL character (U+0000), which the "
+        "store cannot take",
+        "20250101_000000_00000002.jsonl line 1: transcript message field 'content' holds a NUL character (U+0000), "
+        "which the store cannot take"])
+    assert _rows(pg_dsn, "SELECT session_key FROM routes") == [("agent:main:telegram:dm:2",)]
+    assert _rows(pg_dsn, "SELECT content FROM messages") == [("fine",)]
+
+
 async def test_status_tells_this_replicas_ledger_backlog_from_the_whole_stores(tmp_path, pg_dsn):
     """docs/operations.md §2: on a server store every replica's delivery obligations are in one
     ledger; a replica delivers those of the sessions it holds. `status` shows both counts,
