@@ -232,7 +232,11 @@ def check_home(config: Any, fix: bool) -> list[Check]:
     in_the_way = sessions_dir_in_the_way(config.sessions_dir)
     if in_the_way is not None:
         checks.append(Check("sessions", FAIL, in_the_way))
-    for path in (home, config.sessions_dir, config.db_path, home / "gateway.log", config.sessions_dir / "sessions.json"):
+    folders = (home, config.sessions_dir)
+    files = (config.db_path, home / "gateway.log", config.sessions_dir / "sessions.json")
+    # A directory where one of the files belongs has its own failing row (`not_a_file`): its mode
+    # is beside the point, and `--fix` must not change what the operator is told to move away.
+    for path in (*folders, *(f for f in files if not_a_file(f) is None)):
         finding = _private(Path(path), fix)
         if finding is not None:
             checks.append(finding)

@@ -184,13 +184,15 @@ def test_a_directory_in_place_of_state_db_is_named_as_one_not_as_missing_or_unwr
     home = _home_with_a_chat(tmp_path)
     for suffix in ("", "-wal", "-shm"):
         (home / f"state.db{suffix}").unlink(missing_ok=True)
-    (home / "state.db").mkdir(mode=0o700)
+    (home / "state.db").mkdir()
+    (home / "state.db").chmod(0o755)  # a directory's usual mode: its own row, no permissions warning
     code, checks = _doctor(home, tmp_path)
     assert code == 1
     assert checks["state.db"] == {
         "check": "state.db", "status": "fail",
         "detail": f"{home / 'state.db'} is a directory, not a file: move it away (the gateway would run "
                   "degraded beside it)"}
+    assert "permissions state.db" not in checks
     code, out, err = run(["sessions", "list"], gateway_env(home), tmp_path)
     assert (code, out, err) == (2, "", f"hermes-gateway: error: no gateway state at {home} "
                                        f"({home / 'state.db'} is a directory, not a file: move it away)\n")
