@@ -286,7 +286,11 @@ class GatewayRunner:
 
     def _over_limit(self, event: MessageEvent) -> int | None:
         """`event`'s length in characters when it is over `[core] max_input_chars`, else None.
-        A command is measured by its argument (the part that may reach the agent)."""
+        A command is measured by its argument (the part that may reach the agent). A wake-up is
+        never over it: the limit is on what people send, and a wake-up is the gateway's own event
+        (a background unit's result, docs/behaviour.md §10), which no one in the chat could shorten."""
+        if event.is_internal:
+            return None
         measured = len(event.command()[1]) if event.is_command else len(event.text or "")
         return measured if measured > self.deps.config.core.max_input_chars else None
 

@@ -167,6 +167,30 @@ async def test_new_clears_queued_human_messages_and_the_bound_wake_up_stays_in_i
         await app.stop()
 
 
+async def test_a_wake_up_longer_than_the_input_limit_runs_and_is_not_refused(tmp_path):
+    # docs/behaviour.md §5, §10: `max_input_chars` limits what people send; a wake-up is the
+    # gateway's own event (a background unit's result), so the chat was told "Message refused"
+    # about a message it never sent, and the result was lost to the agent.
+    agent = HeldAgent()
+    app, adapter = await make_app(tmp_path, agent, core={"max_input_chars": 10})
+    try:
+        await send(app, "hi", "m1")
+        await until(lambda: agent.started == ["hi"])
+        agent.open("hi")
+        await until(lambda: len(adapter.sent) == 1)
+        await send(app, "wake: the job's long result", kind=INTERNAL)
+        await until(lambda: agent.started == ["hi", "wake: the job's long result"])
+        agent.open("wake: the job's long result")
+        await app.runner.join()
+        assert adapter.texts() == ["ok hi", "ok wake: the job's long result"]
+        await send(app, "twelve chars", "m2")
+        await app.runner.join()
+        assert adapter.texts()[-1] == ("Message refused: it is 12 characters long and the limit is 10 characters "
+                                       "(core.max_input_chars). Please shorten it.")
+    finally:
+        await app.stop()
+
+
 async def test_stop_suspends_and_drops_the_follow_up(tmp_path):
     agent = HeldAgent()
     app, adapter = await make_app(tmp_path, agent)
